@@ -1,0 +1,1 @@
+"""gpulinalg's benchmarks: ``python -m benchmarks SUITE [--json PATH] [--quick]``."""

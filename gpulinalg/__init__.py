@@ -1,0 +1,38 @@
+"""gpulinalg: SciPy-shaped linear algebra on NVIDIA GPUs, with a SciPy fallback.
+
+Submodules ``dense``, ``decomp``, ``sparse`` and ``gp`` load on first use; importing
+``gpulinalg`` imports neither CuPy, nvmath-python nor torch.
+"""
+
+import importlib
+import logging
+
+from ._runtime import (Backend, Fallback, FallbackWarning, GPUInfo, GPUUnavailableError,
+                       IllConditionedWarning, LinAlgError, NotPositiveDefiniteError,
+                       ResidualWarning, RunRecord, Settings, SingularMatrixError, config,
+                       get_config, gpu_available, gpus, last_run, memory_info)
+
+__version__ = "0.1.0"
+
+logging.getLogger("gpulinalg").addHandler(logging.NullHandler())
+
+_SUBMODULES = ("dense", "decomp", "sparse", "gp")
+
+__all__ = [
+    "__version__", "config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",
+    "Backend", "Fallback", "Settings", "RunRecord", "GPUInfo",
+    "LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "GPUUnavailableError",
+    "FallbackWarning", "ResidualWarning", "IllConditionedWarning", *_SUBMODULES,
+]
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'gpulinalg' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES))

@@ -1,0 +1,119 @@
+"""Which package an array comes from, and moving arrays between NumPy, CuPy and torch.
+
+Detection looks only at ``sys.modules``: it never imports CuPy or torch.
+"""
+
+import sys
+from enum import Enum
+
+import numpy as np
+
+__all__ = ["Kind", "kind_of", "is_array", "to_host", "to_device", "to_kind", "convert_tree"]
+
+
+class Kind(str, Enum):
+    NUMPY = "numpy"
+    CUPY = "cupy"
+    TORCH = "torch"
+
+
+def kind_of(x):
+    """Return the :class:`Kind` of array ``x``, or ``None`` when it is not an array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kind_of(np.ones(3)).value
+    'numpy'
+    >>> kind_of([1, 2]) is None
+    True
+    """
+    if isinstance(x, np.ndarray):
+        return Kind.NUMPY
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return Kind.CUPY
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return Kind.TORCH
+    return None
+
+
+def is_array(x):
+    return kind_of(x) is not None
+
+
+def on_gpu(x):
+    """True when ``x`` lives in GPU memory (a CuPy array or a CUDA torch tensor)."""
+    k = kind_of(x)
+    return k is Kind.CUPY or (k is Kind.TORCH and x.device.type == "cuda")
+
+
+def to_host(x):
+    """Return ``x`` as a NumPy array (zero-copy for NumPy and CPU torch tensors)."""
+    k = kind_of(x)
+    if k is Kind.NUMPY or k is None:
+        return x if k else np.asarray(x)
+    if k is Kind.CUPY:
+        return x.get()
+    x = x.detach()
+    return (x.cpu() if x.device.type != "cpu" else x).resolve_conj().numpy()
+
+
+def to_device(x, stream=None):
+    """Return ``x`` as a CuPy array on the current device (zero-copy for CuPy and CUDA torch)."""
+    import cupy
+    k = kind_of(x)
+    if k is Kind.CUPY:
+        return x
+    if k is Kind.TORCH and x.device.type == "cuda":
+        return cupy.from_dlpack(x.detach().resolve_conj())
+    host = to_host(x)
+    out = cupy.empty(host.shape, dtype=host.dtype, order="F" if _is_f_only(host) else "C")
+    out.set(host, stream=stream)
+    return out
+
+
+def _is_f_only(a):
+    return a.ndim >= 2 and a.flags.f_contiguous and not a.flags.c_contiguous
+
+
+def to_kind(x, kind, like=None):
+    """Move array ``x`` into package ``kind``; ``like`` (an array of that kind) picks the device."""
+    if kind is None or not is_array(x):
+        return x
+    kind = Kind(kind)
+    if kind is Kind.NUMPY:
+        return to_host(x)
+    if kind is Kind.CUPY:
+        return to_device(x)
+    import torch
+    device = like.device if like is not None and kind_of(like) is Kind.TORCH else None
+    if kind_of(x) is Kind.CUPY:
+        t = torch.from_dlpack(x)
+        return t if device is None or t.device == device else t.to(device)
+    t = torch.from_numpy(np.ascontiguousarray(x) if not x.flags.writeable else x)
+    return t if device is None or device.type == "cpu" else t.to(device)
+
+
+def convert_tree(obj, fn):
+    """Apply ``fn`` to every array in ``obj`` (arrays, tuples incl. NamedTuples, lists, dicts)."""
+    if is_array(obj):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        items = [convert_tree(v, fn) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    if isinstance(obj, list):
+        return [convert_tree(v, fn) for v in obj]
+    if isinstance(obj, dict):
+        return {k: convert_tree(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def caller_kind(*arrays):
+    """The package results go back to: the first array argument's (NumPy for array-likes)."""
+    for a in arrays:
+        k = kind_of(a)
+        if k is not None:
+            return k, a
+    return Kind.NUMPY, None

@@ -1,0 +1,82 @@
+"""Memory budget and the host-to-GPU cost model the dispatcher uses.
+
+Thresholds (documented, deliberately simple):
+
+* a job *fits* when its byte estimate is at most the device's free memory plus the bytes
+  CuPy's pool holds unused, minus ``vram_headroom`` × total memory, and at most what is left
+  under the pool's limit when one is set (``cupy.get_default_memory_pool().set_limit``);
+* host (NumPy) inputs *pay* for the trip to the GPU when the modelled GPU time
+  ``OVERHEAD_S + bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS`` is below the modelled CPU time
+  ``flops / CPU_FLOPS``.
+"""
+
+import numpy as np
+
+from . import device as _device
+from .config import get_config
+
+__all__ = ["nbytes_of", "available_bytes", "fits", "offload_pays"]
+
+OVERHEAD_S = 50e-6
+PCIE_BYTES_PER_S = 20e9
+GPU_FLOPS = 30e12
+CPU_FLOPS = 100e9
+
+
+def nbytes_of(*specs):
+    """Bytes of arrays described as ``(shape, dtype)`` pairs (or arrays).
+
+    Examples
+    --------
+    >>> nbytes_of(((1000, 1000), "float64"), ((1000,), "float32"))
+    8004000
+    """
+    total = 0
+    for s in specs:
+        if hasattr(s, "shape") and hasattr(s, "dtype"):
+            shape, dtype = s.shape, s.dtype
+        else:
+            shape, dtype = s
+        total += int(np.prod(shape, dtype=np.int64)) * _itemsize(dtype)
+    return total
+
+
+def _itemsize(dtype):
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:  # torch dtype
+        return dtype.itemsize
+
+
+def available_bytes(device=None):
+    """Bytes a new job may use on ``device`` under the configured headroom."""
+    free, total = _device.memory_info(device)
+    avail = free - int(get_config().vram_headroom * total)
+    limit_left = _pool_limit_left()
+    if limit_left is not None:
+        avail = min(avail, limit_left)
+    return max(avail, 0)
+
+
+def _pool_limit_left():
+    import sys
+    cupy = sys.modules.get("cupy")
+    if cupy is None or getattr(_device._fake, "memory", None) is not None:
+        return None
+    pool = cupy.get_default_memory_pool()
+    limit = pool.get_limit()
+    return None if limit == 0 else limit - pool.used_bytes()
+
+
+def fits(nbytes, device=None):
+    """``(ok, available)``: whether ``nbytes`` fits on ``device`` now, and the bytes available."""
+    avail = available_bytes(device)
+    return int(nbytes) <= avail, avail
+
+
+def offload_pays(flops, transfer_bytes):
+    """Whether moving host inputs to the GPU is modelled to beat computing on the CPU."""
+    if flops is None:
+        return True
+    gpu = OVERHEAD_S + transfer_bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS
+    return gpu < flops / CPU_FLOPS

@@ -1,0 +1,128 @@
+"""Process-wide policy (``gpulinalg.config``), settable globally or per thread with ``with``.
+
+``config(**changes)`` applies ``changes`` to the process-wide settings at once. Used as a context
+manager, the same call instead applies them only to the calling thread, until the block ends:
+the process-wide settings are restored on ``__enter__``, so other threads never see them.
+Blocks nest; the innermost wins.
+"""
+
+import dataclasses
+import threading
+from enum import Enum
+
+__all__ = ["Backend", "Fallback", "Settings", "config", "get_config"]
+
+
+class Backend(str, Enum):
+    AUTO = "auto"
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class Fallback(str, Enum):
+    CPU = "cpu"
+    RAISE = "raise"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Validated policy values.
+
+    Attributes
+    ----------
+    backend : Backend
+        ``auto`` picks the GPU when present and worthwhile, ``gpu`` insists, ``cpu`` never uses it.
+    fallback : Fallback
+        What a GPU run that runs out of memory does: run on the CPU (``cpu``) or raise (``raise``).
+    vram_headroom : float
+        Fraction of the device's total memory kept free when judging whether a job fits.
+    autotune : bool
+        Autotune matmul plans (cached with the plan).
+    plan_cache_size : int
+        Most planned objects kept per thread and per cache.
+    """
+
+    backend: Backend = Backend.AUTO
+    fallback: Fallback = Fallback.CPU
+    vram_headroom: float = 0.05
+    autotune: bool = False
+    plan_cache_size: int = 64
+
+    def __post_init__(self):
+        object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
+        object.__setattr__(self, "fallback", _enum(Fallback, self.fallback, "fallback"))
+        if not 0.0 <= float(self.vram_headroom) < 1.0:
+            raise ValueError(f"vram_headroom must be in [0, 1), got {self.vram_headroom!r}")
+        if int(self.plan_cache_size) < 1:
+            raise ValueError(f"plan_cache_size must be >= 1, got {self.plan_cache_size!r}")
+        object.__setattr__(self, "autotune", bool(self.autotune))
+
+
+def _enum(kind, value, name):
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in kind)
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}") from None
+
+
+_lock = threading.Lock()
+_global = Settings()
+_local = threading.local()
+
+
+def get_config():
+    """Return the :class:`Settings` in force for the calling thread."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else _global
+
+
+class config:
+    """Set gpulinalg's policy globally, or for a ``with`` block in the calling thread.
+
+    Parameters
+    ----------
+    backend : {"auto", "gpu", "cpu"}, optional
+    fallback : {"cpu", "raise"}, optional
+    vram_headroom : float, optional
+        Fraction of total device memory kept free, in ``[0, 1)``.
+    autotune : bool, optional
+    plan_cache_size : int, optional
+
+    Examples
+    --------
+    >>> import gpulinalg
+    >>> with gpulinalg.config(backend="cpu"):
+    ...     gpulinalg.get_config().backend.value
+    'cpu'
+    >>> gpulinalg.get_config().backend.value
+    'auto'
+    """
+
+    def __init__(self, **changes):
+        global _global
+        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
+        if unknown:
+            raise TypeError(f"config() got unknown settings {sorted(unknown)}")
+        self._changes = changes
+        with _lock:
+            self._previous_global = _global
+            _global = self._applied_global = dataclasses.replace(_global, **changes)
+
+    def __enter__(self):
+        global _global
+        with _lock:
+            if _global is self._applied_global:  # untouched since __init__: undo it
+                _global = self._previous_global
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(dataclasses.replace(get_config(), **self._changes))
+        return stack[-1]
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False
+
+    def __repr__(self):
+        return f"config({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"

@@ -1,0 +1,117 @@
+"""Lazy, cached GPU discovery. Nothing here raises because a GPU or CUDA library is missing."""
+
+import dataclasses
+import logging
+import threading
+
+__all__ = ["GPUInfo", "gpu_available", "gpus", "memory_info", "disable_gpu", "disabled_reason"]
+
+log = logging.getLogger("gpulinalg")
+
+_lock = threading.Lock()
+_state = {"probed": False, "gpus": (), "why_not": None, "disabled": None}
+_fake = threading.local()  # test hook: see gpulinalg._runtime.testing.fake_gpu
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUInfo:
+    """One CUDA device as seen at discovery."""
+
+    index: int
+    name: str
+    compute_capability: tuple
+    total_memory: int
+
+
+def _probe():
+    try:
+        import cupy
+        from cupy.cuda import runtime
+    except Exception as exc:  # ImportError, or a broken CUDA install raising anything at all
+        return (), f"cupy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        count = runtime.getDeviceCount()
+        found = []
+        for i in range(count):
+            props = runtime.getDeviceProperties(i)
+            name = props["name"]
+            found.append(GPUInfo(i, name.decode() if isinstance(name, bytes) else str(name),
+                                 (props["major"], props["minor"]), int(props["totalGlobalMem"])))
+    except Exception as exc:  # CUDARuntimeError without a driver / device
+        return (), f"no CUDA device ({type(exc).__name__}: {exc})"
+    if not found:
+        return (), "no CUDA device"
+    del cupy
+    return tuple(found), None
+
+
+def _ensure():
+    if not _state["probed"]:
+        with _lock:
+            if not _state["probed"]:
+                _state["gpus"], _state["why_not"] = _probe()
+                _state["probed"] = True
+                log.debug("GPU discovery: %s", _state["gpus"] or _state["why_not"])
+
+
+def gpus():
+    """Return the tuple of :class:`GPUInfo` found (empty without a usable GPU)."""
+    fake = getattr(_fake, "info", None)
+    if fake is not None:
+        return (fake,)
+    _ensure()
+    return _state["gpus"]
+
+
+def gpu_available():
+    """True when a GPU is present, CuPy works and the GPU has not been disabled."""
+    if getattr(_fake, "info", None) is not None:
+        return True
+    return bool(gpus()) and _state["disabled"] is None
+
+
+def unavailable_reason():
+    """Why :func:`gpu_available` is False (``None`` when it is True)."""
+    if gpu_available():
+        return None
+    return _state["disabled"] or _state["why_not"] or "no GPU"
+
+
+def disabled_reason():
+    """The reason the GPU was disabled for this process, or ``None``."""
+    return _state["disabled"]
+
+
+def disable_gpu(reason):
+    """Disable the GPU for the rest of the process (after a sticky CUDA error)."""
+    with _lock:
+        first = _state["disabled"] is None
+        if first:
+            _state["disabled"] = str(reason)
+    return first
+
+
+def memory_info(device=None):
+    """Return ``(free, total)`` bytes of ``device`` (default: the current one).
+
+    ``free`` counts both the driver's free memory and the bytes CuPy's default pool holds but
+    does not use, since those are available to the next allocation.
+    """
+    fake = getattr(_fake, "memory", None)
+    if fake is not None:
+        return fake
+    if not gpus():
+        raise RuntimeError("memory_info: no GPU")
+    import cupy
+    with cupy.cuda.Device(device if device is not None else cupy.cuda.runtime.getDevice()):
+        free, total = cupy.cuda.runtime.memGetInfo()
+        pool = cupy.get_default_memory_pool()
+        return int(free + pool.free_bytes()), int(total)
+
+
+def current_device():
+    """Index of the calling thread's current CUDA device (0 without a GPU)."""
+    if getattr(_fake, "info", None) is not None or not gpus():
+        return 0
+    import cupy
+    return int(cupy.cuda.runtime.getDevice())

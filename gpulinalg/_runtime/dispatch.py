@@ -1,0 +1,213 @@
+"""The one dispatcher: every public operation runs through :func:`dispatch`.
+
+It alone picks the GPU or the CPU, moves arrays, falls back, and records what happened.
+"""
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+import warnings
+
+from . import arrays as _arrays
+from . import budget as _budget
+from . import device as _device
+from . import testing as _testing
+from .config import Backend, Fallback, get_config
+from .errors import FallbackWarning, GPUUnavailableError
+
+__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky"]
+
+log = logging.getLogger("gpulinalg")
+
+#: CUDA error codes after which the context is unusable (illegal address, launch failure, ...).
+STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What the last operation of a thread did (see :func:`gpulinalg.last_run`)."""
+
+    op: str
+    backend: str  # "gpu", "gpu-out-of-core" or "cpu"
+    device: object  # GPU index, or "cpu"
+    fell_back: bool
+    reason: str
+    seconds: float
+    details: dict = dataclasses.field(default_factory=dict)
+
+
+_local = threading.local()
+
+
+def last_run():
+    """The :class:`RunRecord` of the calling thread's last operation (``None`` before any).
+
+    Examples
+    --------
+    >>> import numpy as np, gpulinalg
+    >>> with gpulinalg.config(backend="cpu"):
+    ...     _ = gpulinalg.decomp.cholesky(np.eye(2))
+    >>> gpulinalg.last_run().backend
+    'cpu'
+    """
+    return getattr(_local, "record", None)
+
+
+def note(**details):
+    """Let the running operation add details (iterations, residuals...) to its record."""
+    pending = getattr(_local, "details", None)
+    if pending is not None:
+        pending.update(details)
+
+
+def is_sticky(exc):
+    """True when ``exc`` (or its cause) carries a CUDA status that poisons the context."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        status = getattr(exc, "status", None)
+        try:
+            if status is not None and int(status) in STICKY_CUDA_ERRORS:
+                return True
+        except (TypeError, ValueError):
+            pass
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _free_pools():
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return
+    try:
+        cupy.cuda.get_current_stream().synchronize()
+    except Exception:  # a poisoned context: freeing is all that is left to try
+        pass
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
+             oversize_fn=None, convert=True, like=None):
+    """Run operation ``op`` on the GPU or the CPU and return its result in the caller's package.
+
+    Parameters
+    ----------
+    op : str
+        Name recorded in :func:`last_run` and the log (``"decomp.qr"``).
+    gpu_fn, cpu_fn : callable
+        Same signature. With ``convert=True``, array arguments reach ``gpu_fn`` as CuPy arrays
+        and ``cpu_fn`` as NumPy arrays, and arrays in the result go back to the caller's package.
+    args, kwargs : tuple, dict
+        Arguments for the chosen function.
+    nbytes : int
+        Estimated peak device bytes of the GPU run (inputs, outputs, workspaces).
+    flops : float, optional
+        Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
+        pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
+    oversize_fn : callable, optional
+        GPU route for jobs larger than the budget (out-of-core); used instead of the CPU then.
+    like : array, optional
+        Array whose package and device results take (default: the first array argument).
+    """
+    kwargs = kwargs or {}
+    settings = get_config()
+    kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
+        _arrays.caller_kind(*args, *kwargs.values())
+    plan = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn)
+    route, reason, fell_back = plan
+    if route == "cpu":
+        return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
+    fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
+    try:
+        return _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, False)
+    except MemoryError as exc:
+        _free_pools()
+        if settings.fallback is Fallback.RAISE:
+            raise
+        why = f"GPU out of memory ({type(exc).__name__}: {exc})"
+    except Exception as exc:
+        if not is_sticky(exc):
+            raise
+        _free_pools_quietly()
+        why = f"sticky CUDA error ({type(exc).__name__}: {exc}); GPU disabled for this process"
+        if _device.disable_gpu(why):
+            warnings.warn(f"gpulinalg: {why}", FallbackWarning, stacklevel=3)
+            log.error("%s: %s", op, why)
+        if settings.fallback is Fallback.RAISE:
+            raise
+    warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=3)
+    return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+
+
+def _free_pools_quietly():
+    try:
+        _free_pools()
+    except Exception:  # the context is gone; nothing more can be freed
+        pass
+
+
+def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn):
+    """Return ``(route, reason, fell_back)`` before anything runs."""
+    if settings.backend is Backend.CPU:
+        return "cpu", "backend='cpu'", False
+    if not _device.gpu_available():
+        why = _device.unavailable_reason()
+        if settings.backend is Backend.GPU:
+            raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
+        return "cpu", f"no GPU: {why}", False
+    on_host = not any(_arrays.on_gpu(a) for a in (*args, *kwargs.values()))
+    if settings.backend is Backend.AUTO and on_host and not _budget.offload_pays(flops, nbytes):
+        return "cpu", "host inputs; too small for the GPU to pay", False
+    ok, avail = _budget.fits(nbytes)
+    if ok:
+        return "gpu", f"estimate {nbytes} B fits in {avail} B", False
+    if oversize_fn is not None:
+        return "gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming", False
+    why = f"estimate {nbytes} B > {avail} B available on the GPU"
+    if settings.fallback is Fallback.RAISE:
+        raise MemoryError(f"{op}: {why} and fallback='raise'")
+    warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=4)
+    return "cpu", why, True
+
+
+def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back):
+    _local.details = details = {}
+    start = time.perf_counter()
+    try:
+        if route == "cpu":
+            result = _call_cpu(fn, args, kwargs, convert)
+            dev = "cpu"
+        else:
+            _testing.maybe_fail(op)
+            result, dev = _call_gpu(fn, args, kwargs, convert)
+        if convert:
+            result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
+    finally:
+        _local.details = None
+    seconds = time.perf_counter() - start
+    _local.record = RunRecord(op, route, dev, fell_back, reason, seconds, details)
+    log.log(logging.WARNING if fell_back else logging.DEBUG,
+            "%s ran on %s (%s) in %.3g s", op, route, reason, seconds)
+    return result
+
+
+def _call_cpu(fn, args, kwargs, convert):
+    if convert:
+        args = _arrays.convert_tree(args, _arrays.to_host)
+        kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
+    return fn(*args, **kwargs)
+
+
+def _call_gpu(fn, args, kwargs, convert):
+    if getattr(_device._fake, "info", None) is not None:  # test hook: arrays stay on the host
+        return _call_cpu(fn, args, kwargs, convert), 0
+    from .streams import op_stream
+    with op_stream():
+        if convert:
+            args = _arrays.convert_tree(args, _arrays.to_device)
+            kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
+        result = fn(*args, **kwargs)
+    return result, _device.current_device()

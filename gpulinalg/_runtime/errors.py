@@ -1,0 +1,59 @@
+"""Exception and warning taxonomy shared by every gpulinalg module."""
+
+import numpy as np
+
+__all__ = [
+    "LinAlgError",
+    "NotPositiveDefiniteError",
+    "SingularMatrixError",
+    "GPUUnavailableError",
+    "FallbackWarning",
+    "ResidualWarning",
+    "IllConditionedWarning",
+]
+
+
+class LinAlgError(np.linalg.LinAlgError):
+    """Base class of gpulinalg's numerical failures (a ``numpy.linalg.LinAlgError``)."""
+
+
+class NotPositiveDefiniteError(LinAlgError):
+    """A Cholesky factorization met a leading minor that is not positive definite.
+
+    Parameters
+    ----------
+    minor : int
+        1-based order of the first leading minor that is not positive definite
+        (LAPACK's ``info``).
+    batch_index : tuple of int or None
+        Index into the batch dimensions of the failing matrix, ``None`` for a single matrix.
+    """
+
+    def __init__(self, minor, batch_index=None, message=None):
+        self.minor = int(minor)
+        self.batch_index = batch_index
+        if message is None:
+            where = "" if batch_index is None else f" of batch entry {tuple(batch_index)}"
+            message = (f"matrix{where} is not positive definite: the leading minor of "
+                       f"order {self.minor} is not positive")
+        super().__init__(message)
+
+
+class SingularMatrixError(LinAlgError):
+    """A factorization or solve found the matrix (numerically) singular."""
+
+
+class GPUUnavailableError(RuntimeError):
+    """``backend="gpu"`` was requested but no usable GPU (or GPU library) is present."""
+
+
+class FallbackWarning(RuntimeWarning):
+    """An operation ran on the CPU although the GPU was preferred (out of memory, no GPU...)."""
+
+
+class ResidualWarning(RuntimeWarning):
+    """A solution's backward error is above the requested tolerance."""
+
+
+class IllConditionedWarning(RuntimeWarning):
+    """The input is ill conditioned; results may be inaccurate (like SciPy's ``LinAlgWarning``)."""

@@ -1,0 +1,93 @@
+"""The validation pipeline every public function runs: type, shape, finiteness, dtype.
+
+Works on NumPy, CuPy and torch arrays alike, without moving them.
+"""
+
+import numpy as np
+
+from .arrays import Kind, kind_of
+
+__all__ = ["as_array", "check_finite", "float_dtype", "check_square", "namespace"]
+
+#: dtypes the solvers accept; integers and bools promote to float64 as in SciPy.
+SOLVER_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def namespace(x):
+    """Return the array module of ``x`` (``numpy``, ``cupy`` or ``torch``)."""
+    k = kind_of(x)
+    if k is Kind.CUPY:
+        import cupy
+        return cupy
+    if k is Kind.TORCH:
+        import torch
+        return torch
+    return np
+
+
+def _np_dtype(x):
+    if kind_of(x) is Kind.TORCH:
+        import torch
+        if x.dtype == torch.bfloat16:
+            return np.dtype("V2")  # stand-in: NumPy has no bfloat16
+        return torch.empty(0, dtype=x.dtype).numpy().dtype
+    return np.dtype(x.dtype)
+
+
+def as_array(a, name="a", *, min_ndim=0, max_ndim=None):
+    """Return ``a`` as an array of its own package, raising ``TypeError`` for non-numeric input.
+
+    Lists and scalars become NumPy arrays. Object, string and datetime dtypes are refused.
+    """
+    if kind_of(a) is None:
+        if hasattr(a, "toarray") and hasattr(a, "nnz"):
+            raise TypeError(f"{name} is a sparse matrix ({type(a).__name__}); "
+                            "pass a dense array, or use gpulinalg.sparse")
+        try:
+            a = np.asarray(a)
+        except Exception as exc:
+            raise TypeError(f"{name} cannot be converted to an array: {exc}") from None
+    dt = _np_dtype(a)
+    if dt.kind not in "biufcV":
+        raise TypeError(f"{name} must be numeric, got dtype {dt}")
+    if a.ndim < min_ndim or (max_ndim is not None and a.ndim > max_ndim):
+        want = f">= {min_ndim}" if max_ndim is None else f"in [{min_ndim}, {max_ndim}]"
+        raise ValueError(f"{name} must have ndim {want}, got shape {tuple(a.shape)}")
+    return a
+
+
+def check_square(a, name="a"):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name} must be square in its last two dimensions, "
+                         f"got shape {tuple(a.shape)}")
+
+
+def check_finite(a, name="a"):
+    """Raise ``ValueError`` if ``a`` holds NaN or Inf (one reduction, on ``a``'s device)."""
+    if a.size == 0 or _np_dtype(a).kind in "biu":
+        return
+    xp = namespace(a)
+    ok = bool(xp.isfinite(a).all())
+    if not ok:
+        raise ValueError(f"{name} must not contain infs or NaNs")
+
+
+def float_dtype(*dtypes, allowed=SOLVER_DTYPES):
+    """The dtype a computation runs in: NumPy promotion, then integers/bools → float64,
+    float16 → float32 when float16 is not allowed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float_dtype(np.int64), float_dtype(np.float32, np.complex64), float_dtype(np.float16)
+    (dtype('float64'), dtype('complex64'), dtype('float32'))
+    """
+    dt = np.result_type(*[np.dtype(d) for d in dtypes])
+    if dt.kind in "biu":
+        dt = np.dtype(np.float64)
+    if dt not in [np.dtype(t) for t in allowed]:
+        dt = np.result_type(dt, np.float32)
+    if dt not in [np.dtype(t) for t in allowed]:
+        raise TypeError(f"unsupported dtype {dt}; supported: "
+                        f"{', '.join(str(np.dtype(t)) for t in allowed)}")
+    return dt

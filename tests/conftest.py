@@ -1,0 +1,45 @@
+"""Shared fixtures: the ``gpu`` marker skips without a GPU; ``backend`` runs a test on both."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg._runtime import testing
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpulinalg.gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def backend(request):
+    """Run the test body with ``gpulinalg.config(backend=...)`` set to each backend."""
+    with gpulinalg.config(backend=request.param):
+        yield request.param
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261130)
+
+
+@pytest.fixture
+def fake_gpu():
+    """A pretend GPU for exercising the dispatcher's GPU branches on a CPU-only machine."""
+    with testing.fake_gpu() as info:
+        yield info
+    testing.reset_gpu_state()
+
+
+@pytest.fixture
+def xp_gpu():
+    """CuPy, for GPU tests (skips when CuPy cannot reach a GPU)."""
+    if not gpulinalg.gpu_available():
+        pytest.skip("needs an NVIDIA GPU")
+    import cupy
+    return cupy
