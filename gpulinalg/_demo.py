@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 
-from ._runtime import config, dispatch, gpu_available, last_run, testing
+from ._runtime import config, gpu_available, last_run, testing
+from ._runtime.dispatch import dispatch
 from ._runtime.errors import FallbackWarning
 
 STEP_MODULES = ("dense", "decomp", "sparse", "gp")

@@ -79,7 +79,7 @@ def is_sticky(exc):
 
 def _free_pools():
     cupy = sys.modules.get("cupy")
-    if cupy is None:
+    if cupy is None or not _device.gpus() or getattr(_device._fake, "info", None) is not None:
         return
     try:
         cupy.cuda.get_current_stream().synchronize()

@@ -1,0 +1,96 @@
+"""Array-package detection, moves and validation helpers."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from gpulinalg._runtime import arrays, validation
+from gpulinalg._runtime.arrays import Kind
+
+
+def test_kind_of_numpy_and_non_arrays():
+    assert arrays.kind_of(np.zeros(2)) is Kind.NUMPY
+    assert arrays.kind_of([1.0]) is None and arrays.kind_of(3.0) is None
+
+
+def test_kind_of_does_not_import(monkeypatch):
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert arrays.kind_of(object()) is None
+    assert "cupy" not in sys.modules and "torch" not in sys.modules
+
+
+def test_convert_tree_keeps_structure():
+    from gpulinalg.decomp._results import SVDResult
+    res = SVDResult(np.ones(2), [np.ones(1)], {"k": np.zeros(1)})
+    out = arrays.convert_tree(res, lambda a: a + 1)
+    assert isinstance(out, SVDResult) and out.U[0] == 2 and out.S[0][0] == 2 and out.Vh["k"][0] == 1
+
+
+def test_caller_kind_defaults_to_numpy():
+    assert arrays.caller_kind(3, "x") == (Kind.NUMPY, None)
+
+
+class TestTorch:
+    torch = pytest.importorskip("torch")
+
+    def test_detect_and_round_trip_zero_copy(self):
+        t = self.torch.arange(6, dtype=self.torch.float64).reshape(2, 3)
+        assert arrays.kind_of(t) is Kind.TORCH and not arrays.on_gpu(t)
+        host = arrays.to_host(t)
+        assert isinstance(host, np.ndarray) and np.shares_memory(host, t.numpy())
+        back = arrays.to_kind(host * 2, Kind.TORCH, like=t)
+        assert isinstance(back, self.torch.Tensor) and back.device == t.device
+        assert self.torch.equal(back, t * 2)
+
+    def test_requires_grad_is_detached(self):
+        t = self.torch.ones(3, requires_grad=True)
+        assert np.array_equal(arrays.to_host(t), np.ones(3))
+
+    def test_validation_on_torch(self):
+        t = self.torch.tensor([1.0, float("nan")])
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            validation.check_finite(t, "t")
+
+
+def test_as_array_rejects_non_numeric():
+    with pytest.raises(TypeError, match="numeric"):
+        validation.as_array(np.array(["a"]), "a")
+    with pytest.raises(TypeError, match="numeric"):
+        validation.as_array(np.array([object()]), "a")
+
+
+def test_as_array_ndim_message_has_shape():
+    with pytest.raises(ValueError, match=r"got shape \(3,\)"):
+        validation.as_array(np.ones(3), "a", min_ndim=2)
+
+
+def test_as_array_refuses_sparse():
+    sp = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="sparse"):
+        validation.as_array(sp.eye(3, format="csr"), "a")
+
+
+def test_check_finite_and_square():
+    validation.check_finite(np.ones(2))
+    validation.check_finite(np.zeros(0))
+    for bad in (np.inf, -np.inf, np.nan):
+        with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+            validation.check_finite(np.array([1.0, bad]))
+    with pytest.raises(ValueError, match=r"square.*\(2, 3\)"):
+        validation.check_square(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("dtypes, expected", [
+    ((np.int32,), np.float64), ((np.bool_,), np.float64), ((np.float32,), np.float32),
+    ((np.float32, np.float64), np.float64), ((np.float16,), np.float32),
+    ((np.complex64, np.float64), np.complex128),
+])
+def test_float_dtype(dtypes, expected):
+    assert validation.float_dtype(*dtypes) == np.dtype(expected)
+
+
+def test_float_dtype_refuses():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        validation.float_dtype(np.longdouble)

@@ -1,0 +1,200 @@
+"""Dispatcher policy: every branch, on a machine without a GPU (fake_gpu + injected faults)."""
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg._runtime import dispatch as _dispatch
+from gpulinalg._runtime import testing
+
+
+def _fns(calls):
+    def gpu(x):
+        calls.append("gpu")
+        return x * 2
+
+    def cpu(x):
+        calls.append("cpu")
+        return x * 2
+    return gpu, cpu
+
+
+def run(calls, x, **kw):
+    gpu, cpu = _fns(calls)
+    return _dispatch.dispatch("test.double", gpu, cpu, (x,), **kw)
+
+
+def test_no_gpu_auto_runs_cpu_without_warning(monkeypatch):
+    monkeypatch.setattr(gpulinalg._runtime.device, "gpu_available", lambda: False)
+    calls = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run(calls, np.ones(3))
+    assert calls == ["cpu"] and np.all(out == 2)
+    rec = gpulinalg.last_run()
+    assert rec.backend == "cpu" and not rec.fell_back and rec.reason.startswith("no GPU")
+    assert rec.op == "test.double" and rec.seconds >= 0
+
+
+def test_backend_gpu_without_gpu_raises(monkeypatch):
+    monkeypatch.setattr(gpulinalg._runtime.device, "gpu_available", lambda: False)
+    with gpulinalg.config(backend="gpu"), pytest.raises(gpulinalg.GPUUnavailableError,
+                                                        match="backend='gpu'"):
+        run([], np.ones(3))
+
+
+def test_backend_cpu_never_touches_gpu(fake_gpu):
+    calls = []
+    with gpulinalg.config(backend="cpu"):
+        run(calls, np.ones(3))
+    assert calls == ["cpu"] and gpulinalg.last_run().reason == "backend='cpu'"
+
+
+def test_fits_runs_gpu(fake_gpu):
+    calls = []
+    out = run(calls, np.ones(3), nbytes=1 << 20)
+    assert calls == ["gpu"] and np.all(out == 2)
+    assert gpulinalg.last_run().backend == "gpu" and gpulinalg.last_run().device == 0
+
+
+def test_estimate_too_big_goes_to_cpu_up_front(fake_gpu):
+    calls = []
+    with pytest.warns(gpulinalg.FallbackWarning, match="available on the GPU"):
+        run(calls, np.ones(3), nbytes=1 << 40)
+    assert calls == ["cpu"] and gpulinalg.last_run().fell_back
+
+
+def test_estimate_too_big_with_fallback_raise(fake_gpu):
+    with gpulinalg.config(fallback="raise"), pytest.raises(MemoryError, match="fallback='raise'"):
+        run([], np.ones(3), nbytes=1 << 40)
+
+
+def test_headroom_counts(fake_gpu):
+    # 16 GiB free of 32: a 10 GiB job fits with 5 % headroom, not with 30 %.
+    calls = []
+    run(calls, np.ones(3), nbytes=10 << 30)
+    with gpulinalg.config(vram_headroom=0.3), pytest.warns(gpulinalg.FallbackWarning):
+        run(calls, np.ones(3), nbytes=10 << 30)
+    assert calls == ["gpu", "cpu"]
+
+
+def test_oversize_route_instead_of_cpu(fake_gpu):
+    calls = []
+    gpu, cpu = _fns(calls)
+    out = _dispatch.dispatch("test.ooc", gpu, cpu, (np.ones(2),), nbytes=1 << 40,
+                             oversize_fn=lambda x: calls.append("ooc") or x * 3)
+    assert calls == ["ooc"] and np.all(out == 3)
+    assert gpulinalg.last_run().backend == "gpu-out-of-core"
+
+
+def test_oom_falls_back_with_warning_and_same_answer(fake_gpu, caplog):
+    calls = []
+    x = np.arange(4.0)
+    with testing.inject_fault("oom"), caplog.at_level(logging.WARNING, "gpulinalg"):
+        with pytest.warns(gpulinalg.FallbackWarning, match="out of memory"):
+            out = run(calls, x)
+    assert calls == ["cpu"] and np.array_equal(out, x * 2) and np.array_equal(x, np.arange(4.0))
+    rec = gpulinalg.last_run()
+    assert rec.fell_back and "out of memory" in rec.reason
+    assert any("ran on cpu" in r.getMessage() for r in caplog.records)
+
+
+def test_oom_with_fallback_raise(fake_gpu):
+    with testing.inject_fault("oom"), gpulinalg.config(fallback="raise"):
+        with pytest.raises(MemoryError):
+            run([], np.ones(3))
+
+
+def test_fault_targets_one_op(fake_gpu):
+    calls = []
+    with testing.inject_fault("oom", op="other.op"):
+        run(calls, np.ones(3))
+    assert calls == ["gpu"]
+
+
+def test_sticky_error_disables_gpu_once(fake_gpu, monkeypatch):
+    # The fake GPU stays "available" by design; check the process-wide disable instead.
+    calls = []
+    with testing.inject_fault("sticky", times=2):
+        with pytest.warns(gpulinalg.FallbackWarning) as first:
+            run(calls, np.ones(3))
+        assert gpulinalg._runtime.device.disabled_reason().startswith("sticky CUDA error")
+        with pytest.warns(gpulinalg.FallbackWarning) as second:
+            run(calls, np.ones(3))
+    assert calls == ["cpu", "cpu"]
+    disabling = [str(w.message) for w in first if "ran on the CPU" not in str(w.message)]
+    assert len(disabling) == 1 and "GPU disabled" in disabling[0]
+    # the second sticky error only reports the fallback, it does not announce disabling again
+    assert all("ran on the CPU" in str(w.message) for w in second)
+    testing.reset_gpu_state()
+
+
+def test_sticky_disables_real_availability(monkeypatch):
+    from gpulinalg._runtime import device
+    monkeypatch.setitem(device._state, "probed", True)
+    monkeypatch.setitem(device._state, "gpus", (device.GPUInfo(0, "x", (9, 0), 1),))
+    monkeypatch.setitem(device._state, "disabled", None)
+    assert device.gpu_available()
+    device.disable_gpu("sticky CUDA error (test)")
+    assert not device.gpu_available()
+    assert "sticky" in device.unavailable_reason()
+
+
+def test_sticky_with_fallback_raise(fake_gpu):
+    with testing.inject_fault("sticky"), gpulinalg.config(fallback="raise"):
+        with pytest.warns(gpulinalg.FallbackWarning, match="GPU disabled"):
+            with pytest.raises(testing.SimulatedCUDAError):
+                run([], np.ones(3))
+    testing.reset_gpu_state()
+
+
+def test_other_errors_propagate(fake_gpu):
+    def gpu(x):
+        raise ValueError("bad value 3")
+    with pytest.raises(ValueError, match="bad value 3"):
+        _dispatch.dispatch("test.err", gpu, lambda x: x, (np.ones(1),))
+
+
+@pytest.mark.parametrize("status, sticky", [(700, True), (719, True), (2, False), (None, False)])
+def test_is_sticky_by_status_not_message(status, sticky):
+    exc = RuntimeError("illegal address")  # the message alone never decides
+    exc.status = status
+    assert _dispatch.is_sticky(exc) is sticky
+
+
+def test_is_sticky_follows_cause():
+    inner = testing.SimulatedCUDAError(719)
+    try:
+        try:
+            raise inner
+        except RuntimeError as e:
+            raise KeyError("wrapped") from e
+    except KeyError as outer:
+        assert _dispatch.is_sticky(outer)
+
+
+def test_host_inputs_small_problem_stays_on_cpu(fake_gpu):
+    calls = []
+    run(calls, np.ones(3), flops=100, nbytes=24)
+    run(calls, np.ones(3), flops=1e12, nbytes=24)
+    assert calls == ["cpu", "gpu"]
+    with gpulinalg.config(backend="gpu"):
+        run(calls, np.ones(3), flops=100, nbytes=24)
+    assert calls[-1] == "gpu"
+
+
+def test_note_adds_details(fake_gpu):
+    def cpu(x):
+        _dispatch.note(iterations=3)
+        return x
+    with gpulinalg.config(backend="cpu"):
+        _dispatch.dispatch("test.note", cpu, cpu, (np.ones(1),))
+    assert gpulinalg.last_run().details == {"iterations": 3}
+
+
+def test_results_in_tuples_are_converted(fake_gpu):
+    out = _dispatch.dispatch("test.tuple", lambda x: (x, [x], {"a": x}), None, (np.ones(2),))
+    assert isinstance(out[0], np.ndarray) and isinstance(out[1][0], np.ndarray)

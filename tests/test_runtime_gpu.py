@@ -1,0 +1,115 @@
+"""The runtime on a real GPU: discovery, memory, per-thread handles, real fallback and cleanup."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg._runtime import arrays, device, streams
+from gpulinalg._runtime.dispatch import dispatch
+
+pytestmark = pytest.mark.gpu
+
+
+def test_discovery_and_memory_info():
+    found = gpulinalg.gpus()
+    assert found and found[0].compute_capability >= (7, 0) and found[0].total_memory > 1 << 30
+    free, total = gpulinalg.memory_info(0)
+    assert 0 < free <= total == found[0].total_memory
+
+
+@pytest.mark.parametrize("library", ["cublas", "cublasLt", "cusolverDn", "cusolverSp"])
+def test_handles_per_thread_distinct_and_reused(library):
+    main = streams.get_handle(library)
+    assert streams.get_handle(library) == main
+    seen, barrier = [], threading.Barrier(8)
+
+    def worker():
+        h = streams.get_handle(library)
+        barrier.wait()  # all alive at once: no handle can be recycled between threads
+        seen.append((h, streams.get_handle(library), streams.get_stream().ptr))
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(a == b for a, b, _ in seen)
+    assert len({h for h, _, _ in seen} | {main}) == 9
+    assert len({s for _, _, s in seen}) == 8
+
+
+def test_cupy_in_cupy_out_and_host_in_host_out(xp_gpu):
+    cp = xp_gpu
+    twice = lambda x: x * 2  # noqa: E731
+    out = dispatch("test.twice", twice, twice, (cp.arange(4.0),))
+    assert isinstance(out, cp.ndarray) and gpulinalg.last_run().backend == "gpu"
+    out = dispatch("test.twice", twice, twice, (np.arange(4.0),))
+    assert isinstance(out, np.ndarray) and np.array_equal(out, np.arange(4.0) * 2)
+
+
+def test_torch_cuda_round_trip(xp_gpu):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(4.0, device="cuda")
+    out = dispatch("test.twice", lambda x: x * 2, None, (t,))
+    assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
+    assert torch.equal(out, t * 2)
+    assert arrays.kind_of(arrays.to_device(t)) is arrays.Kind.CUPY
+
+
+def test_pool_limit_below_estimate_routes_to_cpu_up_front(xp_gpu):
+    cp = xp_gpu
+    pool = cp.get_default_memory_pool()
+    calls = []
+    try:
+        pool.set_limit(size=64 << 20)
+        with pytest.warns(gpulinalg.FallbackWarning, match="available on the GPU"):
+            dispatch("test.big", lambda x: calls.append("gpu"), lambda x: calls.append("cpu"),
+                     (np.ones(4),), nbytes=1 << 30)
+    finally:
+        pool.set_limit(size=0)
+    assert calls == ["cpu"] and gpulinalg.last_run().fell_back
+
+
+def test_real_oom_falls_back_and_memory_returns(xp_gpu):
+    cp = xp_gpu
+    pool = cp.get_default_memory_pool()
+    x = cp.arange(1000.0)
+    cp.cuda.Device().synchronize()
+    before = pool.used_bytes()
+
+    def greedy(a):
+        keep = [cp.empty(32 << 20, dtype=cp.uint8) for _ in range(8)]  # 256 MiB > limit
+        return a.sum() + len(keep)
+    try:
+        pool.set_limit(size=before + (128 << 20))
+        with pytest.warns(gpulinalg.FallbackWarning, match="out of memory"):
+            out = dispatch("test.greedy", greedy, lambda a: a.sum(), (x,), nbytes=1 << 20)
+    finally:
+        pool.set_limit(size=0)
+    assert isinstance(out, cp.ndarray) and float(out) == float(np.arange(1000.0).sum())
+    assert gpulinalg.last_run().fell_back
+    del out
+    assert pool.used_bytes() <= before
+    assert np.array_equal(x.get(), np.arange(1000.0))
+
+
+def test_sixteen_threads_mixed_dispatch(xp_gpu):
+    cp = xp_gpu
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            a = cp.full((256, 256), float(i))
+            for _ in range(5):
+                out = dispatch("test.mm", lambda m: m @ m, lambda m: m @ m, (a,))
+            results[i] = float(out[0, 0])
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == {i: 256.0 * i * i for i in range(16)}
