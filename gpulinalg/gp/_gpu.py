@@ -1,0 +1,130 @@
+"""GPU bodies of the GP operations, written against the array namespace of their inputs.
+
+The dispatcher hands them CuPy arrays; the CPU functions in :mod:`._cpu` run the same bodies on
+NumPy arrays with the nested ``gpulinalg.decomp`` calls pinned to the CPU. Kernel matrices come
+from a :class:`~._kernels_gpu.KernelPlan` when the kernel has one, else they arrive precomputed
+by scikit-learn (``k``, ``k_grad``).
+"""
+
+import math
+import warnings
+
+from .._runtime.errors import NotPositiveDefiniteError
+from .._runtime.validation import namespace
+from ._core import cholesky_jitter, gaussian_lml, solve_body
+from ._kernels_gpu import BLOCK_ELEMENTS
+
+__all__ = ["lml_body", "fit_body", "predict_body"]
+
+
+def _kernel_matrix(x, k, noise, plan):
+    """``k(x) + diag(noise)``, checked for NaN/Inf (our own array, safe to overwrite)."""
+    if plan is not None:
+        k = plan.matrix(x)
+    elif not k.flags.c_contiguous:
+        k = namespace(k).ascontiguousarray(k)
+    xp = namespace(k)
+    if not bool(xp.isfinite(k).all()):
+        raise ValueError("the kernel matrix contains NaN or Inf; check the kernel's "
+                         "hyperparameters and the training inputs")
+    k.reshape(-1)[::k.shape[0] + 1] += noise
+    return k
+
+
+def _contract_fallback(w_rows, k_grad):
+    """``sum_ij W_ij k_grad_ijp`` in row blocks, for a gradient tensor from scikit-learn."""
+    xp = namespace(k_grad)
+    n, p = k_grad.shape[0], k_grad.shape[2]
+    total = xp.zeros(p, dtype=k_grad.dtype)
+    step = max(1, BLOCK_ELEMENTS // max(n * max(p, 1), 1))
+    for i0 in range(0, n, step):
+        i1 = min(i0 + step, n)
+        total += w_rows(i0, i1).reshape(-1) @ k_grad[i0:i1].reshape(-1, p)
+    return total
+
+
+def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
+    """Log marginal likelihood (and gradient in log-hyperparameters) of a GP on ``(x, y)``.
+
+    Like scikit-learn, a kernel matrix that is not positive definite gives ``-inf`` (and a zero
+    gradient) so that the optimizer steps back, rather than jitter.
+    """
+    from .. import decomp
+    n_theta = plan.n_theta if plan is not None else (k_grad.shape[2] if eval_gradient else 0)
+    K = _kernel_matrix(x, k, noise, plan)
+    xp = namespace(K)
+    try:
+        c = decomp.cho_factor(K, lower=True, overwrite_a=True, check_finite=False)
+    except NotPositiveDefiniteError:
+        return -math.inf, (xp.zeros(n_theta, dtype=K.dtype) if eval_gradient else None)
+    y2 = y.reshape(y.shape[0], -1)
+    a = decomp.cho_solve(c, y2, check_finite=False)
+    lml = gaussian_lml(y2, a, float(decomp.logdet_cholesky(c)))
+    if not eval_gradient:
+        return lml, None
+    n, t = y2.shape
+    kinv = decomp.cho_solve(c, xp.eye(n, dtype=K.dtype), overwrite_b=True, check_finite=False)
+    del c, K
+
+    def w_rows(i0, i1):
+        w = a[i0:i1] @ a.T
+        w -= t * kinv[i0:i1]
+        return w
+
+    grad = plan.contract(x, w_rows) if plan is not None else _contract_fallback(w_rows, k_grad)
+    return lml, 0.5 * grad
+
+
+def fit_body(x, y, noise, k, *, plan, jitter):
+    """Cholesky factor, ``alpha_`` and log marginal likelihood of the fitted GP (with jitter)."""
+    K = _kernel_matrix(x, k, noise, plan)
+    return solve_body(K, y, jitter=jitter)
+
+
+def _query_rows(m, n):
+    step = max(1, BLOCK_ELEMENTS // max(n, 1))
+    return [(i, min(i + step, m)) for i in range(0, m, step)]
+
+
+def predict_body(xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
+    """Posterior mean and, for ``mode`` "std" or "cov", its standard deviation or covariance.
+
+    Follows scikit-learn's ``GaussianProcessRegressor.predict`` (undoing ``normalize_y`` and
+    squeezing single-output shapes), in row blocks of the query points for "mean" and "std".
+    """
+    from .. import decomp
+    xp = namespace(L)
+    m, center = (xq.shape[0] if xq is not None else kq.shape[0]), None
+    if plan is not None:
+        center = x.mean(axis=0)
+    means, variances, vs = [], [], []
+    for i0, i1 in (_query_rows(m, L.shape[0]) if mode != "cov" else [(0, m)]):
+        kt = plan.matrix(xq[i0:i1], x, shift=center) if plan is not None else kq[i0:i1]
+        means.append(kt @ a)
+        if mode == "mean":
+            continue
+        v = decomp.solve_triangular(L, kt.T, lower=True, check_finite=False)
+        if mode == "cov":
+            vs.append(v)
+            continue
+        kd = plan.diag(xq[i0:i1]) if plan is not None else kdiag[i0:i1]
+        variances.append(kd - (v * v).sum(axis=0))
+    mean = scale * xp.concatenate(means) + shift
+    if mean.ndim > 1 and mean.shape[1] == 1:
+        mean = mean[:, 0]
+    if mode == "mean":
+        return mean, None
+    if mode == "cov":
+        v = vs[0]
+        kxx = plan.matrix(xq, shift=center) if plan is not None else kqq
+        cov = kxx - v.T @ v
+        cov = (cov[:, :, None] * (scale ** 2)[None, None, :])
+        return mean, (cov[:, :, 0] if cov.shape[2] == 1 else cov)
+    var = xp.concatenate(variances)
+    negative = var < 0
+    if bool(negative.any()):
+        warnings.warn("Predicted variances smaller than 0. Setting those variances to 0.",
+                      stacklevel=3)
+        var[negative] = 0.0
+    var = var[:, None] * (scale ** 2)[None, :]
+    return mean, xp.sqrt(var[:, 0] if var.shape[1] == 1 else var)

@@ -1,0 +1,347 @@
+"""Kernel matrices and log-marginal-likelihood gradients of scikit-learn kernels, on any array
+package (CuPy on the GPU, NumPy on the CPU).
+
+:func:`compile_kernel` turns a scikit-learn kernel built from ``RBF``, ``Matern`` (``nu`` in
+0.5, 1.5, 2.5, inf), ``RationalQuadratic``, ``WhiteKernel``, ``ConstantKernel``, ``DotProduct``,
+``Sum`` and ``Product`` into a :class:`KernelPlan`; any other kernel gives ``None`` and the caller
+evaluates the scikit-learn kernel itself on the CPU.
+
+The plan never forms the ``n x n x p`` gradient tensor. The log marginal likelihood needs only
+``g_k = 1/2 sum_ij W_ij dK_ij/dtheta_k`` with ``W = alpha alpha^T - K^-1``, so
+:meth:`KernelPlan.contract` walks row blocks of ``W`` and reduces each block against the
+kernel's derivatives computed on the fly. Pairwise squared distances come from one GEMM per
+block, ``|x|^2 + |y|^2 - 2 x y^T``, on coordinates centred on the training mean (distances are
+translation invariant; centring limits the cancellation of the GEMM form).
+"""
+
+import math
+
+import numpy as np
+
+from .._runtime.validation import namespace
+
+__all__ = ["compile_kernel", "KernelPlan", "BLOCK_ELEMENTS"]
+
+#: Entries of one row block (rows x columns) of the kernel or gradient work (512 MiB in float64).
+BLOCK_ELEMENTS = 1 << 26
+
+
+class _Block:
+    """Rows ``i0:i1`` of ``k(X, Y)``; ``same`` when ``Y`` is ``X`` (``k(X)``, White noise on)."""
+
+    def __init__(self, xs, ys, i0, same, shift):
+        self.xs, self.ys, self.i0, self.same, self.shift = xs, ys, i0, same, shift
+        self.cache = {}
+
+    def diag_index(self):
+        xp = namespace(self.xs)
+        k = xp.arange(self.xs.shape[0])
+        return k, k + self.i0
+
+
+# ---------------------------------------------------------------------------------------------
+# leaves
+
+
+class _Leaf:
+    def __init__(self, kernel):
+        self.free = [h.name for h in kernel.hyperparameters if not h.fixed]
+
+    def contract(self, blk, m):
+        """Per free hyperparameter (sklearn's order), ``sum(M * dK/dlog(theta))`` as 0-d arrays."""
+        parts = self._grads(blk, m)
+        return [g for name in self.free for g in parts[name]]
+
+
+class _Constant(_Leaf):
+    def __init__(self, kernel):
+        super().__init__(kernel)
+        self.c = float(kernel.constant_value)
+
+    def value(self, blk):
+        xp = namespace(blk.xs)
+        return xp.full((blk.xs.shape[0], blk.ys.shape[0]), self.c, dtype=blk.xs.dtype)
+
+    def diag(self, x):
+        return namespace(x).full(x.shape[0], self.c, dtype=x.dtype)
+
+    def _grads(self, blk, m):
+        return {"constant_value": [self.c * m.sum()]}
+
+
+class _White(_Leaf):
+    def __init__(self, kernel):
+        super().__init__(kernel)
+        self.noise = float(kernel.noise_level)
+
+    def value(self, blk):
+        xp = namespace(blk.xs)
+        out = xp.zeros((blk.xs.shape[0], blk.ys.shape[0]), dtype=blk.xs.dtype)
+        if blk.same:
+            out[blk.diag_index()] = self.noise
+        return out
+
+    def diag(self, x):
+        return namespace(x).full(x.shape[0], self.noise, dtype=x.dtype)
+
+    def _grads(self, blk, m):
+        return {"noise_level": [self.noise * m[blk.diag_index()].sum()]}
+
+
+class _DotProduct(_Leaf):
+    def __init__(self, kernel):
+        super().__init__(kernel)
+        self.s2 = float(kernel.sigma_0) ** 2
+
+    def value(self, blk):
+        return blk.xs @ blk.ys.T + self.s2
+
+    def diag(self, x):
+        return (x * x).sum(axis=1) + self.s2
+
+    def _grads(self, blk, m):
+        return {"sigma_0": [2.0 * self.s2 * m.sum()]}
+
+
+class _Stationary(_Leaf):
+    """A kernel of the scaled distance ``r = |(x - y) / l|``; ``dK/dlog l_d = h(r) D_d^2``."""
+
+    def __init__(self, kernel, n_features):
+        super().__init__(kernel)
+        ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
+        self.ls = ls if ls.size > 1 else float(ls[0])
+        self.anisotropic = ls.size > 1
+
+    def r2(self, blk):
+        key = ("r2", id(self))
+        if key not in blk.cache:
+            zx = (blk.xs - blk.shift) / self._ls_like(blk.xs)
+            zy = (blk.ys - blk.shift) / self._ls_like(blk.xs)
+            r2 = (zx * zx).sum(axis=1)[:, None] + (zy * zy).sum(axis=1)[None, :]
+            r2 -= 2.0 * (zx @ zy.T)
+            namespace(r2).maximum(r2, 0.0, out=r2)
+            if blk.same:
+                r2[blk.diag_index()] = 0.0
+            blk.cache[key] = r2
+        return blk.cache[key]
+
+    def _ls_like(self, x):
+        return namespace(x).asarray(self.ls, dtype=x.dtype) if self.anisotropic else self.ls
+
+    def diag(self, x):
+        return namespace(x).ones(x.shape[0], dtype=x.dtype)
+
+    def value(self, blk):
+        return self.f(self.r2(blk))
+
+    def _length_scale_grads(self, blk, m):
+        r2 = self.r2(blk)
+        mh = m * self.h(r2)
+        if not self.anisotropic:
+            return [(mh * r2).sum()]
+        ls = self._ls_like(blk.xs)
+        zx, zy = blk.xs / ls, blk.ys / ls
+        return [(mh * (zx[:, d, None] - zy[None, :, d]) ** 2).sum() for d in range(zx.shape[1])]
+
+    def _grads(self, blk, m):
+        return {"length_scale": self._length_scale_grads(blk, m)}
+
+
+class _RBF(_Stationary):
+    def f(self, r2):
+        xp = namespace(r2)
+        return xp.exp(-0.5 * r2)
+
+    h = f  # dK/dlog l_d = K D_d^2
+
+
+class _Matern05(_Stationary):
+    def f(self, r2):
+        xp = namespace(r2)
+        return xp.exp(-xp.sqrt(r2))
+
+    def h(self, r2):
+        xp = namespace(r2)
+        r = xp.sqrt(r2)
+        pos = r > 0
+        return xp.where(pos, xp.exp(-r) / xp.where(pos, r, 1.0), 0.0)
+
+
+class _Matern15(_Stationary):
+    def f(self, r2):
+        xp = namespace(r2)
+        s = xp.sqrt(3.0 * r2)
+        return (1.0 + s) * xp.exp(-s)
+
+    def h(self, r2):
+        xp = namespace(r2)
+        return 3.0 * xp.exp(-xp.sqrt(3.0 * r2))
+
+
+class _Matern25(_Stationary):
+    def f(self, r2):
+        xp = namespace(r2)
+        s = xp.sqrt(5.0 * r2)
+        return (1.0 + s + s * s / 3.0) * xp.exp(-s)
+
+    def h(self, r2):
+        xp = namespace(r2)
+        s = xp.sqrt(5.0 * r2)
+        return (5.0 / 3.0) * (1.0 + s) * xp.exp(-s)
+
+
+class _RationalQuadratic(_Stationary):
+    def __init__(self, kernel, n_features):
+        super().__init__(kernel, n_features)
+        self.a = float(kernel.alpha)
+
+    def f(self, r2):
+        return (1.0 + r2 / (2.0 * self.a)) ** -self.a
+
+    def h(self, r2):
+        base = 1.0 + r2 / (2.0 * self.a)
+        return base ** (-self.a - 1.0)  # K / base
+
+    def _grads(self, blk, m):
+        xp = namespace(m)
+        r2 = self.r2(blk)
+        base = 1.0 + r2 / (2.0 * self.a)
+        k = base ** -self.a
+        out = {"length_scale": [(m * k * r2 / base).sum()]}
+        if "alpha" in self.free:
+            out["alpha"] = [(m * k * (-self.a * xp.log(base) + r2 / (2.0 * base))).sum()]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# operators
+
+
+class _Sum:
+    def __init__(self, k1, k2):
+        self.k1, self.k2 = k1, k2
+
+    def value(self, blk):
+        return self.k1.value(blk) + self.k2.value(blk)
+
+    def diag(self, x):
+        return self.k1.diag(x) + self.k2.diag(x)
+
+    def contract(self, blk, m):
+        return self.k1.contract(blk, m) + self.k2.contract(blk, m)
+
+
+class _Product(_Sum):
+    def value(self, blk):
+        return self.k1.value(blk) * self.k2.value(blk)
+
+    def diag(self, x):
+        return self.k1.diag(x) * self.k2.diag(x)
+
+    def contract(self, blk, m):
+        return (self.k1.contract(blk, m * self.k2.value(blk))
+                + self.k2.contract(blk, m * self.k1.value(blk)))
+
+
+_MATERN = {0.5: _Matern05, 1.5: _Matern15, 2.5: _Matern25, math.inf: _RBF}
+
+
+def _node(kernel, n_features):
+    from sklearn.gaussian_process import kernels as K
+    kind = type(kernel)
+    if kind in (K.Sum, K.Product):
+        k1, k2 = _node(kernel.k1, n_features), _node(kernel.k2, n_features)
+        if k1 is None or k2 is None:
+            return None
+        return (_Sum if kind is K.Sum else _Product)(k1, k2)
+    simple = {K.ConstantKernel: _Constant, K.WhiteKernel: _White, K.DotProduct: _DotProduct}
+    if kind in simple:
+        return simple[kind](kernel)
+    if kind is K.Matern:
+        leaf = _MATERN.get(float(kernel.nu))
+    else:
+        leaf = {K.RBF: _RBF, K.RationalQuadratic: _RationalQuadratic}.get(kind)
+    if leaf is None:
+        return None
+    ls = np.atleast_1d(kernel.length_scale)
+    if ls.ndim != 1 or ls.size not in (1, n_features) or (ls.size > 1 and
+                                                         leaf is _RationalQuadratic):
+        return None  # let scikit-learn raise its own error
+    return leaf(kernel, n_features)
+
+
+class KernelPlan:
+    """A scikit-learn kernel, evaluated in row blocks on NumPy or CuPy arrays.
+
+    Parameters
+    ----------
+    root : node
+        The compiled kernel tree (see :func:`compile_kernel`).
+    n_theta : int
+        Length of the kernel's ``theta``.
+    """
+
+    def __init__(self, root, n_theta):
+        self.root, self.n_theta = root, n_theta
+
+    @staticmethod
+    def _rows(n, m):
+        step = max(1, BLOCK_ELEMENTS // max(m, 1))
+        return [(i, min(i + step, n)) for i in range(0, n, step)]
+
+    def matrix(self, x, y=None, shift=None):
+        """``k(x, y)`` of shape ``(n, m)`` (``k(x)`` with White noise when ``y`` is None)."""
+        xp = namespace(x)
+        same, y = y is None, x if y is None else y
+        shift = x.mean(axis=0) if shift is None else shift
+        out = xp.empty((x.shape[0], y.shape[0]), dtype=x.dtype)
+        for i0, i1 in self._rows(x.shape[0], y.shape[0]):
+            out[i0:i1] = self.root.value(_Block(x[i0:i1], y, i0, same, shift))
+        return out
+
+    def diag(self, x):
+        """The diagonal of ``k(x)``, shape ``(n,)``."""
+        return self.root.diag(x)
+
+    def contract(self, x, w_rows, shift=None):
+        """``g_k = sum_ij W_ij dK_ij/dlog(theta_k)`` for ``K = k(x)``, shape ``(n_theta,)``.
+
+        ``w_rows(i0, i1)`` returns rows ``i0:i1`` of the weight matrix ``W``.
+        """
+        xp = namespace(x)
+        shift = x.mean(axis=0) if shift is None else shift
+        total = xp.zeros(self.n_theta, dtype=x.dtype)
+        if self.n_theta == 0:
+            return total
+        for i0, i1 in self._rows(x.shape[0], x.shape[0]):
+            parts = self.root.contract(_Block(x[i0:i1], x, i0, True, shift), w_rows(i0, i1))
+            total += xp.stack([xp.asarray(p, dtype=x.dtype) for p in parts])
+        return total
+
+
+def compile_kernel(kernel, n_features):
+    """Return a :class:`KernelPlan` for ``kernel`` on ``n_features``-D inputs, or ``None``.
+
+    ``None`` means some part of the kernel has no array-generic evaluator here (another kernel
+    class, a subclass, Matern with another ``nu``, a length scale of the wrong size); the caller
+    then uses the scikit-learn kernel's own ``__call__``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> k = 2.0 * RBF(length_scale=[1.0, 3.0]) + WhiteKernel(0.1)
+    >>> x = np.random.default_rng(0).standard_normal((30, 2))
+    >>> plan = compile_kernel(k, 2)
+    >>> bool(np.allclose(plan.matrix(x), k(x)))
+    True
+    >>> _, grad = k(x, eval_gradient=True)
+    >>> w = np.random.default_rng(1).standard_normal((30, 30))
+    >>> bool(np.allclose(plan.contract(x, lambda i0, i1: w[i0:i1]),
+    ...                  np.einsum("ij,ijk->k", w, grad)))
+    True
+    """
+    root = _node(kernel, n_features)
+    if root is None:
+        return None
+    return KernelPlan(root, len(kernel.theta))

@@ -1,0 +1,395 @@
+"""``GaussianProcessRegressor``: scikit-learn's exact GP regression, with the O(n^3) work and the
+kernel matrices on the GPU."""
+
+import numbers
+import warnings
+from operator import itemgetter
+
+import numpy as np
+import scipy.optimize
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Kernel
+from sklearn.utils import check_random_state
+
+from .._runtime import arrays as _arrays
+from .._runtime import device as _device
+from .._runtime.config import Backend, get_config
+from .._runtime.dispatch import dispatch
+from . import _cpu, _gpu
+from ._kernels_gpu import BLOCK_ELEMENTS, compile_kernel
+
+__all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N"]
+
+#: Training sets at least this large keep ``X_train_``, ``L_`` and ``alpha_`` on the GPU between
+#: ``predict`` calls (when the GPU serves this thread), instead of uploading them each time.
+RESIDENT_MIN_N = 2048
+
+
+def _validate_data(est, *args, **kwargs):
+    try:
+        from sklearn.utils.validation import validate_data
+    except ImportError:  # scikit-learn < 1.6
+        return est._validate_data(*args, **kwargs)
+    return validate_data(est, *args, **kwargs)
+
+
+def _lml_cost(n, t, p, eval_gradient, fallback):
+    """``(nbytes, flops)`` of one log-marginal-likelihood evaluation on ``n`` points."""
+    block = min(n * n, BLOCK_ELEMENTS)
+    nbytes = 8 * (2 * n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
+    flops = n ** 3 / 3 + 2 * n * n * t + (2 * n ** 3 if eval_gradient else 0)
+    return nbytes, flops
+
+
+class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
+    """Exact Gaussian-process regression (scikit-learn's API and kernels, on the GPU).
+
+    A drop-in for :class:`sklearn.gaussian_process.GaussianProcessRegressor`: the same
+    parameters, methods and fitted attributes, the same results within floating-point
+    tolerance. Kernel matrices and the log-marginal-likelihood gradient of ``RBF``, ``Matern``
+    (``nu`` 0.5, 1.5, 2.5, inf), ``RationalQuadratic``, ``WhiteKernel``, ``ConstantKernel``,
+    ``DotProduct`` and their sums and products are computed on the GPU; any other kernel is
+    evaluated by scikit-learn on the CPU. The Cholesky factorizations and solves go through
+    :mod:`gpulinalg.decomp` and the dispatcher: a problem too large for the GPU's memory runs on
+    the CPU with a :class:`~gpulinalg.FallbackWarning`. Computation is in float64.
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel, default None
+        ``None``: ``ConstantKernel(1.0, "fixed") * RBF(1.0, "fixed")``, as in scikit-learn.
+    alpha : float or (n_samples,) array, default 1e-10
+        Added to the diagonal of the training kernel matrix.
+    optimizer : "fmin_l_bfgs_b", callable or None, default "fmin_l_bfgs_b"
+        Maximizes the log marginal likelihood over ``kernel.theta``; a callable is called as
+        ``optimizer(obj_func, initial_theta, bounds=bounds) -> (theta_opt, func_min)``.
+    n_restarts_optimizer : int, default 0
+        Extra optimizer runs from log-uniform random starts within the bounds.
+    normalize_y : bool, default False
+        Scale targets to zero mean and unit variance before fitting.
+    random_state : int, RandomState or None, default None
+        Draws the restarts' starting points.
+
+    Attributes
+    ----------
+    X_train_, y_train_ : ndarray
+        Training data (``y_train_`` normalized when ``normalize_y``).
+    kernel_ : Kernel
+        The kernel with the fitted hyperparameters.
+    L_ : ndarray, shape (n_samples, n_samples)
+        Lower Cholesky factor of ``k(X_train_) + alpha I (+ jitter_ I)``.
+    alpha_ : ndarray, shape (n_samples,) or (n_samples, n_targets)
+        Dual coefficients, ``K^-1 y_train_``.
+    log_marginal_likelihood_value_ : float
+        Log marginal likelihood of ``kernel_.theta``.
+    jitter_ : float
+        Diagonal jitter the final factorization needed on top of ``alpha`` (0.0 normally).
+    n_features_in_ : int
+
+    Notes
+    -----
+    Tolerances against scikit-learn (float64, well-conditioned problems, see the tests): log
+    marginal likelihood to 1e-9 relative, its gradient to 1e-6 relative to its norm, predictive
+    mean and standard deviation to 1e-7 relative to their scale, optimized ``theta`` to 1e-4
+    absolute (L-BFGS-B stops where the gradient is small, so runs agree only that far). As in
+    scikit-learn, :meth:`log_marginal_likelihood` returns ``-inf`` where the kernel matrix is
+    not positive definite, which makes the optimizer step back; ``fit``'s final factorization
+    instead retries with jitter (see :func:`gpulinalg.gp.exact_gp_solve`) and records it in
+    ``jitter_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from gpulinalg.gp import GaussianProcessRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 5, (40, 1))
+    >>> y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(40)
+    >>> gp = GaussianProcessRegressor(RBF() + WhiteKernel(1e-2), random_state=0).fit(X, y)
+    >>> mean, std = gp.predict(X, return_std=True)
+    >>> bool(np.abs(mean - y).max() < 0.2), bool((std > 0).all())
+    (True, True)
+    """
+
+    def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
+                 n_restarts_optimizer=0, normalize_y=False, random_state=None):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.normalize_y = normalize_y
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False
+        return tags
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_device", None)
+        return state
+
+    # -- fitting --------------------------------------------------------------------------
+
+    def _check_params(self):
+        if self.kernel is not None and not isinstance(self.kernel, Kernel):
+            raise TypeError(f"kernel must be a scikit-learn Kernel or None, got {self.kernel!r}")
+        if not (self.optimizer is None or callable(self.optimizer)
+                or self.optimizer == "fmin_l_bfgs_b"):
+            raise ValueError(f"Unknown optimizer {self.optimizer!r}.")
+        n = self.n_restarts_optimizer
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n_restarts_optimizer must be an int >= 0, got {n!r}")
+
+    def _noise(self, n):
+        alpha = self.alpha
+        if np.iterable(alpha):
+            alpha = np.asarray(alpha, dtype=np.float64)
+            if alpha.shape[0] == 1:
+                alpha = float(alpha[0])
+            elif alpha.shape != (n,):
+                raise ValueError("alpha must be a scalar or an array with same number of "
+                                 f"entries as y. ({alpha.shape[0]} != {n})")
+        elif not float(alpha) >= 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha!r}")
+        return alpha if np.iterable(alpha) else float(alpha)
+
+    def fit(self, X, y):
+        """Fit the GP: optimize the kernel's hyperparameters, then factor the kernel matrix.
+
+        Parameters
+        ----------
+        X : (n_samples, n_features) array_like, or list of objects for non-vector kernels
+        y : (n_samples,) or (n_samples, n_targets) array_like
+
+        Returns
+        -------
+        self : GaussianProcessRegressor
+        """
+        self._check_params()
+        self.kernel_ = C() * RBF() if self.kernel is None else clone(self.kernel)
+        self._rng = check_random_state(self.random_state)
+        vector = self.kernel_.requires_vector_input
+        X, y = _arrays.to_host(X) if _arrays.is_array(X) else X, _arrays.to_host(y) if \
+            _arrays.is_array(y) else y
+        X, y = _validate_data(self, X, y, multi_output=True, y_numeric=True,
+                              ensure_2d=vector, dtype="numeric" if vector else None)
+        y = np.asarray(y, dtype=np.float64)
+        if self.normalize_y:
+            self._y_train_mean = np.atleast_1d(np.mean(y, axis=0))
+            std = np.atleast_1d(np.std(y, axis=0))
+            std[std < 10 * np.finfo(std.dtype).eps] = 1.0  # constant targets: no scaling
+            self._y_train_std = std
+            y = (y - np.mean(y, axis=0)) / (std if y.ndim == 2 else std[0])
+        else:
+            shape = (y.shape[1],) if y.ndim == 2 else 1
+            self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
+        self._noise(y.shape[0])
+        self.X_train_, self.y_train_ = np.copy(X), np.copy(y)
+        self._device = None
+        if self.optimizer is not None and self.kernel_.n_dims > 0:
+            self._optimize()
+        res = self._factor()
+        if self.optimizer is None or self.kernel_.n_dims == 0:
+            self.log_marginal_likelihood_value_ = res.log_marginal_likelihood
+        self.L_, self.alpha_, self.jitter_ = res.L, res.alpha, res.jitter
+        return self
+
+    def _optimize(self):
+        def obj_func(theta, eval_gradient=True):
+            if eval_gradient:
+                lml, grad = self.log_marginal_likelihood(theta, eval_gradient=True,
+                                                         clone_kernel=False)
+                return -lml, -grad
+            return -self.log_marginal_likelihood(theta, clone_kernel=False)
+
+        bounds = self.kernel_.bounds
+        optima = [self._constrained_optimization(obj_func, self.kernel_.theta, bounds)]
+        if self.n_restarts_optimizer > 0:
+            if not np.isfinite(bounds).all():
+                raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) "
+                                 "requires that all bounds are finite.")
+            for _ in range(self.n_restarts_optimizer):
+                start = self._rng.uniform(bounds[:, 0], bounds[:, 1])
+                optima.append(self._constrained_optimization(obj_func, start, bounds))
+        values = list(map(itemgetter(1), optima))
+        self.kernel_.theta = optima[int(np.argmin(values))][0]
+        self.kernel_._check_bounds_params()
+        self.log_marginal_likelihood_value_ = -float(np.min(values))
+
+    def _constrained_optimization(self, obj_func, initial_theta, bounds):
+        if self.optimizer == "fmin_l_bfgs_b":
+            res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B",
+                                          jac=True, bounds=bounds)
+            if res.status != 0:
+                warnings.warn(f"lbfgs failed to converge (status={res.status}): {res.message}",
+                              ConvergenceWarning, stacklevel=4)
+            return res.x, res.fun
+        if callable(self.optimizer):
+            return self.optimizer(obj_func, initial_theta, bounds=bounds)
+        raise ValueError(f"Unknown optimizer {self.optimizer}.")
+
+    def _plan(self, kernel):
+        """``(plan, X as float64)`` when the kernel runs array-generically, else ``(None, None)``."""
+        X = self.X_train_
+        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "biuf":
+            return None, None
+        plan = compile_kernel(kernel, X.shape[1])
+        return (plan, np.asarray(X, dtype=np.float64)) if plan is not None else (None, None)
+
+    def _factor(self):
+        kernel, y = self.kernel_, self.y_train_
+        plan, x = self._plan(kernel)
+        k = None if plan is not None else np.asarray(kernel(self.X_train_), dtype=np.float64)
+        n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
+        nbytes, flops = _lml_cost(n, t, 0, False, plan is None)
+        try:
+            return dispatch("gp.fit", _gpu.fit_body, _cpu.fit_body, (x, y, self._noise(n), k),
+                            {"plan": plan, "jitter": "auto"}, nbytes=nbytes, flops=flops,
+                            like=y)
+        except np.linalg.LinAlgError as exc:
+            exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
+                        "Try gradually increasing the 'alpha' parameter of your "
+                        "GaussianProcessRegressor estimator.",) + exc.args
+            raise
+
+    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
+        """Log marginal likelihood of ``theta`` on the training data (scikit-learn's semantics).
+
+        Parameters
+        ----------
+        theta : (n_kernel_params,) array_like, optional
+            Log-hyperparameters; ``None`` returns ``log_marginal_likelihood_value_``.
+        eval_gradient : bool, default False
+            Also return the gradient with respect to ``theta`` (needs ``theta``).
+        clone_kernel : bool, default True
+            ``False`` sets ``theta`` on ``kernel_`` itself.
+
+        Returns
+        -------
+        log_likelihood : float
+        log_likelihood_gradient : (n_kernel_params,) ndarray, only with ``eval_gradient``
+        """
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("Gradient can only be evaluated for theta!=None")
+            return self.log_marginal_likelihood_value_
+        if clone_kernel:
+            kernel = self.kernel_.clone_with_theta(theta)
+        else:
+            kernel = self.kernel_
+            kernel.theta = theta
+        plan, x = self._plan(kernel)
+        k = kg = None
+        if plan is None:
+            k, kg = kernel(self.X_train_, eval_gradient=True) if eval_gradient else \
+                (kernel(self.X_train_), None)
+        y = self.y_train_
+        n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
+        nbytes, flops = _lml_cost(n, t, len(kernel.theta), eval_gradient, plan is None)
+        lml, grad = dispatch("gp.log_marginal_likelihood", _gpu.lml_body, _cpu.lml_body,
+                             (x, y, self._noise(n), k, kg),
+                             {"plan": plan, "eval_gradient": eval_gradient},
+                             nbytes=nbytes, flops=flops, like=y)
+        return (float(lml), np.asarray(grad, dtype=np.float64)) if eval_gradient else float(lml)
+
+    # -- prediction -----------------------------------------------------------------------
+
+    def _resident(self, x):
+        """Training arrays for ``predict``: kept on the GPU while the GPU serves this model."""
+        host = (x, self.L_, self.alpha_)
+        if (self.L_.shape[0] < RESIDENT_MIN_N or get_config().backend is Backend.CPU
+                or not _device.gpu_available() or getattr(_device._fake, "info", None)):
+            return host
+        cached = getattr(self, "_device", None)
+        if cached is None or cached[0] is not self.L_:
+            self._device = cached = (self.L_, tuple(_arrays.to_device(a) for a in host))
+        return cached[1]
+
+    def predict(self, X, return_std=False, return_cov=False):
+        """Posterior mean at ``X``, with its standard deviation or covariance if asked.
+
+        Unfitted, predicts from the GP prior, as scikit-learn does.
+
+        Parameters
+        ----------
+        X : (n_samples, n_features) array_like (NumPy, CuPy or torch), or list of objects
+        return_std, return_cov : bool, default False
+            At most one of them.
+
+        Returns
+        -------
+        y_mean : (n_samples,) or (n_samples, n_targets) array, in ``X``'s package
+        y_std : same shape as ``y_mean``, only with ``return_std``
+        y_cov : (n_samples, n_samples) or (n_samples, n_samples, n_targets), only with
+            ``return_cov``
+        """
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        like = X if _arrays.is_array(X) else None
+        vector = self.kernel is None or self.kernel.requires_vector_input
+        Xh = _arrays.to_host(X) if like is not None else X
+        Xh = _validate_data(self, Xh, ensure_2d=vector, dtype="numeric" if vector else None,
+                            reset=False)
+        if not hasattr(self, "X_train_"):
+            out = self._predict_prior(Xh, return_std, return_cov)
+            if like is None:
+                return out
+            kind = _arrays.kind_of(like)
+            return _arrays.convert_tree(out, lambda a: _arrays.to_kind(a, kind, like))
+        mode = "cov" if return_cov else "std" if return_std else "mean"
+        return self._predict_posterior(Xh, mode, like)
+
+    def _predict_prior(self, X, return_std, return_cov):
+        kernel = self.kernel if self.kernel is not None else \
+            C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
+        y_mean = np.zeros(shape=(X.shape[0] if hasattr(X, "shape") else len(X), 1)).squeeze()
+        if return_cov:
+            return y_mean, kernel(X)
+        if return_std:
+            return y_mean, np.sqrt(kernel.diag(X))
+        return y_mean
+
+    def _predict_posterior(self, X, mode, like):
+        plan, x = self._plan(self.kernel_)
+        xq = kq = kdiag = kqq = None
+        if plan is not None:
+            xq = np.asarray(X, dtype=np.float64)
+        else:
+            kq = np.asarray(self.kernel_(X, self.X_train_), dtype=np.float64)
+            kdiag = np.asarray(self.kernel_.diag(X), dtype=np.float64) if mode == "std" else None
+            kqq = np.asarray(self.kernel_(X), dtype=np.float64) if mode == "cov" else None
+        x, L, a = self._resident(x)
+        n, m = self.L_.shape[0], (X.shape[0] if hasattr(X, "shape") else len(X))
+        t = self.alpha_.shape[1] if self.alpha_.ndim == 2 else 1
+        rows = min(m, max(1, BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
+        nbytes = 8 * (n * n + 4 * rows * n + m * (t + 2) + (m * m if mode == "cov" else 0))
+        flops = 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
+        mean, extra = dispatch(
+            "gp.predict", _gpu.predict_body, _cpu.predict_body,
+            (xq, x, L, a, self._y_train_std, self._y_train_mean, kq, kdiag, kqq),
+            {"plan": plan, "mode": mode}, nbytes=nbytes, flops=flops,
+            like=like if like is not None else self.L_)
+        return mean if mode == "mean" else (mean, extra)
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draw samples from the GP (posterior once fitted, prior before) at ``X``.
+
+        Parameters
+        ----------
+        X : (n_samples_X, n_features) array_like
+        n_samples : int, default 1
+        random_state : int, RandomState or None, default 0
+
+        Returns
+        -------
+        y_samples : (n_samples_X, n_samples) or (n_samples_X, n_targets, n_samples) ndarray
+        """
+        rng = check_random_state(random_state)
+        y_mean, y_cov = self.predict(_arrays.to_host(X) if _arrays.is_array(X) else X,
+                                     return_cov=True)
+        if y_mean.ndim == 1:
+            return rng.multivariate_normal(y_mean, y_cov, n_samples).T
+        return np.hstack([rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[
+            :, np.newaxis] for t in range(y_mean.shape[1])])
