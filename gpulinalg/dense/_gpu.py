@@ -1,0 +1,155 @@
+"""The GPU side: NumPy-shaped fused products mapped onto cuBLASLt through cached nvmath plans.
+
+cuBLASLt adds its bias along the columns of the column-major ``M x N`` result (one value per
+row). A NumPy bias of shape ``(N,)`` (one value per column) is therefore served by planning the
+transposed product ``b.T @ a.T`` (``N x M``) on views: its column-major result, transposed back,
+is the C-ordered ``(M, N)`` answer, and no operand is copied. A ``(M, 1)`` bias uses the direct
+product, whose result comes back in Fortran order.
+"""
+
+from . import _cpu
+from ._epilogs import MatmulAux, forward_epilog
+from ._plans import gemm
+from ._results import Gradients
+
+__all__ = ["matmul", "matmul_backward"]
+
+_UNFUSABLE_KINDS = "c"  # complex: cuBLASLt has no complex epilogs; bias goes through C
+
+
+def _t(x):
+    return None if x is None else x.swapaxes(-1, -2)
+
+
+def _gemm_ready(x, batch_shape):
+    """``x`` broadcast to ``batch_shape`` and laid out as cuBLASLt accepts (copies only if not)."""
+    import cupy
+    if x.shape[:-2] != batch_shape and x.ndim > 2:
+        x = cupy.broadcast_to(x, (*batch_shape, *x.shape[-2:]))
+    item = x.itemsize
+    s = x.strides
+    ok = s[-1] == item or s[-2] == item
+    if ok and x.ndim > 2:
+        ok = all(st != 0 for st in s[:-2]) and all(
+            s[i] == s[i + 1] * x.shape[i + 1] for i in range(x.ndim - 3))
+        ok = ok and min(s[:-2]) >= x.shape[-1] * x.shape[-2] * item
+    return x if ok else cupy.ascontiguousarray(x)
+
+
+def _vector(v):
+    """A 1-D, unit-stride, 16-byte-aligned copy of ``v`` only when ``v`` is not one already."""
+    import cupy
+    v = v.reshape(-1)
+    if v.strides[0] != v.itemsize or v.data.ptr % 16:
+        v = cupy.array(v, copy=True)
+    return v
+
+
+def _operands(a, b, c, spec):
+    """``(A, B, C)`` of the planned product (transposed or not), ready for cuBLASLt."""
+    import cupy
+    batch = spec.batch_shape
+    a, b = _gemm_ready(a, batch), _gemm_ready(b, batch)
+    if c is not None:
+        if c.shape != spec.out_shape:
+            c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
+        c = _gemm_ready(c, batch)
+    if spec.transposed:
+        return _t(b), _t(a), _t(c)
+    return a, b, c
+
+
+def matmul(a, b, bias, c, spec):
+    """GPU twin of :func:`gpulinalg.dense._cpu.matmul` (CuPy arrays in, CuPy arrays out)."""
+    if a.shape[-1] == 0 or a.dtype.kind in _UNFUSABLE_KINDS:
+        return _unfused(a, b, bias, c, spec)
+    beta = spec.beta if c is not None else 0.0
+    A, B, C = _operands(a, b, c if beta != 0.0 else None, spec)
+    epilog = forward_epilog(spec.activation, bias is not None, spec.return_aux)
+    inputs = None if bias is None else {"bias": _vector(bias)}
+    d, extra = gemm(A, B, C, alpha=spec.alpha, beta=beta, epilog=epilog, inputs=inputs,
+                    compute_type=spec.compute_type, autotune=spec.autotune)
+    out = _t(d) if spec.transposed else d
+    if not spec.return_aux:
+        return out
+    if spec.activation is None:
+        return out, None
+    rows, cols = A.shape[-2], B.shape[-1]
+    return out, MatmulAux(spec.activation, extra[f"{spec.activation}_aux"], spec.transposed,
+                          rows, cols)
+
+
+def _unfused(a, b, bias, c, spec):
+    """Complex (no cuBLASLt epilogs) or ``K == 0``: bias folded into ``C``, or the generic twin."""
+    import cupy
+    if a.shape[-1] == 0 or spec.activation is not None:
+        return _cpu.matmul(a, b, bias, c, spec)
+    cc = None
+    if bias is not None or (c is not None and spec.beta != 0.0):
+        cc = cupy.zeros(spec.out_shape, dtype=a.dtype)
+        if c is not None and spec.beta != 0.0:
+            cc += spec.beta * c
+        if bias is not None:
+            cc += bias
+    sub = spec.replace(beta=1.0, activation=None)
+    A, B, C = _operands(a, b, cc, sub)
+    d, _ = gemm(A, B, C, alpha=spec.alpha, beta=1.0 if C is not None else 0.0,
+                compute_type=spec.compute_type, autotune=spec.autotune)
+    out = _t(d) if spec.transposed else d
+    return (out, None) if spec.return_aux else out
+
+
+def _dz(grad_out, upstream, aux, spec):
+    """``(dL/dZ, grad_bias or None)``: DRELU/DGELU(_BGRAD) fused with ``upstream`` when given."""
+    import cupy
+    if upstream is None:
+        g = grad_out
+        return _cpu.activation_grad(g, aux, spec.activation, cupy), None
+    g1, w = upstream
+    fused = spec.activation is not None and g1.dtype.kind not in _UNFUSABLE_KINDS
+    if not fused:
+        return _cpu.activation_grad(cupy.matmul(g1, w), aux, spec.activation, cupy), None
+    want_bias = spec.bias_form == ("n" if aux.transposed else "m1")
+    epilog = "D" + spec.activation.upper() + ("_BGRAD" if want_bias else "")
+    batch = spec.batch_shape
+    g1, w = _gemm_ready(g1, batch), _gemm_ready(w, batch)
+    A, B = (_t(w), _t(g1)) if aux.transposed else (g1, w)
+    d, extra = gemm(A, B, epilog=epilog, inputs={f"{spec.activation}_aux": aux.data},
+                    compute_type=spec.compute_type, autotune=spec.autotune)
+    dz = _t(d) if aux.transposed else d
+    if not want_bias:
+        return dz, None
+    return dz, _bias_from_bgrad(extra[epilog.lower()], spec.bias_form)
+
+
+def _bias_from_bgrad(bgrad, form):
+    """Sum a per-batch ``(..., L, 1)`` or ``(L,)`` BGRAD output to the bias shape."""
+    v = bgrad.reshape(-1, bgrad.shape[-2] if bgrad.ndim > 1 else bgrad.shape[0])
+    v = v.sum(axis=0) if v.shape[0] > 1 else v[0]
+    return v if form == "n" else v.reshape(-1, 1)
+
+
+def matmul_backward(grad_out, upstream, a, b, aux, spec):
+    """GPU twin of :func:`gpulinalg.dense._cpu.matmul_backward`."""
+    import cupy
+    if a.dtype.kind in _UNFUSABLE_KINDS or a.shape[-1] == 0 or 0 in spec.out_shape:
+        return _cpu.matmul_backward(grad_out, upstream, a, b, aux, spec)
+    dz, grad_bias = _dz(grad_out, upstream, aux, spec)
+    dz = dz.astype(a.dtype, copy=False)
+    batch = spec.batch_shape
+    dz_ready = _gemm_ready(dz, batch)
+    a_b, b_b = _gemm_ready(a, batch), _gemm_ready(b, batch)
+    form = spec.bias_form if grad_bias is None else None
+    # grad_a = dz @ b.T; BGRADA sums dz over its columns: the (M, 1) bias gradient.
+    ga, ea = gemm(dz_ready, _t(b_b), epilog="BGRADA" if form == "m1" else None,
+                  compute_type=spec.compute_type, autotune=spec.autotune)
+    # grad_b = a.T @ dz; BGRADB sums dz over its rows: the (N,) bias gradient.
+    gb, eb = gemm(_t(a_b), dz_ready, epilog="BGRADB" if form == "n" else None,
+                  compute_type=spec.compute_type, autotune=spec.autotune)
+    if form == "m1":
+        grad_bias = _bias_from_bgrad(ea["bgrada"], "m1")
+    elif form == "n":
+        grad_bias = _bias_from_bgrad(eb["bgradb"], "n")
+    grad_a = _cpu.unbroadcast(ga, a.shape, cupy).astype(a.dtype, copy=False)
+    grad_b = _cpu.unbroadcast(gb, b.shape, cupy).astype(a.dtype, copy=False)
+    return Gradients(grad_a, grad_b, grad_bias)

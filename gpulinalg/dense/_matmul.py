@@ -1,0 +1,317 @@
+"""The public functions: validation, then one call to the dispatcher."""
+
+import numpy as np
+
+from .._runtime import arrays as _arrays
+from .._runtime.config import get_config
+from .._runtime.dispatch import dispatch
+from .._runtime.validation import check_finite as _check_finite
+from . import _cpu, _gpu
+from ._epilogs import ACTIVATIONS, MatmulAux, aux_shape
+from ._plans import COMPUTE_TYPES
+from ._results import Gradients
+
+__all__ = ["matmul", "matmul_backward"]
+
+DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
+_WORKSPACE = 64 << 20
+_dtype_names = {}
+
+
+class Spec:
+    """Everything but the arrays that both twins need (a plain object: the dispatcher skips it)."""
+
+    __slots__ = ("activation", "alpha", "beta", "return_aux", "compute_type", "autotune",
+                 "bias_form", "transposed", "out_shape", "batch_shape")
+
+    def __init__(self, **kw):
+        for name in self.__slots__:
+            setattr(self, name, kw.get(name))
+
+    def replace(self, **changes):
+        kw = {n: getattr(self, n) for n in self.__slots__}
+        kw.update(changes)
+        return Spec(**kw)
+
+
+def _dtype_name(x):
+    dt = x.dtype
+    name = _dtype_names.get(dt)
+    if name is None:
+        name = _dtype_names[dt] = str(dt).replace("torch.", "")
+    return name
+
+
+def _arrays_of(named):
+    """Check every given array: one package, supported dtype, one dtype. Returns the dtype name."""
+    kind = dtype = first = None
+    for name, x in named:
+        if x is None:
+            continue
+        k = _arrays.kind_of(x)
+        if k is None:
+            raise TypeError(f"{name} must be a NumPy, CuPy or torch array, got {type(x).__name__}")
+        dt = _dtype_name(x)
+        if kind is None:
+            kind, dtype, first = k, dt, name
+            if dt not in DTYPES:
+                raise TypeError(f"{name} has dtype {dt}; supported: {', '.join(sorted(DTYPES))}")
+        elif k is not kind:
+            raise TypeError(f"{name} is a {k.value} array but {first} is a {kind.value} array; "
+                            "pass arrays of one package")
+        elif dt != dtype:
+            raise TypeError(f"{name} has dtype {dt} but {first} has dtype {dtype}; "
+                            "cast them to one dtype")
+    return dtype
+
+
+def _coerce(x):
+    """Lists and scalars become NumPy arrays (the array types pass through untouched)."""
+    if x is None or _arrays.kind_of(x) is not None:
+        return x
+    return np.asarray(x)
+
+
+def _shapes(a, b):
+    """``(batch_shape, M, K, N)``, raising ``ValueError`` with the shapes when they disagree."""
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"matmul needs a (..., M, K) and b (..., K, N), got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if sa[-1] != sb[-2]:
+        raise ValueError(f"matmul: a has K={sa[-1]} (shape {sa}) but b has K={sb[-2]} "
+                         f"(shape {sb})")
+    ba, bb = sa[:-2], sb[:-2]
+    if ba == bb or not bb:
+        batch = ba
+    elif not ba:
+        batch = bb
+    else:
+        try:
+            batch = np.broadcast_shapes(ba, bb)
+        except ValueError:
+            raise ValueError(f"matmul: batch shapes {ba} of a and {bb} of b do not broadcast") \
+                from None
+    return batch, sa[-2], sa[-1], sb[-1]
+
+
+def _bias_form(bias, m, n):
+    if bias is None:
+        return None
+    shape = tuple(bias.shape)
+    if shape == (n,):
+        return "n"
+    if shape == (m, 1):
+        return "m1"
+    raise ValueError(f"bias must have shape (N,) = ({n},) or (M, 1) = ({m}, 1), got {shape}")
+
+
+def _options(activation, compute_type, dtype):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of None, 'relu', 'gelu', got {activation!r}")
+    if activation is not None and dtype.startswith("complex"):
+        raise ValueError(f"activation={activation!r} needs real inputs, got dtype {dtype}")
+    if compute_type is not None and compute_type not in COMPUTE_TYPES:
+        raise ValueError(f"compute_type must be None or one of {sorted(COMPUTE_TYPES)}, "
+                         f"got {compute_type!r}")
+
+
+def _nbytes(*arrays):
+    return sum(int(x.nbytes) for x in arrays if x is not None)
+
+
+def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, return_aux=False,
+           compute_type=None, autotune=None, check_finite=False):
+    """Fused ``act(alpha * a @ b + beta * c + bias)``: cuBLASLt epilogs on the GPU, NumPy on the CPU.
+
+    Parameters
+    ----------
+    a : (..., M, K) array
+    b : (..., K, N) array
+        Batch dimensions broadcast as in ``numpy.matmul``. NumPy, CuPy or torch arrays (all of
+        one package); float16, bfloat16, float32, float64, complex64 or complex128 (one dtype).
+    bias : (N,) or (M, 1) array, optional
+        ``(N,)`` adds to every row, as in ``a @ b + bias``; ``(M, 1)`` adds per row.
+    activation : {None, "relu", "gelu"}
+        GELU is the tanh approximation cuBLASLt computes,
+        ``0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z**3)))``, on both backends.
+    alpha, beta : float
+        Scale the product and ``c``. With ``beta == 0`` ``c`` is not read (as in cuBLAS).
+    c : (..., M, N) array, optional
+        Broadcast to the result's shape.
+    return_aux : bool
+        Also return what :func:`matmul_backward` needs (:class:`MatmulAux`: cuBLASLt's ReLU
+        bit-mask or the GELU pre-activation, in the same layout on both backends; ``None``
+        without an activation).
+    compute_type : str, optional
+        float32 computes in full float32 unless this asks otherwise: ``"tf32"``, ``"fast_fp16"``,
+        ``"fast_bf16"``; also ``"fp16"`` (half accumulation for float16), ``"pedantic"``. The CPU
+        ignores it.
+    autotune : bool, optional
+        Time cuBLASLt's candidate algorithms when the plan is made; the winner is cached with the
+        plan. Default: ``gpulinalg.get_config().autotune``.
+    check_finite : bool
+        Raise ``ValueError`` when an input holds NaN or Inf (one reduction per input).
+
+    Returns
+    -------
+    out : (..., M, N) array
+        In the inputs' package and dtype.
+    aux : MatmulAux or None
+        Only with ``return_aux=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.dense import matmul
+    >>> rng = np.random.default_rng(0)
+    >>> a, b, bias = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal(5)
+    >>> np.allclose(matmul(a, b, bias=bias, activation="relu"), np.maximum(a @ b + bias, 0))
+    True
+    """
+    a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
+    dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
+    _options(activation, compute_type, dtype)
+    batch, m, k, n = _shapes(a, b)
+    out_shape = (*batch, m, n)
+    form = _bias_form(bias, m, n)
+    if c is not None and beta != 0.0:
+        try:
+            np.broadcast_shapes(tuple(c.shape), out_shape)
+        except ValueError:
+            raise ValueError(f"c of shape {tuple(c.shape)} does not broadcast to the result's "
+                             f"shape {out_shape}") from None
+    if check_finite:
+        for name, x in (("a", a), ("b", b), ("bias", bias), ("c", c)):
+            if x is not None:
+                _check_finite(x, name)
+    spec = Spec(activation=activation, alpha=float(alpha), beta=float(beta),
+                return_aux=bool(return_aux), compute_type=compute_type,
+                autotune=get_config().autotune if autotune is None else bool(autotune),
+                bias_form=form, transposed=form != "m1", out_shape=out_shape, batch_shape=batch)
+    if 0 in out_shape:
+        return _empty(a, spec)
+    size = int(np.prod(out_shape))
+    nbytes = _nbytes(a, b, bias, c) + 2 * size * a.itemsize + _WORKSPACE
+    return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
+                    nbytes=nbytes, flops=2.0 * size * k)
+
+
+def _empty(a, spec):
+    """The (empty) answer of a product with a zero-sized result, in ``a``'s package."""
+    out = _arrays.to_kind(np.empty(spec.out_shape, dtype=_host_dtype(a)), _arrays.kind_of(a), a)
+    if not spec.return_aux:
+        return out
+    if spec.activation is None:
+        return out, None
+    m, n = spec.out_shape[-2:]
+    rows, cols = (n, m) if spec.transposed else (m, n)
+    pr, pc = aux_shape(spec.activation, rows, cols)
+    dt = np.uint8 if spec.activation == "relu" else _host_dtype(a)
+    data = np.swapaxes(np.zeros((*spec.batch_shape, pc, pr), dtype=dt), -1, -2)
+    aux = MatmulAux(spec.activation, _arrays.to_kind(data, _arrays.kind_of(a), a),
+                    spec.transposed, rows, cols)
+    return out, aux
+
+
+def _host_dtype(a):
+    if _arrays.kind_of(a) is _arrays.Kind.TORCH:
+        import torch
+        return torch.empty(0, dtype=a.dtype).numpy().dtype
+    return np.dtype(a.dtype)
+
+
+def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, compute_type=None,
+                    autotune=None):
+    """Gradients of :func:`matmul`'s ``act(a @ b + bias)`` with cuBLASLt's backward epilogs.
+
+    Parameters
+    ----------
+    grad_out : (..., M, N) array, or a pair ``(g, w)``
+        ``dL/d(out)``. A pair means ``dL/d(out) = g @ w`` (the gradient arriving through the next
+        linear layer): on the GPU that product then runs fused with the DRELU/DGELU (and
+        ``_BGRAD``) epilog instead of a separate elementwise pass.
+    a, b : arrays
+        The forward operands.
+    aux : MatmulAux, optional
+        From ``matmul(..., return_aux=True)``; required with an activation.
+    activation : {None, "relu", "gelu"}
+        The forward activation (must match ``aux``).
+    bias : bool or {"column"}
+        Whether the forward had a bias: ``True`` for shape ``(N,)`` (``(M, 1)`` when ``aux``
+        says the forward used that form), ``"column"`` for ``(M, 1)``. On the GPU the bias
+        gradient comes from the BGRADB (``(N,)``) or BGRADA (``(M, 1)``) epilog, or from
+        DRELU_BGRAD/DGELU_BGRAD with a ``(g, w)`` pair.
+    compute_type, autotune
+        As in :func:`matmul`.
+
+    Returns
+    -------
+    Gradients
+        ``(grad_a, grad_b, grad_bias)``; ``grad_bias`` is ``None`` when ``bias=False``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.dense import matmul, matmul_backward
+    >>> rng = np.random.default_rng(1)
+    >>> a, b, bias = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal(5)
+    >>> out, aux = matmul(a, b, bias=bias, activation="relu", return_aux=True)
+    >>> g = np.ones_like(out)
+    >>> grads = matmul_backward(g, a, b, aux=aux, activation="relu", bias=True)
+    >>> np.allclose(grads.grad_bias, ((a @ b + bias) > 0).sum(axis=0))
+    True
+    """
+    upstream = None
+    if isinstance(grad_out, (tuple, list)):
+        upstream, grad_out = (_coerce(grad_out[0]), _coerce(grad_out[1])), None
+    a, b, grad_out = _coerce(a), _coerce(b), _coerce(grad_out)
+    pairs = (("grad_out", grad_out), ("a", a), ("b", b))
+    if upstream is not None:
+        pairs += (("grad_out[0]", upstream[0]), ("grad_out[1]", upstream[1]))
+    if aux is not None:
+        pairs += (("aux.data", aux.data if aux.activation == "gelu" else None),)
+    dtype = _arrays_of(pairs)
+    _options(activation, compute_type, dtype)
+    batch, m, k, n = _shapes(a, b)
+    out_shape = (*batch, m, n)
+    g_shape = tuple(grad_out.shape) if upstream is None else _shapes(*upstream)[0] + (
+        upstream[0].shape[-2], upstream[1].shape[-1])
+    if g_shape != out_shape:
+        raise ValueError(f"grad_out has shape {g_shape}, expected the forward result's "
+                         f"shape {out_shape}")
+    form = _backward_bias_form(bias, aux)
+    if activation is not None:
+        _check_aux(aux, activation, m, n)
+    spec = Spec(activation=activation, alpha=1.0, beta=0.0, return_aux=False,
+                compute_type=compute_type,
+                autotune=get_config().autotune if autotune is None else bool(autotune),
+                bias_form=form, transposed=True if aux is None else aux.transposed,
+                out_shape=out_shape, batch_shape=batch)
+    size = int(np.prod(out_shape))
+    nbytes = _nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize + _WORKSPACE
+    return dispatch("dense.matmul_backward", _gpu.matmul_backward, _cpu.matmul_backward,
+                    (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
+                    flops=4.0 * size * k, like=a)
+
+
+def _backward_bias_form(bias, aux):
+    if bias is False or bias is None:
+        return None
+    if bias == "column":
+        return "m1"
+    if bias is True:
+        return "n" if aux is None or aux.transposed else "m1"
+    raise ValueError(f"bias must be True, False or 'column', got {bias!r}")
+
+
+def _check_aux(aux, activation, m, n):
+    if not isinstance(aux, MatmulAux):
+        raise ValueError(f"activation={activation!r} needs the aux of the forward pass "
+                         f"(matmul(..., return_aux=True)), got {type(aux).__name__}")
+    if aux.activation != activation:
+        raise ValueError(f"aux was made for activation={aux.activation!r}, not {activation!r}")
+    expect = (n, m) if aux.transposed else (m, n)
+    if (aux.rows, aux.cols) != expect:
+        raise ValueError(f"aux describes a {aux.rows}x{aux.cols} product, expected "
+                         f"{expect[0]}x{expect[1]}")

@@ -1,0 +1,240 @@
+"""The per-thread, bounded LRU cache of planned nvmath ``Matmul`` objects.
+
+A plan is valid for one combination of shapes, strides, dtypes, pointer alignments, epilog,
+compute type, autotuning and device; that tuple is the cache key. On a hit only the operand
+pointers, ``alpha`` and ``beta`` change: the plan executes with one ``cublasLtMatmul`` call on the
+calling thread's stream, with the descriptors, algorithm and workspace found when it was planned.
+(``GPULINALG_NVMATH_EXECUTE=1`` makes hits go through nvmath's own ``reset_operands_unchecked`` +
+``execute`` instead, a slower path kept for comparison and diagnosis.)
+
+Each thread owns its cache, stream and cuBLASLt handle, so plans are never shared between
+threads. :func:`clear_plan_cache` frees the caller's plans at once and makes every other thread
+drop its plans at its next lookup.
+"""
+
+import collections
+import os
+import threading
+
+from .._runtime.config import get_config
+from ._results import PlanCacheInfo
+
+__all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
+
+#: Most workspace bytes one plan may ask for (cuBLASLt recommends 32 MiB on Hopper).
+WORKSPACE_LIMIT = 64 << 20
+AUTOTUNE_ITERATIONS = 5
+_PUBLIC_EXECUTE = os.environ.get("GPULINALG_NVMATH_EXECUTE", "") == "1"
+
+#: compute_type strings accepted at the edge -> cuBLAS ComputeType member names.
+COMPUTE_TYPES = {
+    "tf32": "COMPUTE_32F_FAST_TF32", "fast_tf32": "COMPUTE_32F_FAST_TF32",
+    "fast_fp16": "COMPUTE_32F_FAST_16F", "fast_bf16": "COMPUTE_32F_FAST_16BF",
+    "fp32": "COMPUTE_32F", "float32": "COMPUTE_32F", "pedantic": "COMPUTE_32F_PEDANTIC",
+    "fp16": "COMPUTE_16F", "float16": "COMPUTE_16F", "fp64": "COMPUTE_64F", "float64": "COMPUTE_64F",
+}
+
+#: epilog handler name -> matmul-descriptor attribute its pointer goes to.
+_POINTER_ATTR = {"bias": "bias_pointer", "relu_aux": "epilogue_aux_pointer",
+                 "gelu_aux": "epilogue_aux_pointer", "drelu_bgrad": "bias_pointer",
+                 "dgelu_bgrad": "bias_pointer", "bgrada": "bias_pointer", "bgradb": "bias_pointer"}
+
+_generation = [0]
+_lock = threading.Lock()
+
+
+class _Cache(threading.local):
+    def __init__(self):
+        self.plans = collections.OrderedDict()
+        self.generation = _generation[0]
+        self.hits = self.misses = self.evictions = 0
+
+
+_cache = _Cache()
+
+
+def _setter(mm, name):
+    attr = _POINTER_ATTR[name]
+    ifc = mm.mm_desc_ifc
+    fast = getattr(ifc, f"set_{attr}_unchecked", None)
+    if fast is not None:
+        return fast
+    return lambda ptr: setattr(ifc, attr, ptr)
+
+
+class Plan:
+    """A planned ``Matmul`` and what one execution needs besides the operands."""
+
+    __slots__ = ("mm", "fast", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
+                 "algo_ptr", "out", "outputs", "inputs", "ws_size", "ws", "_keep")
+
+    def __init__(self, mm, epilog):
+        import numpy as np
+        self.mm = mm
+        self.fast = not _PUBLIC_EXECUTE
+        self.handle, self.desc = mm.handle, mm.mm_desc
+        self.layouts = (mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr, mm.d_layout_ptr)
+        self.alpha, self.beta = mm.alpha, mm.beta
+        self.scalar_ptrs = (mm.alpha.ctypes.data, mm.beta.ctypes.data)
+        algo = mm.cached_best_algorithm_struct
+        self._keep = algo
+        self.algo_ptr = algo.ctypes.data
+        rt = mm.result_traits
+        self.out = _buffer_spec(rt.result_shape, rt.result_strides, mm.d_dtype_name)
+        self.outputs = tuple((h.name, *_buffer_spec(*h.attributes()), _setter(mm, h.name))
+                             for h in mm.epilog_output_handlers)
+        self.inputs = tuple((name, _setter(mm, name)) for name in mm.epilog_input_name_to_handler)
+        ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
+        self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
+        self.ws = None
+
+    def run(self, a, b, c, alpha, beta, inputs, stream):
+        """Execute on ``stream``; returns ``(result, {aux output name: array})``."""
+        if not self.fast:
+            return self._run_public(a, b, c, alpha, beta, inputs, stream)
+        import cupy
+        from nvmath.bindings import cublasLt
+        self.alpha[0] = alpha
+        self.beta[0] = beta
+        for name, set_ptr in self.inputs:
+            set_ptr(inputs[name].data.ptr)
+        shape, dtype, nbytes, strides = self.out
+        out = cupy.ndarray(shape, dtype, cupy.cuda.alloc(nbytes), strides)
+        extra = {}
+        for name, shape_, dtype_, nbytes_, strides_, set_ptr in self.outputs:
+            extra[name] = buf = cupy.ndarray(shape_, dtype_, cupy.cuda.alloc(nbytes_), strides_)
+            set_ptr(buf.data.ptr)
+        if self.ws is None and self.ws_size:
+            self.ws = cupy.empty(self.ws_size, dtype=cupy.uint8)
+        ws_ptr = self.ws.data.ptr if self.ws is not None else 0
+        la, lb, lc, ld = self.layouts
+        cublasLt.matmul(self.handle, self.desc, self.scalar_ptrs[0], a.data.ptr, la, b.data.ptr, lb,
+                        self.scalar_ptrs[1], 0 if c is None else c.data.ptr, lc, out.data.ptr, ld,
+                        self.algo_ptr, ws_ptr, self.ws_size, stream.ptr)
+        return out, extra
+
+    def _run_public(self, a, b, c, alpha, beta, inputs, stream):
+        mm = self.mm
+        mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha, beta=beta if c is not None else None,
+                                    epilog_inputs=dict(inputs) if inputs else None, stream=stream)
+        result = mm.execute(stream=stream)
+        mm.release_operands()
+        return result if isinstance(result, tuple) else (result, {})
+
+    def free(self):
+        self.ws = None
+        self.mm.free()
+
+
+def _buffer_spec(shape, strides, dtype_name):
+    """``(shape, dtype, nbytes, byte strides)`` of a dense buffer with element ``strides``."""
+    import numpy as np
+    try:
+        dtype = np.dtype(dtype_name)
+    except TypeError:  # bfloat16 without ml_dtypes registered under that name
+        import cupy
+        dtype = cupy.dtype(dtype_name)
+    shape = tuple(int(n) for n in shape)
+    size = 1
+    for n in shape:
+        size *= n
+    return shape, dtype, size * dtype.itemsize, tuple(int(s) * dtype.itemsize for s in strides)
+
+
+def _operand_key(x):
+    return None if x is None else (x.shape, x.strides, x.data.ptr & 255)
+
+
+def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, epilog=None, inputs=None, compute_type=None,
+         autotune=False):
+    """``epilog(alpha * a @ b + beta * c)`` through a cached plan, on the current CuPy stream.
+
+    ``a``, ``b``, ``c`` are CuPy arrays laid out as cuBLASLt accepts them; ``inputs`` maps epilog
+    input names (``bias``, ``relu_aux``, ``gelu_aux``) to arrays. Returns ``(d, outputs)``.
+    """
+    import cupy
+    stream = cupy.cuda.get_current_stream()
+    key = (a.data.device_id, a.dtype, epilog, compute_type, autotune, a.shape, a.strides,
+           b.shape, b.strides, a.data.ptr & 255, b.data.ptr & 255, _operand_key(c),
+           None if not inputs else tuple((k, _operand_key(v)) for k, v in inputs.items()))
+    cache = _cache
+    if cache.generation != _generation[0]:
+        _drop_all(cache)
+    plan = cache.plans.get(key)
+    if plan is None:
+        plan = _insert(cache, key, _build(a, b, c, alpha, beta, epilog, inputs, compute_type,
+                                          autotune, stream))
+    else:
+        cache.hits += 1
+        cache.plans.move_to_end(key)
+    return plan.run(a, b, c, alpha, beta, inputs, stream)
+
+
+def _insert(cache, key, plan):
+    cache.misses += 1
+    cache.plans[key] = plan
+    limit = get_config().plan_cache_size
+    while len(cache.plans) > limit:
+        _, old = cache.plans.popitem(last=False)
+        old.free()
+        cache.evictions += 1
+    return plan
+
+
+def _build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream):
+    from nvmath.bindings import cublas
+    from nvmath.linalg.advanced import Matmul, MatmulEpilog
+
+    from .._runtime.streams import get_handle
+    options = {"handle": get_handle("cublasLt"), "memory_limit": WORKSPACE_LIMIT}
+    if compute_type is not None:
+        options["compute_type"] = getattr(cublas.ComputeType, COMPUTE_TYPES[compute_type])
+    mm = Matmul(a, b, c=c, alpha=alpha, beta=beta if c is not None else None, options=options,
+                stream=stream)
+    try:
+        mm.plan(epilog=None if epilog is None else MatmulEpilog[epilog],
+                epilog_inputs=dict(inputs) if inputs else None, stream=stream)
+        if autotune:
+            mm.autotune(iterations=AUTOTUNE_ITERATIONS, stream=stream)
+        plan = Plan(mm, epilog)
+    except BaseException:
+        mm.free()
+        raise
+    mm.release_operands()  # the cache must not keep the first caller's arrays alive
+    return plan
+
+
+def _drop_all(cache):
+    while cache.plans:
+        _, plan = cache.plans.popitem()
+        plan.free()
+    cache.generation = _generation[0]
+
+
+def clear_plan_cache():
+    """Free the calling thread's cached matmul plans; other threads drop theirs on next use.
+
+    Examples
+    --------
+    >>> from gpulinalg.dense import clear_plan_cache, plan_cache_info
+    >>> clear_plan_cache()
+    >>> plan_cache_info().size
+    0
+    """
+    with _lock:
+        _generation[0] += 1
+    _drop_all(_cache)
+
+
+def plan_cache_info():
+    """:class:`PlanCacheInfo` (hits, misses, evictions, size, maxsize) of the calling thread.
+
+    Examples
+    --------
+    >>> from gpulinalg.dense import plan_cache_info
+    >>> info = plan_cache_info()
+    >>> info.size <= info.maxsize
+    True
+    """
+    c = _cache
+    return PlanCacheInfo(c.hits, c.misses, c.evictions, len(c.plans), get_config().plan_cache_size)
