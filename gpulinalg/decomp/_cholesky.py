@@ -1,0 +1,288 @@
+"""Cholesky factorization, solves with the factor, and the log-determinant (``Xpotrf``,
+``Xpotrs``).
+
+Layout trick: a C-ordered Hermitian matrix read column-major is its conjugate, so a C-ordered
+input is factored in place of its copy with the other triangle requested; the factor then
+reads correctly in C order, and no transposing copy is ever made.
+"""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from .._runtime.errors import NotPositiveDefiniteError
+from . import _cpu
+from ._common import (batch_index, broadcast_batch, empty_result, flops_scale, prepare,
+                      real_dtype, sub)
+from ._cusolver import Solver, workspace_bytes
+
+__all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
+
+
+def cholesky(a, lower=True, *, overwrite_a=False, check_finite=True):
+    """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them).
+
+    Parameters
+    ----------
+    a : (..., n, n) array_like
+        Only the triangle named by ``lower`` is read.
+    lower : bool, default True
+        Return the lower factor ``L`` (``a = L @ L^H``), else the upper ``U`` (``a = U^H @ U``).
+    overwrite_a : bool, default False
+        Allow the factorization to reuse ``a``'s memory.
+    check_finite : bool, default True
+        Raise ``ValueError`` if ``a`` holds NaN or Inf.
+
+    Returns
+    -------
+    c : (..., n, n) array
+        The factor; the other triangle is zero. Same package (NumPy/CuPy/torch) as ``a``.
+
+    Raises
+    ------
+    gpulinalg.NotPositiveDefiniteError
+        With ``.minor`` (1-based order of the failing leading minor) and ``.batch_index``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cholesky
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> L = cholesky(a)
+    >>> bool(np.allclose(L @ L.T, a)), bool(np.allclose(L, np.tril(L)))
+    (True, True)
+    """
+    return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
+
+
+def cho_factor(a, lower=True, *, overwrite_a=False, check_finite=True):
+    """Cholesky factor for :func:`cho_solve` and :func:`logdet_cholesky`, as SciPy's.
+
+    Parameters
+    ----------
+    a : (..., n, n) array_like
+    lower : bool, default True
+    overwrite_a : bool, default False
+    check_finite : bool, default True
+
+    Returns
+    -------
+    c : (..., n, n) array
+        The factor in the triangle named by ``lower``; the other triangle keeps ``a``'s
+        entries (as in SciPy: do not rely on them).
+    lower : bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, cho_solve, logdet_cholesky
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> cf = cho_factor(a)
+    >>> x = cho_solve(cf, np.array([1.0, 2.0]))
+    >>> bool(np.allclose(a @ x, [1.0, 2.0]))
+    True
+    >>> bool(np.isclose(logdet_cholesky(cf), np.log(np.linalg.det(a))))
+    True
+    """
+    c = _factor("decomp.cho_factor", a, lower, overwrite_a, check_finite, clean=False)
+    return c, bool(lower)
+
+
+def _factor(op, a, lower, overwrite_a, check_finite, clean):
+    a, dtype = prepare(a, square=True, check_finite=check_finite)
+    n = a.shape[-1]
+    if a.size == 0:
+        return empty_result(a, (tuple(a.shape), dtype))[0]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    nbytes = 2 * nbytes_of((a.shape, dtype)) + workspace_bytes("potrf", n, n, dtype)
+    flops = batch * n ** 3 / 3 * flops_scale(dtype)
+    return _dispatch.dispatch(op, _gpu_factor, _cpu.cholesky,
+                              (a, bool(lower), bool(overwrite_a), clean, dtype),
+                              nbytes=nbytes, flops=flops)
+
+
+def _matrix_order(x):
+    """"C" or "F" when every matrix of ``x`` is contiguous in that order, else ``None``."""
+    item = x.itemsize
+    n_rows, n_cols = x.shape[-2:]
+    if x.strides[-1] == item and (n_rows <= 1 or x.strides[-2] == n_cols * item):
+        return "C"
+    if x.strides[-2] == item and (n_cols <= 1 or x.strides[-1] == n_rows * item):
+        return "F"
+    return None
+
+
+def _work_copy(a, dtype, overwrite):
+    """``(w, order)``: ``(B, n, n)`` matrices contiguous in ``order``; ``a`` itself when
+    allowed and possible, else a copy in ``a``'s own order (never a transposing copy)."""
+    import cupy
+    order = _matrix_order(a) or "C"
+    n = a.shape[-1]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    if overwrite and a.dtype == dtype:
+        if order == "C" and a.flags.c_contiguous:
+            return a.reshape(batch, n, n), order
+        if order == "F" and a.ndim == 2:
+            return a[None], order
+    w = cupy.empty((batch, n, n), dtype=dtype)
+    if order == "F":
+        w = w.transpose(0, 2, 1)
+    w[...] = a.reshape(batch, n, n)
+    return w, order
+
+
+def _gpu_factor(a, lower, overwrite_a, clean, dtype):
+    import cupy
+    w, order = _work_copy(a, dtype, overwrite_a)
+    fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
+    with Solver(dtype, len(w)) as sv:
+        for i in range(len(w)):
+            sv.potrf(w[i], fill_lower, i)
+        codes = sv.check("potrf")
+    batch_shape = a.shape[:-2]
+    bad = np.flatnonzero(codes > 0)
+    if bad.size:
+        raise NotPositiveDefiniteError(codes[bad[0]], batch_index(bad[0], batch_shape))
+    diag = cupy.diagonal(w, axis1=-2, axis2=-1)
+    finite = cupy.isfinite(diag).all(axis=-1)
+    if not bool(finite.all()):  # NaN input with check_finite=False: no silent NaN factor
+        entry = int(cupy.flatnonzero(~finite)[0])
+        minor = int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
+        raise NotPositiveDefiniteError(minor, batch_index(entry, batch_shape))
+    if clean:
+        _zero_triangle(w, lower)
+    return w.reshape(a.shape)
+
+
+_ZERO_KERNEL = None
+
+
+def _zero_triangle(w, lower):
+    """Zero the strict upper (``lower=True``) or lower triangle of each matrix, in place."""
+    import cupy
+    global _ZERO_KERNEL
+    if _ZERO_KERNEL is None:
+        _ZERO_KERNEL = cupy.ElementwiseKernel(
+            "int64 n, bool lower", "T x",
+            "long long r = (i / n) % n, c = i % n;"
+            " if (lower ? c > r : c < r) { x = T(0); }",
+            "gpulinalg_zero_triangle")
+    _ZERO_KERNEL(w.shape[-1], lower, w)
+
+
+def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
+    """Solve ``a @ x = b`` given the Cholesky factor of ``a`` from :func:`cho_factor`.
+
+    Parameters
+    ----------
+    c_and_lower : tuple of ((..., n, n) array, bool)
+        The output of :func:`cho_factor`.
+    b : (n,) or (..., n, k) array_like
+        A 1-D ``b`` is one right-hand side for every matrix; otherwise the batch dimensions
+        of ``c`` and ``b`` broadcast (SciPy's rule).
+    overwrite_b : bool, default False
+    check_finite : bool, default True
+
+    Returns
+    -------
+    x : array of ``b``'s shape (with the broadcast batch)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, cho_solve
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]]); b = np.eye(2)
+    >>> bool(np.allclose(cho_solve(cho_factor(a), b), np.linalg.inv(a)))
+    True
+    """
+    try:
+        c, lower = c_and_lower
+    except (TypeError, ValueError):
+        raise TypeError("c_and_lower must be the pair (c, lower) from cho_factor") from None
+    c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
+    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
+    dtype = np.result_type(dtype_c, dtype_b)
+    _check_rhs(c, b)
+    vec = b.ndim == 1
+    batch = broadcast_batch(c.shape[:-2], b.shape[:-2] if not vec else ())
+    shape = batch + ((c.shape[-1],) if vec else tuple(b.shape[-2:]))
+    if c.shape[-1] == 0 or 0 in shape:
+        return empty_result(b, (shape, dtype))[0]
+    nb = int(np.prod(batch, dtype=np.int64))
+    nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
+    flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
+    return _dispatch.dispatch("decomp.cho_solve", _gpu_cho_solve, _cpu.cho_solve,
+                              (c, bool(lower), b, bool(overwrite_b), dtype),
+                              nbytes=nbytes, flops=flops, like=b)
+
+
+def _check_rhs(a, b):
+    n = a.shape[-1]
+    rows = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if rows != n:
+        raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
+                         f"b is {tuple(b.shape)}")
+
+
+def _gpu_cho_solve(c, lower, b, overwrite_b, dtype):
+    import cupy
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    batch = broadcast_batch(c.shape[:-2], b2.shape[:-2])
+    n, k = b2.shape[-2:]
+    nb = int(np.prod(batch, dtype=np.int64))
+    x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)
+    x[...] = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
+    conj = np.dtype(dtype).kind == "c"
+    with Solver(dtype, nb) as sv:
+        keep = []
+        for i, idx in enumerate(np.ndindex(*batch)):
+            ci = sub(c, idx, 2).astype(dtype, copy=False)
+            order = _matrix_order(ci)
+            if order is None:
+                ci, order = cupy.asfortranarray(ci), "F"
+            flip = order == "C"  # read column-major, a C-ordered factor is the conjugate
+            if flip and conj:
+                cupy.conj(x[i], out=x[i])
+            sv.potrs(ci, lower if not flip else not lower, x[i], i)
+            if flip and conj:
+                cupy.conj(x[i], out=x[i])
+            keep.append(ci)
+        sv.check("potrs")
+    x = x.reshape(batch + (n, k))
+    return x[..., 0] if vec else x
+
+
+def logdet_cholesky(c_and_lower):
+    """``log |det a|`` from the Cholesky factor of ``a``: ``2 * sum(log(diag(c)))``.
+
+    Parameters
+    ----------
+    c_and_lower : tuple of ((..., n, n) array, bool)
+        The output of :func:`cho_factor` (or ``(cholesky(a), True)``).
+
+    Returns
+    -------
+    logdet : float, or (...) array for a batch
+        In the real dtype of ``c`` and ``c``'s package.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, logdet_cholesky
+    >>> a = np.stack([np.eye(3) * 2, np.eye(3) * 3])
+    >>> bool(np.allclose(logdet_cholesky(cho_factor(a)), [3 * np.log(2), 3 * np.log(3)]))
+    True
+    """
+    try:
+        c, _lower = c_and_lower
+    except (TypeError, ValueError):
+        raise TypeError("c_and_lower must be the pair (c, lower) from cho_factor") from None
+    c, dtype = prepare(c, "c", square=True, check_finite=False)
+    if c.shape[-1] == 0:
+        res = empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0]
+    else:
+        res = _dispatch.dispatch("decomp.logdet_cholesky", _cpu.logdet, _cpu.logdet,
+                                 (c, dtype), nbytes=nbytes_of((c.shape, dtype)),
+                                 flops=c.shape[-1])
+    return res[()] if isinstance(res, np.ndarray) else res

@@ -1,0 +1,68 @@
+"""Validation and batching helpers shared by the dense factorizations."""
+
+import numpy as np
+
+from .._runtime import arrays as _arrays
+from .._runtime import validation as _v
+
+__all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
+           "sub", "flops_scale"]
+
+
+def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
+    """The validation pipeline: type -> shape -> finiteness -> dtype. Returns ``(a, dtype)``."""
+    a = _v.as_array(a, name, min_ndim=min_ndim)
+    if square:
+        _v.check_square(a, name)
+    if check_finite:
+        _v.check_finite(a, name)
+    return a, _v.float_dtype(_v._np_dtype(a))
+
+
+def real_dtype(dtype):
+    """float32 for float32/complex64, float64 for float64/complex128."""
+    return np.empty(0, dtype).real.dtype
+
+
+def empty_result(like, *parts):
+    """Arrays of ``(shape, dtype)`` (zeros, or identity when ``eye=True`` in a 3-tuple), in
+    the package and on the device of ``like``."""
+    kind = _arrays.kind_of(like) or _arrays.Kind.NUMPY
+    out = []
+    for part in parts:
+        shape, dtype = part[0], part[1]
+        x = np.zeros(shape, dtype)
+        if len(part) > 2 and part[2] and x.ndim >= 2:
+            x[...] = np.eye(shape[-2], shape[-1], dtype=dtype)
+        out.append(_arrays.to_kind(x, kind, like))
+    return out
+
+
+def batch_index(flat, batch_shape):
+    """The batch index (tuple) of flat entry ``flat``, ``None`` for an unbatched call."""
+    if not batch_shape:
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(flat), batch_shape))
+
+
+def broadcast_batch(*shapes):
+    """Broadcast batch shapes, with a ``ValueError`` that names them."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"batch dimensions {list(map(tuple, shapes))} do not "
+                         "broadcast") from None
+
+
+def sub(x, index, core_ndim):
+    """Entry ``index`` (an index into the full batch shape) of ``x``, whose leading batch
+    dimensions broadcast against that shape; ``core_ndim`` trailing dimensions are kept."""
+    lead = x.ndim - core_ndim
+    own = index[len(index) - lead:] if lead else ()
+    own = tuple(0 if d == 1 else i for i, d in zip(own, x.shape[:lead]))
+    return x[own] if own else x
+
+
+def flops_scale(dtype):
+    """Real flops per complex flop: 4 for complex dtypes, 1 for real ones."""
+    return 4 if np.dtype(dtype).kind == "c" else 1

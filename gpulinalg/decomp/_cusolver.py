@@ -1,0 +1,310 @@
+"""cuSOLVER glue: one table of routines per dtype, workspaces, ``info`` codes, layouts.
+
+Everything here but :func:`workspace_bytes` runs inside a dispatcher GPU function: arrays are
+CuPy arrays and the current CuPy stream is the thread's stream, to which the cuSOLVER handle
+from :func:`gpulinalg._runtime.streams.get_handle` is bound. Matrices are column-major
+(Fortran order), as cuSOLVER expects. The 64-bit ``X*`` API serves every routine it offers
+(geqrf, gesvd, gesvdp, potrf, potrs); ``orgqr``/``ormqr`` and ``gesvdj`` exist only in the
+legacy per-type API, reached through the same table.
+"""
+
+import contextlib
+import dataclasses
+import functools
+
+import numpy as np
+
+from .._runtime import device as _device
+from .._runtime.errors import LinAlgError
+
+__all__ = ["ROUTINES", "routines", "fortran_batch", "Solver", "workspace_bytes"]
+
+
+def _dn():
+    from nvmath.bindings import cusolverDn
+    return cusolverDn
+
+
+@dataclasses.dataclass(frozen=True)
+class Routines:
+    """cuSOLVER names and CUDA data types of one dtype (one row of :data:`ROUTINES`)."""
+
+    prefix: str       # letter of the legacy API: s, d, c, z
+    data_type: str    # nvmath.CudaDataType member of the matrix
+    real_type: str    # ... of singular values and of the real part
+    q_stem: str       # "orgqr" (real) or "ungqr" (complex)
+    mq_stem: str      # "ormqr" (real) or "unmqr" (complex)
+
+    def legacy(self, stem):
+        """The legacy routine ``<prefix><stem>`` of ``nvmath.bindings.cusolverDn``."""
+        return getattr(_dn(), self.prefix + stem)
+
+    @property
+    def cuda(self):
+        import nvmath
+        return int(nvmath.CudaDataType[self.data_type])
+
+    @property
+    def cuda_real(self):
+        import nvmath
+        return int(nvmath.CudaDataType[self.real_type])
+
+
+#: The one table of routines per dtype.
+ROUTINES = {
+    np.dtype(np.float32): Routines("s", "CUDA_R_32F", "CUDA_R_32F", "orgqr", "ormqr"),
+    np.dtype(np.float64): Routines("d", "CUDA_R_64F", "CUDA_R_64F", "orgqr", "ormqr"),
+    np.dtype(np.complex64): Routines("c", "CUDA_C_32F", "CUDA_R_32F", "ungqr", "unmqr"),
+    np.dtype(np.complex128): Routines("z", "CUDA_C_64F", "CUDA_R_64F", "ungqr", "unmqr"),
+}
+
+
+def routines(dtype):
+    return ROUTINES[np.dtype(dtype)]
+
+
+def fortran_batch(a, dtype, shape=None):
+    """Copy ``a`` (``(..., m, n)``, any strides) into a new ``(B, m, n)`` CuPy array whose
+    matrices are each column-major contiguous. ``shape`` pads with zeros to a larger ``(m, n)``."""
+    import cupy
+    m, n = a.shape[-2:]
+    rows, cols = shape or (m, n)
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    out = cupy.empty((batch, cols, rows), dtype=dtype).transpose(0, 2, 1)
+    if (rows, cols) != (m, n):
+        out.fill(0)
+    out[:, :m, :n] = a.reshape(batch, m, n)
+    return out
+
+
+def batch_shape_view(x, batch_shape):
+    """Reshape a ``(B, ...)`` result back to ``batch_shape + (...)`` (a view)."""
+    return x.reshape(tuple(batch_shape) + x.shape[1:])
+
+
+def _ptr(x):
+    return 0 if x is None else x.data.ptr
+
+
+class Solver:
+    """One GPU call's cuSOLVER state: the thread's handle, a params object and ``info`` codes.
+
+    Use as a context manager. Every routine writes its ``info`` code into slot ``i`` of
+    ``slots`` (routines whose codes must all be read use distinct slots); :meth:`check` reads
+    them all with one synchronization.
+    """
+
+    def __init__(self, dtype, slots=1):
+        import cupy
+        from .._runtime.streams import get_handle
+        self.r = routines(dtype)
+        self.dtype = np.dtype(dtype)
+        self.handle = get_handle("cusolverDn")
+        self.info = cupy.zeros(max(int(slots), 1), dtype=np.int32)
+        self._keep = []
+        self._gesvdj = []
+        self.params = None
+
+    def __enter__(self):
+        self.params = _dn().create_params()
+        return self
+
+    def __exit__(self, *exc):
+        _dn().destroy_params(self.params)
+        return False
+
+    def _info(self, i):
+        return self.info.data.ptr + 4 * int(i)
+
+    def _buffers(self, sizes):
+        import cupy
+        dev, host = (int(s) for s in sizes)
+        dbuf = cupy.empty(max(dev, 1), dtype=np.uint8)
+        hbuf = np.empty(max(host, 1), dtype=np.uint8)
+        self._keep.append(hbuf)  # the host workspace must outlive the call
+        return dbuf, dev, hbuf.ctypes.data, host
+
+    def _lwork(self, x, count):
+        import cupy
+        return cupy.empty(max(int(count), 1), dtype=x.dtype if x is not None else self.dtype)
+
+    # -- QR ---------------------------------------------------------------------------------
+    def geqrf(self, a, tau, i=0):
+        """Householder QR of the column-major ``a`` in place; reflectors' scalars into ``tau``."""
+        dn, r = _dn(), self.r
+        m, n = a.shape
+        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, max(m, 1), r.cuda,
+                tau.data.ptr, r.cuda)
+        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgeqrf_buffer_size(*args))
+        dn.xgeqrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
+
+    def orgqr(self, q, k, tau, i=0):
+        """Form the first ``q.shape[1]`` columns of Q from ``k`` reflectors stored in ``q``."""
+        m, n = q.shape
+        args = (self.handle, m, n, k, q.data.ptr, max(m, 1), tau.data.ptr)
+        work = self._lwork(q, self.r.legacy(self.r.q_stem + "_buffer_size")(*args))
+        self.r.legacy(self.r.q_stem)(*args, work.data.ptr, work.size, self._info(i))
+
+    def ormqr(self, a, k, tau, c, i=0):
+        """``c <- Q @ c`` with Q held as ``k`` reflectors in ``a`` (column-major, in place)."""
+        from nvmath.bindings import cublas
+        m, ncol = c.shape
+        args = (self.handle, int(cublas.SideMode.LEFT), int(cublas.Operation.N), m, ncol, k,
+                a.data.ptr, max(a.shape[0], 1), tau.data.ptr, c.data.ptr, max(m, 1))
+        work = self._lwork(c, self.r.legacy(self.r.mq_stem + "_buffer_size")(*args))
+        self.r.legacy(self.r.mq_stem)(*args, work.data.ptr, work.size, self._info(i))
+
+    # -- SVD (m >= n) ---------------------------------------------------------------------------
+    def gesvd(self, a, s, u, vt, full, i=0):
+        """QR-iteration SVD (``Xgesvd``) of the column-major ``a`` (destroyed), m >= n."""
+        dn, r = _dn(), self.r
+        m, n = a.shape
+        job = ord("N") if u is None else ord("A" if full else "S")
+        args = (self.handle, self.params, job, job, m, n, r.cuda, a.data.ptr, max(m, 1),
+                r.cuda_real, s.data.ptr, r.cuda, _ptr(u), max(m, 1), r.cuda, _ptr(vt),
+                max(n, 1), r.cuda)
+        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgesvd_buffer_size(*args))
+        dn.xgesvd(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
+
+    def gesvdp(self, a, s, u, v, full, i=0):
+        """Polar-decomposition SVD (``Xgesvdp``); returns the perturbation ``h_err_sigma``."""
+        from nvmath.bindings import cusolver
+        dn, r = _dn(), self.r
+        m, n = a.shape
+        jobz = int(cusolver.EigMode.VECTOR if u is not None else cusolver.EigMode.NOVECTOR)
+        args = (self.handle, self.params, jobz, 0 if full else 1, m, n, r.cuda, a.data.ptr,
+                max(m, 1), r.cuda_real, s.data.ptr, r.cuda, _ptr(u), max(m, 1), r.cuda,
+                _ptr(v), max(n, 1), r.cuda)
+        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgesvdp_buffer_size(*args))
+        return dn.xgesvdp(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
+
+    def gesvdj(self, a, s, u, v, full, i=0):
+        """Jacobi SVD (legacy ``<t>gesvdj``); ``u``/``v`` are always allocated by the caller."""
+        from nvmath.bindings import cusolver
+        dn, r = _dn(), self.r
+        m, n = a.shape
+        params = dn.create_gesvdj_info()
+        self._gesvdj.append(params)  # destroyed by check(), after the synchronization
+        jobz = int(cusolver.EigMode.VECTOR if u is not None else cusolver.EigMode.NOVECTOR)
+        uu = u if u is not None else self._lwork(a, m * min(m, n))
+        vv = v if v is not None else self._lwork(a, n * n)
+        args = (self.handle, jobz, 0 if full else 1, m, n, a.data.ptr, max(m, 1),
+                s.data.ptr, uu.data.ptr, max(m, 1), vv.data.ptr, max(n, 1))
+        work = self._lwork(a, r.legacy("gesvdj_buffer_size")(*args, params))
+        r.legacy("gesvdj")(*args, work.data.ptr, work.size, self._info(i), params)
+        self._keep.append((uu, vv))
+
+    # -- Cholesky -----------------------------------------------------------------------------
+    def potrf(self, a, lower, i=0):
+        """Cholesky of the column-major ``a`` in place (``Xpotrf``), the ``lower`` triangle."""
+        dn, r = _dn(), self.r
+        n = a.shape[0]
+        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, max(n, 1), r.cuda)
+        dbuf, dsz, hbuf, hsz = self._buffers(dn.xpotrf_buffer_size(*args))
+        dn.xpotrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
+
+    def potrs(self, c, lower, b, i=0):
+        """Solve with the Cholesky factor ``c`` (column-major); ``b`` column-major, in place."""
+        r = self.r
+        n, nrhs = b.shape
+        _dn().xpotrs(self.handle, self.params, _uplo(lower), n, nrhs, r.cuda, c.data.ptr,
+                     max(c.shape[0], 1), r.cuda, b.data.ptr, max(n, 1), self._info(i))
+
+    # -- info -----------------------------------------------------------------------------------
+    def check(self, what):
+        """Synchronize once and return the ``info`` codes; negative codes raise."""
+        codes = self.info.get()
+        for params in self._gesvdj:
+            _dn().destroy_gesvdj_info(params)
+        self._gesvdj.clear()
+        self._keep.clear()
+        bad = np.flatnonzero(codes < 0)
+        if bad.size:
+            raise ValueError(f"{what}: cuSOLVER rejected argument {-int(codes[bad[0]])}")
+        return codes
+
+
+def _uplo(lower):
+    from nvmath.bindings import cublas
+    return int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
+
+
+def raise_not_converged(codes, what):
+    bad = np.flatnonzero(codes > 0)
+    if bad.size:
+        raise LinAlgError(f"{what} did not converge (batch entry {int(bad[0])}, "
+                          f"info={int(codes[bad[0]])})")
+
+
+# -- byte estimates ------------------------------------------------------------------------------
+
+def workspace_bytes(routine, m, n, dtype):
+    """Device workspace bytes of ``routine`` on an ``m x n`` matrix, from cuSOLVER's
+    ``*_buffer_size`` query on a real GPU, else a generous analytic estimate."""
+    dtype = np.dtype(dtype)
+    if m == 0 or n == 0:
+        return 0
+    real_gpu = _device.gpu_available() and getattr(_device._fake, "info", None) is None
+    if real_gpu and routine in _QUERIES:
+        try:
+            from nvmath.bindings.cusolver import cuSOLVERError
+        except ImportError:
+            return _analytic(routine, m, n, dtype)
+        try:
+            return _queried(routine, int(m), int(n), dtype.str, _device.current_device())
+        except (OSError, cuSOLVERError):  # a refused query: keep the analytic estimate
+            pass
+    return _analytic(routine, m, n, dtype)
+
+
+def _analytic(routine, m, n, dtype):
+    k = min(m, n)
+    per = {"potrf": 256 * n, "geqrf": 256 * (m + n), "orgqr": 256 * (m + n),
+           "gesvd": 2 * m * k + 4 * n * n, "gesvdp": 4 * m * n + 8 * n * n,
+           "gesvdj": 2 * m * n + 2 * n * n}
+    return int(per.get(routine, m * n)) * dtype.itemsize
+
+
+@functools.lru_cache(maxsize=256)
+def _queried(routine, m, n, dtype_str, device):
+    with _null_solver(np.dtype(dtype_str)) as sv:
+        return int(_QUERIES[routine](sv, m, n))
+
+
+@contextlib.contextmanager
+def _null_solver(dtype):
+    from .._runtime.streams import get_handle
+    dn = _dn()
+    params = dn.create_params()
+    try:
+        yield dataclasses.make_dataclass("Q", ["h", "p", "r"])(
+            get_handle("cusolverDn"), params, routines(dtype))
+    finally:
+        dn.destroy_params(params)
+
+
+def _q_potrf(sv, m, n):
+    return _dn().xpotrf_buffer_size(sv.h, sv.p, _uplo(True), n, sv.r.cuda, 0, n, sv.r.cuda)[0]
+
+
+def _q_geqrf(sv, m, n):
+    return _dn().xgeqrf_buffer_size(sv.h, sv.p, m, n, sv.r.cuda, 0, m, sv.r.cuda, 0,
+                                    sv.r.cuda)[0]
+
+
+def _q_gesvd(sv, m, n):
+    m, n = max(m, n), min(m, n)
+    return _dn().xgesvd_buffer_size(sv.h, sv.p, ord("S"), ord("S"), m, n, sv.r.cuda, 0, m,
+                                    sv.r.cuda_real, 0, sv.r.cuda, 0, m, sv.r.cuda, 0, n,
+                                    sv.r.cuda)[0]
+
+
+def _q_gesvdp(sv, m, n):
+    from nvmath.bindings import cusolver
+    m, n = max(m, n), min(m, n)
+    return _dn().xgesvdp_buffer_size(sv.h, sv.p, int(cusolver.EigMode.VECTOR), 1, m, n,
+                                     sv.r.cuda, 0, m, sv.r.cuda_real, 0, sv.r.cuda, 0, m,
+                                     sv.r.cuda, 0, n, sv.r.cuda)[0]
+
+
+_QUERIES = {"potrf": _q_potrf, "geqrf": _q_geqrf, "gesvd": _q_gesvd, "gesvdp": _q_gesvdp}

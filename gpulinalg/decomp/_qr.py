@@ -1,0 +1,96 @@
+"""QR factorization: ``Xgeqrf`` then ``orgqr``/``ungqr`` to form Q."""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from . import _cpu
+from ._common import empty_result, flops_scale, prepare
+from ._cusolver import Solver, fortran_batch, workspace_bytes
+from ._results import QRResult
+
+__all__ = ["qr"]
+
+MODES = ("reduced", "complete", "r")
+
+
+def qr(a, mode="reduced", *, check_finite=True):
+    """QR factorization ``a = Q @ R`` of a matrix or a batch of matrices, as NumPy's.
+
+    Parameters
+    ----------
+    a : (..., m, n) array_like
+    mode : {"reduced", "complete", "r"}, default "reduced"
+        ``reduced``: Q is (..., m, k), R is (..., k, n) with ``k = min(m, n)``;
+        ``complete``: Q is (..., m, m), R is (..., m, n); ``r``: only R, (..., k, n).
+    check_finite : bool, default True
+
+    Returns
+    -------
+    QRResult(Q, R), or R alone for ``mode="r"``
+        In ``a``'s package; float32 in, float32 out; integers compute in float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import qr
+    >>> a = np.random.default_rng(0).standard_normal((6, 4))
+    >>> q, r = qr(a)
+    >>> q.shape, r.shape
+    ((6, 4), (4, 4))
+    >>> bool(np.allclose(q @ r, a)), bool(np.allclose(q.T @ q, np.eye(4)))
+    (True, True)
+    >>> bool(np.allclose(np.abs(qr(a, mode="r")), np.abs(r)))
+    True
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    a, dtype = prepare(a, check_finite=check_finite)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = tuple(a.shape[:-2])
+    if a.size == 0:
+        return _empty(a, mode, batch, m, n, dtype)
+    q_cols = m if mode == "complete" else k
+    nb = int(np.prod(batch, dtype=np.int64))
+    nbytes = (nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
+                        (batch + (m, n), dtype))
+              + workspace_bytes("geqrf", m, n, dtype) + workspace_bytes("orgqr", m, n, dtype))
+    flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
+    return _dispatch.dispatch("decomp.qr", _gpu_qr, _cpu.qr, (a, mode, dtype),
+                              nbytes=nbytes, flops=flops)
+
+
+def _empty(a, mode, batch, m, n, dtype):
+    k = min(m, n)
+    if mode == "r":
+        return empty_result(a, (batch + (k, n), dtype))[0]
+    if mode == "complete":
+        return QRResult(*empty_result(a, (batch + (m, m), dtype, True), (batch + (m, n), dtype)))
+    return QRResult(*empty_result(a, (batch + (m, k), dtype), (batch + (k, n), dtype)))
+
+
+def _gpu_qr(a, mode, dtype):
+    import cupy
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = tuple(a.shape[:-2])
+    w = fortran_batch(a, dtype)
+    nb = len(w)
+    tau = cupy.empty((nb, k), dtype=dtype)
+    with Solver(dtype, nb) as sv:
+        for i in range(nb):
+            sv.geqrf(w[i], tau[i], i)
+        r = cupy.triu(w[:, :(m if mode == "complete" else k), :])
+        if mode == "r":
+            sv.check("geqrf")
+            return r.reshape(batch + r.shape[1:])
+        if mode == "complete" and m > n:
+            q = cupy.empty((nb, m, m), dtype=dtype).transpose(0, 2, 1)
+            q[:, :, :n] = w
+        else:
+            q = w[:, :, :k]  # column-major m x k block with leading dimension m
+        for i in range(nb):
+            sv.orgqr(q[i], k, tau[i], i)
+        sv.check("geqrf/orgqr")
+    return QRResult(q.reshape(batch + q.shape[1:]), r.reshape(batch + r.shape[1:]))

@@ -1,0 +1,185 @@
+"""Full singular value decomposition: cuSOLVER ``Xgesvd``, ``Xgesvdp`` or ``gesvdj``, with a
+QR step first for tall or wide matrices."""
+
+import dataclasses
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from . import _cpu
+from ._common import empty_result, flops_scale, prepare, real_dtype
+from ._cusolver import Solver, fortran_batch, raise_not_converged, workspace_bytes
+from ._results import SVDResult
+
+__all__ = ["svd", "resolve_driver", "DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM"]
+
+DRIVERS = ("auto", "gesvd", "gesvdj", "gesvdp")
+
+#: A matrix goes through QR first when ``max(m, n) >= QR_FIRST_RATIO * min(m, n)``: the
+#: SVD kernel then works on the small square R and ``ormqr`` maps its U back.
+QR_FIRST_RATIO = 1.5
+#: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``,
+#: else ``gesvd`` (QR iteration: the most robust, accurate to ``eps`` for any spectrum).
+JACOBI_MAX_DIM = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class SVDPlan:
+    """What :func:`resolve_driver` chose (stored in :func:`gpulinalg.last_run` details)."""
+
+    driver: str
+    qr_first: bool
+
+
+def resolve_driver(m, n, driver="auto"):
+    """Resolve ``driver`` for an ``m x n`` matrix into an :class:`SVDPlan`.
+
+    Examples
+    --------
+    >>> resolve_driver(20000, 2000)
+    SVDPlan(driver='gesvd', qr_first=True)
+    >>> resolve_driver(16, 16)
+    SVDPlan(driver='gesvdj', qr_first=False)
+    >>> resolve_driver(300, 500, "gesvdp")
+    SVDPlan(driver='gesvdp', qr_first=True)
+    """
+    if driver not in DRIVERS:
+        raise ValueError(f"driver must be one of {DRIVERS}, got {driver!r}")
+    big, small = max(m, n), min(m, n)
+    if driver == "auto":
+        driver = "gesvdj" if small <= JACOBI_MAX_DIM else "gesvd"
+    return SVDPlan(driver, big > small and big >= QR_FIRST_RATIO * small)
+
+
+def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=True):
+    """Singular value decomposition ``a = U @ diag(S) @ Vh`` of a matrix or a batch.
+
+    Parameters
+    ----------
+    a : (..., m, n) array_like
+    full_matrices : bool, default False
+        ``True``: U is (..., m, m) and Vh (..., n, n); else (..., m, k) and (..., k, n),
+        ``k = min(m, n)``.
+    compute_uv : bool, default True
+        ``False`` returns the singular values alone.
+    driver : {"auto", "gesvd", "gesvdj", "gesvdp"}, default "auto"
+        cuSOLVER kernel on the GPU: ``gesvd`` (QR iteration), ``gesvdj`` (Jacobi),
+        ``gesvdp`` (polar decomposition; it may shift tiny singular values by the perturbation
+        recorded as ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj``
+        when ``min(m, n) <= 32``, else ``gesvd``. Whatever the driver, a matrix with
+        ``max(m, n) >= 1.5 min(m, n)`` is first reduced by QR and the kernel factors the small
+        R. On the CPU, ``gesvd`` selects LAPACK's gesvd and every other choice gesdd.
+    check_finite : bool, default True
+
+    Returns
+    -------
+    SVDResult(U, S, Vh), or S alone when ``compute_uv=False``
+        ``S`` is real, descending. Signs are deterministic: the largest-magnitude entry of each
+        row of ``Vh`` is real and positive (``svd_flip`` convention), on both backends.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import svd
+    >>> a = np.random.default_rng(0).standard_normal((8, 3))
+    >>> u, s, vh = svd(a)
+    >>> u.shape, s.shape, vh.shape
+    ((8, 3), (3,), (3, 3))
+    >>> bool(np.allclose(u * s @ vh, a)), bool(np.allclose(s, np.linalg.svd(a)[1]))
+    (True, True)
+    """
+    a, dtype = prepare(a, check_finite=check_finite)
+    m, n = a.shape[-2:]
+    plan = resolve_driver(m, n, driver)
+    batch = tuple(a.shape[:-2])
+    if a.size == 0:
+        return _empty(a, batch, m, n, full_matrices, compute_uv, dtype)
+    nb = int(np.prod(batch, dtype=np.int64))
+    big, k = max(m, n), min(m, n)
+    u_cols = big if full_matrices else k
+    nbytes = (nbytes_of((a.shape, dtype), (batch + (big, k), dtype), (batch + (big, u_cols), dtype),
+                        (batch + (k, k), dtype), (batch + (k, k), dtype))
+              + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
+              + workspace_bytes("geqrf", big, k, dtype))
+    flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
+    return _dispatch.dispatch("decomp.svd", _gpu_svd, _cpu.svd,
+                              (a, bool(full_matrices), bool(compute_uv), driver, dtype),
+                              nbytes=nbytes, flops=flops)
+
+
+def _empty(a, batch, m, n, full, uv, dtype):
+    s = (batch + (0,), real_dtype(dtype))
+    if not uv:
+        return empty_result(a, s)[0]
+    if full:
+        u, _, vh = empty_result(a, (batch + (m, m), dtype, True), s,
+                                (batch + (n, n), dtype, True))
+    else:
+        u, _, vh = empty_result(a, (batch + (m, 0), dtype), s, (batch + (0, n), dtype))
+    return SVDResult(u, empty_result(a, s)[0], vh)
+
+
+def _gpu_svd(a, full_matrices, compute_uv, driver, dtype):
+    import cupy
+    m, n = a.shape[-2:]
+    wide = m < n
+    big, k = max(m, n), min(m, n)
+    plan = resolve_driver(m, n, driver)
+    _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
+    w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
+    nb = len(w)
+    s = cupy.empty((nb, k), dtype=real_dtype(dtype))
+    u = v = None
+    if compute_uv:
+        u_cols = big if full_matrices else k
+        u = cupy.empty((nb, u_cols, big), dtype=dtype).transpose(0, 2, 1)
+        v = cupy.empty((nb, k, k), dtype=dtype).transpose(0, 2, 1)
+    with Solver(dtype, 3 * nb) as sv:
+        for i in range(nb):
+            _one(sv, 3 * i, w[i], s[i], None if u is None else u[i],
+                 None if v is None else v[i], full_matrices, plan)
+        codes = sv.check(f"svd ({plan.driver})").reshape(nb, 3)
+    raise_not_converged(codes[:, 1], f"svd ({plan.driver})")
+    batch = tuple(a.shape[:-2])
+    s = s.reshape(batch + (k,))
+    if not compute_uv:
+        return s
+    vh = v if plan.driver == "gesvd" else v.conj().swapaxes(-1, -2)
+    u, vh = u.reshape(batch + u.shape[1:]), vh.reshape(batch + (k, k))
+    if wide:
+        u, vh = vh.conj().swapaxes(-1, -2), u.conj().swapaxes(-1, -2)
+    u, s, vh = _cpu.flip_signs(u, s, vh, cupy)
+    return SVDResult(u, s, vh)
+
+
+def _one(sv, slot, w, s, u, v, full, plan):
+    """SVD of the column-major ``w`` (big x k, destroyed) into ``s``, ``u`` and ``v`` (V, or
+    Vh for gesvd). Info slots: ``slot`` QR, ``slot + 1`` the kernel, ``slot + 2`` ormqr."""
+    import cupy
+    big, k = w.shape
+    if not plan.qr_first:
+        return _kernel(sv, slot + 1, w, s, u, v, full, plan.driver)
+    tau = cupy.empty(k, dtype=w.dtype)
+    sv.geqrf(w, tau, slot)
+    r = cupy.asfortranarray(cupy.triu(w[:k, :]))
+    if u is None:
+        return _kernel(sv, slot + 1, r, s, None, None, False, plan.driver)
+    ur = cupy.empty((k, k), dtype=w.dtype, order="F")
+    _kernel(sv, slot + 1, r, s, ur, v, False, plan.driver)
+    u.fill(0)
+    u[:k, :k] = ur
+    if full and big > k:
+        idx = cupy.arange(k, big)
+        u[idx, idx] = 1
+    sv.ormqr(w, k, tau, u, slot + 2)
+
+
+def _kernel(sv, slot, w, s, u, v, full, driver):
+    if driver == "gesvd":
+        sv.gesvd(w, s, u, v, full, slot)
+    elif driver == "gesvdp":
+        err = sv.gesvdp(w, s, u, v, full, slot)
+        _dispatch.note(h_err_sigma=float(err))
+    else:
+        sv.gesvdj(w, s, u, v, full, slot)
