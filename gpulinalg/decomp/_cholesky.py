@@ -195,10 +195,7 @@ def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
     >>> bool(np.allclose(cho_solve(cho_factor(a), b), np.linalg.inv(a)))
     True
     """
-    try:
-        c, lower = c_and_lower
-    except (TypeError, ValueError):
-        raise TypeError("c_and_lower must be the pair (c, lower) from cho_factor") from None
+    c, lower = _pair(c_and_lower)
     c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
     b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
     dtype = np.result_type(dtype_c, dtype_b)
@@ -214,6 +211,13 @@ def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
     return _dispatch.dispatch("decomp.cho_solve", _gpu_cho_solve, _cpu.cho_solve,
                               (c, bool(lower), b, bool(overwrite_b), dtype),
                               nbytes=nbytes, flops=flops, like=b)
+
+
+def _pair(c_and_lower):
+    if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
+        raise TypeError("c_and_lower must be the pair (c, lower) returned by cho_factor, "
+                        f"got {type(c_and_lower).__name__}")
+    return c_and_lower
 
 
 def _check_rhs(a, b):
@@ -274,10 +278,7 @@ def logdet_cholesky(c_and_lower):
     >>> bool(np.allclose(logdet_cholesky(cho_factor(a)), [3 * np.log(2), 3 * np.log(3)]))
     True
     """
-    try:
-        c, _lower = c_and_lower
-    except (TypeError, ValueError):
-        raise TypeError("c_and_lower must be the pair (c, lower) from cho_factor") from None
+    c, _lower = _pair(c_and_lower)
     c, dtype = prepare(c, "c", square=True, check_finite=False)
     if c.shape[-1] == 0:
         res = empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0]

@@ -1,0 +1,231 @@
+"""Cholesky, cho_factor/cho_solve, logdet_cholesky and solve_triangular on both backends."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import gpulinalg
+from gpulinalg import FallbackWarning, NotPositiveDefiniteError
+from gpulinalg._runtime import testing
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky, logdet_cholesky, solve_triangular
+
+from _decomp_dense_ref import DTYPES, backward_ratio, eps, host, random, solve_ratio, spd
+
+
+def _conj_t(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("cond", [10.0, 1e3])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cholesky_ratio(backend, rng, dtype, lower, cond, order):
+    a = spd(rng, 40, dtype, cond=cond)
+    a = np.asfortranarray(a) if order == "F" else a
+    before = a.copy()
+    c = host(cholesky(a, lower=lower))
+    assert c.dtype == dtype and np.array_equal(a, before)
+    if lower:
+        assert np.allclose(np.triu(c, 1), 0)
+        rebuilt = c @ _conj_t(c)
+    else:
+        assert np.allclose(np.tril(c, -1), 0)
+        rebuilt = _conj_t(c) @ c
+    assert backward_ratio(a, rebuilt, dtype) <= 30
+    ref = scipy.linalg.cholesky(a, lower=lower)
+    assert np.allclose(c, ref, atol=100 * 40 * eps(dtype))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_cholesky_reads_one_triangle(backend, rng, lower):
+    a = spd(rng, 12, np.float64)
+    garbage = a.copy()
+    mask = np.triu(np.ones_like(a, bool), 1) if lower else np.tril(np.ones_like(a, bool), -1)
+    garbage[mask] = 1e6
+    assert np.allclose(host(cholesky(garbage, lower=lower)), scipy.linalg.cholesky(a, lower))
+
+
+def test_cholesky_batched_and_view(backend, rng):
+    a = spd(rng, 10, np.float64, batch=(2, 3))
+    c = host(cholesky(a))
+    assert c.shape == a.shape
+    assert backward_ratio(a, c @ _conj_t(c), np.float64) <= 30
+    big = spd(rng, 20, np.float64)
+    view = big[::2, ::2]  # a principal submatrix: still SPD, non-contiguous
+    cv = host(cholesky(view))
+    assert backward_ratio(view, cv @ cv.T, np.float64) <= 30
+
+
+def test_not_positive_definite_carries_minor_and_batch(backend, rng):
+    a = spd(rng, 6, np.float64, batch=(2, 2))
+    a[1, 0, 3, 3] = -5.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(a)
+    assert info.value.minor == 4 and info.value.batch_index == (1, 0)
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cho_factor(-np.eye(3))
+    assert info.value.minor == 1 and info.value.batch_index is None
+    assert isinstance(info.value, np.linalg.LinAlgError)
+
+
+def test_nan_raises(backend):
+    a = np.eye(3)
+    a[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cholesky(a)
+    with pytest.raises(NotPositiveDefiniteError):  # never a silent NaN factor
+        cholesky(a, check_finite=False)
+
+
+def test_empty_and_1x1(backend):
+    assert cholesky(np.zeros((0, 0))).shape == (0, 0)
+    assert cholesky(np.zeros((3, 0, 0))).shape == (3, 0, 0)
+    assert np.allclose(host(cholesky(np.array([[4.0]]))), 2.0)
+    c = cho_factor(np.array([[4.0]]))
+    assert np.allclose(host(cho_solve(c, np.array([8.0]))), 2.0)
+    assert np.isclose(logdet_cholesky(c), np.log(4.0))
+    assert cho_solve(cho_factor(np.zeros((0, 0))), np.zeros((0, 2))).shape == (0, 2)
+    assert logdet_cholesky((np.zeros((2, 0, 0)), True)).shape == (2,)
+
+
+def test_cholesky_dtypes_and_errors(backend):
+    assert cholesky(np.array([[4, 2], [2, 3]])).dtype == np.float64
+    assert cholesky(np.eye(2, dtype=np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match="square"):
+        cholesky(np.ones((2, 3)))
+    with pytest.raises(TypeError):
+        cho_solve(np.eye(2), np.ones(2))
+
+
+def test_overwrite_a(backend, rng):
+    a = spd(rng, 8, np.float64)
+    ref = scipy.linalg.cholesky(a, lower=True)
+    assert np.allclose(host(cholesky(a.copy(), overwrite_a=True)), ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("bshape", [(30,), (30, 4)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cho_solve_ratio(backend, rng, dtype, lower, bshape, order):
+    a = spd(rng, 30, dtype, cond=1e3)
+    a = np.asfortranarray(a) if order == "F" else a
+    cf = cho_factor(a, lower=lower)
+    assert cf[1] is lower
+    b = random(rng, bshape, dtype)
+    before = b.copy()
+    x = cho_solve(cf, b)
+    assert x.shape == bshape and host(x).dtype == dtype and np.array_equal(b, before)
+    assert solve_ratio(a, x, b, dtype) <= 30 * 30
+
+
+def test_cho_solve_batched_broadcast(backend, rng):
+    a = spd(rng, 7, np.float64, batch=(3,))
+    cf = cho_factor(a)
+    b = random(rng, (2, 1, 7, 2), np.float64)
+    x = host(cho_solve(cf, b))
+    assert x.shape == (2, 3, 7, 2)
+    assert np.allclose(a @ x, b)
+    xv = host(cho_solve(cf, b[0, 0, :, 0]))
+    assert xv.shape == (3, 7) and np.allclose(np.einsum("bij,bj->bi", a, xv), b[0, 0, :, 0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logdet(backend, rng, dtype):
+    a = spd(rng, 25, dtype, cond=1e2, batch=(3,))
+    got = host(logdet_cholesky(cho_factor(a)))
+    ref = np.linalg.slogdet(a.astype(np.complex128))[1]
+    assert got.shape == (3,) and got.dtype == np.finfo(dtype).dtype
+    assert np.allclose(got, ref, rtol=1e3 * eps(dtype), atol=1e3 * eps(dtype))
+    one = logdet_cholesky(cho_factor(a[0], lower=False))
+    assert np.ndim(one) == 0 and np.isclose(float(one), ref[0], rtol=1e3 * eps(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("trans", [0, 1, 2, "N", "T", "C"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_solve_triangular_matches_scipy(backend, rng, dtype, trans, lower, order):
+    a = random(rng, (20, 20), dtype) + 20 * np.eye(20, dtype=dtype)
+    a = np.asfortranarray(a) if order == "F" else a
+    b = random(rng, (20, 3), dtype)
+    before = a.copy(), b.copy()
+    x = host(solve_triangular(a, b, trans=trans, lower=lower))
+    ref = scipy.linalg.solve_triangular(a, b, trans=trans, lower=lower)
+    assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])
+    assert x.dtype == dtype and np.allclose(x, ref, rtol=1e3 * eps(dtype), atol=1e3 * eps(dtype))
+    tri = np.tril(a) if lower else np.triu(a)
+    op = {0: tri, 1: tri.T, 2: tri.conj().T}[{"N": 0, "T": 1, "C": 2}.get(trans, trans)]
+    assert solve_ratio(op, x, b, dtype) <= 30 * 20
+
+
+def test_solve_triangular_unit_diagonal_vector_batched(backend, rng):
+    a = np.tril(random(rng, (4, 6, 6), np.float64)) + 6 * np.eye(6)
+    b = random(rng, (6,), np.float64)
+    x = host(solve_triangular(a, b, lower=True, unit_diagonal=True))
+    unit = np.tril(a, -1) + np.eye(6)
+    assert x.shape == (4, 6) and np.allclose(np.einsum("bij,bj->bi", unit, x), b)
+    bb = random(rng, (4, 6, 2), np.float64)
+    xb = host(solve_triangular(a[:, ::1, :], bb, lower=True))
+    assert np.allclose(a @ xb, bb)
+    view = host(solve_triangular(a[0, ::2, ::2], bb[0, ::2], lower=True))
+    assert np.allclose(a[0, ::2, ::2] @ view, bb[0, ::2])
+
+
+def test_solve_triangular_errors():
+    with pytest.raises(ValueError, match="trans"):
+        solve_triangular(np.eye(2), np.ones(2), trans=3)
+    with pytest.raises(ValueError, match="incompatible"):
+        solve_triangular(np.eye(2), np.ones(3))
+    with pytest.raises(ValueError, match="NaN"):
+        solve_triangular(np.eye(2), np.array([1.0, np.nan]))
+    assert solve_triangular(np.zeros((0, 0)), np.zeros(0)).shape == (0,)
+
+
+@pytest.mark.parametrize("fn", ["cholesky", "cho_solve", "solve_triangular"])
+def test_fallback_on_oom(rng, fake_gpu, fn):
+    a = spd(rng, 10, np.float64)
+    b = random(rng, (10, 2), np.float64)
+    call = {"cholesky": lambda: cholesky(a),
+            "cho_solve": lambda: cho_solve((np.linalg.cholesky(a), True), b),
+            "solve_triangular": lambda: solve_triangular(np.linalg.cholesky(a), b, lower=True)}
+    with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
+        with pytest.warns(FallbackWarning):
+            out = call[fn]()
+    assert gpulinalg.last_run().fell_back
+    with gpulinalg.config(backend="cpu"):
+        assert np.allclose(out, call[fn]())
+
+
+def test_torch_in_torch_out(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(spd(rng, 6, np.float64))
+    c = cholesky(a)
+    assert isinstance(c, torch.Tensor) and torch.allclose(c @ c.T, a)
+    x = cho_solve((c, True), torch.ones(6, dtype=torch.float64))
+    assert isinstance(x, torch.Tensor) and torch.allclose(a @ x, torch.ones(6, dtype=a.dtype))
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out_large(xp_gpu, rng):
+    a = xp_gpu.asarray(spd(rng, 600, np.float64, cond=1e4))
+    c, lower = cho_factor(a)
+    assert isinstance(c, xp_gpu.ndarray) and gpulinalg.last_run().backend == "gpu"
+    b = xp_gpu.asarray(random(rng, (600, 5), np.float64))
+    x = cho_solve((c, lower), b)
+    assert isinstance(x, xp_gpu.ndarray)
+    assert solve_ratio(a, x, b, np.float64) <= 30 * 600
+    ld = logdet_cholesky((c, lower))
+    assert np.isclose(float(ld), np.linalg.slogdet(a.get())[1])
+    y = solve_triangular(xp_gpu.tril(c), b, lower=True)
+    assert xp_gpu.allclose(xp_gpu.tril(c) @ y, b)
+
+
+@pytest.mark.gpu
+def test_gpu_not_pd_in_large_batch(rng):
+    a = spd(rng, 64, np.float64, batch=(5,))
+    a[3, 10, 10] = -1.0
+    with gpulinalg.config(backend="gpu"), pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(a)
+    assert info.value.batch_index == (3,) and info.value.minor == 11

@@ -1,0 +1,168 @@
+"""gpulinalg.decomp.svd on both backends: accuracy on prescribed spectra, drivers, batches."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import FallbackWarning
+from gpulinalg._runtime import testing
+from gpulinalg.decomp import SVDResult, svd
+from gpulinalg.decomp._svd import resolve_driver
+
+from _decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, eps, host, orthogonality_ratio,
+                               random, spectrum, with_singular_values)
+
+SHAPES = [(60, 15), (15, 60), (30, 30), (40, 36)]
+
+
+def _check(a, res, s_true, dtype, full=False):
+    u, s, vh = (host(x) for x in res)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    assert s.dtype == np.finfo(dtype).dtype  # real
+    assert u.dtype == dtype and vh.dtype == dtype
+    assert np.all(np.diff(s, axis=-1) <= 0) and np.all(s >= 0)
+    assert backward_ratio(a, (u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :], dtype) <= 50
+    assert orthogonality_ratio(u, dtype) <= 50
+    assert orthogonality_ratio(vh, dtype, rows=True) <= 50
+    if s_true is not None:
+        scale = max(float(np.max(s_true)), 1.0)
+        assert np.max(np.abs(s - s_true)) <= 50 * max(m, n) * eps(dtype) * scale
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", SPECTRA)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_svd_ratios(backend, rng, dtype, kind, shape):
+    m, n = shape
+    s_true = spectrum(kind, min(m, n), dtype)
+    a = with_singular_values(rng, m, n, s_true, dtype)
+    res = svd(a)
+    assert isinstance(res, SVDResult)
+    assert res.U.shape == (m, min(m, n)) and res.Vh.shape == (min(m, n), n)
+    _check(a, res, s_true, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("driver", ["gesvd", "gesvdj", "gesvdp"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", SPECTRA)
+@pytest.mark.parametrize("shape", [(200, 50), (50, 200), (120, 120), (90, 80)])
+def test_svd_gpu_drivers(rng, driver, dtype, kind, shape):
+    m, n = shape
+    s_true = spectrum(kind, min(m, n), dtype)
+    a = with_singular_values(rng, m, n, s_true, dtype)
+    with gpulinalg.config(backend="gpu"):
+        res = svd(a, driver=driver)
+    rec = gpulinalg.last_run()
+    assert rec.backend == "gpu" and rec.details["driver"] == driver
+    _check(a, res, s_true if driver != "gesvdp" else None, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(20, 8), (8, 20), (10, 10)])
+def test_svd_full_matrices(backend, rng, dtype, shape):
+    a = random(rng, shape, dtype)
+    u, s, vh = svd(a, full_matrices=True)
+    m, n = shape
+    assert u.shape == (m, m) and vh.shape == (n, n)
+    _check(a, (u, s, vh), np.linalg.svd(a.astype(np.complex128), compute_uv=False), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_svd_values_only(backend, rng, dtype):
+    a = random(rng, (30, 12), dtype)
+    s = host(svd(a, compute_uv=False))
+    ref = np.linalg.svd(a.astype(np.complex128), compute_uv=False)
+    assert s.shape == (12,) and s.dtype == np.finfo(dtype).dtype
+    assert np.allclose(s, ref, rtol=100 * eps(dtype))
+
+
+def test_svd_deterministic_signs(backend, rng):
+    a = random(rng, (25, 10), np.complex128)
+    u, s, vh = (host(x) for x in svd(a))
+    peak = np.take_along_axis(vh, np.argmax(np.abs(vh), axis=-1)[:, None], axis=-1)
+    assert np.allclose(peak.imag, 0) and np.all(peak.real > 0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 12, 5), (3, 5, 12), (4, 6, 6)])
+def test_svd_batched(backend, rng, shape):
+    a = random(rng, shape, np.float64)
+    u, s, vh = svd(a)
+    k = min(shape[-2:])
+    assert u.shape == shape[:-2] + (shape[-2], k) and s.shape == shape[:-2] + (k,)
+    for idx in np.ndindex(*shape[:-2]):
+        _check(a[idx], (host(u)[idx], host(s)[idx], host(vh)[idx]),
+               np.linalg.svd(a[idx], compute_uv=False), np.float64)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0), (2, 4, 0)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_empty(backend, shape, full):
+    a = np.zeros(shape)
+    u, s, vh = svd(a, full_matrices=full)
+    ru, rs, rvh = np.linalg.svd(a, full_matrices=full)
+    assert u.shape == ru.shape and s.shape == rs.shape and vh.shape == rvh.shape
+    assert svd(a, compute_uv=False).shape == rs.shape
+
+
+def test_svd_1x1(backend):
+    u, s, vh = (host(x) for x in svd(np.array([[-2.0]])))
+    assert np.isclose(s[0], 2.0) and np.isclose(u[0, 0] * s[0] * vh[0, 0], -2.0)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "view"])
+def test_svd_layouts_and_input_unmodified(backend, rng, layout):
+    base = random(rng, (50, 40), np.float64)
+    a = {"C": base, "F": np.asfortranarray(base), "view": base[::2, ::2]}[layout]
+    before = a.copy()
+    res = svd(a)
+    assert np.array_equal(a, before)
+    _check(a, res, np.linalg.svd(a, compute_uv=False), np.float64)
+
+
+def test_svd_matches_scipy_on_cpu(rng):
+    import scipy.linalg
+    a = random(rng, (30, 20), np.float64)
+    with gpulinalg.config(backend="cpu"):
+        s = svd(a, compute_uv=False)
+    assert np.allclose(s, scipy.linalg.svd(a, compute_uv=False))
+
+
+def test_resolve_driver():
+    assert resolve_driver(20000, 2000) .qr_first
+    assert not resolve_driver(100, 90).qr_first
+    assert resolve_driver(8, 8).driver == "gesvdj"
+    assert resolve_driver(100, 100).driver == "gesvd"
+    with pytest.raises(ValueError, match="driver"):
+        resolve_driver(3, 3, "gesdd")
+
+
+def test_svd_errors():
+    with pytest.raises(ValueError, match="driver"):
+        svd(np.eye(2), driver="lapack")
+    with pytest.raises(ValueError, match="ndim"):
+        svd(np.ones(3))
+    with pytest.raises(ValueError, match="NaN"):
+        svd(np.array([[np.inf, 1.0]]))
+
+
+def test_svd_fallback_on_oom(rng, fake_gpu):
+    a = random(rng, (20, 10), np.float64)
+    with testing.inject_fault("oom", op="decomp.svd"), gpulinalg.config(backend="gpu"):
+        with pytest.warns(FallbackWarning):
+            res = svd(a)
+    assert gpulinalg.last_run().fell_back
+    _check(a, res, np.linalg.svd(a, compute_uv=False), np.float64)
+
+
+@pytest.mark.gpu
+def test_svd_cupy_in_cupy_out_and_matches_cpu(xp_gpu, rng):
+    a = random(rng, (400, 100), np.float64)
+    u, s, vh = svd(xp_gpu.asarray(a))
+    assert isinstance(u, xp_gpu.ndarray) and gpulinalg.last_run().backend == "gpu"
+    with gpulinalg.config(backend="cpu"):
+        uc, sc, vhc = svd(a)
+    assert np.allclose(s.get(), sc, rtol=1e-12)
+    assert np.allclose(vh.get(), vhc, atol=1e-8)  # same deterministic signs
+    assert np.allclose(u.get(), uc, atol=1e-8)
