@@ -114,7 +114,7 @@ def relu_mask(aux, xp=np):
     """The boolean mask ``Z > 0`` in the NumPy shape ``(..., M, N)`` from a ReLU aux."""
     t = xp.ascontiguousarray(_planned_t(aux, xp))
     batch, cols = t.shape[:-2], t.shape[-2]
-    bits = xp.unpackbits(t.reshape(-1), bitorder="little").reshape(*batch, cols, -1)
+    bits = xp.unpackbits(t.reshape(-1), bitorder="little").reshape(*batch, cols, t.shape[-1] * 8)
     return _to_numpy_shape(bits[..., :aux.rows].astype(bool), aux.transposed, xp)
 
 

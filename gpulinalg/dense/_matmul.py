@@ -116,6 +116,14 @@ def _options(activation, compute_type, dtype):
                          f"got {compute_type!r}")
 
 
+def _scalar(v, name, dtype):
+    if dtype.startswith("complex"):
+        return complex(v)
+    if isinstance(v, complex) or np.iscomplexobj(v):
+        raise TypeError(f"{name}={v!r} is complex but the inputs are {dtype}")
+    return float(v)
+
+
 def _nbytes(*arrays):
     return sum(int(x.nbytes) for x in arrays if x is not None)
 
@@ -185,7 +193,8 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
         for name, x in (("a", a), ("b", b), ("bias", bias), ("c", c)):
             if x is not None:
                 _check_finite(x, name)
-    spec = Spec(activation=activation, alpha=float(alpha), beta=float(beta),
+    spec = Spec(activation=activation, alpha=_scalar(alpha, "alpha", dtype),
+                beta=_scalar(beta, "beta", dtype),
                 return_aux=bool(return_aux), compute_type=compute_type,
                 autotune=get_config().autotune if autotune is None else bool(autotune),
                 bias_form=form, transposed=form != "m1", out_shape=out_shape, batch_shape=batch)

@@ -128,12 +128,8 @@ class Plan:
 
 def _buffer_spec(shape, strides, dtype_name):
     """``(shape, dtype, nbytes, byte strides)`` of a dense buffer with element ``strides``."""
-    import numpy as np
-    try:
-        dtype = np.dtype(dtype_name)
-    except TypeError:  # bfloat16 without ml_dtypes registered under that name
-        import cupy
-        dtype = cupy.dtype(dtype_name)
+    from nvmath.internal.tensor_ifc_cupy import CupyTensor
+    dtype = CupyTensor.name_to_dtype[dtype_name]  # nvmath's own name -> dtype map (bfloat16 too)
     shape = tuple(int(n) for n in shape)
     size = 1
     for n in shape:

@@ -74,8 +74,9 @@ class FusedLinear(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.activation = in_features, out_features, activation
         self.weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
-        self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
-        if not bias:
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_features, **factory))
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
 

@@ -1,0 +1,37 @@
+"""float64 references and dtype-scaled tolerances shared by the dense tests."""
+
+import numpy as np
+
+from gpulinalg.dense._epilogs import gelu
+
+ACTS = {None: lambda z: z, "relu": lambda z: np.maximum(z, 0), "gelu": gelu}
+
+
+def eps(dtype):
+    name = np.dtype(dtype).name
+    return {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}.get(name, None) or \
+        float(np.finfo(dtype).eps)
+
+
+def reference(a, b, bias=None, activation=None, alpha=1.0, c=None, beta=0.0):
+    """``(out, z, bound)`` in float64 (complex128): result, pre-activation, error scale."""
+    wide = np.complex128 if np.iscomplexobj(a) else np.float64
+    a64, b64 = np.asarray(a).astype(wide), np.asarray(b).astype(wide)
+    z = alpha * (a64 @ b64)
+    bound = abs(alpha) * (np.abs(a64) @ np.abs(b64))
+    if c is not None and beta != 0.0:
+        z = z + beta * np.asarray(c).astype(wide)
+        bound = bound + abs(beta) * np.abs(np.asarray(c).astype(wide))
+    if bias is not None:
+        z = z + np.asarray(bias).astype(wide)
+        bound = bound + np.abs(np.asarray(bias).astype(wide))
+    return ACTS[activation](z), z, bound
+
+
+def assert_close(got, ref, bound, dtype, k):
+    """``|got - ref| <= (k + 8) * eps(dtype) * bound`` elementwise (plus one rounding of ref)."""
+    got = np.asarray(got).astype(ref.dtype)
+    tol = (k + 8) * eps(dtype) * (bound + np.abs(ref)) + 1e-300
+    err = np.abs(got - ref)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert np.all(err <= tol), f"max err {err.max():.3g}, max tol {tol.max():.3g}"

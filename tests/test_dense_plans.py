@@ -1,0 +1,160 @@
+"""The plan cache: LRU bookkeeping (CPU), hits/misses/eviction and 16 threads (GPU), overhead."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg.dense import _plans, clear_plan_cache, matmul, plan_cache_info
+
+
+class _DummyPlan:
+    def __init__(self):
+        self.freed = False
+
+    def free(self):
+        self.freed = True
+
+
+def test_lru_eviction_order():
+    clear_plan_cache()
+    cache = _plans._cache
+    plans = [_DummyPlan() for _ in range(4)]
+    with gpulinalg.config(plan_cache_size=2):
+        _plans._insert(cache, "k0", plans[0])
+        _plans._insert(cache, "k1", plans[1])
+        cache.plans.move_to_end("k0")  # a hit on k0: k1 is now least recently used
+        _plans._insert(cache, "k2", plans[2])
+        assert list(cache.plans) == ["k0", "k2"] and plans[1].freed and not plans[0].freed
+        info = plan_cache_info()
+        assert (info.size, info.maxsize, info.evictions) == (2, 2, 1)
+    clear_plan_cache()
+    assert plans[0].freed and plans[2].freed and plan_cache_info().size == 0
+
+
+def test_clear_reaches_other_threads():
+    seen = {}
+
+    def worker(step):
+        if step == "fill":
+            _plans._insert(_plans._cache, "k", seen.setdefault("plan", _DummyPlan()))
+        else:
+            if _plans._cache.generation != _plans._generation[0]:
+                _plans._drop_all(_plans._cache)
+            seen["size"] = len(_plans._cache.plans)
+
+    t = threading.Thread(target=lambda: (worker("fill"), barrier.wait(), barrier.wait(),
+                                         worker("check")))
+    barrier = threading.Barrier(2)
+    t.start()
+    barrier.wait()
+    clear_plan_cache()
+    barrier.wait()
+    t.join()
+    assert seen["plan"].freed and seen["size"] == 0
+
+
+def test_compute_type_table_names_exist():
+    from nvmath.bindings import cublas
+    for name in set(_plans.COMPUTE_TYPES.values()):
+        assert hasattr(cublas.ComputeType, name)
+
+
+def test_epilog_names_exist():
+    from nvmath.linalg.advanced import MatmulEpilog
+
+    from gpulinalg.dense._epilogs import forward_epilog
+    names = {forward_epilog(act, bias, aux) for act in (None, "relu", "gelu")
+             for bias in (False, True) for aux in (False, True)} - {None}
+    names |= {"DRELU", "DRELU_BGRAD", "DGELU", "DGELU_BGRAD", "BGRADA", "BGRADB"}
+    for name in names:
+        assert hasattr(MatmulEpilog, name), name
+
+
+@pytest.mark.gpu
+def test_hits_misses_eviction(rng):
+    import cupy
+    clear_plan_cache()
+    before = plan_cache_info()
+    a = cupy.asarray(rng.standard_normal((32, 16)).astype(np.float32))
+    b = cupy.asarray(rng.standard_normal((16, 8)).astype(np.float32))
+    matmul(a, b)
+    matmul(a + 1, b)  # same shapes/strides/dtype: a hit, with the new operand bound
+    info = plan_cache_info()
+    assert info.misses - before.misses == 1 and info.hits - before.hits == 1
+    assert cupy.allclose(matmul(a + 1, b), (a + 1) @ b, rtol=1e-5, atol=1e-5)
+    matmul(a, b, activation="relu")  # another epilog: a miss
+    assert plan_cache_info().misses - before.misses == 2
+    with gpulinalg.config(plan_cache_size=2):
+        for n in (3, 4, 5):
+            matmul(a[:, :n], b[:n])
+        info = plan_cache_info()
+        assert info.size == 2 and info.evictions - before.evictions >= 3
+    clear_plan_cache()
+    assert plan_cache_info().size == 0
+
+
+@pytest.mark.gpu
+def test_autotune_cached_with_plan(rng):
+    import cupy
+    clear_plan_cache()
+    a = cupy.asarray(rng.standard_normal((256, 128)).astype(np.float16))
+    b = cupy.asarray(rng.standard_normal((128, 64)).astype(np.float16))
+    bias = cupy.asarray(rng.standard_normal(64).astype(np.float16))
+    out1 = matmul(a, b, bias=bias, activation="relu", autotune=True)
+    out2 = matmul(a, b, bias=bias, activation="relu", autotune=True)
+    info = plan_cache_info()
+    assert info.misses == 1 and info.hits == 1
+    ref = cupy.maximum(a.astype(cupy.float32) @ b.astype(cupy.float32) + bias, 0)
+    assert cupy.allclose(out1, ref, rtol=1e-2, atol=5e-2) and cupy.array_equal(out1, out2)
+    with gpulinalg.config(autotune=True):
+        matmul(a, b, bias=bias, activation="relu")
+    assert plan_cache_info().hits == 2
+
+
+@pytest.mark.gpu
+def test_sixteen_threads_share_nothing_and_agree(rng):
+    import cupy
+    inputs = [(rng.standard_normal((64, 48)).astype(np.float32),
+               rng.standard_normal((48, 40)).astype(np.float32),
+               rng.standard_normal(40).astype(np.float32)) for _ in range(4)]
+    expected = [np.maximum(a @ b + bias, 0) for a, b, bias in inputs]
+    errors, results = [], {}
+
+    def worker(t):
+        try:
+            with gpulinalg.config(backend="gpu"):
+                for rep in range(20):
+                    i = (t + rep) % len(inputs)
+                    a, b, bias = (cupy.asarray(x) for x in inputs[i])
+                    out = matmul(a, b, bias=bias, activation="relu")
+                    results[t, rep] = (i, cupy.asnumpy(out))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, out in results.values():
+        assert np.allclose(out, expected[i], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_pool_limit_routes_to_cpu(rng):
+    import cupy
+    pool = cupy.get_default_memory_pool()
+    a = rng.standard_normal((512, 512)).astype(np.float32)
+    old = pool.get_limit()
+    pool.set_limit(size=pool.used_bytes() + 1024)
+    try:
+        with pytest.warns(gpulinalg.FallbackWarning):
+            with gpulinalg.config(backend="gpu"):
+                out = matmul(a, a, activation="relu")
+    finally:
+        pool.set_limit(size=old)
+    assert gpulinalg.last_run().backend == "cpu"
+    assert np.allclose(out, np.maximum(a @ a, 0), rtol=1e-4, atol=1e-3)
