@@ -7,7 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 import scipy.optimize
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Kernel
 from sklearn.utils import check_random_state
@@ -42,7 +42,7 @@ def _lml_cost(n, t, p, eval_gradient, fallback):
     return nbytes, flops
 
 
-class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (scikit-learn's API and kernels, on the GPU).
 
     A drop-in for :class:`sklearn.gaussian_process.GaussianProcessRegressor`: the same
