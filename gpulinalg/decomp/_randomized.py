@@ -1,0 +1,148 @@
+"""Randomized SVD (Halko, Martinsson & Tropp 2011, Alg. 4.4 + 5.1) for NumPy and CuPy.
+
+The formulation is GEMM-heavy and syncs once:
+
+* the matrix is used in the orientation whose row count is the smaller one, so the final
+  orthonormalization and the Rayleigh-Ritz step work on the short side;
+* power iterations normalize with a mixed-precision shifted Cholesky QR (Gram matrix in
+  float64, no host round trip), the last basis with Householder QR;
+* the Rayleigh-Ritz step forms the ``l x l`` Gram matrix of ``B = Q^H A`` in float64 and
+  diagonalizes it on the host (the single sync); single-precision results keep full accuracy
+  while ``sigma_k / sigma_1 >= GRAM_MIN_RATIO``; otherwise (and always in double precision)
+  it takes a Householder QR of ``B^H`` and the SVD of its ``l x l`` triangle instead.
+"""
+
+import numpy as np
+
+from ._sketch import (from_host, gaussian, hermitian, high_precision, orthonormalize,
+                      svd_flip, to_host)
+
+__all__ = ["LinearOperator", "randomized_svd", "residual_norm", "GRAM_MIN_RATIO"]
+
+#: Smallest ``sigma_k / sigma_1`` the Gram route serves in single precision: below it the
+#: float64 Gram matrix no longer resolves ``sigma_k`` to single-precision accuracy.
+GRAM_MIN_RATIO = float(np.sqrt(np.finfo(np.float64).eps / np.finfo(np.float32).eps))
+
+
+class LinearOperator:
+    """``A`` (dense or sparse, NumPy/SciPy or CuPy) seen as products with thin blocks.
+
+    ``transpose=True`` makes the operator ``A^T`` without copying.
+    """
+
+    def __init__(self, xp, a, *, transpose=False):
+        self.xp = xp
+        self.sparse = not isinstance(a, (np.ndarray, getattr(xp, "ndarray", np.ndarray)))
+        self.a = a.T if transpose else a
+        self.shape = tuple(self.a.shape)
+        self.dtype = np.dtype(a.dtype)
+        if self.sparse:
+            self.a = self.a.tocsr()
+            ah = self.a.T
+            self._ah = (ah.conj() if self.dtype.kind == "c" else ah).tocsr()
+
+    def matmat(self, z):
+        """``A @ z``."""
+        return self.a @ z
+
+    def rmatmat(self, q):
+        """``A^H @ q`` (for dense ``A`` as ``(q^H A)^H``: conjugates only the thin block)."""
+        if self.sparse:
+            return self._ah @ q
+        return hermitian(hermitian(q) @ self.a)
+
+
+def randomized_svd(op, k, l, n_iter, normalizer, seed):
+    """Top-``k`` SVD of ``op`` from an ``l``-column sketch. Returns ``(U, S, Vh, info)``.
+
+    ``info`` records the route: the normalizer used and whether the Rayleigh-Ritz step took
+    the Gram route. A run whose sketch went non-finite (a Cholesky failure on the GPU) is
+    repeated with Householder normalization.
+    """
+    xp = op.xp
+    m, n = op.shape
+    flip = m > n
+    if flip:
+        op = LinearOperator(xp, op.a, transpose=True)
+    q = _range_finder(op, l, n_iter, normalizer, seed)
+    bt = op.rmatmat(q)
+    out = _rayleigh_ritz(xp, q, bt, k)
+    if out is None and normalizer != "QR":
+        normalizer = "QR"
+        q = _range_finder(op, l, n_iter, normalizer, seed)
+        bt = op.rmatmat(q)
+        out = _rayleigh_ritz(xp, q, bt, k)
+    U, S, Vh, route = out
+    if flip:
+        U, Vh = Vh.T, U.T
+    U, Vh = svd_flip(xp, U, Vh)
+    return U, S, Vh, {"normalizer": normalizer, "rayleigh_ritz": route, "n_iter": n_iter,
+                      "sketch": l}
+
+
+def _range_finder(op, l, n_iter, normalizer, seed):
+    """Orthonormal ``Q`` (``m x l``) for the range of ``(A A^H)^q A Omega``."""
+    xp = op.xp
+    omega = gaussian(xp, (op.shape[1], l), op.dtype, seed)
+    y = op.matmat(omega)
+    for _ in range(n_iter):
+        q = orthonormalize(xp, y, normalizer)
+        z = orthonormalize(xp, op.rmatmat(q), normalizer)
+        y = op.matmat(z)
+    return orthonormalize(xp, y, "QR")
+
+
+def _rayleigh_ritz(xp, q, bt, k):
+    """SVD of ``B = bt^H`` (``l x n``) lifted by ``q``; ``None`` when the sketch is not finite."""
+    dtype = q.dtype
+    hi = high_precision(dtype)
+    btd = bt.astype(hi, copy=False)
+    gram = to_host(hermitian(btd) @ btd)  # the one device -> host sync
+    if not np.isfinite(gram).all():
+        return None
+    if dtype not in (np.float32, np.complex64):
+        return _rayleigh_ritz_qr(xp, q, bt, k)
+    lam, w = np.linalg.eigh(gram)
+    lam, w = lam[::-1], w[:, ::-1]
+    if not (k == 0 or lam[k - 1] > (GRAM_MIN_RATIO ** 2) * lam[0]):
+        return _rayleigh_ritz_qr(xp, q, bt, k)
+    sig = np.sqrt(lam[:k])
+    wk = from_host(xp, np.ascontiguousarray(w[:, :k]))
+    U = q @ wk.astype(dtype)
+    Vh = hermitian(btd @ (wk / from_host(xp, sig)[None, :])).astype(dtype)
+    return U, from_host(xp, sig.astype(dtype.char.lower())), Vh, "gram"
+
+
+def _rayleigh_ritz_qr(xp, q, bt, k):
+    qb, r = xp.linalg.qr(bt)
+    u_r, s, vh_r = np.linalg.svd(hermitian(to_host(r).astype(high_precision(q.dtype))))
+    U = q @ from_host(xp, np.ascontiguousarray(u_r[:, :k])).astype(q.dtype)
+    Vh = from_host(xp, np.ascontiguousarray(vh_r[:k])).astype(q.dtype) @ hermitian(qb)
+    return U, from_host(xp, s[:k].astype(q.dtype.char.lower())), Vh, "qr"
+
+
+def residual_norm(op, U, S, Vh, *, n_probe=4, n_power=3, seed=0):
+    """Estimate ``||A - U diag(S) Vh||_2`` by block power iteration on the residual.
+
+    A lower estimate that converges to the spectral norm (each step multiplies the error of
+    the estimate by about ``(sigma_2(E)/sigma_1(E))^2``); with ``n_power=3`` it is typically
+    within a few percent.
+    """
+    xp = op.xp
+    n = op.shape[1]
+    if n == 0 or op.shape[0] == 0:
+        return 0.0
+    uh = hermitian(U)
+    sv = S.astype(U.dtype)[:, None] * Vh
+
+    def apply(x):
+        return op.matmat(x) - U @ (sv @ x)
+
+    def apply_h(y):
+        return op.rmatmat(y) - hermitian(sv) @ (uh @ y)
+
+    x = orthonormalize(xp, gaussian(xp, (n, min(n_probe, n)), op.dtype, seed), "QR")
+    for _ in range(n_power):
+        x = orthonormalize(xp, apply_h(apply(x)), "QR")
+    y = to_host(apply(x)).astype(high_precision(op.dtype))
+    return float(np.linalg.norm(y, 2)) if y.size else 0.0
