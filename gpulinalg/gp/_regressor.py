@@ -304,7 +304,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return host
         cached = getattr(self, "_device", None)
         if cached is None or cached[0] is not self.L_:
-            self._device = cached = (self.L_, tuple(_arrays.to_device(a) for a in host))
+            from .._runtime.streams import op_stream
+            with op_stream():  # uploads ordered before the work of the thread's stream
+                self._device = cached = (self.L_, tuple(_arrays.to_device(a) for a in host))
         return cached[1]
 
     def predict(self, X, return_std=False, return_cov=False):
