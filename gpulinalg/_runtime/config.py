@@ -126,3 +126,29 @@ class config:
 
     def __repr__(self):
         return f"config({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
+
+
+class thread_config:
+    """Apply ``changes`` to the calling thread only, for a ``with`` block.
+
+    Unlike :class:`config`, it never touches the process-wide settings, so library code may use
+    it while other threads run (``config(...)`` first applies its changes globally and undoes
+    them on ``__enter__``, a window in which another thread's ``config`` can interleave).
+    """
+
+    def __init__(self, **changes):
+        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
+        if unknown:
+            raise TypeError(f"thread_config() got unknown settings {sorted(unknown)}")
+        self._changes = changes
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(dataclasses.replace(get_config(), **self._changes))
+        return stack[-1]
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False

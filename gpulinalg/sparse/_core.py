@@ -1,0 +1,104 @@
+"""What the CPU and GPU backends share: choosing the method, building a factor, checked solves.
+
+A *factor* is a backend object (:class:`~gpulinalg.sparse._cpu.SuperLUFactor`,
+:class:`~gpulinalg.sparse._cudss.CuDSSFactor`,
+:class:`~gpulinalg.sparse._cusolversp.CuSolverSpFactor`) with ``m`` (the CSR matrix where the
+factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz``,
+``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``.
+"""
+
+from .._runtime.dispatch import note
+from .._runtime.errors import NotPositiveDefiniteError
+from ._input import csr_matrix, structure, xp_of
+from ._residual import default_tol, solve_checked
+
+__all__ = ["METHODS", "resolve_method", "build", "checked_solve", "describe", "factorize_with",
+           "solve_once_with"]
+
+METHODS = ("auto", "cholesky", "ldlt", "lu", "qr")
+
+
+def resolve_method(m, method):
+    """``(method, may_fall_back)`` for CSR ``m``: ``auto`` looks at symmetry and the diagonal.
+
+    ``auto``: Cholesky for a symmetric (Hermitian) matrix with a positive diagonal (falling back
+    to LDLᵀ if it is not positive definite), LDLᵀ for other symmetric matrices, LU otherwise.
+    """
+    if method in ("lu", "qr"):
+        return method, False
+    symmetric, posdiag = structure(m)
+    if method == "auto":
+        if symmetric:
+            return ("cholesky", True) if posdiag else ("ldlt", False)
+        return "lu", False
+    if not symmetric:
+        raise ValueError(f"method={method!r} needs a symmetric (Hermitian for complex) matrix; "
+                         "use method='lu' or 'auto'")
+    if method == "cholesky" and not posdiag:
+        d = m.diagonal()
+        k = int(xp_of(d).flatnonzero(~(d.real > 0))[0])
+        raise NotPositiveDefiniteError(
+            k + 1, message=f"sparse cholesky: the matrix is not positive definite "
+                           f"(diagonal entry A[{k}, {k}] = {complex(d[k]).real:.3g})")
+    return method, False
+
+
+def build(factor_cls, indptr, indices, data, n, method, reordering=None):
+    """Factor with ``factor_cls``; returns ``(factor, fallback_message_or_None)``."""
+    chosen, may_fall_back = resolve_method(csr_matrix(indptr, indices, data, n), method)
+    try:
+        return factor_cls(indptr, indices, data, n, chosen, reordering=reordering), None
+    except NotPositiveDefiniteError as exc:
+        if not may_fall_back:
+            raise
+        why = (f"gpulinalg.sparse: method='auto' found the matrix symmetric with a positive "
+               f"diagonal but not positive definite ({exc}); factorizing it as LDLᵀ instead")
+    note(method_fallback=why)
+    return factor_cls(indptr, indices, data, n, "ldlt", reordering=reordering), why
+
+
+def checked_solve(factor, b, *, check, tol, max_steps, what):
+    """Solve ``factor`` for ``b`` with residual check and refinement: ``(x, report)``."""
+    tol = default_tol(factor.n, factor.dtype) if tol is None else float(tol)
+    xp = xp_of(factor.m.data)
+    b = xp.asarray(b)
+    if b.dtype.kind == "c" and factor.dtype.kind != "c":
+        xr, rep = checked_solve(factor, b.real.copy(), check=check, tol=tol,
+                                max_steps=max_steps, what=what)
+        xi, rep_i = checked_solve(factor, b.imag.copy(), check=check, tol=tol,
+                                  max_steps=max_steps, what=what)
+        rep["backward_error"] = max(rep["backward_error"], rep_i["backward_error"])
+        rep["warning"] = rep.get("warning") or rep_i.get("warning")
+        return xr + 1j * xi, rep
+    b = b.astype(factor.dtype, copy=False)
+    x, report = solve_checked(factor.solve_raw, factor.m, b, factor.anorm, tol=tol, check=check,
+                              max_steps=max_steps, what=what, perturbed=factor.perturbed)
+    note(**describe(factor))
+    return x, report
+
+
+def describe(factor):
+    """The ``info`` fields a factor reports (also noted in :func:`gpulinalg.last_run`)."""
+    return {"library": factor.backend, "device": factor.device, "method": factor.method,
+            "reordering": factor.reordering, "factor_nnz": factor.factor_nnz,
+            "n": factor.n, "nnz": int(factor.m.nnz), "dtype": str(factor.dtype),
+            "multithreaded_analysis": getattr(factor, "multithreaded", None),
+            **factor.timings}
+
+
+def factorize_with(factor_cls, indptr, indices, data, *, n, method, reordering=None):
+    """Entry point of a backend's ``factorize``: ``(factor, fallback_message_or_None)``."""
+    return build(factor_cls, indptr, indices, data, n, method, reordering)
+
+
+def solve_once_with(factor_cls, indptr, indices, data, b, *, n, method, reordering=None,
+                    check, tol, max_steps):
+    """Entry point of a backend's one-shot solve: factor, checked solve, free: ``(x, report)``."""
+    factor, why = build(factor_cls, indptr, indices, data, n, method, reordering)
+    try:
+        x, report = checked_solve(factor, b, check=check, tol=tol, max_steps=max_steps,
+                                  what=f"sparse.solve ({factor.method})")
+    finally:
+        factor.free()
+    report["method_fallback"] = why
+    return x, report

@@ -1,0 +1,164 @@
+"""CPU backend: SciPy's SuperLU (``scipy.sparse.linalg.splu``), factors kept for reuse.
+
+Per method (one table, ``SUPERLU_OPTIONS``):
+
+* ``cholesky`` and ``ldlt``: symmetric mode, ``MMD_AT_PLUS_A`` ordering, diagonal pivots only
+  (``diag_pivot_thresh=0``; an off-diagonal pivot is taken only for an exact zero). For a
+  symmetric matrix this is an LDLᵀ factorization stored as LU; for ``cholesky`` every pivot
+  must be positive and no row may have been swapped, otherwise the matrix is not positive
+  definite.
+* ``lu`` and ``qr``: ``COLAMD`` ordering with partial pivoting (SciPy has no sparse QR; on a
+  square system LU with partial pivoting solves the same equations).
+"""
+
+import time
+
+import numpy as np
+
+from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from ._input import csr_matrix
+from ._residual import norm_inf
+
+__all__ = ["SuperLUFactor", "SUPERLU_OPTIONS"]
+
+#: method -> (permc_spec, diag_pivot_thresh, SymmetricMode)
+SUPERLU_OPTIONS = {
+    "cholesky": ("MMD_AT_PLUS_A", 0.0, True),
+    "ldlt": ("MMD_AT_PLUS_A", 0.0, True),
+    "lu": ("COLAMD", 1.0, False),
+    "qr": ("COLAMD", 1.0, False),
+}
+
+
+def _parity(perm):
+    """+1 or -1: the sign of permutation ``perm`` (from its cycle count)."""
+    n = perm.size
+    seen = np.zeros(n, dtype=bool)
+    cycles = 0
+    for i in range(n):
+        if not seen[i]:
+            cycles += 1
+            j = i
+            while not seen[j]:
+                seen[j] = True
+                j = perm[j]
+    return -1 if (n - cycles) % 2 else 1
+
+
+class SuperLUFactor:
+    """A SuperLU factorization of one canonical CSR matrix (NumPy arrays)."""
+
+    backend = "superlu"
+    device = "cpu"
+
+    def __init__(self, indptr, indices, data, n, method, *, reordering=None):
+        self.n, self.method = int(n), method
+        self.m = csr_matrix(indptr, indices, np.array(data, copy=True), self.n)
+        self.dtype = self.m.dtype
+        spec, self._thresh, self._symmetric = SUPERLU_OPTIONS[method]
+        self.reordering = reordering or spec
+        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
+                        "solve_seconds": None}
+        self.perturbed = 0
+        self.lu = None
+        self._factor()
+
+    def _factor(self):
+        import scipy.sparse.linalg as spla
+        t0 = time.perf_counter()
+        self.anorm = norm_inf(self.m)
+        try:
+            self.lu = spla.splu(self.m.tocsc(), permc_spec=self.reordering,
+                                diag_pivot_thresh=self._thresh,
+                                options={"SymmetricMode": self._symmetric})
+        except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
+            raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
+                                      f"(SuperLU: {exc})") from None
+        # SuperLU orders and factors in one call: all of it counts as factorization.
+        self.timings["factorization_seconds"] = time.perf_counter() - t0
+        if self.method == "cholesky":
+            self._check_positive()
+
+    def _check_positive(self):
+        d = self.lu.U.diagonal()
+        bad = (d.real <= 0) | (self.lu.perm_r != self.lu.perm_c)
+        if d.dtype.kind == "c":
+            bad |= abs(d.imag) > 1e3 * np.finfo(d.dtype).eps * abs(d.real)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise NotPositiveDefiniteError(
+                k + 1, message=f"sparse cholesky: the matrix is not positive definite (pivot "
+                               f"{k + 1} of {self.n} in elimination order is {d[k]:.3g})")
+
+    @property
+    def factor_nnz(self):
+        return int(self.lu.L.nnz + self.lu.U.nnz - self.n)
+
+    def solve_raw(self, b):
+        t0 = time.perf_counter()
+        x = self.lu.solve(np.asarray(b, dtype=self.dtype))
+        self.timings["solve_seconds"] = time.perf_counter() - t0
+        return x
+
+    def refactor(self, data):
+        self.m.data[...] = data
+        self._factor()
+
+    def slogdet(self):
+        d = self.lu.U.diagonal()
+        if d.size and not d.all():
+            return (0.0 if d.dtype.kind != "c" else 0j), -np.inf
+        absd = abs(d)
+        logabs = float(np.log(absd).sum())
+        phase = np.prod(d / absd) * _parity(self.lu.perm_r) * _parity(self.lu.perm_c)
+        sign = complex(phase) if d.dtype.kind == "c" else float(np.sign(phase.real))
+        return sign, logabs
+
+    def matrix(self):
+        """The factorized matrix as a SciPy CSR matrix (host copy for a CPU twin)."""
+        return self.m
+
+    def free(self):
+        self.lu = None
+
+
+def factorize(indptr, indices, data, **kwargs):
+    """CPU twin of :func:`gpulinalg.sparse._gpu.factorize`."""
+    from ._core import factorize_with
+    return factorize_with(SuperLUFactor, indptr, indices, data, **kwargs)
+
+
+def solve_once(indptr, indices, data, b, **kwargs):
+    """CPU twin of :func:`gpulinalg.sparse._gpu.solve_once`."""
+    from ._core import solve_once_with
+    return solve_once_with(SuperLUFactor, indptr, indices, data, b, **kwargs)
+
+
+class EmptyFactor:
+    """The factorization of a 0x0 matrix (nothing to put on any device)."""
+
+    backend, device, reordering, factor_nnz, perturbed, n, anorm = "none", "cpu", None, 0, 0, 0, 0.0
+
+    def __init__(self, dtype, method):
+        import scipy.sparse
+        self.dtype = np.dtype(dtype)
+        self.method = "cholesky" if method == "auto" else method
+        self.m = scipy.sparse.csr_matrix((0, 0), dtype=self.dtype)
+        self.dest, self.input_nnz = None, 0
+        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
+                        "solve_seconds": None}
+
+    def solve_raw(self, b):
+        return np.array(b, dtype=self.dtype)
+
+    def refactor(self, data):
+        pass
+
+    def slogdet(self):
+        return 1.0, 0.0
+
+    def matrix(self):
+        return self.m
+
+    def free(self):
+        pass

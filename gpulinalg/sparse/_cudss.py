@@ -1,0 +1,243 @@
+"""GPU backend: cuDSS through ``nvmath.sparse.advanced.DirectSolver``.
+
+One :class:`CuDSSFactor` holds one ``DirectSolver``: the analysis (reordering + symbolic
+factorization, cuDSS's CPU-heavy phase) runs once in ``plan()``; ``refactor`` writes new values
+into the device CSR buffer the solver references and runs the numerical factorization only;
+solves reuse the factors for any number of right-hand sides.
+
+cuDSS's analysis is multi-threaded only when it is given its threading layer,
+``libcudss_mtlayer_gomp.so.0``. :func:`mtlayer_path` finds it: ``$GPULINALG_CUDSS_MTLAYER``,
+then ``$CUDSS_THREADING_LIB``, then next to the ``libcudss.so.0`` the process loaded (the
+nvidia wheel's ``lib`` folder), then in the nvidia wheels on ``sys.path``.
+
+Each solver owns its cuDSS handle: cuDSS does not support reusing a handle across value types
+(CUDSS-1019), and the handle's lifetime then matches the factorization's.
+"""
+
+import ctypes
+import functools
+import logging
+import os
+import sys
+import time
+
+import numpy as np
+
+from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from ._input import csr_matrix
+from ._residual import norm_inf
+
+__all__ = ["CuDSSFactor", "available", "mtlayer_path", "REORDERINGS"]
+
+MTLAYER = "libcudss_mtlayer_gomp.so.0"
+
+#: reordering name -> cuDSS ``REORDERING_ALG`` value (0: cuDSS's default nested dissection).
+REORDERINGS = {"default": 0, "btf_colamd": 1, "colamd": 2, "amd": 3}
+
+#: (method, complex) -> cuDSS matrix type name
+MATRIX_TYPES = {
+    ("cholesky", False): "SPD", ("cholesky", True): "HPD",
+    ("ldlt", False): "SYMMETRIC", ("ldlt", True): "HERMITIAN",
+    ("lu", False): "GENERAL", ("lu", True): "GENERAL",
+}
+
+# nvmath logs every phase and warns about choices made on purpose here; keep that quiet.
+_nvmath_log = logging.getLogger("gpulinalg.sparse.nvmath")
+_nvmath_log.setLevel(logging.ERROR)
+
+
+@functools.lru_cache(maxsize=1)
+def available():
+    """Whether cuDSS and nvmath's DirectSolver can be loaded (probed once per process)."""
+    try:
+        from nvmath.bindings import cudss
+        from nvmath.sparse.advanced import DirectSolver  # noqa: F401
+        handle = cudss.create()
+        cudss.destroy(handle)
+        return True
+    except Exception:  # ImportError, a missing libcudss, or a driver problem: cuDSS unusable
+        return False
+
+
+def _loaded_dirs():
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libcudss.so" in line}
+    except OSError:
+        paths = set()
+    yield from sorted({os.path.dirname(p) for p in paths})
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        yield os.path.dirname(load_nvidia_dynamic_lib("cudss").abs_path)
+    except Exception:  # pathfinder absent or cuDSS not found by it
+        pass
+    for entry in sys.path:
+        for sub in ("nvidia/cu13/lib", "nvidia/cu12/lib", "nvidia/cudss/lib"):
+            yield os.path.join(entry, sub)
+
+
+@functools.lru_cache(maxsize=1)
+def mtlayer_path():
+    """Path of cuDSS's GNU OpenMP threading layer, or ``None`` (analysis then single-threaded)."""
+    for var in ("GPULINALG_CUDSS_MTLAYER", "CUDSS_THREADING_LIB"):
+        path = os.environ.get(var)
+        if path:
+            return path if os.path.isfile(path) else None
+    for d in _loaded_dirs():
+        path = os.path.join(d, MTLAYER)
+        if os.path.isfile(path):
+            try:  # keep libgomp loaded for the process (cuDSS release notes, CUDSS-1079)
+                ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                pass
+            return path
+    return None
+
+
+def _data_get(solver, param, dtype, length=1):
+    """Read a cuDSS data parameter into a fresh host array (thread-safe, unlike nvmath's)."""
+    from nvmath.bindings import cudss
+    out = np.zeros(length, dtype=dtype)
+    written = np.zeros(1, dtype=np.uint64)
+    cudss.data_get(solver.handle, solver.data_ptr, int(param), out.ctypes.data, out.nbytes,
+                   written.ctypes.data)
+    return out
+
+
+def _as_memory_error(exc):
+    """cuDSS's ALLOC_FAILED is an out-of-memory: make the dispatcher see a MemoryError."""
+    from nvmath.bindings import cudss
+    status = getattr(exc, "status", None)
+    if isinstance(exc, cudss.cuDSSError) and status == cudss.Status.ALLOC_FAILED:
+        return MemoryError(f"cuDSS could not allocate device memory ({exc})")
+    return None
+
+
+class CuDSSFactor:
+    """A cuDSS factorization of one canonical CSR matrix (CuPy arrays, current device)."""
+
+    backend = "cudss"
+
+    def __init__(self, indptr, indices, data, n, method, *, reordering=None):
+        import cupy
+        self.n, self.method = int(n), method
+        self.device = int(cupy.cuda.runtime.getDevice())
+        self.m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32),
+                            data.copy(), self.n)
+        self.dtype = np.dtype(self.m.dtype)
+        self.reordering = reordering or "default"
+        if self.reordering not in REORDERINGS:
+            raise ValueError(f"reordering must be one of {sorted(REORDERINGS)} for cuDSS, "
+                             f"got {self.reordering!r}")
+        self.matrix_type = MATRIX_TYPES[(method, self.dtype.kind == "c")]
+        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
+                        "solve_seconds": None}
+        self.perturbed, self.solver, self.multithreaded = 0, None, False
+        try:
+            self._plan()
+            self._factor()
+        except Exception as exc:
+            self.free()
+            mem = _as_memory_error(exc)
+            if mem is not None:
+                raise mem from exc
+            raise
+
+    def _plan(self):
+        import cupy
+        from nvmath.bindings import cudss
+        from nvmath.sparse.advanced import DirectSolver, DirectSolverOptions
+        stream = cupy.cuda.get_current_stream()
+        mt = mtlayer_path()
+        options = DirectSolverOptions(
+            sparse_system_type=getattr(cudss.MatrixType, self.matrix_type),
+            multithreading_lib=mt, logger=_nvmath_log)
+        self._dummy_b = cupy.zeros(self.n, dtype=self.dtype)
+        t0 = time.perf_counter()
+        self.solver = DirectSolver(self.m, self._dummy_b, options=options, stream=stream)
+        self.multithreaded = bool(self.solver.multithreading)
+        self.solver.plan_config.reordering_algorithm = REORDERINGS[self.reordering]
+        self.solver.plan(stream=stream)
+        stream.synchronize()
+        self.timings["analysis_seconds"] = time.perf_counter() - t0
+
+    def _factor(self):
+        import cupy
+        from nvmath.bindings import cudss
+        stream = cupy.cuda.get_current_stream()
+        t0 = time.perf_counter()
+        self.anorm = norm_inf(self.m)
+        self.solver.factorize(stream=stream)
+        info = int(_data_get(self.solver, cudss.DataParam.INFO,
+                             cudss.get_data_param_dtype(cudss.DataParam.INFO))[0])
+        self.timings["factorization_seconds"] = time.perf_counter() - t0
+        if info != 0 and self.method == "cholesky":
+            raise NotPositiveDefiniteError(
+                max(info, 1), message=f"sparse cholesky: the matrix is not positive definite "
+                                      f"(cuDSS factorization info = {info})")
+        if info != 0:
+            raise SingularMatrixError(f"sparse {self.method}: cuDSS factorization failed "
+                                      f"(info = {info}): the matrix is singular")
+        if self.method != "cholesky":
+            self.perturbed = int(_data_get(self.solver, cudss.DataParam.NPIVOTS, np.int32)[0])
+
+    @property
+    def factor_nnz(self):
+        from nvmath.bindings import cudss
+        dt = cudss.get_data_param_dtype(cudss.DataParam.LU_NNZ)
+        return int(_data_get(self.solver, cudss.DataParam.LU_NNZ, dt)[0])
+
+    def solve_raw(self, b):
+        """Solve with the factors for ``b`` of shape (n,) or (n, k), any k."""
+        import cupy
+        from nvmath.bindings import cudss
+        stream = cupy.cuda.get_current_stream()
+        t0 = time.perf_counter()
+        bf = cupy.asfortranarray(b.astype(self.dtype, copy=False))
+        x = cupy.empty_like(bf, order="F")
+        k = 1 if b.ndim == 1 else b.shape[1]
+        vt = self.solver.cuda_value_type
+        bd = cudss.matrix_create_dn(self.n, k, self.n, bf.data.ptr, vt, cudss.Layout.COL_MAJOR)
+        try:
+            xd = cudss.matrix_create_dn(self.n, k, self.n, x.data.ptr, vt,
+                                        cudss.Layout.COL_MAJOR)
+            try:
+                cudss.set_stream(self.solver.handle, stream.ptr)
+                cudss.execute(self.solver.handle, cudss.Phase.SOLVE, self.solver.config_ptr,
+                              self.solver.data_ptr, self.solver.a_ptr, xd, bd)
+            finally:
+                cudss.matrix_destroy(xd)
+        finally:
+            cudss.matrix_destroy(bd)
+        stream.synchronize()
+        self.timings["solve_seconds"] = time.perf_counter() - t0
+        return x
+
+    def refactor(self, data):
+        self.m.data[...] = data
+        try:
+            self._factor()
+        except Exception as exc:
+            mem = _as_memory_error(exc)
+            if mem is not None:
+                raise mem from exc
+            raise
+
+    def slogdet(self):
+        """(sign, log|det|) from the factor diagonal: L's for Cholesky, D's for LDLᵀ."""
+        from nvmath.bindings import cudss
+        d = _data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n)
+        if self.method == "cholesky":
+            return 1.0, float(2.0 * np.log(abs(d)).sum())
+        if d.size and not d.all():
+            return 0.0, -np.inf
+        dr = d.real if self.dtype.kind == "c" else d
+        return float(np.prod(np.sign(dr))), float(np.log(abs(dr)).sum())
+
+    def matrix(self):
+        return self.m.get()
+
+    def free(self):
+        if self.solver is not None:
+            self.solver.free()
+            self.solver = None

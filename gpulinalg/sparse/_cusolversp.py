@@ -1,0 +1,109 @@
+"""GPU backend when cuDSS is missing (and for ``method="qr"``): cuSOLVER-Sp.
+
+``cusolverSp<t>csrlsvchol`` (Cholesky) and ``cusolverSp<t>csrlsvqr`` (QR), through
+``nvmath.bindings.cusolverSp``, both with METIS nested-dissection reordering (``reorder=3``).
+These routines factor and solve in one call for one right-hand side and keep no factor, so a
+"factorization" here holds the matrix on the device, checks at creation that it factors
+(one probe solve), and factors again for every right-hand side. ``slogdet`` is not available.
+"""
+
+import time
+
+import numpy as np
+
+from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from .._runtime.streams import get_handle
+from ._input import csr_matrix
+from ._residual import norm_inf
+
+__all__ = ["CuSolverSpFactor", "REORDERINGS"]
+
+#: dtype -> routine prefix (one table instead of an s/d/c/z chain)
+PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+          np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+#: reordering name -> cuSOLVER-Sp ``reorder`` argument
+REORDERINGS = {"none": 0, "symrcm": 1, "symamd": 2, "metis": 3}
+
+
+class CuSolverSpFactor:
+    """cuSOLVER-Sp one-call solves over one canonical CSR matrix (CuPy arrays)."""
+
+    backend = "cusolversp"
+
+    def __init__(self, indptr, indices, data, n, method, *, reordering=None):
+        import cupy
+        from nvmath.bindings import cusolverSp, cusparse
+        self.n, self.method = int(n), method
+        self.device = int(cupy.cuda.runtime.getDevice())
+        self.m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32),
+                            data.copy(), self.n)
+        self.dtype = np.dtype(self.m.dtype)
+        self.reordering = reordering or "metis"
+        if self.reordering not in REORDERINGS:
+            raise ValueError(f"reordering must be one of {sorted(REORDERINGS)} for cuSOLVER-Sp, "
+                             f"got {self.reordering!r}")
+        kind = "chol" if method == "cholesky" else "qr"
+        self._fn = getattr(cusolverSp, f"{PREFIX[self.dtype]}csrlsv{kind}")
+        self.matrix_type = f"csrlsv{kind}"
+        self._descr = cusparse.create_mat_descr()
+        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
+                        "solve_seconds": None}
+        self.perturbed = 0
+        self._factor()
+
+    def _factor(self):
+        import cupy
+        t0 = time.perf_counter()
+        self.anorm = norm_inf(self.m)
+        self.solve_raw(self.m @ cupy.ones(self.n, dtype=self.dtype))  # raises if it cannot
+        self.timings["factorization_seconds"] = time.perf_counter() - t0
+
+    @property
+    def factor_nnz(self):
+        return None  # cuSOLVER-Sp does not report it
+
+    def solve_raw(self, b):
+        import cupy
+        from nvmath.bindings import cusolverSp
+        t0 = time.perf_counter()
+        handle = get_handle("cusolverSp")
+        stream = cupy.cuda.get_current_stream()
+        cusolverSp.set_stream(handle, stream.ptr)
+        bf = cupy.asfortranarray(b.astype(self.dtype, copy=False).reshape(self.n, -1))
+        x = cupy.empty_like(bf, order="F")
+        tol = float(np.finfo(self.dtype).eps * max(self.anorm, 1e-300))
+        sing = np.full(1, -1, dtype=np.int32)
+        m = self.m
+        for j in range(bf.shape[1]):
+            self._fn(handle, self.n, m.nnz, self._descr, m.data.data.ptr, m.indptr.data.ptr,
+                     m.indices.data.ptr, bf[:, j].data.ptr, tol, REORDERINGS[self.reordering],
+                     x[:, j].data.ptr, sing.ctypes.data)
+            if sing[0] >= 0:
+                self._raise(int(sing[0]))
+        self.timings["solve_seconds"] = time.perf_counter() - t0
+        return x.reshape(b.shape) if b.ndim == 1 else x
+
+    def _raise(self, k):
+        if self.method == "cholesky":
+            raise NotPositiveDefiniteError(
+                k + 1, message=f"sparse cholesky: the matrix is not positive definite "
+                               f"(cuSOLVER-Sp csrlsvchol: singularity at row {k})")
+        raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
+                                  f"(cuSOLVER-Sp csrlsvqr: singularity at row {k})")
+
+    def refactor(self, data):
+        self.m.data[...] = data
+        self._factor()
+
+    def slogdet(self):
+        raise NotImplementedError("logdet() needs the factors, which cuSOLVER-Sp does not keep; "
+                                  "install cuDSS (nvidia-cudss) or use backend='cpu'")
+
+    def matrix(self):
+        return self.m.get()
+
+    def free(self):
+        if self._descr is not None:
+            from nvmath.bindings import cusparse
+            cusparse.destroy_mat_descr(self._descr)
+            self._descr = None
