@@ -28,6 +28,23 @@ def kind_of(x):
     >>> kind_of([1, 2]) is None
     True
     """
+    t = type(x)
+    try:
+        return _KIND_OF_TYPE[t]
+    except KeyError:
+        pass
+    kind = _kind_of_slow(x)
+    if kind is not None or t.__module__.split(".")[0] not in _ARRAY_MODULES:
+        _KIND_OF_TYPE[t] = kind  # a type's answer never changes: remember it
+    return kind
+
+
+#: type -> Kind (or None) already worked out; the per-call hot path is one dict lookup.
+_KIND_OF_TYPE = {np.ndarray: Kind.NUMPY, type(None): None}
+_ARRAY_MODULES = frozenset({"cupy", "torch", "cupyx"})
+
+
+def _kind_of_slow(x):
     if isinstance(x, np.ndarray):
         return Kind.NUMPY
     cupy = sys.modules.get("cupy")
@@ -98,7 +115,9 @@ def to_kind(x, kind, like=None):
 
 def convert_tree(obj, fn):
     """Apply ``fn`` to every array in ``obj`` (arrays, tuples incl. NamedTuples, lists, dicts)."""
-    if is_array(obj):
+    if obj is None:
+        return None
+    if kind_of(obj) is not None:
         return fn(obj)
     if isinstance(obj, tuple):
         items = [convert_tree(v, fn) for v in obj]

@@ -35,6 +35,7 @@ class _ThreadResources:
     def __init__(self):
         self.streams = {}
         self.handles = {}
+        self.events = {}
         self.ident = threading.get_ident()
         weakref.finalize(self, _release, self.ident, self.handles)
 
@@ -97,12 +98,32 @@ def op_stream(device=None):
     import cupy
     stream = get_stream(device)
     caller = cupy.cuda.get_current_stream()
-    if caller != stream:
-        stream.wait_event(caller.record())
+    if caller == stream:
+        with stream:
+            yield stream
+        return
+    before, after = _events(stream)
+    stream.wait_event(caller.record(before))
     with stream:
         yield stream
-    if caller != stream:
-        caller.wait_event(stream.record())
+    caller.wait_event(stream.record(after))
+
+
+def _events(stream):
+    """Two reusable timing-free events of the thread's ``stream`` (ordering only).
+
+    Re-recording an event is safe: a wait already enqueued keeps waiting on the record that was
+    current when it was enqueued. Reusing them saves two event creations per operation.
+    """
+    import cupy
+    res = _resources()
+    pair = res.events.get(stream.ptr)
+    if pair is None:
+        dev = getattr(stream, "device_id", -1)
+        with cupy.cuda.Device(dev if dev >= 0 else None):
+            pair = res.events[stream.ptr] = (cupy.cuda.Event(disable_timing=True),
+                                             cupy.cuda.Event(disable_timing=True))
+    return pair
 
 
 def _release(ident, handles):
