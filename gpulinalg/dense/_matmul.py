@@ -24,9 +24,11 @@ class Spec:
     __slots__ = ("activation", "alpha", "beta", "return_aux", "compute_type", "autotune",
                  "bias_form", "transposed", "out_shape", "batch_shape")
 
-    def __init__(self, **kw):
-        for name in self.__slots__:
-            setattr(self, name, kw.get(name))
+    def __init__(self, activation=None, alpha=1.0, beta=0.0, return_aux=False, compute_type=None,
+                 autotune=False, bias_form=None, transposed=True, out_shape=(), batch_shape=()):
+        self.activation, self.alpha, self.beta, self.return_aux = activation, alpha, beta, return_aux
+        self.compute_type, self.autotune, self.bias_form = compute_type, autotune, bias_form
+        self.transposed, self.out_shape, self.batch_shape = transposed, out_shape, batch_shape
 
     def replace(self, **changes):
         kw = {n: getattr(self, n) for n in self.__slots__}
@@ -119,13 +121,20 @@ def _options(activation, compute_type, dtype):
 def _scalar(v, name, dtype):
     if dtype.startswith("complex"):
         return complex(v)
-    if isinstance(v, complex) or np.iscomplexobj(v):
+    if isinstance(v, complex):
         raise TypeError(f"{name}={v!r} is complex but the inputs are {dtype}")
     return float(v)
 
 
 def _nbytes(*arrays):
-    return sum(int(x.nbytes) for x in arrays if x is not None)
+    return sum([x.nbytes for x in arrays if x is not None])
+
+
+def _size(shape):
+    size = 1
+    for n in shape:
+        size *= n
+    return size
 
 
 def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, return_aux=False,
@@ -200,7 +209,7 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
                 bias_form=form, transposed=form != "m1", out_shape=out_shape, batch_shape=batch)
     if 0 in out_shape:
         return _empty(a, spec)
-    size = int(np.prod(out_shape))
+    size = _size(out_shape)
     nbytes = _nbytes(a, b, bias, c) + 2 * size * a.itemsize + _WORKSPACE
     return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
                     nbytes=nbytes, flops=2.0 * size * k)
@@ -297,7 +306,7 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
                 autotune=get_config().autotune if autotune is None else bool(autotune),
                 bias_form=form, transposed=True if aux is None else aux.transposed,
                 out_shape=out_shape, batch_shape=batch)
-    size = int(np.prod(out_shape))
+    size = _size(out_shape)
     nbytes = _nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize + _WORKSPACE
     return dispatch("dense.matmul_backward", _gpu.matmul_backward, _cpu.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
