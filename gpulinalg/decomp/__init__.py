@@ -5,7 +5,7 @@ PCA. Every function takes NumPy, CuPy or torch arrays (batched over leading dime
 the name allows) and returns results in the same package.
 """
 
-from importlib.util import find_spec as _find_spec
+import importlib
 
 from ._cholesky import cho_factor, cho_solve, cholesky, logdet_cholesky
 from ._qr import qr
@@ -13,13 +13,20 @@ from ._results import QRResult, SVDResult
 from ._svd import svd
 from ._triangular import solve_triangular
 
-__all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
-           "logdet_cholesky", "QRResult", "SVDResult"]
+#: The low-rank family lives in its own files and loads on first use.
+_LAZY = {"truncated_svd": "._truncated", "PCA": "._pca"}
 
-# The low-rank family (truncated SVD, PCA) lives in its own files.
-if _find_spec(f"{__name__}._truncated") is not None:
-    from ._truncated import truncated_svd  # noqa: F401
-    __all__.append("truncated_svd")
-if _find_spec(f"{__name__}._pca") is not None:
-    from ._pca import PCA  # noqa: F401
-    __all__.append("PCA")
+__all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
+           "logdet_cholesky", "QRResult", "SVDResult", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,266 @@
+"""A CPU emulation of the few cuSOLVER/cuBLAS entry points and CuPy features decomp's GPU
+functions use, so their layout logic (column-major views, leading dimensions, flipped
+triangles, info slots) runs on a machine without a GPU.
+
+The emulated routines receive the very arguments the real bindings would: raw pointers,
+dimensions and leading dimensions, and read and write memory through them, column-major, with
+SciPy's LAPACK. Arrays are NumPy arrays of a subclass with ``.data.ptr`` and ``.get()``.
+"""
+
+import contextlib
+import ctypes
+import sys
+import types
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg import lapack
+
+
+class FakeDev(np.ndarray):
+    """A NumPy array that looks like a CuPy array to the code under test."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self):
+        return np.array(self)
+
+
+def _dev(x):
+    if isinstance(x, np.ndarray) and not isinstance(x, FakeDev):
+        return x.view(FakeDev)
+    if isinstance(x, tuple):
+        return tuple(_dev(v) for v in x)
+    return x
+
+
+class _Kernel:
+    def __init__(self, in_params, out_params, operation, name):
+        self.name = name
+
+    def __call__(self, n, lower, x):
+        assert self.name == "gpulinalg_zero_triangle"
+        mask = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
+        x[..., mask] = 0
+
+
+def _fake_cupy():
+    mod = types.ModuleType("cupy")
+    mod.ndarray = FakeDev
+    mod.ElementwiseKernel = _Kernel
+
+    def wrap(name):
+        fn = getattr(np, name)
+        return lambda *a, **k: _dev(fn(*a, **k))
+    for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
+                 "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
+                 "argmax", "take_along_axis", "swapaxes", "eye", "asarray"):
+        setattr(mod, name, wrap(name))
+    return mod
+
+
+# -- memory through pointers -----------------------------------------------------------------
+
+def _dtype_of(cuda_type):
+    import nvmath
+    names = {"CUDA_R_32F": np.float32, "CUDA_R_64F": np.float64, "CUDA_C_32F": np.complex64,
+             "CUDA_C_64F": np.complex128}
+    return np.dtype(names[nvmath.CudaDataType(cuda_type).name])
+
+
+def view(ptr, rows, cols, ld, dtype):
+    """The column-major ``rows x cols`` matrix with leading dimension ``ld`` at ``ptr``."""
+    dtype = np.dtype(dtype)
+    assert ptr, "null pointer"
+    assert ld >= max(rows, 1), f"leading dimension {ld} < rows {rows}"
+    extent = ((cols - 1) * ld + rows) if rows and cols else 0
+    raw = (ctypes.c_char * max(extent * dtype.itemsize, 1)).from_address(ptr)
+    flat = np.frombuffer(raw, dtype=dtype, count=extent) if extent else np.empty(0, dtype)
+    return np.lib.stride_tricks.as_strided(flat, shape=(rows, cols),
+                                           strides=(dtype.itemsize, ld * dtype.itemsize))
+
+
+def _set_info(ptr, value):
+    ctypes.c_int32.from_address(ptr).value = int(value)
+
+
+def _lower(uplo):
+    from nvmath.bindings import cublas
+    return int(uplo) == int(cublas.FillMode.LOWER)
+
+
+def _lapack(name, dtype):
+    return lapack.get_lapack_funcs((name,), dtype=np.dtype(dtype))[0]
+
+
+class FakeCusolverDn(types.ModuleType):
+    """The entry points of ``nvmath.bindings.cusolverDn`` that decomp calls."""
+
+    def __init__(self):
+        super().__init__("nvmath.bindings.cusolverDn")
+        for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
+            q = "orgqr" if p in "sd" else "ungqr"
+            mq = "ormqr" if p in "sd" else "unmqr"
+            setattr(self, p + q, self._orgqr(dt))
+            setattr(self, p + q + "_buffer_size", lambda *a: 1)
+            setattr(self, p + mq, self._ormqr(dt))
+            setattr(self, p + mq + "_buffer_size", lambda *a: 1)
+            setattr(self, p + "gesvdj", self._gesvdj(dt))
+            setattr(self, p + "gesvdj_buffer_size", lambda *a: 1)
+
+    create_params = staticmethod(lambda: 1)
+    destroy_params = staticmethod(lambda p: None)
+    create_gesvdj_info = staticmethod(lambda: 1)
+    destroy_gesvdj_info = staticmethod(lambda p: None)
+    xgeqrf_buffer_size = xgesvd_buffer_size = xgesvdp_buffer_size = staticmethod(
+        lambda *a: (64, 0))
+    xpotrf_buffer_size = staticmethod(lambda *a: (64, 0))
+
+    @staticmethod
+    def xgeqrf(h, p, m, n, dt, a, lda, dtt, tau, ct, dbuf, dsz, hbuf, hsz, info):
+        dtype = _dtype_of(dt)
+        A = view(a, m, n, lda, dtype)
+        qr, t, _, code = _lapack("geqrf", dtype)(np.array(A, order="F"))
+        A[...] = qr
+        view(tau, min(m, n), 1, max(min(m, n), 1), dtype)[:, 0] = t
+        _set_info(info, code)
+
+    @staticmethod
+    def _orgqr(dtype):
+        def orgqr(h, m, n, k, a, lda, tau, work, lwork, info):
+            A = view(a, m, n, lda, dtype)
+            t = view(tau, k, 1, max(k, 1), dtype)[:, 0]
+            name = "orgqr" if np.dtype(dtype).kind == "f" else "ungqr"
+            q, _, code = _lapack(name, dtype)(np.array(A, order="F"), np.array(t))
+            A[...] = q
+            _set_info(info, code)
+        return orgqr
+
+    @staticmethod
+    def _ormqr(dtype):
+        def ormqr(h, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, info):
+            from nvmath.bindings import cublas
+            assert int(side) == int(cublas.SideMode.LEFT) and int(trans) == 0
+            A = view(a, m, k, lda, dtype)
+            C = view(c, m, n, ldc, dtype)
+            t = view(tau, k, 1, max(k, 1), dtype)[:, 0]
+            name = "ormqr" if np.dtype(dtype).kind == "f" else "unmqr"
+            out, _, code = _lapack(name, dtype)("L", "N", np.array(A, order="F"), np.array(t),
+                                                 np.array(C, order="F"), max(1, 64 * n))
+            C[...] = out
+            _set_info(info, code)
+        return ormqr
+
+    @staticmethod
+    def xgesvd(h, p, jobu, jobvt, m, n, dt, a, lda, dts, s, dtu, u, ldu, dtv, vt, ldvt, ct,
+               dbuf, dsz, hbuf, hsz, info):
+        assert m >= n, "Xgesvd needs m >= n"
+        dtype = _dtype_of(dt)
+        A = view(a, m, n, lda, dtype)
+        job = chr(jobu)
+        k = min(m, n)
+        if job == "N":
+            sv = np.linalg.svd(A, compute_uv=False)
+        else:
+            U, sv, VT = np.linalg.svd(A, full_matrices=job == "A")
+            view(u, m, U.shape[1], ldu, dtype)[...] = U
+            view(vt, n, n, ldvt, dtype)[...] = VT[:n]
+        view(s, k, 1, max(k, 1), _dtype_of(dts))[:, 0] = sv
+        A[...] = np.nan  # destroyed
+        _set_info(info, 0)
+
+    @staticmethod
+    def xgesvdp(h, p, jobz, econ, m, n, dt, a, lda, dts, s, dtu, u, ldu, dtv, v, ldv, ct,
+                dbuf, dsz, hbuf, hsz, info):
+        FakeCusolverDn._svd_v(dt, jobz, econ, m, n, a, lda, dts, s, u, ldu, v, ldv)
+        _set_info(info, 0)
+        return 0.0
+
+    @staticmethod
+    def _gesvdj(dtype):
+        import nvmath
+        name = {np.float32: "CUDA_R_32F", np.float64: "CUDA_R_64F",
+                np.complex64: "CUDA_C_32F", np.complex128: "CUDA_C_64F"}[dtype]
+        real = name.replace("_C_", "_R_")
+
+        def gesvdj(h, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params):
+            FakeCusolverDn._svd_v(int(nvmath.CudaDataType[name]), jobz, econ, m, n, a, lda,
+                                  int(nvmath.CudaDataType[real]), s, u, ldu, v, ldv)
+            _set_info(info, 0)
+        return gesvdj
+
+    @staticmethod
+    def _svd_v(dt, jobz, econ, m, n, a, lda, dts, s, u, ldu, v, ldv):
+        dtype = _dtype_of(dt)
+        A = view(a, m, n, lda, dtype)
+        k = min(m, n)
+        U, sv, VT = np.linalg.svd(A, full_matrices=not econ)
+        if int(jobz) == 1:
+            view(u, m, U.shape[1], ldu, dtype)[...] = U
+            V = VT.conj().T
+            view(v, n, V.shape[1], ldv, dtype)[...] = V
+        view(s, k, 1, max(k, 1), _dtype_of(dts))[:, 0] = sv
+        A[...] = np.nan
+
+    @staticmethod
+    def xpotrf(h, p, uplo, n, dt, a, lda, ct, dbuf, dsz, hbuf, hsz, info):
+        dtype = _dtype_of(dt)
+        A = view(a, n, n, lda, dtype)
+        c, code = _lapack("potrf", dtype)(np.array(A, order="F"), lower=_lower(uplo),
+                                          clean=False)
+        tri = np.tril if _lower(uplo) else np.triu
+        keep = tri(np.ones((n, n), bool))
+        if code == 0:
+            A[keep] = c[keep]
+        _set_info(info, code)
+
+    @staticmethod
+    def xpotrs(h, p, uplo, n, nrhs, dt, a, lda, dtb, b, ldb, info):
+        dtype = _dtype_of(dt)
+        A = view(a, n, n, lda, dtype)
+        B = view(b, n, nrhs, ldb, dtype)
+        x, code = _lapack("potrs", dtype)(np.array(A, order="F"), np.array(B, order="F"),
+                                          lower=_lower(uplo))
+        B[...] = x
+        _set_info(info, code)
+
+
+class FakeCublas(types.ModuleType):
+    """``<t>trsm`` of ``nvmath.bindings.cublas``, with the real module's enums."""
+
+    def __init__(self):
+        from nvmath.bindings import cublas
+        super().__init__("nvmath.bindings.cublas")
+        for name in ("SideMode", "FillMode", "Operation", "DiagType"):
+            setattr(self, name, getattr(cublas, name))
+        for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
+            setattr(self, p + "trsm", self._trsm(dt))
+
+    @staticmethod
+    def _trsm(dtype):
+        def trsm(h, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
+            A = view(a, m, m, lda, dtype)
+            B = view(b, m, n, ldb, dtype)
+            al = view(alpha, 1, 1, 1, dtype)[0, 0]
+            x = scipy.linalg.solve_triangular(np.array(A), np.array(B) * al, trans=int(trans),
+                                              lower=_lower(uplo), unit_diagonal=int(diag) == 1)
+            B[...] = x
+        return trsm
+
+
+@contextlib.contextmanager
+def emulated_gpu(monkeypatch):
+    """Install the fake CuPy and bindings for the duration of a test."""
+    import nvmath.bindings
+
+    from gpulinalg._runtime import streams
+    dn, cb = FakeCusolverDn(), FakeCublas()
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    monkeypatch.setitem(sys.modules, "nvmath.bindings.cusolverDn", dn)
+    monkeypatch.setitem(sys.modules, "nvmath.bindings.cublas", cb)
+    monkeypatch.setattr(nvmath.bindings, "cusolverDn", dn, raising=False)
+    monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
+    monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
+    yield

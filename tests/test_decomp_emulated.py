@@ -1,0 +1,157 @@
+"""The GPU functions of decomp run against an emulation of cuSOLVER/cuBLAS/CuPy on the CPU.
+
+What this checks without a GPU: the column-major views, leading dimensions, flipped triangles
+and transposed operations, batching, info slots and result assembly of the GPU code, by
+comparing with the CPU twins. The real libraries are exercised by the ``gpu``-marked tests.
+"""
+
+import numpy as np
+import pytest
+
+from gpulinalg import NotPositiveDefiniteError
+from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _triangular
+
+from _cusolver_emulator import FakeDev, emulated_gpu
+from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+def dev(x):
+    return np.array(x, order="K").view(FakeDev)
+
+
+def plain(x):
+    return np.asarray(x).view(np.ndarray)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(9, 4), (4, 9), (6, 6), (2, 7, 3), (2, 3, 3, 8)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr(emu, rng, dtype, shape, mode):
+    a = random(rng, shape, dtype)
+    out = _qr._gpu_qr(dev(a), mode, np.dtype(dtype))
+    ref = _cpu.qr(a, mode, np.dtype(dtype))
+    if mode == "r":
+        assert out.shape == ref.shape
+        assert np.allclose(np.abs(plain(out)), np.abs(ref), atol=1e-4)
+        return
+    q, r = plain(out.Q), plain(out.R)
+    assert q.shape == ref.Q.shape and r.shape == ref.R.shape
+    assert backward_ratio(a, q @ r, dtype) <= 30
+    assert orthogonality_ratio(q, dtype) <= 30
+    assert np.allclose(np.tril(r, -1), 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(20, 5), (5, 20), (8, 7), (7, 8), (3, 12, 4), (2, 4, 12)])
+@pytest.mark.parametrize("driver", ["gesvd", "gesvdj", "gesvdp"])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd(emu, rng, dtype, shape, driver, full):
+    a = random(rng, shape, dtype)
+    out = _svd._gpu_svd(dev(a), full, True, driver, np.dtype(dtype))
+    ref = _cpu.svd(a, full, True, "gesvd", np.dtype(dtype))
+    u, s, vh = (plain(x) for x in out)
+    assert u.shape == ref.U.shape and s.shape == ref.S.shape and vh.shape == ref.Vh.shape
+    assert u.dtype == dtype and s.dtype == ref.S.dtype
+    k = min(shape[-2:])
+    tol = 1e-3 if np.dtype(dtype).itemsize <= 8 and dtype != np.complex128 else 1e-9
+    assert np.allclose(s, ref.S, atol=tol)
+    assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh[..., :k, :], dtype) <= 50
+    assert orthogonality_ratio(u, dtype) <= 50
+    assert orthogonality_ratio(vh, dtype, rows=True) <= 50
+    assert np.allclose(vh[..., :k, :], ref.Vh[..., :k, :], atol=tol * 10)  # same signs
+
+
+def test_svd_values_only(emu, rng):
+    a = random(rng, (30, 6), np.float64)
+    for driver in ("gesvd", "gesvdj", "gesvdp"):
+        s = _svd._gpu_svd(dev(a), False, False, driver, np.dtype(np.float64))
+        assert np.allclose(plain(s), np.linalg.svd(a, compute_uv=False))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["C", "F", "view"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("clean", [True, False])
+def test_cholesky(emu, rng, dtype, layout, lower, clean):
+    base = spd(rng, 12, dtype)
+    base = base + np.triu(np.full_like(base, 7), 1) * (not lower) * 0  # keep Hermitian
+    a = {"C": base, "F": np.asfortranarray(base), "view": spd(rng, 24, dtype)[::2, ::2]}[layout]
+    src = dev(a)
+    if layout == "F":
+        src = np.asfortranarray(a).view(FakeDev)
+    before = np.array(src)
+    got = plain(_cholesky._gpu_factor(src, lower, False, clean, np.dtype(dtype)))
+    ref = _cpu.cholesky(a, lower, False, clean, np.dtype(dtype))
+    assert np.array_equal(np.array(src), before)
+    tri = np.tril if lower else np.triu
+    assert np.allclose(tri(got), tri(ref), atol=1e-4)
+    if clean:
+        assert np.allclose(got, ref, atol=1e-4)
+    else:  # the other triangle keeps the input's entries, as SciPy's
+        other = np.triu if lower else np.tril
+        off = 1 if lower else -1
+        assert np.allclose(other(got, off), other(np.array(a), off))
+
+
+def test_cholesky_batched_overwrite_and_errors(emu, rng):
+    a = spd(rng, 6, np.float64, batch=(2, 3))
+    src = dev(a)
+    got = _cholesky._gpu_factor(src, True, True, True, np.dtype(np.float64))
+    assert np.allclose(plain(got), np.linalg.cholesky(a))
+    assert np.shares_memory(got, src)  # overwrite_a: in place
+    bad = a.copy()
+    bad[1, 2, 4, 4] = -3
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky._gpu_factor(dev(bad), True, False, True, np.dtype(np.float64))
+    assert info.value.minor == 5 and info.value.batch_index == (1, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("bshape", [(10,), (10, 3), (2, 10, 3)])
+def test_cho_solve(emu, rng, dtype, layout, lower, bshape):
+    a = spd(rng, 10, dtype, cond=10)
+    c = _cpu.cholesky(a, lower, False, False, np.dtype(dtype))
+    c = np.asfortranarray(c) if layout == "F" else np.ascontiguousarray(c)
+    b = random(rng, bshape, dtype)
+    src = c.view(FakeDev)
+    x = plain(_cholesky._gpu_cho_solve(src, lower, dev(b), False, np.dtype(dtype)))
+    ref = _cpu.cho_solve(c, lower, b, False, np.dtype(dtype))
+    assert x.shape == ref.shape
+    assert np.allclose(x, ref, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["C", "F", "view"])
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
+    base = random(rng, (16, 16), dtype) + 16 * np.eye(16, dtype=dtype)
+    a = {"C": base[:8, :8].copy(), "F": np.asfortranarray(base[:8, :8]),
+         "view": base[::2, ::2]}[layout]
+    src = np.asfortranarray(a).view(FakeDev) if layout == "F" else dev(a)
+    if layout == "view":
+        src = dev(base)[::2, ::2]
+    b = random(rng, (8, 3), dtype)
+    x = plain(_triangular._gpu_solve(src, dev(b), trans, lower, unit, False, np.dtype(dtype)))
+    ref = _cpu.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    assert np.allclose(x, ref, atol=1e-3)
+
+
+def test_solve_triangular_batched_broadcast(emu, rng):
+    a = np.tril(random(rng, (3, 5, 5), np.float64)) + 5 * np.eye(5)
+    b = random(rng, (2, 1, 5, 2), np.float64)
+    x = plain(_triangular._gpu_solve(dev(a), dev(b), 0, True, False, False, np.dtype("f8")))
+    assert x.shape == (2, 3, 5, 2) and np.allclose(a @ x, b)
+    v = plain(_triangular._gpu_solve(dev(a), dev(b[0, 0, :, 0]), 1, True, False, False,
+                                     np.dtype("f8")))
+    assert v.shape == (3, 5)
+    assert np.allclose(np.einsum("bji,bj->bi", a, v), b[0, 0, :, 0])
