@@ -1,0 +1,207 @@
+"""``python -m benchmarks dense``: fused matmul + bias + ReLU against its peers, same GPU, same run.
+
+Peers (DESIGN §5): torch ``_addmm_activation`` (fused), torch as three kernels (matmul, add,
+relu), CuPy as three kernels, nvmath ``Matmul`` planned once and executed (``RELU_BIAS``), and
+for the small shapes nvmath's one-shot ``matmul`` (planning on every call). Shapes 128³, 512³,
+2048³, 8192³ in fp16, bf16 and fp32, and the seed workload (65536×16384)@(16384×8192) fp16 with
+bias + ReLU + the ReLU aux mask (torch and CuPy make the mask with one more kernel).
+
+Every row: ``us_per_call`` (median over repeats; small shapes time a loop of calls and divide,
+so host overhead counts), ``tflops`` and ``pct_of_peak`` (of the 989 TFLOP/s fp16 dense peak).
+``ours`` is ``gpulinalg.dense.matmul(a, b, bias=bias, activation="relu")`` on CuPy arrays
+(float32 in full fp32; ``ours (tf32)`` opts into TF32). ``quick=True`` runs 128³ and 512³ only.
+"""
+
+from .timing import absent, have, row, time_gpu
+
+SUITE = "dense"
+PEAK_TFLOPS = 989.0
+SHAPES = (128, 512, 2048, 8192)
+SEED = (65536, 16384, 8192)
+DTYPES = ("float16", "bfloat16", "float32")
+TARGET_US = 25.0
+TARGET_SEED_TFLOPS = 700.0
+
+
+def run(quick=False):
+    rows = [_overhead_row()]
+    if not have("cupy"):
+        return rows + [absent(SUITE, "fused matmul", "all", "cupy not installed")]
+    import gpulinalg
+    if not gpulinalg.gpu_available():
+        return rows + [absent(SUITE, "fused matmul", "all", "no GPU")]
+    shapes = SHAPES[:2] if quick else SHAPES
+    for n in shapes:
+        for dtype in DTYPES:
+            rows += _case(n, n, n, dtype, aux=False, quick=quick)
+    if not quick:
+        rows += _case(*SEED, "float16", aux=True, quick=False)
+    return rows + _verdicts(rows)
+
+
+def _overhead_row():
+    from . import dense_overhead
+    us = dense_overhead.measure(calls=3000)
+    return row(SUITE, "CPU-side overhead per call (fake GPU: validation + dispatch + plan lookup)",
+               "ours", {"median_s": us * 1e-6, "min_s": us * 1e-6, "runs": 5},
+               us_per_call=us)
+
+
+def _data(m, k, n, dtype):
+    """CuPy operands (and torch views of the same memory when torch has CUDA)."""
+    import cupy
+    rng = cupy.random.default_rng(0)
+    torch = _torch()
+    if dtype == "bfloat16":
+        if torch is None:
+            return None, "bfloat16 operands need torch with CUDA"
+        t = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in ((m, k), (k, n), (n,))]
+        try:
+            c = [cupy.from_dlpack(x) for x in t]
+        except Exception as exc:  # CuPy without bfloat16 (ml_dtypes missing)
+            return {"torch": t, "cupy": None}, f"CuPy cannot hold bfloat16 ({exc})"
+        return {"torch": t, "cupy": c}, None
+    c = [rng.standard_normal(s, dtype=cupy.float32).astype(dtype) for s in ((m, k), (k, n), (n,))]
+    t = [torch.from_dlpack(x) for x in c] if torch is not None else None
+    return {"torch": t, "cupy": c}, None
+
+
+def _torch():
+    if not have("torch"):
+        return None
+    import torch
+    return torch if torch.cuda.is_available() else None
+
+
+def _impls(data, aux, small, dtype):
+    """``name -> callable`` for every implementation that can run this case."""
+    impls = {}
+    if data["cupy"] is not None:
+        impls.update(_ours(*data["cupy"], aux, dtype))
+        impls.update(_nvmath(*data["cupy"], aux, small))
+        impls.update(_cupy3(*data["cupy"], aux))
+    if data["torch"] is not None:
+        impls.update(_torch_impls(*data["torch"], aux))
+    return impls
+
+
+def _ours(a, b, bias, aux, dtype):
+    from gpulinalg.dense import matmul
+    out = {"ours": lambda: matmul(a, b, bias=bias, activation="relu", return_aux=aux)}
+    if not _small(a):
+        out["ours (autotune)"] = lambda: matmul(a, b, bias=bias, activation="relu",
+                                                return_aux=aux, autotune=True)
+    if dtype == "float32":
+        out["ours (tf32)"] = lambda: matmul(a, b, bias=bias, activation="relu", return_aux=aux,
+                                            compute_type="tf32")
+    return out
+
+
+def _small(a):
+    return a.shape[0] * a.shape[1] <= 512 * 512
+
+
+def _nvmath(a, b, bias, aux, small):
+    """nvmath planned once (its native (M,)-bias layout), and one-shot for small shapes."""
+    if not have("nvmath"):
+        return {}
+    from nvmath.linalg.advanced import Matmul, MatmulEpilog, matmul
+    epilog = MatmulEpilog.RELU_AUX_BIAS if aux else MatmulEpilog.RELU_BIAS
+    bias_m = bias[: a.shape[0]] if bias.shape[0] >= a.shape[0] else None
+    if bias_m is None:
+        import cupy
+        bias_m = cupy.zeros(a.shape[0], dtype=a.dtype)
+    mm = Matmul(a, b)
+    mm.plan(epilog=epilog, epilog_inputs={"bias": bias_m})
+    impls = {"nvmath planned": mm.execute}
+    if small:
+        impls["nvmath one-shot"] = lambda: matmul(a, b, epilog=epilog,
+                                                  epilog_inputs={"bias": bias_m})
+    return impls
+
+
+def _cupy3(a, b, bias, aux):
+    import cupy
+
+    def three():
+        out = cupy.maximum(a @ b + bias, 0)
+        return (out, out > 0) if aux else out
+    return {"cupy 3 kernels" + (" + mask" if aux else ""): three}
+
+
+def _torch_impls(a, b, bias, aux):
+    import torch
+
+    def fused():
+        out = torch._addmm_activation(bias, a, b, use_gelu=False)
+        return (out, out > 0) if aux else out
+
+    def three():
+        out = torch.relu(a @ b + bias)
+        return (out, out > 0) if aux else out
+    return {"torch _addmm_activation" + (" + mask" if aux else ""): fused,
+            "torch 3 kernels" + (" + mask" if aux else ""): three}
+
+
+def _case(m, k, n, dtype, aux, quick):
+    import cupy
+    case = f"{dtype} ({m}x{k})@({k}x{n}) bias+relu" + (" +aux" if aux else "")
+    data, why = _data(m, k, n, dtype)
+    if data is None:
+        return [absent(SUITE, case, "all", why)]
+    small = m * k <= 512 * 512
+    rows = [] if why is None else [absent(SUITE, case, "ours / cupy / nvmath", why)]
+    flops = 2.0 * m * n * k
+    for name, fn in _impls(data, aux, small, dtype).items():
+        rows.append(_measure(case, name, fn, flops, small, quick))
+    del data
+    cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def _measure(case, name, fn, flops, small, quick):
+    calls = 200 if small else 1
+    repeat = (5 if quick else 10) if small else (3 if flops > 1e14 else 10)
+
+    def loop():
+        for _ in range(calls):
+            fn()
+    try:
+        t = time_gpu(loop, warmup=2, repeat=repeat)
+    except Exception as exc:  # a peer that cannot run this case is reported, not fatal
+        return absent(SUITE, case, name, f"{type(exc).__name__}: {exc}")
+    per_call = {k: (v / calls if k.endswith("_s") else v) for k, v in t.items()}
+    us = per_call["median_s"] * 1e6
+    tflops = flops / per_call["median_s"] / 1e12
+    return row(SUITE, case, name, per_call, calls_per_sample=calls, us_per_call=round(us, 2),
+               tflops=round(tflops, 2), pct_of_peak=round(100 * tflops / PEAK_TFLOPS, 2))
+
+
+def _verdicts(rows):
+    """One row per DESIGN §5 target: met or missed, and by how much."""
+    out = []
+    by_case = {}
+    for r in rows:
+        if "tflops" in r:
+            by_case.setdefault(r["case"], {})[r["impl"]] = r
+    for case, impls in by_case.items():
+        ours = min((r for k, r in impls.items() if k.startswith("ours")),
+                   key=lambda r: r["median_s"], default=None)
+        peers = [r for k, r in impls.items() if not k.startswith("ours")]
+        if ours is None or not peers:
+            continue
+        best = min(peers, key=lambda r: r["median_s"])
+        verdict = {"best_peer": best["impl"], "best_peer_us": best["us_per_call"],
+                   "ours_impl": ours["impl"], "ours_us": ours["us_per_call"],
+                   "speedup_vs_best_peer": round(best["median_s"] / ours["median_s"], 3)}
+        if " (128x" in case or " (512x" in case:
+            verdict["target"] = f"<= {TARGET_US} us/call"
+            verdict["met"] = ours["us_per_call"] <= TARGET_US
+        elif case.startswith("float16 (65536x"):
+            verdict["target"] = f">= {TARGET_SEED_TFLOPS} TFLOP/s"
+            verdict["met"] = ours["tflops"] >= TARGET_SEED_TFLOPS
+        else:
+            verdict["target"] = ">= best peer"
+            verdict["met"] = ours["median_s"] <= best["median_s"]
+        out.append({"suite": SUITE, "case": case, "impl": "verdict", **verdict})
+    return out
