@@ -1,11 +1,23 @@
 """Exact Gaussian-process regression on the GPU, scikit-learn compatible.
 
 * :class:`GaussianProcessRegressor` — scikit-learn's estimator and kernels; kernel matrices and
-  likelihood gradients on the GPU, factorizations through :mod:`gpulinalg.decomp`.
+  likelihood gradients on the GPU, factorizations through :mod:`gpulinalg.decomp`. Needs
+  scikit-learn (imported when the class is first used).
 * :func:`exact_gp_solve` — the functional core for a kernel matrix you built yourself.
 """
 
 from ._core import GPSolveResult, exact_gp_solve
-from ._regressor import GaussianProcessRegressor
 
 __all__ = ["GaussianProcessRegressor", "exact_gp_solve", "GPSolveResult"]
+
+
+def __getattr__(name):
+    if name == "GaussianProcessRegressor":
+        from ._regressor import GaussianProcessRegressor
+        globals()[name] = GaussianProcessRegressor
+        return GaussianProcessRegressor
+    raise AttributeError(f"module 'gpulinalg.gp' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"GaussianProcessRegressor"})
