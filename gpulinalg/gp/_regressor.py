@@ -231,7 +231,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         raise ValueError(f"Unknown optimizer {self.optimizer}.")
 
     def _plan(self, kernel):
-        """``(plan, X as float64)`` when the kernel runs array-generically, else ``(None, None)``."""
+        """``(plan, X in float64)`` when the kernel has a plan, else ``(None, None)``."""
         X = self.X_train_
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "biuf":
             return None, None
