@@ -1,0 +1,281 @@
+"""Sparse direct solves against SciPy, CuPy and nvmath's one-shot cuDSS, same run (DESIGN §5).
+
+Cases: 2-D Poisson (300², 700², 1400²), 3-D Poisson (40³, 60³, 100³) and scikit-fem assembled
+matrices (3-D linear elasticity on an unstructured tetrahedral ball, Poisson on an unstructured
+triangulated disk). ``quick=True`` runs small sizes only (2-D 300², 3-D 20³ and 40³, small FEM
+meshes) and skips the slow CPU peers on the 3-D case.
+
+Every row: ``one_shot_s`` (matrix and right-hand side on the device for GPU rows, on the host
+for CPU rows; wall clock including synchronization), the ``analysis_s`` /
+``factorization_s`` / ``solve_s`` split where the implementation exposes it,
+``refactorize_solve_s`` (new values on the same pattern, then one solve), and the backward
+error ``||b - A x||_inf / (||A||_inf ||x||_inf + ||b||_inf)`` of the one-shot solution.
+Targets: 2-D Poisson n=490k one shot <= 1 s and refactorize + solve <= 15 ms; 3-D Poisson
+n=64k one shot <= 0.5 s.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+from .timing import absent, have, row
+
+SUITE = "sparse"
+TARGETS = {"poisson2d 700^2": {"one_shot_s": 1.0, "refactorize_solve_s": 0.015},
+           "poisson3d 40^3": {"one_shot_s": 0.5}}
+#: largest n each slow peer is run on (beyond: an ``absent`` row saying why)
+PEER_LIMITS = {"scipy.spsolve": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
+               "scipy.splu": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
+               "cupy.spsolve": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
+               "gpulinalg (backend=cpu)": {"2d": 100_000, "3d": 10_000, "fem": 100_000},
+               "nvmath.direct_solver (no threading layer)": {"2d": 2_000_000, "3d": 300_000,
+                                                             "fem": 300_000}}
+
+
+def poisson2d(m):
+    import scipy.sparse as sp
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
+    eye = sp.identity(m)
+    return (sp.kron(eye, t) + sp.kron(t, eye)).tocsr()
+
+
+def poisson3d(m):
+    import scipy.sparse as sp
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
+    eye = sp.identity(m)
+    return (sp.kron(sp.kron(eye, eye), t) + sp.kron(sp.kron(eye, t), eye)
+            + sp.kron(sp.kron(t, eye), eye)).tocsr()
+
+
+def fem_elasticity(nrefs):
+    """3-D linear elasticity (E=1e3, nu=0.3) on scikit-fem's tetrahedral ball, one side fixed."""
+    import skfem
+    from skfem.models.elasticity import lame_parameters, linear_elasticity
+    basis = skfem.Basis(skfem.MeshTet.init_ball(nrefs=nrefs),
+                        skfem.ElementVector(skfem.ElementTetP1()))
+    k = linear_elasticity(*lame_parameters(1e3, 0.3)).assemble(basis)
+    fixed = basis.get_dofs(lambda x: x[0] < -0.9).all()
+    a = skfem.condense(k, np.ones(k.shape[0]), D=fixed)[0]
+    return a.tocsr()
+
+
+def fem_poisson(nrefs):
+    """Poisson on scikit-fem's unstructured triangulated disk, boundary condensed out."""
+    import skfem
+    from skfem.models.poisson import laplace
+    basis = skfem.Basis(skfem.MeshTri.init_circle(nrefs=nrefs), skfem.ElementTriP1())
+    a = laplace.assemble(basis)
+    return skfem.condense(a, np.ones(a.shape[0]), D=basis.get_dofs())[0].tocsr()
+
+
+def cases(quick):
+    """``(name, family, builder)``; builders return a SciPy CSR matrix."""
+    grid2 = (300,) if quick else (300, 700, 1400)
+    grid3 = (20, 40) if quick else (40, 60, 100)
+    out = [(f"poisson2d {m}^2", "2d", lambda m=m: poisson2d(m)) for m in grid2]
+    out += [(f"poisson3d {m}^3", "3d", lambda m=m: poisson3d(m)) for m in grid3]
+    if have("skfem"):
+        out.append((f"fem elasticity ball (nrefs={3 if quick else 5})", "fem",
+                    lambda: fem_elasticity(3 if quick else 5)))
+        out.append((f"fem poisson disk (nrefs={6 if quick else 9})", "fem",
+                    lambda: fem_poisson(6 if quick else 9)))
+    else:
+        out.append(("fem (scikit-fem)", "fem", None))
+    return out
+
+
+def _sync():
+    import gpulinalg
+    if gpulinalg.gpu_available():
+        import cupy
+        cupy.cuda.Device().synchronize()
+
+
+def measure(fn, *, budget_s=30.0, repeat=3):
+    """Wall-clock seconds of ``fn`` (synchronized): one run, more while under ``budget_s``."""
+    times, out = [], None
+    while len(times) < repeat and sum(times) < budget_s:
+        t0 = time.perf_counter()
+        out = fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+        if len(times) == 1 and times[0] * repeat > budget_s:
+            break
+    return {"median_s": statistics.median(times), "min_s": min(times), "runs": len(times)}, out
+
+
+def backward_error(a, x, b):
+    """Normwise backward error, on the host in float64."""
+    x = x.get() if hasattr(x, "get") else np.asarray(x)
+    r = b - a @ x
+    anorm = float(abs(a).sum(axis=1).max())
+    return float(abs(r).max() / (anorm * abs(x).max() + abs(b).max()))
+
+
+def _target(case, figures):
+    t = TARGETS.get(case)
+    if not t:
+        return {}
+    meets = all(figures.get(k) is not None and figures[k] <= v for k, v in t.items())
+    return {"targets": t, "meets_targets": meets}
+
+
+def _ours_gpu(case, a, b, reordering=None):
+    """gpulinalg on the GPU: one-shot solve, factorize split, refactorize + solve."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import gpulinalg
+    from gpulinalg.sparse import factorize, solve
+    ad, bd = csp.csr_matrix(a), cupy.asarray(b)
+    with gpulinalg.config(backend="gpu"):
+        if reordering is None:
+            timing, x = measure(lambda: solve(ad, bd))
+        else:
+            def one_shot():
+                with factorize(ad, reordering=reordering) as fac:
+                    return fac.solve(bd)
+            timing, x = measure(one_shot)
+        details = dict(gpulinalg.last_run().details)
+        with factorize(ad, reordering=reordering) as fac:
+            fac.solve(bd)
+            info = fac.info
+            new = ad.data * 1.5
+
+            def refac():
+                fac.refactorize(new)
+                return fac.solve(bd)
+            refac_timing, _ = measure(refac, repeat=5)
+            info_after = fac.info
+    figures = {"one_shot_s": timing["median_s"],
+               "analysis_s": info["analysis_seconds"],
+               "factorization_s": info["factorization_seconds"],
+               "solve_s": info["solve_seconds"],
+               "refactorize_solve_s": refac_timing["median_s"],
+               "refactorize_factorization_s": info_after["factorization_seconds"],
+               "backward_error": backward_error(a, x, b),
+               "library": info["library"], "reordering": info["reordering"],
+               "multithreaded_analysis": info["multithreaded_analysis"],
+               "factor_nnz": info["factor_nnz"], "method": info["method"],
+               "refinement_steps": details.get("refinement_steps")}
+    label = "gpulinalg" if reordering is None else f"gpulinalg (reordering={reordering})"
+    return row(SUITE, case, label, timing, **figures, **_target(case, figures))
+
+
+def _nvmath_rows(case, a, b, family):
+    import cupy
+    import cupyx.scipy.sparse as csp
+    from nvmath.sparse.advanced import DirectSolverOptions, direct_solver
+
+    from gpulinalg.sparse import _cudss
+    ad = csp.csr_matrix(a)
+    bd = cupy.asarray(b)
+    out = []
+    mt = _cudss.mtlayer_path() if _cudss.available() else None
+    variants = [("nvmath.direct_solver (threading layer)", mt),
+                ("nvmath.direct_solver (no threading layer)", None)]
+    for label, lib in variants:
+        if not _cudss.available():
+            out.append(absent(SUITE, case, label, "cuDSS not loadable"))
+            continue
+        if lib is None and label.endswith("(threading layer)"):
+            out.append(absent(SUITE, case, label, "libcudss_mtlayer_gomp.so.0 not found"))
+            continue
+        if _too_big(label, family, a.shape[0]):
+            out.append(absent(SUITE, case, label, _too_big(label, family, a.shape[0])))
+            continue
+        opts = DirectSolverOptions(multithreading_lib=lib, logger=_cudss._nvmath_log)
+        timing, x = measure(lambda: direct_solver(ad, bd, options=opts))
+        figures = {"one_shot_s": timing["median_s"], "backward_error": backward_error(a, x, b)}
+        out.append(row(SUITE, case, label, timing, **figures))
+    return out
+
+
+def _too_big(label, family, n):
+    limit = PEER_LIMITS.get(label, {}).get(family)
+    if limit is not None and n > limit:
+        return f"skipped: n={n} > {limit} (this peer would take minutes here)"
+    return None
+
+
+def _cpu_rows(case, a, b, family):
+    import scipy.sparse.linalg as spla
+
+    import gpulinalg
+    from gpulinalg.sparse import solve
+    out = []
+    peers = {
+        "scipy.spsolve": lambda: spla.spsolve(a, b),
+        "scipy.splu": lambda: spla.splu(a.tocsc()).solve(b),
+        "gpulinalg (backend=cpu)": lambda: _with_cpu(gpulinalg, lambda: solve(a, b)),
+    }
+    for label, fn in peers.items():
+        why = _too_big(label, family, a.shape[0])
+        if why:
+            out.append(absent(SUITE, case, label, why))
+            continue
+        timing, x = measure(fn, repeat=2)
+        figures = {"one_shot_s": timing["median_s"], "backward_error": backward_error(a, x, b)}
+        if label == "scipy.splu":
+            figures["refactorize_solve_s"] = timing["median_s"]  # SciPy cannot reuse analysis
+        out.append(row(SUITE, case, label, timing, **figures))
+    return out
+
+
+def _with_cpu(gpulinalg, fn):
+    with gpulinalg.config(backend="cpu"):
+        return fn()
+
+
+def _cupy_row(case, a, b, family):
+    label = "cupy.spsolve"
+    why = _too_big(label, family, a.shape[0])
+    if why:
+        return absent(SUITE, case, label, why)
+    import cupy
+    import cupyx.scipy.sparse as csp
+    import cupyx.scipy.sparse.linalg as cspla
+    ad, bd = csp.csr_matrix(a), cupy.asarray(b)
+    timing, x = measure(lambda: cspla.spsolve(ad, bd), repeat=2)
+    return row(SUITE, case, label, timing, one_shot_s=timing["median_s"],
+               backward_error=backward_error(a, x, b))
+
+
+def run_case(name, family, build, quick, gpu):
+    if build is None:
+        return [absent(SUITE, name, "all", "scikit-fem not importable")]
+    t0 = time.perf_counter()
+    a = build()
+    build_s = time.perf_counter() - t0
+    b = np.random.default_rng(0).standard_normal(a.shape[0])
+    meta = {"n": a.shape[0], "nnz": int(a.nnz), "build_s": build_s}
+    rows = []
+    if gpu:
+        rows.append(_ours_gpu(name, a, b))
+        if not quick or family == "2d":
+            rows.append(_ours_gpu(name, a, b, reordering="amd"))
+        rows += _nvmath_rows(name, a, b, family)
+        if not (quick and family == "3d" and a.shape[0] > 10_000):
+            rows.append(_cupy_row(name, a, b, family))
+    if not (quick and family == "3d" and a.shape[0] > 10_000):
+        rows += _cpu_rows(name, a, b, family)
+    else:
+        rows.append(absent(SUITE, name, "scipy peers", "skipped in quick mode (~30 s each)"))
+    for r in rows:
+        r.update(meta)
+    return rows
+
+
+def run(quick=False):
+    if not have("scipy"):
+        return [absent(SUITE, "all", "all", "scipy not installed")]
+    import gpulinalg
+    gpu = have("cupy") and gpulinalg.gpu_available()
+    rows = [] if gpu else [absent(SUITE, "all", "GPU rows", "no GPU")]
+    for name, family, build in cases(quick):
+        try:
+            rows += run_case(name, family, build, quick, gpu)
+        except Exception as exc:  # one broken case must not hide the others' figures
+            rows.append(absent(SUITE, name, "all", f"failed: {type(exc).__name__}: {exc}"))
+    return rows
