@@ -32,6 +32,7 @@ D, N_TEST = 8, 1000
 SK_EVAL_CAP_S, SK_FIT_CAP_S, SK_FIT_CAP_QUICK_S = 60.0, 240.0, 15.0
 #: GPyTorch's fit is measured while it is predicted under this (else extrapolated too).
 GPYTORCH_FIT_CAP_S = 150.0
+_TORCH_DEVICE = "cuda"
 
 
 def make_data(n, seed=0):
@@ -225,7 +226,7 @@ def _gpytorch_setup(x, y):
         def forward(self, z):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(z),
                                                              self.covar_module(z))
-    dev = torch.device("cuda")
+    dev = torch.device(_TORCH_DEVICE)
     tx = torch.as_tensor(x, device=dev)
     ty = torch.as_tensor(y, device=dev)
     likelihood = gpytorch.likelihoods.GaussianLikelihood().to(dev, torch.float64)
@@ -266,7 +267,7 @@ def _gpytorch_rows(n, data, quick, ours):
         model.train()
         likelihood.train()
         t = time_wall_gpu(loss_and_grad, warmup=1, repeat=3)
-        rows.append(row(SUITE, f"lml+grad n={n}", impl, t, n=n, lml=-float(loss_and_grad())))
+        rows.append(row(SUITE, f"lml+grad n={n}", impl, t, n=n, lml=-float(loss_and_grad().detach())))
         per_eval = t["median_s"]
         if per_eval * ours["nfev"] > GPYTORCH_FIT_CAP_S:
             est = per_eval * ours["nfev"]
