@@ -28,15 +28,15 @@ def preactivation_of(a, b, bias, c, spec):
     if spec.alpha != 1.0:
         z *= spec.alpha
     if c is not None and spec.beta != 0.0:  # beta == 0 ignores c, NaN or not, like cuBLAS
-        z = z + spec.beta * _work(c)
+        z += spec.beta * _work(c)
     if bias is not None:
-        z = z + _work(bias)
+        z += _work(bias)
     return z
 
 
-def _activate(z, activation, xp):
+def _activate(z, activation, xp, inplace=False):
     if activation == "relu":
-        return xp.maximum(z, 0)
+        return xp.maximum(z, 0, out=z if inplace else None)
     if activation == "gelu":
         return gelu(z, xp)
     return z
@@ -46,7 +46,7 @@ def matmul(a, b, bias, c, spec):
     """``act(alpha * a @ b + beta * c + bias)``; ``(out, aux)`` when ``spec.return_aux``."""
     xp = namespace(a)
     z = preactivation_of(a, b, bias, c, spec)
-    out = _activate(z, spec.activation, xp).astype(a.dtype, copy=False)
+    out = _activate(z, spec.activation, xp, inplace=not spec.return_aux).astype(a.dtype, copy=False)
     if not spec.return_aux:
         return out
     if spec.activation is None:
@@ -59,7 +59,7 @@ def activation_grad(g, aux, activation, xp):
     if activation is None:
         return g
     if activation == "relu":
-        return xp.where(relu_mask(aux, xp), g, xp.zeros((), dtype=g.dtype))
+        return g * relu_mask(aux, xp)
     return g * gelu_grad(_work(preactivation(aux, xp)), xp)
 
 

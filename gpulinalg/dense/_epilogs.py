@@ -90,7 +90,10 @@ def pack_aux(activation, z, transposed, xp=np):
     cols, rows = zp_t.shape[-2:]
     pad_rows, _ = aux_shape(activation, rows, cols)
     batch = zp_t.shape[:-2]
-    if activation == "relu":
+    if activation == "relu" and xp is np:
+        data = np.zeros((*batch, cols, pad_rows), dtype=np.uint8)
+        data[..., :-(-rows // 8)] = np.packbits(zp_t > 0, axis=-1, bitorder="little")
+    elif activation == "relu":  # CuPy's packbits has no axis: pack a padded, flattened copy
         bits = xp.zeros((*batch, cols, pad_rows * 8), dtype=np.uint8)
         bits[..., :rows] = zp_t > 0
         packed = xp.packbits(bits.reshape(-1), bitorder="little")
@@ -112,7 +115,11 @@ def _to_numpy_shape(view, transposed, xp):
 
 def relu_mask(aux, xp=np):
     """The boolean mask ``Z > 0`` in the NumPy shape ``(..., M, N)`` from a ReLU aux."""
-    t = xp.ascontiguousarray(_planned_t(aux, xp))
+    t = _planned_t(aux, xp)
+    if xp is np:
+        bits = np.unpackbits(t, axis=-1, count=aux.rows, bitorder="little").view(bool)
+        return _to_numpy_shape(bits, aux.transposed, xp)
+    t = xp.ascontiguousarray(t)
     batch, cols = t.shape[:-2], t.shape[-2]
     bits = xp.unpackbits(t.reshape(-1), bitorder="little").reshape(*batch, cols, t.shape[-1] * 8)
     return _to_numpy_shape(bits[..., :aux.rows].astype(bool), aux.transposed, xp)
