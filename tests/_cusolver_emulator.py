@@ -7,6 +7,7 @@ dimensions and leading dimensions, and read and write memory through them, colum
 SciPy's LAPACK. Arrays are NumPy arrays of a subclass with ``.data.ptr`` and ``.get()``.
 """
 
+import collections
 import contextlib
 import ctypes
 import sys
@@ -15,6 +16,10 @@ import types
 import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
+
+
+#: How often each emulated routine ran (tests assert that a code path was taken).
+CALLS = collections.Counter()
 
 
 class FakeDev(np.ndarray):
@@ -109,10 +114,14 @@ class FakeCusolverDn(types.ModuleType):
             setattr(self, p + mq + "_buffer_size", lambda *a: 1)
             setattr(self, p + "gesvdj", self._gesvdj(dt))
             setattr(self, p + "gesvdj_buffer_size", lambda *a: 1)
+            setattr(self, p + "potrf_batched", self._potrf_batched(dt))
+            setattr(self, p + "gesvdj_batched", self._gesvdj_batched(dt))
+            setattr(self, p + "gesvdj_batched_buffer_size", lambda *a: 1)
 
     create_params = staticmethod(lambda: 1)
     destroy_params = staticmethod(lambda p: None)
     create_gesvdj_info = staticmethod(lambda: 1)
+    xgesvdj_set_sort_eig = staticmethod(lambda params, sort: None)
     destroy_gesvdj_info = staticmethod(lambda p: None)
     xgeqrf_buffer_size = xgesvd_buffer_size = xgesvdp_buffer_size = staticmethod(
         lambda *a: (64, 0))
@@ -227,6 +236,47 @@ class FakeCusolverDn(types.ModuleType):
         _set_info(info, code)
 
 
+def pointers(address, count):
+    """The ``count`` device pointers stored at ``address``."""
+    assert isinstance(address, int), "pointer arrays go in as the address of a device array"
+    return [int(p) for p in view(address, count, 1, max(count, 1), np.uint64)[:, 0]]
+
+
+def _potrf_batched(dtype):
+    def potrf_batched(h, uplo, n, aarray, lda, info, batch):
+        CALLS["potrf_batched"] += 1
+        for i, ptr in enumerate(pointers(aarray, batch)):
+            FakeCusolverDn.xpotrf(h, 0, uplo, n, _cuda_type(dtype), ptr, lda, 0, 0, 0, 0, 0,
+                                  info + 4 * i)
+    return potrf_batched
+
+
+def _gesvdj_batched(dtype):
+    def gesvdj_batched(h, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
+                       batch):
+        CALLS["gesvdj_batched"] += 1
+        assert m <= 32 and n <= 32
+        item, k = np.dtype(dtype).itemsize, min(m, n)
+        real = np.empty(0, dtype).real.dtype
+        for i in range(batch):
+            FakeCusolverDn._svd_v(_cuda_type(dtype), jobz, 0, m, n, a + i * lda * n * item,
+                                  lda, _cuda_type(real), s + i * k * real.itemsize,
+                                  u + i * ldu * m * item, ldu, v + i * ldv * n * item, ldv)
+            _set_info(info + 4 * i, 0)
+    return gesvdj_batched
+
+
+def _cuda_type(dtype):
+    import nvmath
+    names = {"float32": "CUDA_R_32F", "float64": "CUDA_R_64F", "complex64": "CUDA_C_32F",
+             "complex128": "CUDA_C_64F"}
+    return int(nvmath.CudaDataType[names[np.dtype(dtype).name]])
+
+
+FakeCusolverDn._potrf_batched = staticmethod(_potrf_batched)
+FakeCusolverDn._gesvdj_batched = staticmethod(_gesvdj_batched)
+
+
 class FakeCublas(types.ModuleType):
     """``<t>trsm`` of ``nvmath.bindings.cublas``, with the real module's enums."""
 
@@ -237,6 +287,7 @@ class FakeCublas(types.ModuleType):
             setattr(self, name, getattr(cublas, name))
         for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
             setattr(self, p + "trsm", self._trsm(dt))
+            setattr(self, p + "trsm_batched", self._trsm_batched(dt))
 
     @staticmethod
     def _trsm(dtype):
@@ -248,6 +299,17 @@ class FakeCublas(types.ModuleType):
                                               lower=_lower(uplo), unit_diagonal=int(diag) == 1)
             B[...] = x
         return trsm
+
+    @staticmethod
+    def _trsm_batched(dtype):
+        one = FakeCublas._trsm(dtype)
+
+        def trsm_batched(h, side, uplo, trans, diag, m, n, alpha, aarray, lda, barray, ldb,
+                         batch):
+            CALLS["trsm_batched"] += 1
+            for pa, pb in zip(pointers(aarray, batch), pointers(barray, batch)):
+                one(h, side, uplo, trans, diag, m, n, alpha, pa, lda, pb, ldb)
+        return trsm_batched
 
 
 @contextlib.contextmanager

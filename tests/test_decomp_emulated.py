@@ -11,7 +11,7 @@ import pytest
 from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _triangular
 
-from _cusolver_emulator import FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -155,3 +155,17 @@ def test_solve_triangular_batched_broadcast(emu, rng):
                                      np.dtype("f8")))
     assert v.shape == (3, 5)
     assert np.allclose(np.einsum("bji,bj->bi", a, v), b[0, 0, :, 0])
+
+
+def test_batched_routines_are_used(emu, rng):
+    CALLS.clear()
+    a = spd(rng, 5, np.float64, batch=(4,))
+    _cholesky._gpu_factor(dev(a), True, False, True, np.dtype("f8"))
+    c = np.linalg.cholesky(a)
+    x = _cholesky._gpu_cho_solve(dev(c), True, dev(random(rng, (4, 5, 2), np.float64)),
+                                 False, np.dtype("f8"))
+    assert x.shape == (4, 5, 2)
+    _svd._gpu_svd(dev(random(rng, (6, 9, 4), np.float64)), False, True, "auto",
+                  np.dtype("f8"))
+    assert CALLS["potrf_batched"] == 1 and CALLS["gesvdj_batched"] == 1
+    assert CALLS["trsm_batched"] == 2

@@ -12,9 +12,10 @@ from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from .._runtime.errors import NotPositiveDefiniteError
 from . import _cpu
-from ._common import (batch_index, broadcast_batch, empty_result, flops_scale, prepare,
-                      real_dtype, sub)
-from ._cusolver import Solver, workspace_bytes
+from ._common import (batch_index, broadcast_batch, check_rhs, empty_result, flops_scale,
+                      matrix_order, prepare, real_dtype, sub)
+from ._cusolver import BATCHED_MAX_N, Solver, workspace_bytes
+from ._triangular import finish_rhs, rhs_copy, stack_matrices, trsm_batched
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
 
@@ -101,22 +102,11 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
                               nbytes=nbytes, flops=flops)
 
 
-def _matrix_order(x):
-    """"C" or "F" when every matrix of ``x`` is contiguous in that order, else ``None``."""
-    item = x.itemsize
-    n_rows, n_cols = x.shape[-2:]
-    if x.strides[-1] == item and (n_rows <= 1 or x.strides[-2] == n_cols * item):
-        return "C"
-    if x.strides[-2] == item and (n_cols <= 1 or x.strides[-1] == n_rows * item):
-        return "F"
-    return None
-
-
 def _work_copy(a, dtype, overwrite):
     """``(w, order)``: ``(B, n, n)`` matrices contiguous in ``order``; ``a`` itself when
     allowed and possible, else a copy in ``a``'s own order (never a transposing copy)."""
     import cupy
-    order = _matrix_order(a) or "C"
+    order = matrix_order(a) or "C"
     n = a.shape[-1]
     batch = int(np.prod(a.shape[:-2], dtype=np.int64))
     if overwrite and a.dtype == dtype:
@@ -136,8 +126,11 @@ def _gpu_factor(a, lower, overwrite_a, clean, dtype):
     w, order = _work_copy(a, dtype, overwrite_a)
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
     with Solver(dtype, len(w)) as sv:
-        for i in range(len(w)):
-            sv.potrf(w[i], fill_lower, i)
+        if len(w) > 1 and a.shape[-1] <= BATCHED_MAX_N:
+            sv.potrf_batched(w, fill_lower)
+        else:
+            for i in range(len(w)):
+                sv.potrf(w[i], fill_lower, i)
         codes = sv.check("potrf")
     batch_shape = a.shape[:-2]
     bad = np.flatnonzero(codes > 0)
@@ -199,7 +192,7 @@ def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
     c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
     b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
     dtype = np.result_type(dtype_c, dtype_b)
-    _check_rhs(c, b)
+    check_rhs(c, b)
     vec = b.ndim == 1
     batch = broadcast_batch(c.shape[:-2], b.shape[:-2] if not vec else ())
     shape = batch + ((c.shape[-1],) if vec else tuple(b.shape[-2:]))
@@ -220,29 +213,20 @@ def _pair(c_and_lower):
     return c_and_lower
 
 
-def _check_rhs(a, b):
-    n = a.shape[-1]
-    rows = b.shape[0] if b.ndim == 1 else b.shape[-2]
-    if rows != n:
-        raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
-                         f"b is {tuple(b.shape)}")
-
-
 def _gpu_cho_solve(c, lower, b, overwrite_b, dtype):
     import cupy
-    vec = b.ndim == 1
-    b2 = b[:, None] if vec else b
-    batch = broadcast_batch(c.shape[:-2], b2.shape[:-2])
-    n, k = b2.shape[-2:]
-    nb = int(np.prod(batch, dtype=np.int64))
-    x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)
-    x[...] = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
+    x, batch, vec = rhs_copy(c, b, dtype)
+    if len(x) > 1 and c.shape[-1] <= BATCHED_MAX_N:  # two batched triangular solves
+        cw = stack_matrices(c, batch, dtype)
+        for trans in ((0, 2) if lower else (2, 0)):
+            trsm_batched(cw, x, trans, lower, False)
+        return finish_rhs(x, batch, vec)
     conj = np.dtype(dtype).kind == "c"
-    with Solver(dtype, nb) as sv:
+    with Solver(dtype, len(x)) as sv:
         keep = []
         for i, idx in enumerate(np.ndindex(*batch)):
             ci = sub(c, idx, 2).astype(dtype, copy=False)
-            order = _matrix_order(ci)
+            order = matrix_order(ci)
             if order is None:
                 ci, order = cupy.asfortranarray(ci), "F"
             flip = order == "C"  # read column-major, a C-ordered factor is the conjugate
@@ -253,8 +237,7 @@ def _gpu_cho_solve(c, lower, b, overwrite_b, dtype):
                 cupy.conj(x[i], out=x[i])
             keep.append(ci)
         sv.check("potrs")
-    x = x.reshape(batch + (n, k))
-    return x[..., 0] if vec else x
+    return finish_rhs(x, batch, vec)
 
 
 def logdet_cholesky(c_and_lower):

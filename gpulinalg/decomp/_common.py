@@ -6,7 +6,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
-           "sub", "flops_scale"]
+           "sub", "flops_scale", "matrix_order", "check_rhs"]
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
@@ -66,3 +66,22 @@ def sub(x, index, core_ndim):
 def flops_scale(dtype):
     """Real flops per complex flop: 4 for complex dtypes, 1 for real ones."""
     return 4 if np.dtype(dtype).kind == "c" else 1
+
+
+def matrix_order(x):
+    """"C" or "F" when every matrix of ``x`` is contiguous in that order, else ``None``."""
+    item = x.itemsize
+    n_rows, n_cols = x.shape[-2:]
+    if x.strides[-1] == item and (n_rows <= 1 or x.strides[-2] == n_cols * item):
+        return "C"
+    if x.strides[-2] == item and (n_cols <= 1 or x.strides[-1] == n_rows * item):
+        return "F"
+    return None
+
+
+def check_rhs(a, b):
+    n = a.shape[-1]
+    rows = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if rows != n:
+        raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
+                         f"b is {tuple(b.shape)}")

@@ -17,7 +17,14 @@ import numpy as np
 from .._runtime import device as _device
 from .._runtime.errors import LinAlgError
 
-__all__ = ["ROUTINES", "routines", "fortran_batch", "Solver", "workspace_bytes"]
+__all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "Solver",
+           "workspace_bytes", "BATCHED_MAX_N", "JACOBI_BATCHED_MAX"]
+
+#: Stacks of matrices up to this order go through the batched cuSOLVER/cuBLAS routines
+#: (one call for the whole stack) instead of one call per matrix.
+BATCHED_MAX_N = 256
+#: ``gesvdjBatched`` takes matrices up to 32 x 32.
+JACOBI_BATCHED_MAX = 32
 
 
 def _dn():
@@ -84,6 +91,13 @@ def batch_shape_view(x, batch_shape):
 
 def _ptr(x):
     return 0 if x is None else x.data.ptr
+
+
+def pointer_array(x):
+    """Device array of the addresses of the matrices ``x[0], x[1], ...`` (uniform stride)."""
+    import cupy
+    return (cupy.arange(len(x), dtype=np.uint64) * np.uint64(x.strides[0])
+            + np.uint64(x.data.ptr))
 
 
 class Solver:
@@ -209,6 +223,35 @@ class Solver:
         n, nrhs = b.shape
         _dn().xpotrs(self.handle, self.params, _uplo(lower), n, nrhs, r.cuda, c.data.ptr,
                      max(c.shape[0], 1), r.cuda, b.data.ptr, max(n, 1), self._info(i))
+
+    # -- batched forms (one call for a stack of small matrices) -------------------------------
+    def potrf_batched(self, w, lower):
+        """Cholesky of every matrix of ``w`` (``(B, n, n)``, each column-major contiguous,
+        uniform stride) in one ``<t>potrfBatched`` call; ``info`` slot ``i`` is matrix ``i``."""
+        ptrs = pointer_array(w)
+        self._keep.append(ptrs)
+        n = w.shape[-1]
+        self.r.legacy("potrf_batched")(self.handle, _uplo(lower), n, int(ptrs.data.ptr),
+                                       max(n, 1), self.info.data.ptr, len(w))
+
+    def gesvdj_batched(self, w, s, u, v):
+        """Jacobi SVD of every ``m x n`` matrix of ``w`` (``m, n <= 32``, column-major, uniform
+        stride) into ``s`` (B, k), full ``u`` (B, m, m) and ``v`` (B, n, n), one call."""
+        from nvmath.bindings import cusolver
+        dn, r = _dn(), self.r
+        nb, m, n = w.shape
+        params = dn.create_gesvdj_info()
+        self._gesvdj.append(params)
+        dn.xgesvdj_set_sort_eig(params, 1)
+        jobz = int(cusolver.EigMode.VECTOR if u is not None else cusolver.EigMode.NOVECTOR)
+        uu = u if u is not None else self._lwork(w, nb * m * m)
+        vv = v if v is not None else self._lwork(w, nb * n * n)
+        args = (self.handle, jobz, m, n, w.data.ptr, max(m, 1), s.data.ptr, uu.data.ptr,
+                max(m, 1), vv.data.ptr, max(n, 1))
+        work = self._lwork(w, r.legacy("gesvdj_batched_buffer_size")(*args, params, nb))
+        r.legacy("gesvdj_batched")(*args, work.data.ptr, work.size, self.info.data.ptr,
+                                   params, nb)
+        self._keep.append((uu, vv, work))
 
     # -- info -----------------------------------------------------------------------------------
     def check(self, what):

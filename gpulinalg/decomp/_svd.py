@@ -9,7 +9,8 @@ from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _cpu
 from ._common import empty_result, flops_scale, prepare, real_dtype
-from ._cusolver import Solver, fortran_batch, raise_not_converged, workspace_bytes
+from ._cusolver import (JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged,
+                        workspace_bytes)
 from ._results import SVDResult
 
 __all__ = ["svd", "resolve_driver", "DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM"]
@@ -129,18 +130,10 @@ def _gpu_svd(a, full_matrices, compute_uv, driver, dtype):
     _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
     nb = len(w)
-    s = cupy.empty((nb, k), dtype=real_dtype(dtype))
-    u = v = None
-    if compute_uv:
-        u_cols = big if full_matrices else k
-        u = cupy.empty((nb, u_cols, big), dtype=dtype).transpose(0, 2, 1)
-        v = cupy.empty((nb, k, k), dtype=dtype).transpose(0, 2, 1)
-    with Solver(dtype, 3 * nb) as sv:
-        for i in range(nb):
-            _one(sv, 3 * i, w[i], s[i], None if u is None else u[i],
-                 None if v is None else v[i], full_matrices, plan)
-        codes = sv.check(f"svd ({plan.driver})").reshape(nb, 3)
-    raise_not_converged(codes[:, 1], f"svd ({plan.driver})")
+    if nb > 1 and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX:
+        s, u, v = _batched_jacobi(w, compute_uv, full_matrices)
+    else:
+        s, u, v = _looped(w, compute_uv, full_matrices, plan)
     batch = tuple(a.shape[:-2])
     s = s.reshape(batch + (k,))
     if not compute_uv:
@@ -151,6 +144,42 @@ def _gpu_svd(a, full_matrices, compute_uv, driver, dtype):
         u, vh = vh.conj().swapaxes(-1, -2), u.conj().swapaxes(-1, -2)
     u, s, vh = _cpu.flip_signs(u, s, vh, cupy)
     return SVDResult(u, s, vh)
+
+
+def _looped(w, compute_uv, full_matrices, plan):
+    """One kernel call per matrix (QR first where the plan says so)."""
+    import cupy
+    nb, big, k = w.shape
+    s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
+    u = v = None
+    if compute_uv:
+        u_cols = big if full_matrices else k
+        u = cupy.empty((nb, u_cols, big), dtype=w.dtype).transpose(0, 2, 1)
+        v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1)
+    with Solver(w.dtype, 3 * nb) as sv:
+        for i in range(nb):
+            _one(sv, 3 * i, w[i], s[i], None if u is None else u[i],
+                 None if v is None else v[i], full_matrices, plan)
+        codes = sv.check(f"svd ({plan.driver})").reshape(nb, 3)
+    raise_not_converged(codes[:, 1], f"svd ({plan.driver})")
+    return s, u, v
+
+
+def _batched_jacobi(w, compute_uv, full_matrices):
+    """A stack of small matrices in one ``gesvdjBatched`` call (full U, then sliced)."""
+    import cupy
+    nb, big, k = w.shape
+    _dispatch.note(batched=True)
+    s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
+    u = cupy.empty((nb, big, big), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
+    v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
+    with Solver(w.dtype, nb) as sv:
+        sv.gesvdj_batched(w, s, u, v)
+        codes = sv.check("svd (gesvdjBatched)")
+    raise_not_converged(codes, "svd (gesvdjBatched)")
+    if u is not None and not full_matrices:
+        u = u[:, :, :k]
+    return s, u, v
 
 
 def _one(sv, slot, w, s, u, v, full, plan):

@@ -10,9 +10,9 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _cpu
-from ._cholesky import _check_rhs, _matrix_order
-from ._common import broadcast_batch, empty_result, flops_scale, prepare, sub
-from ._cusolver import routines
+from ._common import (broadcast_batch, check_rhs, empty_result, flops_scale, matrix_order,
+                      prepare, sub)
+from ._cusolver import BATCHED_MAX_N, pointer_array, routines
 
 __all__ = ["solve_triangular"]
 
@@ -57,7 +57,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     a, dtype_a = prepare(a, square=True, check_finite=check_finite)
     b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
     dtype = np.result_type(dtype_a, dtype_b)
-    _check_rhs(a, b)
+    check_rhs(a, b)
     vec = b.ndim == 1
     batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
     shape = batch + ((a.shape[-1],) if vec else tuple(b.shape[-2:]))
@@ -73,6 +73,19 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 
 def _gpu_solve(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+    x, batch, vec = rhs_copy(a, b, dtype)
+    n = a.shape[-1]
+    if len(x) > 1 and n <= BATCHED_MAX_N:
+        trsm_batched(stack_matrices(a, batch, dtype), x, trans, lower, unit_diagonal)
+    else:
+        for i, idx in enumerate(np.ndindex(*batch)):
+            _trsm(sub(a, idx, 2).astype(dtype, copy=False), x[i], trans, lower, unit_diagonal)
+    return finish_rhs(x, batch, vec)
+
+
+def rhs_copy(a, b, dtype):
+    """``(x, batch, vec)``: ``b`` broadcast over the batch of ``a`` and copied to a new
+    ``(B, n, k)`` array of column-major matrices (a 1-D ``b`` is one column)."""
     import cupy
     vec = b.ndim == 1
     b2 = b[:, None] if vec else b
@@ -81,29 +94,84 @@ def _gpu_solve(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
     nb = int(np.prod(batch, dtype=np.int64))
     x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)
     x[...] = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
-    for i, idx in enumerate(np.ndindex(*batch)):
-        _trsm(sub(a, idx, 2).astype(dtype, copy=False), x[i], trans, lower, unit_diagonal)
-    x = x.reshape(batch + (n, k))
+    return x, batch, vec
+
+
+def finish_rhs(x, batch, vec):
+    x = x.reshape(batch + x.shape[1:])
     return x[..., 0] if vec else x
+
+
+def stack_matrices(a, batch, dtype):
+    """``a`` broadcast to ``batch`` as a ``(B, n, n)`` array whose matrices are contiguous in
+    ``a``'s own order (C or column-major), with a uniform stride; no copy when ``a`` already
+    is one."""
+    import cupy
+    n = a.shape[-1]
+    nb = int(np.prod(batch, dtype=np.int64))
+    order = matrix_order(a) or "F"
+    if (order == "C" and a.flags.c_contiguous and a.dtype == dtype
+            and tuple(a.shape[:-2]) == tuple(batch)):
+        return a.reshape(nb, n, n)
+    w = cupy.empty((nb, n, n), dtype=dtype)
+    if order == "F":
+        w = w.transpose(0, 2, 1)
+    w[...] = cupy.broadcast_to(a, tuple(batch) + (n, n)).reshape(nb, n, n)
+    return w
+
+
+def _op(a, trans, lower):
+    """``(a, trans, lower)`` for cuBLAS: a C-ordered ``a`` read column-major is ``a^T``, so
+    N and T swap and so do the triangles; ``a^H`` of a C-ordered complex ``a`` needs a
+    column-major copy."""
+    import cupy
+    order = matrix_order(a)
+    if order is None or (order == "C" and trans == 2 and a.dtype.kind == "c"):
+        a = cupy.asfortranarray(a) if a.ndim == 2 else _fortran_stack(a)
+        order = "F"
+    if order == "C":
+        trans, lower = (1 if trans == 0 else 0), not lower
+    return a, trans, lower
+
+
+def _fortran_stack(a):
+    import cupy
+    w = cupy.empty((a.shape[0], a.shape[2], a.shape[1]), dtype=a.dtype).transpose(0, 2, 1)
+    w[...] = a
+    return w
+
+
+def _cublas_args(a, trans, lower, unit_diagonal):
+    from nvmath.bindings import cublas
+    ops = (cublas.Operation.N, cublas.Operation.T, cublas.Operation.C)
+    return (int(cublas.SideMode.LEFT),
+            int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER), int(ops[trans]),
+            int(cublas.DiagType.UNIT if unit_diagonal else cublas.DiagType.NON_UNIT))
 
 
 def _trsm(a, x, trans, lower, unit_diagonal):
     """``x <- op(a)^-1 x`` in place; ``x`` column-major."""
-    import cupy
     from nvmath.bindings import cublas
 
     from .._runtime.streams import get_handle
-    order = _matrix_order(a)
-    if order is None or (order == "C" and trans == 2 and a.dtype.kind == "c"):
-        a, order = cupy.asfortranarray(a), "F"
-    if order == "C":  # column-major view is a^T: swap N <-> T, and the triangle
-        trans, lower = (1 if trans == 0 else 0), not lower
-    r = routines(a.dtype)
+    a, trans, lower = _op(a, trans, lower)
     one = np.ones(1, dtype=a.dtype)
     n, k = x.shape
-    ops = (cublas.Operation.N, cublas.Operation.T, cublas.Operation.C)
-    getattr(cublas, r.prefix + "trsm")(
-        get_handle("cublas"), int(cublas.SideMode.LEFT),
-        int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER), int(ops[trans]),
-        int(cublas.DiagType.UNIT if unit_diagonal else cublas.DiagType.NON_UNIT),
+    getattr(cublas, routines(a.dtype).prefix + "trsm")(
+        get_handle("cublas"), *_cublas_args(a, trans, lower, unit_diagonal),
         n, k, one.ctypes.data, a.data.ptr, max(n, 1), x.data.ptr, max(n, 1))
+
+
+def trsm_batched(a, x, trans, lower, unit_diagonal):
+    """``x[i] <- op(a[i])^-1 x[i]`` for a stack, in one ``<t>trsmBatched`` call; ``a`` from
+    :func:`stack_matrices`, ``x`` from :func:`rhs_copy`."""
+    from nvmath.bindings import cublas
+
+    from .._runtime.streams import get_handle
+    a, trans, lower = _op(a, trans, lower)
+    one = np.ones(1, dtype=a.dtype)
+    nb, n, k = x.shape
+    a_ptrs, x_ptrs = pointer_array(a), pointer_array(x)
+    getattr(cublas, routines(a.dtype).prefix + "trsm_batched")(
+        get_handle("cublas"), *_cublas_args(a, trans, lower, unit_diagonal),
+        n, k, one.ctypes.data, a_ptrs.data.ptr, max(n, 1), x_ptrs.data.ptr, max(n, 1), nb)
