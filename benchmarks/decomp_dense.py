@@ -74,6 +74,13 @@ def _svd_rows(m, n, reps, quick):
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
     finally:
         _svd.QR_FIRST_RATIO = saved
+    sq, s_sq = _known_spectrum(n, n)  # the square step alone: where the time goes
+    for driver in ("gesvd", "gesvdj", "gesvdp"):
+        fn = lambda d=driver: svd(sq, driver=d, check_finite=False)  # noqa: E731
+        rows.append(row(SUITE, f"full SVD {n}x{n} fp64 (the R step)", f"gpulinalg svd "
+                        f"driver={driver}", time_gpu(fn, **reps),
+                        **_svd_accuracy(sq, s_sq, fn()), **_where()))
+    del sq
     fn = lambda: cupy.linalg.svd(a, full_matrices=False)  # noqa: E731
     rows.append(row(SUITE, case, "cupy.linalg.svd", time_gpu(fn, **reps), **extra,
                     **_svd_accuracy(a, s_true, fn())))
@@ -156,13 +163,17 @@ def _cholesky_rows(n, reps):
     case = f"Cholesky n={n} fp64"
     extra = {"target_s": 0.290 if n >= 32768 else None, "flops": n ** 3 / 3}
     rows = []
+    a_f = cupy.asfortranarray(a)
     for label, fn in (("gpulinalg cholesky", lambda: cholesky(a, check_finite=False)),
+                      ("gpulinalg cholesky (F-order input: lower kernel)",
+                       lambda: cholesky(a_f, check_finite=False)),
                       ("gpulinalg cholesky (check_finite)", lambda: cholesky(a)),
                       ("gpulinalg cho_factor", lambda: cho_factor(a, check_finite=False)[0])):
         out = fn()
         acc = _chol_accuracy(a, cupy.tril(out))
         rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra, **acc, **_where()))
         del out
+    del a_f
     fn = lambda: cupy.linalg.cholesky(a)  # noqa: E731
     rows.append(row(SUITE, case, "cupy.linalg.cholesky", time_gpu(fn, **reps), **extra,
                     **_chol_accuracy(a, fn())))

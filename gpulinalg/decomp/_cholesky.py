@@ -1,9 +1,9 @@
 """Cholesky factorization, solves with the factor, and the log-determinant (``Xpotrf``,
 ``Xpotrs``).
 
-Layout trick: a C-ordered Hermitian matrix read column-major is its conjugate, so a C-ordered
-input is factored in place of its copy with the other triangle requested; the factor then
-reads correctly in C order, and no transposing copy is ever made.
+Layout trick: a C-ordered Hermitian matrix read column-major is its conjugate. So a C-ordered
+input is copied as it is (or used in place with ``overwrite_a``) and cuSOLVER is asked for the
+other triangle; the factor then reads correctly in C order. No transposing copy is made.
 """
 
 import numpy as np

@@ -70,23 +70,15 @@ def routines(dtype):
     return ROUTINES[np.dtype(dtype)]
 
 
-def fortran_batch(a, dtype, shape=None):
+def fortran_batch(a, dtype):
     """Copy ``a`` (``(..., m, n)``, any strides) into a new ``(B, m, n)`` CuPy array whose
-    matrices are each column-major contiguous. ``shape`` pads with zeros to a larger ``(m, n)``."""
+    matrices are each column-major contiguous, with a uniform stride."""
     import cupy
     m, n = a.shape[-2:]
-    rows, cols = shape or (m, n)
     batch = int(np.prod(a.shape[:-2], dtype=np.int64))
-    out = cupy.empty((batch, cols, rows), dtype=dtype).transpose(0, 2, 1)
-    if (rows, cols) != (m, n):
-        out.fill(0)
-    out[:, :m, :n] = a.reshape(batch, m, n)
+    out = cupy.empty((batch, n, m), dtype=dtype).transpose(0, 2, 1)
+    out[...] = a.reshape(batch, m, n)
     return out
-
-
-def batch_shape_view(x, batch_shape):
-    """Reshape a ``(B, ...)`` result back to ``batch_shape + (...)`` (a view)."""
-    return x.reshape(tuple(batch_shape) + x.shape[1:])
 
 
 def _ptr(x):
