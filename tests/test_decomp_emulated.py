@@ -169,3 +169,39 @@ def test_batched_routines_are_used(emu, rng):
                   np.dtype("f8"))
     assert CALLS["potrf_batched"] == 1 and CALLS["gesvdj_batched"] == 1
     assert CALLS["trsm_batched"] == 2
+
+
+@pytest.fixture(scope="module")
+def emu_module():
+    mp = pytest.MonkeyPatch()
+    with emulated_gpu(mp):
+        yield
+    mp.undo()
+
+
+def test_shapes_and_dtypes_hypothesis(emu_module):
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=60, deadline=None)
+    @hypothesis.given(batch=st.lists(st.integers(1, 3), max_size=2),
+                      m=st.integers(1, 14), n=st.integers(1, 14),
+                      dtype=st.sampled_from(DTYPES), full=st.booleans(),
+                      mode=st.sampled_from(["reduced", "complete", "r"]),
+                      seed=st.integers(0, 2 ** 16))
+    def check(batch, m, n, dtype, full, mode, seed):
+        a = random(np.random.default_rng(seed), tuple(batch) + (m, n), dtype)
+        res = _svd._gpu_svd(dev(a), full, True, "auto", np.dtype(dtype))
+        ref = _cpu.svd(a, full, True, "gesvd", np.dtype(dtype))
+        assert [x.shape for x in res] == [x.shape for x in ref]
+        k = min(m, n)
+        u, s, vh = (plain(x) for x in res)
+        assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh[..., :k, :], dtype) <= 50
+        out = _qr._gpu_qr(dev(a), mode, np.dtype(dtype))
+        want = _cpu.qr(a, mode, np.dtype(dtype))
+        if mode == "r":
+            assert out.shape == want.shape
+        else:
+            assert out.Q.shape == want.Q.shape and out.R.shape == want.R.shape
+            assert backward_ratio(a, plain(out.Q) @ plain(out.R), dtype) <= 30
+    check()

@@ -1,0 +1,138 @@
+"""Reliability of the dense factorizations on a real GPU: allocation failures at every step,
+16 threads, torch CUDA tensors, and memory returning to its level after a failure."""
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import FallbackWarning, NotPositiveDefiniteError
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky, qr, solve_triangular, svd
+
+from _decomp_dense_ref import backward_ratio, random, spd
+
+pytestmark = pytest.mark.gpu
+
+CALLS = {
+    "qr": lambda a, s: qr(a),
+    "svd": lambda a, s: svd(a),
+    "cholesky": lambda a, s: cholesky(s),
+    "cho_solve": lambda a, s: cho_solve(cho_factor(s), a[:s.shape[0], :3]),
+    "solve_triangular": lambda a, s: solve_triangular(s, a[:s.shape[0], :3], lower=True),
+}
+
+
+def _inputs(xp, rng, batch=()):
+    a = xp.asarray(random(rng, batch + (120, 40), np.float64))
+    s = xp.asarray(spd(rng, 40, np.float64, batch=batch))
+    return a, s
+
+
+class _FailingAllocator:
+    """Fail the k-th device allocation with CuPy's OutOfMemoryError."""
+
+    def __init__(self, cupy, k):
+        self.cupy, self.k, self.count = cupy, k, 0
+        self.pool = cupy.get_default_memory_pool()
+
+    def __call__(self, size):
+        self.count += 1
+        if self.count == self.k:
+            raise self.cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+        return self.pool.malloc(size)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_oom_at_each_allocation_falls_back(xp_gpu, rng, name, batch):
+    a, s = _inputs(xp_gpu, rng, batch)
+    with gpulinalg.config(backend="cpu"):
+        ref = CALLS[name](a.get(), s.get())
+    k = 1
+    while True:
+        alloc = _FailingAllocator(xp_gpu, k)
+        xp_gpu.cuda.Device().synchronize()
+        before = xp_gpu.get_default_memory_pool().used_bytes()
+        xp_gpu.cuda.set_allocator(alloc)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = CALLS[name](a, s)
+        finally:
+            xp_gpu.cuda.set_allocator(xp_gpu.get_default_memory_pool().malloc)
+        fell = any(issubclass(w.category, FallbackWarning) for w in caught)
+        got = [x.get() if hasattr(x, "get") else x for x in (out if isinstance(out, tuple)
+                                                               else (out,))]
+        want = ref if isinstance(ref, tuple) else (ref,)
+        for g, w in zip(got, want):
+            if name in ("qr", "svd"):
+                g, w = np.abs(g), np.abs(w)
+            assert np.allclose(g, w, atol=1e-8), (name, k)
+        del out, got
+        if not fell:  # the k-th allocation was past the last one: every step covered
+            break
+        assert gpulinalg.last_run().fell_back
+        xp_gpu.cuda.Device().synchronize()
+        assert xp_gpu.get_default_memory_pool().used_bytes() <= before + (1 << 20)
+        k += 1
+    assert k > 1  # at least one allocation was made to fail
+
+
+def test_sixteen_threads_match_one(xp_gpu, rng):
+    a, s = _inputs(xp_gpu, rng)
+    names = sorted(CALLS)
+    expected = {n: CALLS[n](a, s) for n in names}
+    errors, barrier = [], threading.Barrier(16)
+
+    def worker(i):
+        try:
+            barrier.wait()
+            for j in range(6):
+                n = names[(i + j) % len(names)]
+                out = CALLS[n](a, s)
+                outs = out if isinstance(out, tuple) else (out,)
+                exp = expected[n] if isinstance(expected[n], tuple) else (expected[n],)
+                for o, e in zip(outs, exp):
+                    assert xp_gpu.allclose(o, e, atol=1e-10), n
+        except Exception as exc:  # reported below, on the main thread
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_torch_cuda_in_torch_cuda_out(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    a = torch.from_numpy(random(rng, (64, 16), np.float64)).cuda()
+    q, r = qr(a)
+    assert q.is_cuda and torch.allclose(q @ r, a)
+    u, s, vh = svd(a)
+    assert u.is_cuda and torch.allclose((u * s) @ vh, a)
+    k = torch.from_numpy(spd(rng, 16, np.float64)).cuda()
+    c, low = cho_factor(k)
+    assert c.is_cuda and float(torch.linalg.norm(k @ cho_solve((c, low), a[:16]) - a[:16])) < 1e-8
+
+
+def test_large_cholesky_and_svd_accuracy(xp_gpu, rng):
+    a = xp_gpu.asarray(spd(rng, 1500, np.float64, cond=1e6))
+    c = cholesky(a)
+    assert backward_ratio(a, c @ c.T, np.float64) <= 30
+    m = xp_gpu.asarray(random(rng, (3000, 600), np.float64))
+    u, s, vh = svd(m)
+    assert backward_ratio(m, (u * s) @ vh, np.float64) <= 50
+    assert gpulinalg.last_run().details["qr_first"]
+
+
+def test_not_pd_large_single(xp_gpu, rng):
+    a = xp_gpu.asarray(spd(rng, 600, np.float64))
+    a[300, 300] = -1.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(a)
+    assert info.value.minor == 301 and info.value.batch_index is None
