@@ -116,7 +116,8 @@ class PCA(_Estimator):
     >>> pca.components_.shape, bool(pca.explained_variance_ratio_.sum() > 0.9)
     ((2, 6), True)
     >>> Z = pca.transform(X)
-    >>> bool(np.allclose(pca.inverse_transform(Z), X, atol=2))
+    >>> P = pca.components_.T @ pca.components_
+    >>> bool(np.allclose(pca.inverse_transform(Z), (X - pca.mean_) @ P + pca.mean_))
     True
     """
 

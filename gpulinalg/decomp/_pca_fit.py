@@ -109,12 +109,13 @@ def _fit(xp, X, cfg):
         return _fit_streamed(_ooc.NumpyStreamer(X), X, cfg)
     X = dense.astype(cfg.dtype, copy=False)
     m, n = X.shape
-    mean = X.mean(axis=0)
+    mean64 = X.mean(axis=0, dtype=np.float64)
+    mean = mean64.astype(cfg.dtype)
     xc = X - mean
     if cfg.solver == "full":
         out = _full(xp, xc, cfg)
     elif cfg.solver == "covariance_eigh":
-        out = _covariance(xp, X, mean, cfg)
+        out = _covariance(xp, X, mean64, cfg)
     else:
         out = _randomized(xp, xc, cfg)
     return _finish(xp, out, mean, m, n, cfg)
@@ -135,8 +136,7 @@ def _full(xp, xc, cfg):
 def _covariance(xp, X, mean, cfg):
     m = X.shape[0]
     xd = X.astype(np.float64, copy=False)
-    meand = mean.astype(np.float64)
-    c = hermitian(xd) @ xd - m * xp.outer(meand, meand)
+    c = hermitian(xd) @ xd - m * xp.outer(mean, mean)
     c /= max(m - 1, 1)
     return _from_covariance(xp, c, m, cfg)
 
