@@ -3,7 +3,9 @@
 Cases: 2-D Poisson (300², 700², 1400²), 3-D Poisson (40³, 60³, 100³) and scikit-fem assembled
 matrices (3-D linear elasticity on an unstructured tetrahedral ball, Poisson on an unstructured
 triangulated disk). ``quick=True`` runs small sizes only (2-D 300², 3-D 20³ and 40³, small FEM
-meshes) and skips the slow CPU peers on the 3-D case.
+meshes) and skips the slow CPU peers on the 3-D case. ``$GPULINALG_BENCH_SPARSE_CASES``
+(comma-separated substrings of case names, e.g. ``"poisson2d 700,poisson3d 40"``) runs a
+subset, to split the full run into shorter ones.
 
 Every row: ``one_shot_s`` (matrix and right-hand side on the device for GPU rows, on the host
 for CPU rows; wall clock including synchronization), the ``analysis_s`` /
@@ -267,6 +269,14 @@ def run_case(name, family, build, quick, gpu):
     return rows
 
 
+def _selected(name):
+    """``$GPULINALG_BENCH_SPARSE_CASES``: comma-separated substrings of case names to run."""
+    import os
+    wanted = [w.strip() for w in os.environ.get("GPULINALG_BENCH_SPARSE_CASES", "").split(",")
+              if w.strip()]
+    return not wanted or any(w in name for w in wanted)
+
+
 def run(quick=False):
     if not have("scipy"):
         return [absent(SUITE, "all", "all", "scipy not installed")]
@@ -274,6 +284,8 @@ def run(quick=False):
     gpu = have("cupy") and gpulinalg.gpu_available()
     rows = [] if gpu else [absent(SUITE, "all", "GPU rows", "no GPU")]
     for name, family, build in cases(quick):
+        if not _selected(name):
+            continue
         try:
             rows += run_case(name, family, build, quick, gpu)
         except Exception as exc:  # one broken case must not hide the others' figures

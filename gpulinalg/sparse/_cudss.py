@@ -133,6 +133,7 @@ class CuDSSFactor:
         self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
                         "solve_seconds": None}
         self.perturbed, self.solver, self.multithreaded = 0, None, False
+        self._per_column = False
         try:
             self._plan()
             self._factor()
@@ -196,6 +197,23 @@ class CuDSSFactor:
         bf = cupy.asfortranarray(b.astype(self.dtype, copy=False))
         x = cupy.empty_like(bf, order="F")
         k = 1 if b.ndim == 1 else b.shape[1]
+        if k == 1 or not self._per_column:
+            try:
+                self._execute_solve(stream, bf, x, k)
+            except cudss.cuDSSError as exc:  # a cuDSS that wants the analysis' column count
+                if k == 1 or exc.status not in (cudss.Status.INVALID_VALUE,
+                                                cudss.Status.NOT_SUPPORTED):
+                    raise
+                self._per_column = True
+        if k > 1 and self._per_column:
+            for j in range(k):
+                self._execute_solve(stream, bf[:, j], x[:, j], 1)
+        stream.synchronize()
+        self.timings["solve_seconds"] = time.perf_counter() - t0
+        return x
+
+    def _execute_solve(self, stream, bf, x, k):
+        from nvmath.bindings import cudss
         vt = self.solver.cuda_value_type
         bd = cudss.matrix_create_dn(self.n, k, self.n, bf.data.ptr, vt, cudss.Layout.COL_MAJOR)
         try:
@@ -209,9 +227,6 @@ class CuDSSFactor:
                 cudss.matrix_destroy(xd)
         finally:
             cudss.matrix_destroy(bd)
-        stream.synchronize()
-        self.timings["solve_seconds"] = time.perf_counter() - t0
-        return x
 
     def refactor(self, data):
         self.m.data[...] = data
