@@ -103,10 +103,15 @@ def memory_info(device=None):
     if not gpus():
         raise RuntimeError("memory_info: no GPU")
     import cupy
-    with cupy.cuda.Device(device if device is not None else cupy.cuda.runtime.getDevice()):
-        free, total = cupy.cuda.runtime.memGetInfo()
-        pool = cupy.get_default_memory_pool()
-        return int(free + pool.free_bytes()), int(total)
+    if device is None:  # the current device: no device switch needed (the per-call hot path)
+        return _free_total(cupy)
+    with cupy.cuda.Device(device):
+        return _free_total(cupy)
+
+
+def _free_total(cupy):
+    free, total = cupy.cuda.runtime.memGetInfo()
+    return int(free + cupy.get_default_memory_pool().free_bytes()), int(total)
 
 
 def current_device():
