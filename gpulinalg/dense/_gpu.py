@@ -39,7 +39,8 @@ def _gemm_ready(x, batch_shape):
 def _vector(v):
     """A 1-D, unit-stride, 16-byte-aligned copy of ``v`` only when ``v`` is not one already."""
     import cupy
-    v = v.reshape(-1)
+    if v.ndim != 1:
+        v = v.reshape(-1)
     if v.strides[0] != v.itemsize or v.data.ptr % 16:
         v = cupy.array(v, copy=True)
     return v
@@ -50,13 +51,27 @@ def _operands(a, b, c, spec):
     import cupy
     batch = spec.batch_shape
     a, b = _gemm_ready(a, batch), _gemm_ready(b, batch)
-    if c is not None:
-        if c.shape != spec.out_shape:
-            c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
-        c = _gemm_ready(c, batch)
+    if c is not None and c.shape != spec.out_shape:
+        c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
     if spec.transposed:
-        return _t(b), _t(a), _t(c)
-    return a, b, c
+        return _t(b), _t(a), _col_major(_t(c))
+    return a, b, _col_major(c)
+
+
+def _col_major(c):
+    """``c`` (planned orientation) with column-major matrices, the result order the epilogs need
+    (the result takes C's order): a copy only when ``c`` is not laid out so already."""
+    if c is None:
+        return None
+    s, item = c.strides, c.itemsize
+    ok = s[-2] == item and s[-1] >= c.shape[-2] * item
+    if ok and c.ndim > 2:
+        ok = all(s[i] == s[i + 1] * c.shape[i + 1] for i in range(c.ndim - 3)) and \
+            s[-3] == c.shape[-1] * s[-1]
+    if ok:
+        return c
+    import cupy
+    return cupy.ascontiguousarray(_t(c)).swapaxes(-1, -2)
 
 
 def matmul(a, b, bias, c, spec):

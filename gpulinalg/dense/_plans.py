@@ -66,7 +66,7 @@ class Plan:
     """A planned ``Matmul`` and what one execution needs besides the operands."""
 
     __slots__ = ("mm", "fast", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
-                 "algo_ptr", "out", "outputs", "inputs", "ws_size", "ws", "_keep")
+                 "algo_ptr", "out", "outputs", "inputs", "bound", "ws_size", "ws", "_keep")
 
     def __init__(self, mm, epilog):
         import numpy as np
@@ -84,20 +84,25 @@ class Plan:
         self.outputs = tuple((h.name, *_buffer_spec(*h.attributes()), _setter(mm, h.name))
                              for h in mm.epilog_output_handlers)
         self.inputs = tuple((name, _setter(mm, name)) for name in mm.epilog_input_name_to_handler)
+        self.bound = {}
         ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
         self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
         self.ws = None
 
     def run(self, a, b, c, alpha, beta, inputs, stream):
-        """Execute on ``stream``; returns ``(result, {aux output name: array})``."""
+        """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``."""
         if not self.fast:
             return self._run_public(a, b, c, alpha, beta, inputs, stream)
         import cupy
         from nvmath.bindings import cublasLt
         self.alpha[0] = alpha
         self.beta[0] = beta
+        bound = self.bound
         for name, set_ptr in self.inputs:
-            set_ptr(inputs[name].data.ptr)
+            ptr = inputs[name].data.ptr
+            if bound.get(name) != ptr:  # descriptor attributes persist: set only on change
+                set_ptr(ptr)
+                bound[name] = ptr
         shape, dtype, nbytes, strides = self.out
         out = cupy.ndarray(shape, dtype, cupy.cuda.alloc(nbytes), strides)
         extra = {}
@@ -110,7 +115,7 @@ class Plan:
         la, lb, lc, ld = self.layouts
         cublasLt.matmul(self.handle, self.desc, self.scalar_ptrs[0], a.data.ptr, la, b.data.ptr, lb,
                         self.scalar_ptrs[1], 0 if c is None else c.data.ptr, lc, out.data.ptr, ld,
-                        self.algo_ptr, ws_ptr, self.ws_size, stream.ptr)
+                        self.algo_ptr, ws_ptr, self.ws_size, stream)
         return out, extra
 
     def _run_public(self, a, b, c, alpha, beta, inputs, stream):
@@ -159,11 +164,11 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, epilog=None, inputs=None, compute
     plan = cache.plans.get(key)
     if plan is None:
         plan = _insert(cache, key, _build(a, b, c, alpha, beta, epilog, inputs, compute_type,
-                                          autotune, stream))
+                                          autotune, stream.ptr))
     else:
         cache.hits += 1
         cache.plans.move_to_end(key)
-    return plan.run(a, b, c, alpha, beta, inputs, stream)
+    return plan.run(a, b, c, alpha, beta, inputs, stream.ptr)
 
 
 def _insert(cache, key, plan):
