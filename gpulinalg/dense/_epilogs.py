@@ -21,6 +21,8 @@ __all__ = ["MatmulAux", "ACTIVATIONS", "gelu", "gelu_grad", "forward_epilog", "p
            "preactivation", "relu_mask", "aux_shape"]
 
 ACTIVATIONS = (None, "relu", "gelu")
+#: Bit order of cuBLASLt's ReLU mask bytes: element ``r`` is bit ``r % 8`` of byte ``r // 8``.
+RELU_BITORDER = "little"
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 
@@ -92,11 +94,11 @@ def pack_aux(activation, z, transposed, xp=np):
     batch = zp_t.shape[:-2]
     if activation == "relu" and xp is np:
         data = np.zeros((*batch, cols, pad_rows), dtype=np.uint8)
-        data[..., :-(-rows // 8)] = np.packbits(zp_t > 0, axis=-1, bitorder="little")
+        data[..., :-(-rows // 8)] = np.packbits(zp_t > 0, axis=-1, bitorder=RELU_BITORDER)
     elif activation == "relu":  # CuPy's packbits has no axis: pack a padded, flattened copy
         bits = xp.zeros((*batch, cols, pad_rows * 8), dtype=np.uint8)
         bits[..., :rows] = zp_t > 0
-        packed = xp.packbits(bits.reshape(-1), bitorder="little")
+        packed = xp.packbits(bits.reshape(-1), bitorder=RELU_BITORDER)
         data = packed.reshape(*batch, cols, pad_rows)
     else:
         data = xp.zeros((*batch, cols, pad_rows), dtype=z.dtype)
@@ -117,11 +119,11 @@ def relu_mask(aux, xp=np):
     """The boolean mask ``Z > 0`` in the NumPy shape ``(..., M, N)`` from a ReLU aux."""
     t = _planned_t(aux, xp)
     if xp is np:
-        bits = np.unpackbits(t, axis=-1, count=aux.rows, bitorder="little").view(bool)
+        bits = np.unpackbits(t, axis=-1, count=aux.rows, bitorder=RELU_BITORDER).view(bool)
         return _to_numpy_shape(bits, aux.transposed, xp)
     t = xp.ascontiguousarray(t)
     batch, cols = t.shape[:-2], t.shape[-2]
-    bits = xp.unpackbits(t.reshape(-1), bitorder="little").reshape(*batch, cols, t.shape[-1] * 8)
+    bits = xp.unpackbits(t.reshape(-1), bitorder=RELU_BITORDER).reshape(*batch, cols, t.shape[-1] * 8)
     return _to_numpy_shape(bits[..., :aux.rows].astype(bool), aux.transposed, xp)
 
 
