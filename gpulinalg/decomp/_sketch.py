@@ -151,6 +151,10 @@ def _cholqr_pass(xp, y, shift_factor):
     yd = y.astype(hi, copy=False)
     g = hermitian(yd) @ yd
     l = g.shape[0]
+    if xp is not np:
+        from ._cholinv import chol_inverse, max_order
+        if l <= max_order(y.dtype):  # one fused kernel instead of ~12 library calls
+            return y @ chol_inverse(g, shift_factor, y.dtype)
     eye = xp.eye(l, dtype=hi)
     scale = xp.trace(g).real * shift_factor + np.finfo(hi).tiny
     for attempt in range(3):
