@@ -78,8 +78,8 @@ def cases(quick):
     out = [(f"poisson2d {m}^2", "2d", lambda m=m: poisson2d(m)) for m in grid2]
     out += [(f"poisson3d {m}^3", "3d", lambda m=m: poisson3d(m)) for m in grid3]
     if have("skfem"):
-        out.append((f"fem elasticity ball (nrefs={3 if quick else 5})", "fem",
-                    lambda: fem_elasticity(3 if quick else 5)))
+        out.append((f"fem elasticity ball (nrefs={3 if quick else 4})", "fem",
+                    lambda: fem_elasticity(3 if quick else 4)))
         out.append((f"fem poisson disk (nrefs={6 if quick else 9})", "fem",
                     lambda: fem_poisson(6 if quick else 9)))
     else:
