@@ -260,4 +260,4 @@ def structure(m, tol_factor=100):
             bool((t.indices == m.indices).all()):
         return bool((abs(t.data - m.data) <= tol).all()), posdiag
     d = (m - t).tocsr()
-    return (d.nnz == 0 or float(abs(d.data).max()) <= tol), posdiag
+    return bool(d.nnz == 0 or float(abs(d.data).max()) <= tol), posdiag
