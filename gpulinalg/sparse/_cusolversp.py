@@ -49,7 +49,11 @@ class CuSolverSpFactor:
         self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
                         "solve_seconds": None}
         self.perturbed = 0
-        self._factor()
+        try:
+            self._factor()
+        except Exception:
+            self.free()
+            raise
 
     def _factor(self):
         import cupy
