@@ -10,16 +10,20 @@ cuDSS's analysis is multi-threaded only when it is given its threading layer,
 then ``$CUDSS_THREADING_LIB``, then next to the ``libcudss.so.0`` the process loaded (the
 nvidia wheel's ``lib`` folder), then in the nvidia wheels on ``sys.path``.
 
-Each solver owns its cuDSS handle: cuDSS does not support reusing a handle across value types
-(CUDSS-1019), and the handle's lifetime then matches the factorization's.
+cuDSS handles are cached per (thread, device, value type): creating one costs time a one-shot
+solve should not pay, and cuDSS does not support reusing a handle across value types
+(CUDSS-1019). The threading layer is set once, when the handle is made.
 """
 
+import atexit
 import ctypes
 import functools
 import logging
 import os
 import sys
+import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -94,6 +98,56 @@ def mtlayer_path():
     return None
 
 
+class _Handles:
+    """The calling thread's cuDSS handles, destroyed when the thread's locals go."""
+
+    def __init__(self):
+        self.handles = {}
+        weakref.finalize(self, _destroy_handles, self.handles)
+
+
+_local = threading.local()
+_all_handles = []  # every thread's dict, for atexit
+_all_lock = threading.Lock()
+
+
+def _destroy_handles(handles):
+    from nvmath.bindings import cudss
+    for handle, _mt in list(handles.values()):
+        try:
+            cudss.destroy(handle)
+        except Exception:  # interpreter shutdown or a dead context: nothing left to free
+            pass
+    handles.clear()
+
+
+@atexit.register
+def _destroy_all():
+    with _all_lock:
+        for handles in _all_handles:
+            _destroy_handles(handles)
+
+
+def handle_for(dtype):
+    """``(handle, multithreaded)``: the thread's cuDSS handle for this device and value type."""
+    import cupy
+    from nvmath.bindings import cudss
+    res = getattr(_local, "res", None)
+    if res is None:
+        res = _local.res = _Handles()
+        with _all_lock:
+            _all_handles.append(res.handles)
+    key = (int(cupy.cuda.runtime.getDevice()), np.dtype(dtype).str)
+    entry = res.handles.get(key)
+    if entry is None:
+        handle = cudss.create()
+        mt = mtlayer_path()
+        if mt is not None:
+            cudss.set_threading_layer(handle, mt)
+        entry = res.handles[key] = (handle, mt is not None)
+    return entry
+
+
 def _data_get(solver, param, dtype, length=1):
     """Read a cuDSS data parameter into a fresh host array (thread-safe, unlike nvmath's)."""
     from nvmath.bindings import cudss
@@ -149,14 +203,13 @@ class CuDSSFactor:
         from nvmath.bindings import cudss
         from nvmath.sparse.advanced import DirectSolver, DirectSolverOptions
         stream = cupy.cuda.get_current_stream()
-        mt = mtlayer_path()
+        t0 = time.perf_counter()
+        handle, self.multithreaded = handle_for(self.dtype)
         options = DirectSolverOptions(
             sparse_system_type=getattr(cudss.MatrixType, self.matrix_type),
-            multithreading_lib=mt, logger=_nvmath_log)
+            handle=handle, logger=_nvmath_log)
         self._dummy_b = cupy.zeros(self.n, dtype=self.dtype)
-        t0 = time.perf_counter()
         self.solver = DirectSolver(self.m, self._dummy_b, options=options, stream=stream)
-        self.multithreaded = bool(self.solver.multithreading)
         self.solver.plan_config.reordering_algorithm = REORDERINGS[self.reordering]
         self.solver.plan(stream=stream)
         stream.synchronize()
