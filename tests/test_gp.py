@@ -234,18 +234,21 @@ def test_nan_in_kernel_raises(rng):
 
 
 def test_jitter_path(backend, rng):
-    """Duplicated points with no noise: singular in floating point, fitted with jitter."""
+    """Duplicated points: singular, pushed indefinite by 1e-12 so that every backend's Cholesky
+    fails the same way; fitted with jitter."""
     x, y = data(rng, n=12)
     x, y = np.vstack([x, x]), np.concatenate([y, y])
-    gp = GaussianProcessRegressor(RBF(0.5), alpha=0.0, optimizer=None)
-    with pytest.warns(gpulinalg.IllConditionedWarning, match="jitter"):
+    gp = GaussianProcessRegressor(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None)
+    with pytest.warns(gpulinalg.IllConditionedWarning, match="jitter") as rec:
         gp.fit(x, y)
-    assert gp.jitter_ > 0
+    retries = [w for w in rec if "retrying" in str(w.message)]
+    start = gpulinalg.gp._core.JITTER_START * np.finfo(np.float64).eps
+    assert len(retries) >= 2 and np.isclose(gp.jitter_, start * 10 ** (len(retries) - 1))
     assert np.isfinite(gp.log_marginal_likelihood_value_)
     mean = gp.predict(x)
     assert np.isfinite(mean).all() and np.abs(mean - y).max() < 1e-3
     with pytest.raises(np.linalg.LinAlgError):  # scikit-learn cannot fit it at all
-        SKGPR(RBF(0.5), alpha=0.0, optimizer=None).fit(x, y)
+        SKGPR(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None).fit(x, y)
 
 
 def test_inputs_not_modified_and_orders(rng):
