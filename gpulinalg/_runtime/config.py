@@ -68,7 +68,13 @@ def _enum(kind, value, name):
 
 _lock = threading.Lock()
 _global = Settings()
-_local = threading.local()
+
+
+class _Local(threading.local):
+    stack = None  # class default: get_config() never pays for a missing-attribute lookup
+
+
+_local = _Local()
 
 
 def get_config():

@@ -10,7 +10,20 @@ log = logging.getLogger("gpulinalg")
 
 _lock = threading.Lock()
 _state = {"probed": False, "gpus": (), "why_not": None, "disabled": None}
-_fake = threading.local()  # test hook: see gpulinalg._runtime.testing.fake_gpu
+
+
+class _FakeHook(threading.local):
+    """Per-thread fake-GPU state (test hook: see gpulinalg._runtime.testing.fake_gpu).
+
+    Class-level defaults make the dispatcher's per-call ``getattr(_fake, ..., None)`` a plain
+    lookup instead of a caught ``AttributeError`` (microseconds per call otherwise).
+    """
+
+    info = None
+    memory = None
+
+
+_fake = _FakeHook()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,7 +38,12 @@ class RunRecord:
     details: dict = dataclasses.field(default_factory=dict)
 
 
-_local = threading.local()
+class _Local(threading.local):
+    record = None  # class defaults: lookups on the hot path never raise AttributeError
+    details = None
+
+
+_local = _Local()
 
 
 def last_run():
