@@ -24,6 +24,7 @@ __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
 #: Most workspace bytes one plan may ask for (cuBLASLt recommends 32 MiB on Hopper).
 WORKSPACE_LIMIT = 64 << 20
 AUTOTUNE_ITERATIONS = 5
+AUTOTUNE_CANDIDATES = 16  # heuristic candidates timed when autotuning (nvmath's default: 8)
 _PUBLIC_EXECUTE = os.environ.get("GPULINALG_NVMATH_EXECUTE", "") == "1"
 
 #: compute_type strings accepted at the edge -> cuBLAS ComputeType member names.
@@ -193,10 +194,11 @@ def _build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream)
     mm = Matmul(a, b, c=c, alpha=alpha, beta=beta if c is not None else None, options=options,
                 stream=stream)
     try:
-        mm.plan(epilog=None if epilog is None else MatmulEpilog[epilog],
+        mm.plan(preferences={"limit": AUTOTUNE_CANDIDATES} if autotune else None,
+                epilog=None if epilog is None else MatmulEpilog[epilog],
                 epilog_inputs=dict(inputs) if inputs else None, stream=stream)
         if autotune:
-            mm.autotune(iterations=AUTOTUNE_ITERATIONS, stream=stream)
+            mm.autotune(iterations=AUTOTUNE_ITERATIONS, release_workspace=True, stream=stream)
         plan = Plan(mm, epilog)
     except BaseException:
         mm.free()
