@@ -173,6 +173,17 @@ def test_solve_triangular_unit_diagonal_vector_batched(backend, rng):
     assert np.allclose(a[0, ::2, ::2] @ view, bb[0, ::2])
 
 
+def test_solve_triangular_singular_raises(backend):
+    from gpulinalg import SingularMatrixError
+    a = np.tril(np.ones((3, 2, 4, 4)))
+    a[2, 1, 3, 3] = 0.0
+    with pytest.raises(SingularMatrixError, match=r"\(2, 1\).*entry 3"):
+        solve_triangular(a, np.ones((4, 1)), lower=True)
+    assert isinstance(SingularMatrixError("x"), np.linalg.LinAlgError)
+    x = host(solve_triangular(a, np.ones((4, 1)), lower=True, unit_diagonal=True))
+    assert np.all(np.isfinite(x))
+
+
 def test_solve_triangular_errors():
     with pytest.raises(ValueError, match="trans"):
         solve_triangular(np.eye(2), np.ones(2), trans=3)

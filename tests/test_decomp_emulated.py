@@ -205,3 +205,11 @@ def test_shapes_and_dtypes_hypothesis(emu_module):
             assert out.Q.shape == want.Q.shape and out.R.shape == want.R.shape
             assert backward_ratio(a, plain(out.Q) @ plain(out.R), dtype) <= 30
     check()
+
+
+def test_solve_triangular_singular(emu):
+    from gpulinalg import SingularMatrixError
+    a = np.tril(np.ones((2, 4, 4)))
+    a[1, 2, 2] = 0
+    with pytest.raises(SingularMatrixError, match=r"\(1,\).*entry 2"):
+        _triangular._gpu_solve(dev(a), dev(np.ones(4)), 0, True, False, False, np.dtype("f8"))

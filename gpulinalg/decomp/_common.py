@@ -6,7 +6,8 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
-           "sub", "flops_scale", "matrix_order", "check_rhs"]
+           "sub", "flops_scale", "matrix_order", "check_rhs",
+           "check_nonsingular"]
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
@@ -85,3 +86,18 @@ def check_rhs(a, b):
     if rows != n:
         raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
                          f"b is {tuple(b.shape)}")
+
+
+def check_nonsingular(a, xp):
+    """Raise :class:`gpulinalg.SingularMatrixError` when a triangular ``a`` (or a stack) has
+    a zero on its diagonal: a triangular solve would return infs/NaNs silently."""
+    from .._runtime.errors import SingularMatrixError
+    zero = xp.diagonal(a, axis1=-2, axis2=-1) == 0
+    if bool(zero.any()):
+        flat = int(xp.flatnonzero(zero.reshape(-1))[0])
+        n = a.shape[-1]
+        entry, pos = divmod(flat, n)
+        where = batch_index(entry, tuple(a.shape[:-2]))
+        at = "" if where is None else f" of batch entry {where}"
+        raise SingularMatrixError(f"triangular matrix{at} is singular: diagonal entry "
+                                  f"{pos} is zero")

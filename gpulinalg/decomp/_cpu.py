@@ -7,7 +7,7 @@ Each function has the same signature and returns the same types as its GPU twin 
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError
-from ._common import batch_index, broadcast_batch, sub
+from ._common import batch_index, broadcast_batch, check_nonsingular, sub
 from ._results import QRResult, SVDResult
 
 _QR_MODES = {"reduced": "economic", "complete": "full", "r": "r"}
@@ -122,6 +122,8 @@ def _batched_solve(solve_one, a, b):
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
     import scipy.linalg
     a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
+    if not unit_diagonal:
+        check_nonsingular(a, np)
 
     def one(aa, bb, overwrite=False):
         return scipy.linalg.solve_triangular(aa, bb, trans=trans, lower=lower,

@@ -10,8 +10,8 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _cpu
-from ._common import (broadcast_batch, check_rhs, empty_result, flops_scale, matrix_order,
-                      prepare, sub)
+from ._common import (broadcast_batch, check_nonsingular, check_rhs, empty_result,
+                      flops_scale, matrix_order, prepare, sub)
 from ._cusolver import BATCHED_MAX_N, pointer_array, routines
 
 __all__ = ["solve_triangular"]
@@ -41,6 +41,11 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     Returns
     -------
     x : array of ``b``'s shape (with the broadcast batch), in ``b``'s package
+
+    Raises
+    ------
+    gpulinalg.SingularMatrixError
+        A zero on the diagonal (unless ``unit_diagonal``), on both backends.
 
     Examples
     --------
@@ -73,6 +78,9 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 
 def _gpu_solve(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+    import cupy
+    if not unit_diagonal:
+        check_nonsingular(a, cupy)
     x, batch, vec = rhs_copy(a, b, dtype)
     n = a.shape[-1]
     if len(x) > 1 and n <= BATCHED_MAX_N:
