@@ -17,10 +17,10 @@ class _FusedLinearFunction(torch.autograd.Function):
     """``act(x @ weight.T + bias)`` forward with the aux kept for the fused backward."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, activation):
+    def forward(ctx, x, weight, bias, activation, grad_wanted):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
-        need_aux = activation is not None and any(ctx.needs_input_grad[:3])
+        need_aux = activation is not None and grad_wanted
         result = matmul(x2, weight.t(), bias=bias, activation=activation, return_aux=need_aux)
         out, aux = result if need_aux else (result, None)
         ctx.save_for_backward(x2, weight)
@@ -36,7 +36,7 @@ class _FusedLinearFunction(torch.autograd.Function):
         grad_x = grads.grad_a.reshape(*ctx.lead, x2.shape[-1]) if ctx.needs_input_grad[0] else None
         grad_w = grads.grad_b.t() if ctx.needs_input_grad[1] else None
         grad_bias = grads.grad_bias if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_bias, None
+        return grad_x, grad_w, grad_bias, None, None
 
 
 class FusedLinear(nn.Module):
@@ -88,7 +88,9 @@ class FusedLinear(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
-        return _FusedLinearFunction.apply(x, self.weight, self.bias, self.activation)
+        grad_wanted = torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (x, self.weight, self.bias))
+        return _FusedLinearFunction.apply(x, self.weight, self.bias, self.activation, grad_wanted)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
