@@ -37,7 +37,7 @@ def _validate_data(est, *args, **kwargs):
 def _lml_cost(n, t, p, eval_gradient, fallback):
     """``(nbytes, flops)`` of one log-marginal-likelihood evaluation on ``n`` points."""
     block = min(n * n, BLOCK_ELEMENTS)
-    nbytes = 8 * (2 * n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
+    nbytes = 8 * (3 * n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
     flops = n ** 3 / 3 + 2 * n * n * t + (2 * n ** 3 if eval_gradient else 0)
     return nbytes, flops
 
