@@ -158,3 +158,25 @@ def test_pool_limit_routes_to_cpu(rng):
         pool.set_limit(size=old)
     assert gpulinalg.last_run().backend == "cpu"
     assert np.allclose(out, np.maximum(a @ a, 0), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_nvmath_execute_path_agrees(rng, activation):
+    """Hits through nvmath's reset_operands_unchecked + execute equal the direct launch."""
+    import cupy
+    a = cupy.asarray(rng.standard_normal((96, 64)).astype(np.float32))
+    b = cupy.asarray(rng.standard_normal((64, 80)).astype(np.float32))
+    bias1 = cupy.asarray(rng.standard_normal(80).astype(np.float32))
+    bias2 = bias1 + 1
+    direct = [matmul(a, b, bias=x, activation=activation, return_aux=True) for x in (bias1, bias2)]
+    _plans.PUBLIC_EXECUTE[0] = True
+    try:
+        public = [matmul(a, b, bias=x, activation=activation, return_aux=True)
+                  for x in (bias2, bias1)][::-1]
+    finally:
+        _plans.PUBLIC_EXECUTE[0] = False
+    again = matmul(a, b, bias=bias2, activation=activation, return_aux=True)
+    for (o1, x1), (o2, x2) in zip(direct, public):
+        assert cupy.allclose(o1, o2) and cupy.array_equal(x1.data, x2.data)
+    assert cupy.allclose(again[0], direct[1][0])
