@@ -63,7 +63,19 @@ def is_array(x):
 def on_gpu(x):
     """True when ``x`` lives in GPU memory (a CuPy array or a CUDA torch tensor)."""
     k = kind_of(x)
-    return k is Kind.CUPY or (k is Kind.TORCH and x.device.type == "cuda")
+    return k is _CUPY or (k is _TORCH and x.device.type == "cuda")
+
+
+def any_on_gpu(values):
+    """True when any of ``values`` lives in GPU memory (see :func:`on_gpu`)."""
+    for x in values:
+        k = kind_of(x)
+        if k is _CUPY or (k is _TORCH and x.device.type == "cuda"):
+            return True
+    return False
+
+
+_NUMPY, _CUPY, _TORCH = Kind.NUMPY, Kind.CUPY, Kind.TORCH  # globals: faster than Enum lookups
 
 
 def to_host(x):
@@ -99,10 +111,11 @@ def to_kind(x, kind, like=None):
     """Move array ``x`` into package ``kind``; ``like`` (an array of that kind) picks the device."""
     if kind is None or not is_array(x):
         return x
-    kind = Kind(kind)
-    if kind is Kind.NUMPY:
+    if type(kind) is not Kind:
+        kind = Kind(kind)
+    if kind is _NUMPY:
         return to_host(x)
-    if kind is Kind.CUPY:
+    if kind is _CUPY:
         return to_device(x)
     import torch
     device = like.device if like is not None and kind_of(like) is Kind.TORCH else None

@@ -10,6 +10,8 @@ Thresholds (documented, deliberately simple):
   ``flops / CPU_FLOPS``.
 """
 
+import sys
+
 import numpy as np
 
 from . import device as _device
@@ -59,7 +61,6 @@ def available_bytes(device=None):
 
 
 def _pool_limit_left():
-    import sys
     cupy = sys.modules.get("cupy")
     if cupy is None or getattr(_device._fake, "memory", None) is not None:
         return None

@@ -172,7 +172,7 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn):
         if settings.backend is Backend.GPU:
             raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
         return "cpu", f"no GPU: {why}", False
-    on_host = not any(_arrays.on_gpu(a) for a in (*args, *kwargs.values()))
+    on_host = not (_arrays.any_on_gpu(args) or (kwargs and _arrays.any_on_gpu(kwargs.values())))
     if settings.backend is Backend.AUTO and on_host and not _budget.offload_pays(flops, nbytes):
         return "cpu", "host inputs; too small for the GPU to pay", False
     ok, avail = _budget.fits(nbytes)
