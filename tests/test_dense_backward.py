@@ -36,7 +36,8 @@ def _numeric_grad(f, x, h=1e-6):
 
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("bias_form", [None, "n", "m1"])
-@pytest.mark.parametrize("shapes", [((5, 4), (4, 3)), ((2, 5, 4), (4, 3)), ((2, 1, 5, 4), (3, 4, 3))])
+@pytest.mark.parametrize("shapes", [((5, 4), (4, 3)), ((2, 5, 4), (4, 3)),
+                                    ((2, 1, 5, 4), (3, 4, 3))])
 def test_finite_differences(rng, activation, bias_form, shapes):
     a, b, bias = _problem(rng, *shapes, bias_form=bias_form)
     out, aux = matmul(a, b, bias=bias, activation=activation, return_aux=True)
@@ -58,7 +59,8 @@ def test_upstream_pair_equals_product(backend, rng, activation):
     """grad_out given as (g, w) (the next layer's backward) equals passing g @ w."""
     a, b, bias = _problem(rng, (16, 12), (12, 10), dtype=np.float32)
     out, aux = matmul(a, b, bias=bias, activation=activation, return_aux=True)
-    g, w = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal((6, 10)).astype(np.float32)
+    g = rng.standard_normal((16, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 10)).astype(np.float32)
     pair = matmul_backward((g, w), a, b, aux=aux, activation=activation, bias=True)
     with gpulinalg.config(backend="cpu"):
         full = matmul_backward(g @ w, a, b, aux=aux, activation=activation, bias=True)

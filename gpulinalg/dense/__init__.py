@@ -1,4 +1,4 @@
-"""Fused matrix multiply (bias, ReLU, GELU and their backward passes) on cuBLASLt, with a NumPy twin.
+"""Fused matrix multiply (bias, ReLU, GELU, their backward passes) on cuBLASLt; a NumPy twin.
 
 ``FusedLinear`` (a ``torch.nn.Module``) loads on first use and needs torch.
 """

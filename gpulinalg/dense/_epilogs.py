@@ -49,7 +49,10 @@ class MatmulAux(NamedTuple):
 
 
 def gelu(z, xp=np):
-    """GELU, tanh approximation (cuBLASLt's): ``0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))``."""
+    """GELU, tanh approximation (cuBLASLt's).
+
+    ``0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))``
+    """
     return 0.5 * z * (1.0 + xp.tanh(GELU_C * (z + GELU_A * z * z * z)))
 
 
@@ -123,7 +126,8 @@ def relu_mask(aux, xp=np):
         return _to_numpy_shape(bits, aux.transposed, xp)
     t = xp.ascontiguousarray(t)
     batch, cols = t.shape[:-2], t.shape[-2]
-    bits = xp.unpackbits(t.reshape(-1), bitorder=RELU_BITORDER).reshape(*batch, cols, t.shape[-1] * 8)
+    bits = xp.unpackbits(t.reshape(-1), bitorder=RELU_BITORDER)
+    bits = bits.reshape(*batch, cols, t.shape[-1] * 8)
     return _to_numpy_shape(bits[..., :aux.rows].astype(bool), aux.transposed, xp)
 
 

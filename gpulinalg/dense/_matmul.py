@@ -26,7 +26,8 @@ class Spec:
 
     def __init__(self, activation=None, alpha=1.0, beta=0.0, return_aux=False, compute_type=None,
                  autotune=False, bias_form=None, transposed=True, out_shape=(), batch_shape=()):
-        self.activation, self.alpha, self.beta, self.return_aux = activation, alpha, beta, return_aux
+        self.activation, self.alpha, self.beta = activation, alpha, beta
+        self.return_aux = return_aux
         self.compute_type, self.autotune, self.bias_form = compute_type, autotune, bias_form
         self.transposed, self.out_shape, self.batch_shape = transposed, out_shape, batch_shape
 
@@ -139,7 +140,7 @@ def _size(shape):
 
 def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, return_aux=False,
            compute_type=None, autotune=None, check_finite=False):
-    """Fused ``act(alpha * a @ b + beta * c + bias)``: cuBLASLt epilogs on the GPU, NumPy on the CPU.
+    """Fused ``act(alpha * a @ b + beta * c + bias)``: cuBLASLt epilogs on the GPU, NumPy on CPU.
 
     Parameters
     ----------
@@ -182,7 +183,8 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
     >>> import numpy as np
     >>> from gpulinalg.dense import matmul
     >>> rng = np.random.default_rng(0)
-    >>> a, b, bias = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal(5)
+    >>> a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    >>> bias = rng.standard_normal(5)
     >>> np.allclose(matmul(a, b, bias=bias, activation="relu"), np.maximum(a @ b + bias, 0))
     True
     """
@@ -273,7 +275,8 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
     >>> import numpy as np
     >>> from gpulinalg.dense import matmul, matmul_backward
     >>> rng = np.random.default_rng(1)
-    >>> a, b, bias = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal(5)
+    >>> a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    >>> bias = rng.standard_normal(5)
     >>> out, aux = matmul(a, b, bias=bias, activation="relu", return_aux=True)
     >>> g = np.ones_like(out)
     >>> grads = matmul_backward(g, a, b, aux=aux, activation="relu", bias=True)

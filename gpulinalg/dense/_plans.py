@@ -34,7 +34,8 @@ COMPUTE_TYPES = {
     "tf32": "COMPUTE_32F_FAST_TF32", "fast_tf32": "COMPUTE_32F_FAST_TF32",
     "fast_fp16": "COMPUTE_32F_FAST_16F", "fast_bf16": "COMPUTE_32F_FAST_16BF",
     "fp32": "COMPUTE_32F", "float32": "COMPUTE_32F", "pedantic": "COMPUTE_32F_PEDANTIC",
-    "fp16": "COMPUTE_16F", "float16": "COMPUTE_16F", "fp64": "COMPUTE_64F", "float64": "COMPUTE_64F",
+    "fp16": "COMPUTE_16F", "float16": "COMPUTE_16F",
+    "fp64": "COMPUTE_64F", "float64": "COMPUTE_64F",
 }
 
 #: epilog handler name -> matmul-descriptor attribute its pointer goes to.
@@ -123,7 +124,8 @@ class Plan:
     def _run_public(self, a, b, c, alpha, beta, inputs, stream):
         mm = self.mm
         self.bound.clear()  # nvmath sets the descriptor's pointers itself on this path
-        mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha, beta=beta if c is not None else None,
+        mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha,
+                                    beta=beta if c is not None else None,
                                     epilog_inputs=dict(inputs) if inputs else None, stream=stream)
         result = mm.execute(stream=stream)
         mm.release_operands()
