@@ -31,6 +31,9 @@ PROGRESS_MIN_BYTES = 4 << 30
 CPU_PANEL_BYTES = 64 << 20
 #: Largest pinned buffer of the GPU streamer.
 GPU_PANEL_MAX_BYTES = 512 << 20
+#: Host threads filling a pinned buffer from a NumPy source, and the least bytes per thread.
+FILL_THREADS = 8
+FILL_THREAD_BYTES = 4 << 20
 
 
 class HostMatrix:
@@ -125,14 +128,15 @@ class CupyStreamer:
         self.wire = _wire_dtype(matrix)
         row = max(n, 1) * (2 * self.wire.itemsize + 2 * self.hi.itemsize)
         rows = panel_rows or max(1, (_budget.available_bytes() // 3) // row)
-        rows = min(rows, max(1, GPU_PANEL_MAX_BYTES // (max(n, 1) * self.wire.itemsize)), m)
-        self.panel_rows = int(max(rows, 1))
+        rows = min(rows, max(1, GPU_PANEL_MAX_BYTES // (max(n, 1) * self.wire.itemsize)))
+        self.panel_rows = int(min(max(rows, 256), max(m, 1)))
         self.pinned = [cupyx.empty_pinned((self.panel_rows, n), self.wire) for _ in range(2)]
         self.device = [cupy.empty((self.panel_rows, n), self.wire) for _ in range(2)]
         self.copy_stream = cupy.cuda.Stream(non_blocking=True)
         self.compute = cupy.cuda.get_current_stream()
         self.bad = cupy.zeros((), dtype=cupy.bool_)
         self.bytes_moved, self.seconds = 0, 0.0
+        self._pool = None
 
     def run_pass(self, consume, progress):
         m = self.matrix.shape[0]
@@ -143,7 +147,7 @@ class CupyStreamer:
             rows = stop - start
             if copied[b] is not None:
                 copied[b].synchronize()  # pinned buffer b is free again
-            np.copyto(self.pinned[b][:rows], self.matrix.panel(start, stop), casting="unsafe")
+            self._fill(self.pinned[b][:rows], start, stop)
             if computed[b] is not None:
                 self.copy_stream.wait_event(computed[b])  # device buffer b is free again
             self.device[b][:rows].set(self.pinned[b][:rows], stream=self.copy_stream)
@@ -162,7 +166,27 @@ class CupyStreamer:
         if self.check_finite and bool(self.bad):
             raise ValueError("a must not contain infs or NaNs")
 
+    def _fill(self, out, start, stop):
+        """Copy rows ``start:stop`` into pinned ``out``; NumPy sources in parallel chunks (the
+        copies release the GIL), so the host side keeps up with PCIe."""
+        src = self.matrix.source
+        rows = stop - start
+        if not isinstance(src, np.ndarray) or out.nbytes < FILL_THREAD_BYTES * 2:
+            np.copyto(out, self.matrix.panel(start, stop), casting="unsafe")
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(FILL_THREADS)
+        step = -(-rows // FILL_THREADS)
+        jobs = [self._pool.submit(np.copyto, out[i:i + step], src[start + i:start + i + step],
+                                  casting="unsafe") for i in range(0, rows, step)]
+        for job in jobs:
+            job.result()
+
     def finish(self):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         note(streamed_bytes=self.bytes_moved, stream_seconds=self.seconds,
              h2d_gbps=self.bytes_moved / self.seconds / 1e9 if self.seconds else None,
              panel_rows=self.panel_rows)

@@ -311,5 +311,6 @@ def _streamed(streamer, a, plan):
     _dispatch.note(method="randomized-out-of-core", **info)
     if plan.error_estimate:
         err = _ooc.streamed_residual_norm(streamer, Vh, seed=plan.seed + 1)
+        streamer.finish()
         return LowRankSVDResult(U, S, Vh, err)
     return SVDResult(U, S, Vh)
