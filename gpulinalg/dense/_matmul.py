@@ -14,7 +14,7 @@ from ._results import Gradients
 __all__ = ["matmul", "matmul_backward"]
 
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
-_WORKSPACE = 64 << 20
+_WORKSPACE = 64 << 20  # the most workspace a plan may take (see _plans.WORKSPACE_LIMIT)
 _dtype_names = {}
 
 
@@ -131,6 +131,12 @@ def _nbytes(*arrays):
     return sum([x.nbytes for x in arrays if x is not None])
 
 
+def _estimate(array_bytes):
+    """Peak device bytes: the arrays plus cuBLASLt's workspace, which small products keep small
+    (the figure also prices the host-to-GPU trip, so it must not be dominated by the cap)."""
+    return array_bytes + min(_WORKSPACE, array_bytes)
+
+
 def _size(shape):
     size = 1
     for n in shape:
@@ -212,7 +218,7 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
     if 0 in out_shape:
         return _empty(a, spec)
     size = _size(out_shape)
-    nbytes = _nbytes(a, b, bias, c) + 2 * size * a.itemsize + _WORKSPACE
+    nbytes = _estimate(_nbytes(a, b, bias, c) + 2 * size * a.itemsize)
     return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
                     nbytes=nbytes, flops=2.0 * size * k)
 
@@ -310,7 +316,7 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
                 bias_form=form, transposed=True if aux is None else aux.transposed,
                 out_shape=out_shape, batch_shape=batch)
     size = _size(out_shape)
-    nbytes = _nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize + _WORKSPACE
+    nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     return dispatch("dense.matmul_backward", _gpu.matmul_backward, _cpu.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
                     flops=4.0 * size * k, like=a)
