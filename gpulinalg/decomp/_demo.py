@@ -77,8 +77,30 @@ def cholesky_step(small):
                 reference_seconds=t_ref, check=bool(ok))
 
 
+def pca_step(small):
+    """PCA of the handwritten digits (scikit-learn's ``load_digits``, jittered copies when not
+    ``small``) against scikit-learn's PCA: same explained variances, same components."""
+    from sklearn.datasets import load_digits
+    from sklearn.decomposition import PCA as SkPCA
+
+    from ._pca import PCA
+    X = load_digits().data.astype(np.float32)
+    if not small:
+        rng = np.random.default_rng(4)
+        X = np.concatenate([X + rng.normal(0, 0.5, X.shape).astype(np.float32)
+                            for _ in range(100)])
+    PCA(4, svd_solver="randomized", random_state=0).fit(X[:256])  # warm-up
+    ours = PCA(16, svd_solver="randomized", random_state=0).fit(X)
+    row = _row(f"PCA {X.shape[0]}x{X.shape[1]} fp32, 16 components", "sklearn PCA", 0.0, True)
+    ref, t_ref = _timed(lambda: SkPCA(16, svd_solver="randomized", random_state=0).fit(X))
+    ok = np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-2) and \
+        np.allclose(np.abs(ours.components_[:8]), np.abs(ref.components_[:8]), atol=1e-2)
+    row.update(reference_seconds=t_ref, check=bool(ok))
+    return row
+
+
 #: The rows of this module's demo step, in order; other families append their own functions.
-STEPS = [qr_step, svd_step, cholesky_step]
+STEPS = [qr_step, svd_step, cholesky_step, pca_step]
 
 
 def step(small):

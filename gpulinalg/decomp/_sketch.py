@@ -42,7 +42,8 @@ def seed_of(random_state):
                     f"numpy.random.RandomState, got {type(random_state).__name__}")
 
 
-# splitmix64 of a counter, then Box-Muller: the same numbers from NumPy and from a CUDA kernel.
+# splitmix64 of a counter, then Box-Muller (entries 2p and 2p+1 share the pair p): the same
+# numbers from NumPy and from a CUDA kernel.
 _GAUSS_PREAMBLE = r"""
 __device__ __forceinline__ unsigned long long gl_mix(unsigned long long z) {
     z += 0x9E3779B97F4A7C15ull;
@@ -52,31 +53,60 @@ __device__ __forceinline__ unsigned long long gl_mix(unsigned long long z) {
 }
 """
 _GAUSS_BODY = r"""
-unsigned long long c = seed ^ (2ull * (unsigned long long)i);
+unsigned long long c = seed ^ (((unsigned long long)i >> 1) << 1);
 double u1 = ((double)(gl_mix(c) >> 11) + 1.0) * 1.1102230246251565e-16;
 double u2 = (double)(gl_mix(c + 1ull) >> 11) * 1.1102230246251565e-16;
-z = (T)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586 * u2;
+z = (T)((i & 1) ? r * sin(t) : r * cos(t));
 """
 _gauss_kernel = None
+_K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)]
 
 
-def _mix_np(z):
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+def _mix_np(z, tmp):
+    """splitmix64's finalizer, in place on uint64 ``z`` (``tmp``: scratch of the same shape)."""
+    z += _K[0]
+    for shift, mult in ((30, _K[1]), (27, _K[2])):
+        np.right_shift(z, np.uint64(shift), out=tmp)
+        z ^= tmp
+        z *= mult
+    np.right_shift(z, np.uint64(31), out=tmp)
+    z ^= tmp
+    return z
+
+
+def _uniform_np(c, tmp, plus_one):
+    z = _mix_np(c, tmp)
+    z >>= np.uint64(11)
+    u = z.view(np.int64).astype(np.float64)  # < 2**53: exact, and faster than from uint64
+    if plus_one:
+        u += 1.0
+    u *= 2.0**-53
+    return u
 
 
 def _gaussian_real(xp, shape, dtype, seed):
     global _gauss_kernel
     seed = np.uint64(seed & _MASK64)
+    size = int(np.prod(shape))
     if xp is np:
-        c = seed ^ (np.arange(int(np.prod(shape)), dtype=np.uint64) * np.uint64(2))
+        pairs = (size + 1) // 2
+        c = np.arange(pairs, dtype=np.uint64)
+        c <<= np.uint64(1)
+        c ^= seed
+        c1 = c + np.uint64(1)
+        tmp = np.empty_like(c)
         with np.errstate(over="ignore"):
-            u1 = ((_mix_np(c) >> np.uint64(11)).astype(np.float64) + 1.0) * 2.0**-53
-            u2 = (_mix_np(c + np.uint64(1)) >> np.uint64(11)).astype(np.float64) * 2.0**-53
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2 * np.pi * u2)
-        return z.astype(dtype).reshape(shape)
+            r = _uniform_np(c, tmp, True)
+            t = _uniform_np(c1, tmp, False)
+        np.log(r, out=r)
+        r *= -2.0
+        np.sqrt(r, out=r)
+        t *= 2 * np.pi
+        z = np.empty((pairs, 2), np.float64)
+        np.multiply(r, np.cos(t), out=z[:, 0])
+        np.multiply(r, np.sin(t), out=z[:, 1])
+        return z.reshape(-1)[:size].astype(dtype).reshape(shape)
     if _gauss_kernel is None:
         _gauss_kernel = xp.ElementwiseKernel("uint64 seed", "T z", _GAUSS_BODY, "gl_gaussian",
                                              preamble=_GAUSS_PREAMBLE)
