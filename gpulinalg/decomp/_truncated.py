@@ -260,7 +260,8 @@ def _run(xp, a, plan):
     method = plan.method
     if method in ("exact", "gesvdr") and op.sparse:
         a = a.toarray()
-    if method == "exact":
+    # Xgesvdr needs at least one oversampling column: without room for it, the exact SVD
+    if method == "exact" or (method == "gesvdr" and plan.sketch <= plan.k):
         U, S, Vh = _exact(xp, a, plan)
         return _finish(op, U, S, Vh, plan, {"method": "exact"})
     if method == "gesvdr" and xp is not np:
