@@ -357,3 +357,20 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype):
     assert np.abs(q.conj().T @ q - np.eye(40)).max() < 1e-3
     bad = chol_inverse(xp_gpu.asarray(-np.eye(3)), 0.0, dtype).get()
     assert np.isnan(bad).all()
+
+
+@pytest.mark.gpu
+def test_pool_limit_routes_device_input_to_cpu(xp_gpu, rng):
+    a = xp_gpu.asarray(known(rng, 3000, 400, 0.9 ** np.arange(400)))
+    pool = xp_gpu.get_default_memory_pool()
+    old = pool.get_limit()
+    pool.set_limit(size=pool.used_bytes() + (512 << 10))  # room for the results only
+    try:
+        with gpulinalg.config(backend="gpu"), pytest.warns(FallbackWarning):
+            r = truncated_svd(a, 4, random_state=0, check_finite=False, method="randomized")
+        rec = gpulinalg.last_run()
+    finally:
+        pool.set_limit(size=old)
+    assert rec.backend == "cpu" and rec.fell_back
+    assert isinstance(r.S, xp_gpu.ndarray)
+    assert np.allclose(r.S.get(), 0.9 ** np.arange(4), rtol=1e-8)
