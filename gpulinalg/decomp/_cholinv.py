@@ -79,11 +79,11 @@ extern "C" __global__ void gl_chol_inv(const SCALAR* __restrict__ g, OUT* __rest
         }
     }
     __syncthreads();
-    const double nan = __longlong_as_double(0x7ff8000000000000ULL);
+    const double qnan = __longlong_as_double(0x7ff8000000000000ULL);
     for (int idx = tid; idx < l * l; idx += nt) {
         const int i = idx / l, c = idx % l;
         SCALAR v = (i < c) ? a[c * l + i] : ((i == c) ? dinv[c] : SCALAR(0.0));
-        if (failed) v = SCALAR(nan);
+        if (failed) v = SCALAR(qnan);
         rinv[idx] = OUT(v);
     }
 }
@@ -108,7 +108,7 @@ def _kernel(dtype):
         import cupy
         scalar, out = _TYPES[dtype]
         code = _SOURCE.replace("SCALAR", scalar).replace("OUT", out)
-        kern = _kernels[dtype] = cupy.RawKernel(code, "gl_chol_inv", options=("--std=c++14",))
+        kern = _kernels[dtype] = cupy.RawKernel(code, "gl_chol_inv", options=("--std=c++17",))
     return kern
 
 

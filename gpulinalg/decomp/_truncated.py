@@ -293,9 +293,10 @@ def _gpu(a, plan):
         a = cupy.asarray(np.ascontiguousarray(a.materialize()))
         if deferred_check:
             _v.check_finite(a)
-    elif hasattr(a, "tocsr") and not _is_cupy_sparse(a):
-        import cupyx.scipy.sparse as cps
-        a = cps.csr_matrix(a.tocsr())
+    elif hasattr(a, "tocsr"):
+        if not _is_cupy_sparse(a):
+            import cupyx.scipy.sparse as cps
+            a = cps.csr_matrix(a.tocsr())
     elif not (a.flags.c_contiguous or a.flags.f_contiguous):
         a = cupy.ascontiguousarray(a)
     return _run(cupy, a, plan)
