@@ -154,7 +154,7 @@ class CupyStreamer:
             copied[b] = self.copy_stream.record()
             self.compute.wait_event(copied[b])
             with self.compute:
-                p = self.device[b][:rows].astype(self.hi)
+                p = self.device[b][:rows].astype(self.hi, copy=False)
                 if self.check_finite:
                     self.bad |= ~self.xp.isfinite(p).all()
                 consume(start, stop, p)
