@@ -4,6 +4,7 @@ import numpy as np
 
 from gpulinalg.dense._epilogs import gelu
 
+GELU_RTOL = 1e-9
 ACTS = {None: lambda z: z, "relu": lambda z: np.maximum(z, 0), "gelu": gelu}
 
 
@@ -28,10 +29,16 @@ def reference(a, b, bias=None, activation=None, alpha=1.0, c=None, beta=0.0):
     return ACTS[activation](z), z, bound
 
 
-def assert_close(got, ref, bound, dtype, k):
-    """``|got - ref| <= (k + 8) * eps(dtype) * bound`` elementwise (plus one rounding of ref)."""
+def assert_close(got, ref, bound, dtype, k, activation=None):
+    """``|got - ref| <= (k + 8) * eps(dtype) * bound`` elementwise (plus one rounding of ref).
+
+    cuBLASLt evaluates GELU's tanh to about 1e-10 relative even in float64: with
+    ``activation="gelu"`` that much is allowed on top.
+    """
     got = np.asarray(got).astype(ref.dtype)
     tol = (k + 8) * eps(dtype) * (bound + np.abs(ref)) + 1e-300
+    if activation == "gelu":
+        tol = tol + GELU_RTOL * (bound + 1.0)
     err = np.abs(got - ref)
     assert got.shape == ref.shape, (got.shape, ref.shape)
     assert np.all(err <= tol), f"max err {err.max():.3g}, max tol {tol.max():.3g}"

@@ -38,7 +38,7 @@ def test_forms(backend, rng, dtype, activation, bias_form, return_aux):
             assert aux.transposed == (bias_form != "m1")
             _check_aux(aux, z, bound, dtype, k)
     assert got.dtype == dtype
-    assert_close(got, ref, bound, dtype, k)
+    assert_close(got, ref, bound, dtype, k, activation)
     assert gpulinalg.last_run().backend == backend
 
 
@@ -59,7 +59,7 @@ def test_batched_broadcast(backend, rng, shapes, activation):
     bias = rng.standard_normal(5)
     out, aux = matmul(a, b, bias=bias, activation=activation, return_aux=True)
     ref, z, bound = reference(a, b, bias, activation)
-    assert_close(out, ref, bound, np.float64, 7)
+    assert_close(out, ref, bound, np.float64, 7, activation)
     if activation:
         _check_aux(aux, z, bound, np.float64, 7)
 
@@ -75,7 +75,7 @@ def test_layouts(backend, rng, layout):
     bias = rng.standard_normal(b.shape[1]).astype(np.float32)
     out = matmul(a, b, bias=bias, activation="gelu")
     ref, _, bound = reference(a, b, bias, "gelu")
-    assert_close(out, ref, bound, np.float32, a.shape[1])
+    assert_close(out, ref, bound, np.float32, a.shape[1], "gelu")
 
 
 @pytest.mark.parametrize("c_shape", [(12, 10), (1, 10), (3, 12, 10)])
@@ -125,7 +125,7 @@ def test_empty_and_one(backend, rng, shapes, activation):
     bias = rng.standard_normal(shapes[1][-1]).astype(np.float32)
     out, aux = matmul(a, b, bias=bias, activation=activation, return_aux=True)
     ref, _, bound = reference(a, b, bias, activation)
-    assert_close(out, ref, bound, np.float32, max(a.shape[-1], 1))
+    assert_close(out, ref, bound, np.float32, max(a.shape[-1], 1), activation)
     assert (aux is None) == (activation is None)
 
 

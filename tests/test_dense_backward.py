@@ -92,7 +92,7 @@ def test_gpu_matches_cpu_twin(rng, dtype, activation, bias_form, pair):
             continue
         ref64 = np.asarray(ref, dtype=np.float64)
         assert got.shape == ref.shape
-        assert_close(got, ref64, np.abs(ref64).max() + scale ** 0.5, dtype, 32)
+        assert_close(got, ref64, np.abs(ref64).max() + scale ** 0.5, dtype, 32, activation)
 
 
 def test_aux_required(rng):

@@ -129,7 +129,8 @@ def _dz(grad_out, upstream, aux, spec):
     batch = spec.batch_shape
     g1, w = _gemm_ready(g1, batch), _gemm_ready(w, batch)
     A, B = (_t(w), _t(g1)) if aux.transposed else (g1, w)
-    d, extra = gemm(A, B, epilog=epilog, inputs={f"{spec.activation}_aux": aux.data},
+    data = _col_major(aux.data)  # a trip through the host may have made it C-ordered
+    d, extra = gemm(A, B, epilog=epilog, inputs={f"{spec.activation}_aux": data},
                     compute_type=spec.compute_type, autotune=spec.autotune)
     dz = _t(d) if aux.transposed else d
     if not want_bias:
@@ -155,14 +156,16 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
     dz_ready = _gemm_ready(dz, batch)
     a_b, b_b = _gemm_ready(a, batch), _gemm_ready(b, batch)
     form = spec.bias_form if grad_bias is None else None
-    # grad_a = dz @ b.T; BGRADA sums dz over its columns: the (M, 1) bias gradient.
-    ga, ea = gemm(dz_ready, _t(b_b), epilog="BGRADA" if form == "m1" else None,
-                  compute_type=spec.compute_type, autotune=spec.autotune)
+    # grad_a.T = b @ dz.T; BGRADB sums its B operand (dz.T) over rows: the (M, 1) bias gradient.
+    # (BGRADA on grad_a = dz @ b.T would be the direct route; cuBLASLt does not support it here.)
+    ga_t, ea = gemm(b_b, _t(dz_ready), epilog="BGRADB" if form == "m1" else None,
+                    compute_type=spec.compute_type, autotune=spec.autotune)
+    ga = _t(ga_t)
     # grad_b = a.T @ dz; BGRADB sums dz over its rows: the (N,) bias gradient.
     gb, eb = gemm(_t(a_b), dz_ready, epilog="BGRADB" if form == "n" else None,
                   compute_type=spec.compute_type, autotune=spec.autotune)
     if form == "m1":
-        grad_bias = _bias_from_bgrad(ea["bgrada"], "m1")
+        grad_bias = _bias_from_bgrad(ea["bgradb"], "m1")
     elif form == "n":
         grad_bias = _bias_from_bgrad(eb["bgradb"], "n")
     grad_a = _cpu.unbroadcast(ga, a.shape, cupy).astype(a.dtype, copy=False)

@@ -158,7 +158,8 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
         ``(N,)`` adds to every row, as in ``a @ b + bias``; ``(M, 1)`` adds per row.
     activation : {None, "relu", "gelu"}
         GELU is the tanh approximation cuBLASLt computes,
-        ``0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z**3)))``, on both backends.
+        ``0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z**3)))``, on both backends (cuBLASLt
+        evaluates it to about 1e-10 relative, also for float64).
     alpha, beta : float
         Scale the product and ``c``. With ``beta == 0`` ``c`` is not read (as in cuBLAS).
     c : (..., M, N) array, optional
@@ -266,7 +267,8 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
     bias : bool or {"column"}
         Whether the forward had a bias: ``True`` for shape ``(N,)`` (``(M, 1)`` when ``aux``
         says the forward used that form), ``"column"`` for ``(M, 1)``. On the GPU the bias
-        gradient comes from the BGRADB (``(N,)``) or BGRADA (``(M, 1)``) epilog, or from
+        gradient comes from the BGRADB epilog (of ``a.T @ dz`` for ``(N,)``, of the
+        transposed ``b @ dz.T`` for ``(M, 1)``), or from
         DRELU_BGRAD/DGELU_BGRAD with a ``(g, w)`` pair.
     compute_type, autotune
         As in :func:`matmul`.
