@@ -1,0 +1,191 @@
+"""A CPU stand-in for the CuPy features the low-rank GPU code uses (arrays, linalg, kernels,
+streams, events, pinned memory, sparse), so the GPU branches of truncated_svd, the streamer
+and PCA run on a machine without a GPU. The two custom kernels run their NumPy mirrors; the
+``gpu``-marked tests run the real ones."""
+
+import contextlib
+import sys
+import types
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+
+from gpulinalg.decomp import _sketch
+
+
+class Dev(np.ndarray):
+    """A NumPy array that answers like a CuPy array."""
+
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        if out is not None:
+            out[...] = self
+            return out
+        return np.array(self).view(np.ndarray)
+
+    def set(self, arr, stream=None):
+        self[...] = arr
+
+
+def dev(x):
+    if isinstance(x, np.ndarray) and not isinstance(x, Dev):
+        return x.view(Dev)
+    if isinstance(x, tuple):
+        return tuple(dev(v) for v in x)
+    return x
+
+
+def chol_inverse_mirror(g, shift_factor):
+    """The fused CUDA kernel of gpulinalg.decomp._cholinv, loop for loop, in NumPy."""
+    g = np.asarray(g)
+    l = g.shape[0]
+    shift = np.trace(g).real * shift_factor + np.finfo(np.float64).tiny
+    for _ in range(3):
+        a = g.copy()
+        a[np.diag_indices(l)] += shift
+        failed = False
+        for j in range(l):
+            d = a[j, j].real
+            if not (d > 0) or not np.isfinite(d):
+                failed, d = True, 1.0
+            a[j, j] = np.sqrt(d)
+            a[j, j + 1:] /= a[j, j]
+            for p in range(j + 1, l):
+                a[p, p:] -= np.conj(a[j, p]) * a[j, p:]
+        if not failed:
+            break
+        shift *= 1000.0
+    dinv = np.zeros(l, a.dtype)
+    for c in range(l):
+        dinv[c] = 1.0 / a[c, c]
+        for i in range(c - 1, -1, -1):
+            s = a[i, c] * dinv[c] + (a[i, i + 1:c] * a[c, i + 1:c]).sum()
+            a[c, i] = -s / a[i, i]
+    out = np.zeros_like(a)
+    for i in range(l):
+        for c in range(l):
+            out[i, c] = a[c, i] if i < c else (dinv[c] if i == c else 0)
+    if failed:
+        out[...] = np.nan
+    return out
+
+
+class _Elementwise:
+    def __init__(self, in_params, out_params, body, name, preamble=""):
+        assert name == "gl_gaussian"
+
+    def __call__(self, seed, out):
+        out[...] = _sketch._gaussian_real(np, out.shape, out.dtype, int(seed))
+        return out
+
+
+class _Raw:
+    def __init__(self, code, name, options=()):
+        assert name == "gl_chol_inv" and "--std=c++17" in options
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        g, rinv, l, shift, tiny = args
+        assert shared_mem <= 48 * 1024 and grid == (1,)
+        rinv[...] = chol_inverse_mirror(g, float(shift)).astype(rinv.dtype)
+
+
+class _Event:
+    def synchronize(self):
+        pass
+
+
+class _Stream:
+    def __init__(self, non_blocking=False):
+        pass
+
+    def record(self, event=None):
+        return _Event()
+
+    def wait_event(self, event):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _cholesky(a):
+    try:
+        return dev(np.linalg.cholesky(a))
+    except np.linalg.LinAlgError:
+        return dev(np.full(a.shape, np.nan, a.dtype))  # CuPy does not check: NaNs
+
+
+def _modules():
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray = Dev
+    cupy.ElementwiseKernel, cupy.RawKernel = _Elementwise, _Raw
+
+    def wrap(fn):
+        return lambda *a, **k: dev(fn(*a, **k))
+    for name in ("empty", "zeros", "zeros_like", "ones", "eye", "asarray", "ascontiguousarray",
+                 "asfortranarray", "arange", "abs", "where", "argmax", "sqrt", "maximum",
+                 "outer", "trace", "isfinite", "conj", "float64"):
+        fn = getattr(np, name)
+        setattr(cupy, name, wrap(fn) if callable(fn) and name != "float64" else fn)
+    cupy.bool_ = np.bool_
+    cupy.array = lambda a, order="K", copy=True, dtype=None: dev(np.array(a, dtype, order=order))
+    cupy.linalg = types.SimpleNamespace(
+        qr=lambda a, mode="reduced": dev(np.linalg.qr(a, mode=mode)),
+        cholesky=_cholesky, svd=lambda a, full_matrices=True, compute_uv=True: dev(
+            np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)),
+        eigh=lambda a: dev(np.linalg.eigh(a)))
+    cupy.cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event,
+                                      get_current_stream=lambda: _Stream())
+    cupyx = types.ModuleType("cupyx")
+    cupyx.empty_pinned = np.empty
+    cupyx.scipy = types.ModuleType("cupyx.scipy")
+    linalg = types.ModuleType("cupyx.scipy.linalg")
+    linalg.solve_triangular = lambda a, b, lower=False: dev(
+        scipy.linalg.solve_triangular(a, b, lower=lower))
+    linalg.lu = lambda a, permute_l=False: dev(scipy.linalg.lu(a, permute_l=permute_l))
+    sparse = types.ModuleType("cupyx.scipy.sparse")
+    sparse.csr_matrix = _CupySparse
+    cupyx.scipy.linalg, cupyx.scipy.sparse = linalg, sparse
+    return {"cupy": cupy, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy,
+            "cupyx.scipy.linalg": linalg, "cupyx.scipy.sparse": sparse}
+
+
+class _CupySparse(scipy.sparse.csr_matrix):
+    """A SciPy CSR matrix whose products return device arrays (as cupyx's do)."""
+
+    __module__ = "cupyx.scipy.sparse._csr"
+
+    def __matmul__(self, other):
+        return dev(np.asarray(scipy.sparse.csr_matrix(self) @ np.asarray(other)))
+
+    def tocsr(self, copy=False):
+        return _CupySparse(scipy.sparse.csr_matrix(self))
+
+    @property
+    def T(self):
+        return _CupySparse(scipy.sparse.csr_matrix(self).T.tocsr())
+
+    def conj(self, copy=True):
+        return _CupySparse(scipy.sparse.csr_matrix(self).conj())
+
+    def toarray(self, order=None, out=None):
+        return dev(scipy.sparse.csr_matrix(self).toarray())
+
+    def get(self):
+        return scipy.sparse.csr_matrix(self)
+
+
+@contextlib.contextmanager
+def emulated_cupy(monkeypatch, free_bytes=1 << 22):
+    """Install the stand-in for the duration of a test (the budget reports ``free_bytes``)."""
+    from gpulinalg._runtime import budget
+    for name, mod in _modules().items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(budget, "available_bytes", lambda device=None: free_bytes)
+    yield sys.modules["cupy"]

@@ -1,0 +1,139 @@
+"""The GPU branches of the low-rank family, run against a CPU stand-in for CuPy.
+
+They compare with the CPU twins: same sketch (the counter-based generator is shared), same
+algorithm, so results agree to rounding. The real CuPy, kernels and streams are exercised by
+the ``gpu``-marked tests."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpulinalg.decomp import _ooc, _pca_fit, _randomized, _truncated
+from gpulinalg.decomp._truncated import resolve_plan
+
+from _lowrank_emulator import Dev, chol_inverse_mirror, dev, emulated_cupy
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with emulated_cupy(monkeypatch) as cupy:
+        yield cupy
+
+
+def known(rng, m, n, s, dtype=np.float64):
+    cplx = np.dtype(dtype).kind == "c"
+
+    def basis(rows):
+        z = rng.standard_normal((rows, len(s))) + (1j * rng.standard_normal((rows, len(s)))
+                                                   if cplx else 0)
+        return np.linalg.qr(z)[0]
+    return ((basis(m) * s) @ basis(n).conj().T).astype(dtype)
+
+
+def plan_for(a, k, **kw):
+    return resolve_plan(a.shape, k, dtype=a.dtype, random_state=0, **kw)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(200, 70), (60, 150)])
+@pytest.mark.parametrize("normalizer", ["auto", "QR", "LU"])
+def test_randomized_gpu_branch_matches_cpu(fake, rng, dtype, shape, normalizer):
+    a = known(rng, *shape, 0.85 ** np.arange(min(shape)), dtype)
+    plan = plan_for(a, 6, method="randomized", power_iteration_normalizer=normalizer,
+                    error_estimate=True)
+    got = _truncated._gpu(dev(a), plan)
+    ref = _truncated._cpu(a, plan)
+    tol = 1e-4 if np.dtype(dtype).char in "fF" else 1e-10
+    assert isinstance(got.S, Dev) and got.U.dtype == dtype
+    assert np.allclose(np.asarray(got.S), ref.S, rtol=tol)
+    assert np.allclose(np.asarray(got.U) * np.asarray(got.S) @ np.asarray(got.Vh),
+                       ref.U * ref.S @ ref.Vh, atol=tol * 10)
+    assert abs(got.error - ref.error) <= 1e-3 * ref.error
+
+
+def test_exact_and_gesvdr_routes(fake, rng):
+    a = known(rng, 80, 40, np.linspace(3, 1, 40))
+    ref = np.linalg.svd(a, compute_uv=False)[:4]
+    got = _truncated._gpu(dev(a), plan_for(a, 4, method="exact"))
+    assert np.allclose(np.asarray(got.S), ref)
+    tiny = np.array([[3.0]])
+    got = _truncated._gpu(dev(tiny), plan_for(tiny, 1, method="gesvdr"))
+    assert np.allclose(np.asarray(got.S), [3.0])
+
+
+def test_sparse_gpu_branch(fake, rng):
+    a = sp.csr_matrix(known(rng, 150, 60, 0.7 ** np.arange(60)))
+    plan = plan_for(a, 3, method="randomized")
+    ref = _truncated._cpu(a, plan)
+    import cupyx.scipy.sparse as cps  # the stand-in
+    for x in (a, cps.csr_matrix(a)):  # SciPy CSR is moved over; CuPy CSR is used as is
+        got = _truncated._gpu(x, plan)
+        assert np.allclose(np.asarray(got.S), ref.S, rtol=1e-10)
+
+
+def test_nan_sketch_reruns_with_householder(fake, rng, monkeypatch):
+    a = known(rng, 120, 50, 0.8 ** np.arange(50)).astype(np.float32)
+    calls = []
+    real = _randomized.orthonormalize
+
+    def poisoned(xp, y, method="QR", *, passes=1):
+        calls.append(method)
+        if method == "CholQR":
+            return y * np.nan
+        return real(xp, y, method, passes=passes)
+
+    monkeypatch.setattr(_randomized, "orthonormalize", poisoned)
+    got = _truncated._gpu(dev(a), plan_for(a, 4, method="randomized"))
+    assert "CholQR" in calls and np.isfinite(np.asarray(got.S)).all()
+    assert np.allclose(np.asarray(got.S), 0.8 ** np.arange(4), rtol=1e-5)
+
+
+def test_fused_kernel_stand_in_agrees_with_scipy(rng):
+    y = rng.standard_normal((60, 9))
+    g = y.T @ y
+    rinv = chol_inverse_mirror(g, 1e-14)
+    q = y @ rinv
+    assert np.allclose(q.T @ q, np.eye(9), atol=1e-10)
+    assert np.isnan(chol_inverse_mirror(-np.eye(2), 0.0)).all()
+
+
+class Dataset:
+    def __init__(self, x):
+        self._x, self.shape, self.dtype = x, x.shape, x.dtype
+
+    def __getitem__(self, index):
+        return np.array(self._x[index])
+
+
+@pytest.mark.parametrize("source", ["array", "dataset"])
+def test_streamer_gpu_branch_matches_cpu(fake, rng, source, monkeypatch):
+    monkeypatch.setattr(_ooc, "FILL_THREAD_BYTES", 1024)  # exercise the threaded fill
+    a = known(rng, 3000, 40, 0.8 ** np.arange(40)).astype(np.float32)
+    src = a if source == "array" else Dataset(a)
+    plan = plan_for(a, 4, method="randomized", out_of_core=True, error_estimate=True)
+    matrix = _ooc.HostMatrix(src, np.float32)
+    got = _truncated._gpu_streamed(matrix, plan)
+    ref = _truncated._cpu(_ooc.HostMatrix(a, np.float32), plan)
+    assert np.allclose(got.S, ref.S, rtol=1e-5)
+    assert abs(got.error - ref.error) < 1e-3 * ref.error
+
+
+def test_streamer_nan_raises(fake):
+    a = np.ones((2000, 10), np.float32)
+    a[1500, 2] = np.inf
+    plan = plan_for(a, 2, method="randomized", out_of_core=True)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        _truncated._gpu_streamed(_ooc.HostMatrix(a, np.float32), plan)
+
+
+@pytest.mark.parametrize("solver", ["full", "covariance_eigh", "randomized"])
+def test_pca_gpu_branches_match_cpu(fake, rng, solver):
+    X = (rng.standard_normal((400, 30)) * np.linspace(5, 0.1, 30) + 3).astype(np.float32)
+    cfg = _pca_fit.FitConfig(solver, 5, 10, "auto", 123, np.dtype(np.float32), True, False)
+    ref = _pca_fit.fit_cpu(_ooc.HostMatrix(X, np.float32), cfg)
+    got = _pca_fit.fit_gpu(_ooc.HostMatrix(X, np.float32), cfg)
+    for key in ("explained_variance", "mean", "singular_values"):
+        assert np.allclose(np.asarray(got[key]), ref[key], rtol=1e-4, atol=1e-5)
+    streamed = _pca_fit.fit_streamed_gpu(_ooc.HostMatrix(Dataset(X), np.float32), cfg)
+    assert np.allclose(np.asarray(streamed["explained_variance"]), ref["explained_variance"],
+                       rtol=1e-4)
