@@ -36,6 +36,12 @@ def _gemm_ready(x, batch_shape):
     return x if ok else cupy.ascontiguousarray(x)
 
 
+def _row_major(x):
+    """``x`` with C-contiguous matrices (a copy only when it is not)."""
+    import cupy
+    return x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+
+
 def _vector(v):
     """A 1-D, unit-stride, 16-byte-aligned copy of ``v`` only when ``v`` is not one already."""
     import cupy
@@ -158,11 +164,14 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
     form = spec.bias_form if grad_bias is None else None
     # grad_a.T = b @ dz.T; BGRADB sums its B operand (dz.T) over rows: the (M, 1) bias gradient.
     # (BGRADA on grad_a = dz @ b.T would be the direct route; cuBLASLt does not support it here.)
-    ga_t, ea = gemm(b_b, _t(dz_ready), epilog="BGRADB" if form == "m1" else None,
+    # BGRADB is run with a row-major B operand, the layout it is known to accept.
+    dz_t = _row_major(_t(dz_ready)) if form == "m1" else _t(dz_ready)
+    ga_t, ea = gemm(b_b, dz_t, epilog="BGRADB" if form == "m1" else None,
                     compute_type=spec.compute_type, autotune=spec.autotune)
     ga = _t(ga_t)
     # grad_b = a.T @ dz; BGRADB sums dz over its rows: the (N,) bias gradient.
-    gb, eb = gemm(_t(a_b), dz_ready, epilog="BGRADB" if form == "n" else None,
+    gb, eb = gemm(_t(a_b), _row_major(dz_ready) if form == "n" else dz_ready,
+                  epilog="BGRADB" if form == "n" else None,
                   compute_type=spec.compute_type, autotune=spec.autotune)
     if form == "m1":
         grad_bias = _bias_from_bgrad(ea["bgradb"], "m1")
