@@ -23,8 +23,8 @@ def _t(x):
 
 def _gemm_ready(x, batch_shape):
     """``x`` broadcast to ``batch_shape`` and laid out as cuBLASLt accepts (copies only if not)."""
-    import cupy
-    if x.shape[:-2] != batch_shape and x.ndim > 2:
+    if x.ndim > 2 and x.shape[:-2] != batch_shape:
+        import cupy
         x = cupy.broadcast_to(x, (*batch_shape, *x.shape[-2:]))
     item = x.itemsize
     s = x.strides
@@ -33,7 +33,10 @@ def _gemm_ready(x, batch_shape):
         ok = all(st != 0 for st in s[:-2]) and all(
             s[i] == s[i + 1] * x.shape[i + 1] for i in range(x.ndim - 3))
         ok = ok and min(s[:-2]) >= x.shape[-1] * x.shape[-2] * item
-    return x if ok else cupy.ascontiguousarray(x)
+    if ok:
+        return x
+    import cupy
+    return cupy.ascontiguousarray(x)
 
 
 def _row_major(x):
@@ -44,20 +47,20 @@ def _row_major(x):
 
 def _vector(v):
     """A 1-D, unit-stride, 16-byte-aligned copy of ``v`` only when ``v`` is not one already."""
-    import cupy
     if v.ndim != 1:
         v = v.reshape(-1)
     if v.strides[0] != v.itemsize or v.data.ptr % 16:
+        import cupy
         v = cupy.array(v, copy=True)
     return v
 
 
 def _operands(a, b, c, spec):
     """``(A, B, C)`` of the planned product (transposed or not), ready for cuBLASLt."""
-    import cupy
     batch = spec.batch_shape
     a, b = _gemm_ready(a, batch), _gemm_ready(b, batch)
     if c is not None and c.shape != spec.out_shape:
+        import cupy
         c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
     if spec.transposed:
         return _t(b), _t(a), _col_major(_t(c))

@@ -69,11 +69,14 @@ def _setter(mm, name):
 class Plan:
     """A planned ``Matmul`` and what one execution needs besides the operands."""
 
-    __slots__ = ("mm", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
+    __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
                  "algo_ptr", "out", "outputs", "inputs", "bound", "ws_size", "ws", "_keep")
 
     def __init__(self, mm, epilog):
+        import cupy
         import numpy as np
+        from nvmath.bindings import cublasLt
+        self.new_array, self.alloc, self.launch = cupy.ndarray, cupy.cuda.alloc, cublasLt.matmul
         self.mm = mm
         self.handle, self.desc = mm.handle, mm.mm_desc
         self.layouts = (mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr, mm.d_layout_ptr)
@@ -96,8 +99,6 @@ class Plan:
         """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``."""
         if PUBLIC_EXECUTE[0]:
             return self._run_public(a, b, c, alpha, beta, inputs, stream)
-        import cupy
-        from nvmath.bindings import cublasLt
         self.alpha[0] = alpha
         self.beta[0] = beta
         bound = self.bound
@@ -106,19 +107,20 @@ class Plan:
             if bound.get(name) != ptr:  # descriptor attributes persist: set only on change
                 set_ptr(ptr)
                 bound[name] = ptr
+        new, alloc = self.new_array, self.alloc
         shape, dtype, nbytes, strides = self.out
-        out = cupy.ndarray(shape, dtype, cupy.cuda.alloc(nbytes), strides)
+        out = new(shape, dtype, alloc(nbytes), strides)
         extra = {}
         for name, shape_, dtype_, nbytes_, strides_, set_ptr in self.outputs:
-            extra[name] = buf = cupy.ndarray(shape_, dtype_, cupy.cuda.alloc(nbytes_), strides_)
+            extra[name] = buf = new(shape_, dtype_, alloc(nbytes_), strides_)
             set_ptr(buf.data.ptr)
         if self.ws is None and self.ws_size:
-            self.ws = cupy.empty(self.ws_size, dtype=cupy.uint8)
+            self.ws = new((self.ws_size,), "uint8", alloc(self.ws_size))
         ws_ptr = self.ws.data.ptr if self.ws is not None else 0
         la, lb, lc, ld = self.layouts
-        cublasLt.matmul(self.handle, self.desc, self.scalar_ptrs[0], a.data.ptr, la, b.data.ptr, lb,
-                        self.scalar_ptrs[1], 0 if c is None else c.data.ptr, lc, out.data.ptr, ld,
-                        self.algo_ptr, ws_ptr, self.ws_size, stream)
+        self.launch(self.handle, self.desc, self.scalar_ptrs[0], a.data.ptr, la, b.data.ptr, lb,
+                    self.scalar_ptrs[1], 0 if c is None else c.data.ptr, lc, out.data.ptr, ld,
+                    self.algo_ptr, ws_ptr, self.ws_size, stream)
         return out, extra
 
     def _run_public(self, a, b, c, alpha, beta, inputs, stream):
@@ -147,6 +149,14 @@ def _buffer_spec(shape, strides, dtype_name):
     return shape, dtype, size * dtype.itemsize, tuple(int(s) * dtype.itemsize for s in strides)
 
 
+def _current_stream():
+    """CuPy's current stream (the dispatcher made it the thread's stream); resolved once."""
+    global _current_stream
+    import cupy
+    _current_stream = cupy.cuda.get_current_stream
+    return _current_stream()
+
+
 def _operand_key(x):
     return None if x is None else (x.shape, x.strides, x.data.ptr & 255)
 
@@ -158,8 +168,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, epilog=None, inputs=None, compute
     ``a``, ``b``, ``c`` are CuPy arrays laid out as cuBLASLt accepts them; ``inputs`` maps epilog
     input names (``bias``, ``relu_aux``, ``gelu_aux``) to arrays. Returns ``(d, outputs)``.
     """
-    import cupy
-    stream = cupy.cuda.get_current_stream()
+    stream = _current_stream()
     key = (a.data.device_id, a.dtype, epilog, compute_type, autotune, a.shape, a.strides,
            b.shape, b.strides, a.data.ptr & 255, b.data.ptr & 255, _operand_key(c),
            None if not inputs else tuple((k, _operand_key(v)) for k, v in inputs.items()))
