@@ -8,9 +8,14 @@ Thresholds (documented, deliberately simple):
 * host (NumPy) inputs *pay* for the trip to the GPU when the modelled GPU time
   ``OVERHEAD_S + bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS`` is below the modelled CPU time
   ``flops / CPU_FLOPS``.
+
+Reading the free memory (``cudaMemGetInfo``) costs tens of microseconds, more than a small
+product: a reading is reused for ``FREE_CACHE_S`` seconds by jobs that need at most
+``FREE_CACHE_FRACTION`` of the free memory it showed. The pool limit is checked on every call.
 """
 
 import sys
+import time
 
 import numpy as np
 
@@ -23,6 +28,10 @@ OVERHEAD_S = 50e-6
 PCIE_BYTES_PER_S = 20e9
 GPU_FLOPS = 30e12
 CPU_FLOPS = 100e9
+FREE_CACHE_S = 0.25
+FREE_CACHE_FRACTION = 0.25
+
+_readings = {}  # device index -> (monotonic time, free bytes, total bytes)
 
 
 def nbytes_of(*specs):
@@ -53,6 +62,13 @@ def _itemsize(dtype):
 def available_bytes(device=None):
     """Bytes a new job may use on ``device`` under the configured headroom."""
     free, total = _device.memory_info(device)
+    if getattr(_device._fake, "memory", None) is None:
+        dev = _device.current_device() if device is None else int(device)
+        _readings[dev] = (time.monotonic(), free, total)
+    return _under_headroom_and_limit(free, total)
+
+
+def _under_headroom_and_limit(free, total):
     avail = free - int(get_config().vram_headroom * total)
     limit_left = _pool_limit_left()
     if limit_left is not None:
@@ -71,8 +87,22 @@ def _pool_limit_left():
 
 def fits(nbytes, device=None):
     """``(ok, available)``: whether ``nbytes`` fits on ``device`` now, and the bytes available."""
-    avail = available_bytes(device)
-    return int(nbytes) <= avail, avail
+    nbytes = int(nbytes)
+    avail = _available_from_recent_reading(nbytes, device)
+    if avail is None:
+        avail = available_bytes(device)
+    return nbytes <= avail, avail
+
+
+def _available_from_recent_reading(nbytes, device):
+    """What :func:`available_bytes` would say, from a recent reading, for a small job (else None)."""
+    if not _readings or getattr(_device._fake, "memory", None) is not None:
+        return None
+    reading = _readings.get(_device.current_device() if device is None else int(device))
+    if reading is None or nbytes > FREE_CACHE_FRACTION * reading[1] \
+            or time.monotonic() - reading[0] > FREE_CACHE_S:
+        return None
+    return _under_headroom_and_limit(reading[1], reading[2])
 
 
 def offload_pays(flops, transfer_bytes):
