@@ -30,6 +30,7 @@ def run(quick=False):
     import gpulinalg
     if not gpulinalg.gpu_available():
         return rows + [absent(SUITE, "fused matmul", "all", "no GPU")]
+    rows += _breakdown_rows()
     shapes = SHAPES[:2] if quick else SHAPES
     for n in shapes:
         for dtype in DTYPES:
@@ -214,3 +215,76 @@ def _verdicts(rows):
             verdict["met"] = ours["median_s"] <= best["median_s"]
         out.append({"suite": SUITE, "case": case, "impl": "verdict", **verdict})
     return out
+
+
+def _wall_us(fn, calls=1000):
+    """Wall-clock microseconds per call over ``calls`` calls, device synchronized at the end."""
+    import time
+
+    import cupy
+    for _ in range(20):
+        fn()
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def _breakdown_rows(n=128):
+    """Where the time of one small fused call goes: each stage of the hot path on its own."""
+    import cupy
+
+    import gpulinalg
+    from gpulinalg._runtime import budget, dispatch, streams
+    from gpulinalg.dense import _gpu, _matmul, _plans, matmul
+    rng = cupy.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16) for _ in "ab")
+    bias = rng.standard_normal(n, dtype=cupy.float32).astype(cupy.float16)
+    spec = _matmul.Spec(activation="relu", bias_form="n", transposed=True, out_shape=(n, n),
+                        batch_shape=())
+    matmul(a, b, bias=bias, activation="relu")
+    with streams.op_stream():
+        plan = next(reversed(_plans._cache.plans.values()))
+        bt, at = b.T, a.T
+        ptr = cupy.cuda.get_current_stream().ptr
+    ident = lambda a, b, bias, c, spec: a  # noqa: E731
+
+    def under_stream(fn):
+        def run():
+            with streams.op_stream():
+                fn()
+        return run
+    stages = {
+        "full matmul() call": lambda: matmul(a, b, bias=bias, activation="relu"),
+        "dispatch() with an identity GPU function": lambda: dispatch.dispatch(
+            "dense.matmul", ident, ident, (a, b, bias, None, spec), nbytes=1 << 20),
+        "op_stream() enter + exit": under_stream(lambda: None),
+        "_gpu.matmul (views, plan lookup, launch) under op_stream":
+            under_stream(lambda: _gpu.matmul(a, b, bias, None, spec)),
+        "Plan.run (alloc + pointers + launch) under op_stream":
+            under_stream(lambda: plan.run(bt, at, None, 1.0, 0.0, {"bias": bias}, ptr)),
+        "budget.fits(1 MiB)": lambda: budget.fits(1 << 20),
+        "cudaMemGetInfo": cupy.cuda.runtime.memGetInfo,
+        "cupy.empty((128, 128), float16)": lambda: cupy.empty((n, n), cupy.float16),
+        "validation only (dispatch stubbed)": _front_only(a, b, bias),
+    }
+    with gpulinalg.config(backend="gpu"):
+        return [row(SUITE, f"per-call breakdown, fp16 {n}^3 bias+relu", name,
+                    {"median_s": us * 1e-6, "min_s": us * 1e-6, "runs": 1000},
+                    us_per_call=round(us, 2))
+                for name, fn in stages.items() for us in [_wall_us(fn)]]
+
+
+def _front_only(a, b, bias):
+    from gpulinalg.dense import _matmul
+
+    def run():
+        real = _matmul.dispatch
+        _matmul.dispatch = lambda *args, **kw: None
+        try:
+            _matmul.matmul(a, b, bias=bias, activation="relu")
+        finally:
+            _matmul.dispatch = real
+    return run
