@@ -91,10 +91,10 @@ def to_host(x):
 
 def to_device(x, stream=None):
     """Return ``x`` as a CuPy array on the current device (zero-copy for CuPy and CUDA torch)."""
-    import cupy
     k = kind_of(x)
-    if k is Kind.CUPY:
+    if k is _CUPY:
         return x
+    import cupy
     if k is Kind.TORCH and x.device.type == "cuda":
         return cupy.from_dlpack(x.detach().resolve_conj())
     host = to_host(x)

@@ -16,6 +16,7 @@ from . import device as _device
 from . import testing as _testing
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
+from .streams import op_stream as _op_stream
 
 __all__ = ["dispatch", "RunRecord", "last_run", "is_sticky"]
 
@@ -218,8 +219,7 @@ def _call_cpu(fn, args, kwargs, convert):
 def _call_gpu(fn, args, kwargs, convert):
     if getattr(_device._fake, "info", None) is not None:  # test hook: arrays stay on the host
         return _call_cpu(fn, args, kwargs, convert), 0
-    from .streams import op_stream
-    with op_stream():
+    with _op_stream():
         if convert:
             args = _arrays.convert_tree(args, _arrays.to_device)
             kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
