@@ -8,7 +8,7 @@ factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz`
 """
 
 from .._runtime.dispatch import note
-from .._runtime.errors import NotPositiveDefiniteError
+from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from ._input import csr_matrix, structure, xp_of
 from ._residual import default_tol, solve_checked
 
@@ -43,9 +43,24 @@ def resolve_method(m, method):
     return method, False
 
 
+def check_structure(m):
+    """Raise :class:`~gpulinalg.SingularMatrixError` for an empty row or column."""
+    xp = xp_of(m.data)
+    n = m.shape[0]
+    rows = xp.diff(m.indptr) > 0
+    cols = xp.bincount(m.indices.astype(xp.int64), minlength=n) > 0
+    for what, ok in (("row", rows), ("column", cols)):
+        if not bool(ok.all()):
+            k = int(xp.flatnonzero(~ok)[0])
+            raise SingularMatrixError(f"the matrix is structurally singular: {what} {k} has no "
+                                      "stored entries")
+
+
 def build(factor_cls, indptr, indices, data, n, method, reordering=None):
     """Factor with ``factor_cls``; returns ``(factor, fallback_message_or_None)``."""
-    chosen, may_fall_back = resolve_method(csr_matrix(indptr, indices, data, n), method)
+    m = csr_matrix(indptr, indices, data, n)
+    check_structure(m)
+    chosen, may_fall_back = resolve_method(m, method)
     try:
         return factor_cls(indptr, indices, data, n, chosen, reordering=reordering), None
     except NotPositiveDefiniteError as exc:
@@ -72,7 +87,8 @@ def checked_solve(factor, b, *, check, tol, max_steps, what):
         return xr + 1j * xi, rep
     b = b.astype(factor.dtype, copy=False)
     x, report = solve_checked(factor.solve_raw, factor.m, b, factor.anorm, tol=tol, check=check,
-                              max_steps=max_steps, what=what, perturbed=factor.perturbed)
+                              max_steps=max_steps, what=what, perturbed=factor.perturbed,
+                              pivot_eps=getattr(factor, "pivot_eps", None))
     note(**describe(factor))
     return x, report
 

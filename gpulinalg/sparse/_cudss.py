@@ -38,6 +38,9 @@ MTLAYER = "libcudss_mtlayer_gomp.so.0"
 #: reordering name -> cuDSS ``REORDERING_ALG`` value (0: cuDSS's default nested dissection).
 REORDERINGS = {"default": 0, "btf_colamd": 1, "colamd": 2, "amd": 3}
 
+#: cuDSS's pivot epsilon for LU/LDLᵀ, in units of the dtype's eps (cuDSS's fp64 default ~1e-13)
+PIVOT_EPS_ULPS = 500
+
 #: (method, complex) -> cuDSS matrix type name
 MATRIX_TYPES = {
     ("cholesky", False): "SPD", ("cholesky", True): "HPD",
@@ -188,6 +191,8 @@ class CuDSSFactor:
                         "solve_seconds": None}
         self.perturbed, self.solver, self.multithreaded = 0, None, False
         self._per_column = False
+        #: cuDSS replaces pivots smaller than this (relative) by it: 500 eps (1.1e-13 in fp64)
+        self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
         try:
             self._plan()
             self._factor()
@@ -211,6 +216,8 @@ class CuDSSFactor:
         self._dummy_b = cupy.zeros(self.n, dtype=self.dtype)
         self.solver = DirectSolver(self.m, self._dummy_b, options=options, stream=stream)
         self.solver.plan_config.reordering_algorithm = REORDERINGS[self.reordering]
+        if self.method != "cholesky":  # set, so singularity checks know the threshold used
+            self.solver.factorization_config.pivot_eps = self.pivot_eps
         self.solver.plan(stream=stream)
         stream.synchronize()
         self.timings["analysis_seconds"] = time.perf_counter() - t0
@@ -233,7 +240,15 @@ class CuDSSFactor:
             raise SingularMatrixError(f"sparse {self.method}: cuDSS factorization failed "
                                       f"(info = {info}): the matrix is singular")
         if self.method != "cholesky":
-            self.perturbed = int(_data_get(self.solver, cudss.DataParam.NPIVOTS, np.int32)[0])
+            self.perturbed = self._tiny_pivots()
+
+    def _tiny_pivots(self):
+        """Pivots at cuDSS's perturbation threshold (``pivot_eps`` relative to the largest)."""
+        from nvmath.bindings import cudss
+        d = abs(_data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n))
+        if not d.size:
+            return 0
+        return int((d <= 10.0 * self.pivot_eps * d.max()).sum())
 
     @property
     def factor_nnz(self):

@@ -83,19 +83,30 @@ def backward_error(m, x, b, anorm):
     return float(ratio.max())
 
 
+def growth(x, b, anorm):
+    """``||A|| ||x|| / ||b||`` (largest over columns): a lower bound on ``cond(A)``."""
+    xp = xp_of(x)
+    bmax = abs(b).max(axis=0)
+    ratio = anorm * abs(x).max(axis=0) / xp.where(bmax > 0, bmax, 1)
+    return float(ratio.max()) if x.size else 0.0
+
+
 def _finite(x):
     xp = xp_of(x)
     return bool(xp.isfinite(x).all())
 
 
-def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturbed=0):
+def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturbed=0,
+                  pivot_eps=None):
     """Solve with ``solve_fn``, measure, refine while above ``tol``, then act per ``check``.
 
     Returns ``(x, report)``; ``report`` (also noted in :func:`gpulinalg.last_run`) holds
     ``backward_error``, ``backward_error_initial``, ``refinement_steps``, ``tol``.
-    ``perturbed`` is the number of pivots the factorization replaced (cuDSS); with any, a
-    backward error above ``tol`` means a singular matrix and raises
-    :class:`~gpulinalg.SingularMatrixError`.
+    ``perturbed`` is the number of pivots the factorization replaced by ``pivot_eps`` (cuDSS).
+    With any, the matrix is singular, and :class:`~gpulinalg.SingularMatrixError` raised, when
+    ``||A|| ||x|| / ||b||`` (a lower bound on the condition number) reaches ``0.01 / pivot_eps``:
+    the solution is then made of the perturbations (its backward error alone cannot tell, since
+    a huge ``x`` makes it small).
     """
     x = solve_fn(b)
     if not _finite(x):
@@ -116,13 +127,15 @@ def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturb
     report = {"backward_error": berr, "backward_error_initial": first,
               "refinement_steps": steps, "tol": tol}
     note(**report)
+    if perturbed and pivot_eps:
+        g = growth(x, b, anorm)
+        if g >= 0.01 / pivot_eps:
+            raise SingularMatrixError(
+                f"{what}: the matrix is numerically singular: {perturbed} pivot(s) were at the "
+                f"perturbation threshold {pivot_eps:.2g} and ||A|| ||x|| / ||b|| = {g:.3g}")
     if berr > tol and check != "ignore":
         msg = (f"{what}: backward error {berr:.3g} is above the tolerance {tol:.3g} after "
                f"{steps} refinement step(s) (the matrix may be singular or ill conditioned)")
-        if perturbed:
-            raise SingularMatrixError(f"{what}: the matrix is numerically singular: {perturbed} "
-                                      f"pivot(s) were perturbed and the backward error "
-                                      f"{berr:.3g} stays above {tol:.3g}")
         if check == "raise":
             raise ResidualError(msg)
         report["warning"] = msg  # warned by the public function, with the caller's stacklevel
