@@ -49,6 +49,9 @@ def test_svd_ratios(backend, rng, dtype, kind, shape):
 @pytest.mark.parametrize("kind", SPECTRA)
 @pytest.mark.parametrize("shape", [(200, 50), (50, 200), (120, 120), (90, 80)])
 def test_svd_gpu_drivers(rng, driver, dtype, kind, shape):
+    if driver == "gesvdp" and kind in ("ill", "rankdef"):
+        pytest.skip("gesvdp is not backward stable with singular values near zero "
+                    "(measured 1e2-6e5 n eps): see test_gesvdp_reports_its_perturbation")
     m, n = shape
     s_true = spectrum(kind, min(m, n), dtype)
     a = with_singular_values(rng, m, n, s_true, dtype)
@@ -166,3 +169,19 @@ def test_svd_cupy_in_cupy_out_and_matches_cpu(xp_gpu, rng):
     assert np.allclose(s.get(), sc, rtol=1e-12)
     assert np.allclose(vh.get(), vhc, atol=1e-8)  # same deterministic signs
     assert np.allclose(u.get(), uc, atol=1e-8)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gesvdp_reports_its_perturbation(rng, dtype):
+    s_true = spectrum("ill", 60, dtype)
+    a = with_singular_values(rng, 150, 60, s_true, dtype)
+    with gpulinalg.config(backend="gpu"):
+        u, s, vh = (host(x) for x in svd(a, driver="gesvdp"))
+    rec = gpulinalg.last_run()
+    assert "h_err_sigma" in rec.details and rec.details["h_err_sigma"] >= 0
+    # the large singular values are still right; the small ones may move by the perturbation
+    assert np.allclose(s[:10], s_true[:10], rtol=1e3 * eps(dtype))
+    with gpulinalg.config(backend="gpu"):
+        svd(a)
+    assert gpulinalg.last_run().details["driver"] != "gesvdp"  # auto never picks it

@@ -66,8 +66,9 @@ def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=
         ``False`` returns the singular values alone.
     driver : {"auto", "gesvd", "gesvdj", "gesvdp"}, default "auto"
         cuSOLVER kernel on the GPU: ``gesvd`` (QR iteration), ``gesvdj`` (Jacobi),
-        ``gesvdp`` (polar decomposition; it may shift tiny singular values by the perturbation
-        recorded as ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj``
+        ``gesvdp`` (polar decomposition: for well-conditioned matrices only, it is not backward
+        stable when singular values approach zero; the perturbation it applies is recorded as
+        ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj``
         when ``min(m, n) <= 32``, else ``gesvd``. Whatever the driver, a matrix with
         ``max(m, n) >= 1.5 min(m, n)`` is first reduced by QR and the kernel factors the small
         R. On the CPU, ``gesvd`` selects LAPACK's gesvd and every other choice gesdd.
