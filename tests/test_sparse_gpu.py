@@ -14,7 +14,15 @@ from _sparse_ref import poisson2d, spd, sym_indefinite, unsymmetric
 pytestmark = pytest.mark.gpu
 
 
-def test_cupy_in_cupy_out(xp_gpu, rng):
+@pytest.fixture
+def cudss(xp_gpu):
+    from gpulinalg.sparse import _cudss
+    if not _cudss.available():
+        pytest.skip("cuDSS not loadable")
+    return _cudss
+
+
+def test_cupy_in_cupy_out(xp_gpu, cudss, rng):
     import cupyx.scipy.sparse as csp
     a = spd(200, rng)
     b = rng.standard_normal((200, 3))
@@ -56,10 +64,8 @@ def test_torch_cuda(xp_gpu, rng):
                                rtol=1e-9)
 
 
-def test_cudss_threading_layer_found(xp_gpu):
-    from gpulinalg.sparse import _cudss
-    assert _cudss.available()
-    path = _cudss.mtlayer_path()
+def test_cudss_threading_layer_found(cudss):
+    path = cudss.mtlayer_path()
     assert path is not None and path.endswith("libcudss_mtlayer_gomp.so.0")
     with gpulinalg.config(backend="gpu"), factorize(poisson2d(30)) as fac:
         assert fac.info["multithreaded_analysis"] is True
@@ -75,6 +81,14 @@ def test_factorization_stays_on_gpu(xp_gpu, rng):
     assert gpulinalg.last_run().backend == "gpu"
     np.testing.assert_allclose(x, spla.spsolve(a.tocsc(), np.ones(150)), rtol=1e-9)
     fac.free()
+
+
+def test_cusolversp_logdet_not_available(xp_gpu, rng, monkeypatch):
+    monkeypatch.setenv("GPULINALG_SPARSE_GPU_LIBRARY", "cusolversp")
+    with gpulinalg.config(backend="gpu"), factorize(spd(30, rng)) as fac:
+        assert fac.info["library"] == "cusolversp"
+        with pytest.raises(NotImplementedError, match="cuSOLVER-Sp"):
+            fac.logdet()
 
 
 @pytest.mark.parametrize("kind", ["spd", "unsymmetric", "indefinite"])
@@ -125,7 +139,7 @@ def test_pool_limit_routes_to_cpu(xp_gpu, rng):
     np.testing.assert_allclose(x, spla.spsolve(a.tocsc(), b), rtol=1e-9)
 
 
-def test_refactorize_timing_and_values_on_device(xp_gpu):
+def test_refactorize_timing_and_values_on_device(xp_gpu, cudss):
     import cupyx.scipy.sparse as csp
     a = csp.csr_matrix(poisson2d(100))
     b = xp_gpu.ones(a.shape[0])
