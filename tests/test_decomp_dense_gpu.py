@@ -140,3 +140,11 @@ def test_not_pd_large_single(xp_gpu, rng):
     with pytest.raises(NotPositiveDefiniteError) as info:
         cholesky(a)
     assert info.value.minor == 301 and info.value.batch_index is None
+
+
+def test_workspace_queries_answer_on_the_device(xp_gpu):
+    from gpulinalg.decomp import _cusolver
+    for routine in ("potrf", "geqrf", "gesvd", "gesvdp"):
+        for dtype in ("<f4", "<f8", "<c8", "<c16"):
+            got = _cusolver._queried(routine, 3000, 500, dtype, 0)  # raises if refused
+            assert isinstance(got, int) and got >= 0

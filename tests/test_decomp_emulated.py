@@ -213,3 +213,17 @@ def test_solve_triangular_singular(emu):
     a[1, 2, 2] = 0
     with pytest.raises(SingularMatrixError, match=r"\(1,\).*entry 2"):
         _triangular._gpu_solve(dev(a), dev(np.ones(4)), 0, True, False, False, np.dtype("f8"))
+
+
+def test_workspace_query_path(emu, monkeypatch):
+    from gpulinalg._runtime import device
+    from gpulinalg.decomp import _cusolver
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    monkeypatch.setattr(device, "current_device", lambda: 0)
+    _cusolver._queried.cache_clear()
+    try:
+        for routine in ("potrf", "geqrf", "gesvd", "gesvdp"):
+            assert _cusolver.workspace_bytes(routine, 50, 40, np.float64) == 64
+        assert _cusolver.workspace_bytes("orgqr", 50, 40, np.float64) > 0  # analytic
+    finally:
+        _cusolver._queried.cache_clear()

@@ -11,6 +11,7 @@ legacy per-type API, reached through the same table.
 import contextlib
 import dataclasses
 import functools
+import typing
 
 import numpy as np
 
@@ -306,14 +307,20 @@ def _queried(routine, m, n, dtype_str, device):
         return int(_QUERIES[routine](sv, m, n))
 
 
+class _Query(typing.NamedTuple):
+    h: int       # handle
+    p: int       # params
+    r: Routines
+
+
 @contextlib.contextmanager
 def _null_solver(dtype):
+    """What a ``*_buffer_size`` query needs; matrices are passed as null pointers."""
     from .._runtime.streams import get_handle
     dn = _dn()
     params = dn.create_params()
     try:
-        yield dataclasses.make_dataclass("Q", ["h", "p", "r"])(
-            get_handle("cusolverDn"), params, routines(dtype))
+        yield _Query(get_handle("cusolverDn"), params, routines(dtype))
     finally:
         dn.destroy_params(params)
 
