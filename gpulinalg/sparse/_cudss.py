@@ -191,7 +191,7 @@ class CuDSSFactor:
                         "solve_seconds": None}
         self.perturbed, self.solver, self.multithreaded = 0, None, False
         self._per_column = False
-        #: cuDSS replaces pivots smaller than this (relative) by it: 500 eps (1.1e-13 in fp64)
+        #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)
         self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
         try:
             self._plan()
@@ -216,8 +216,6 @@ class CuDSSFactor:
         self._dummy_b = cupy.zeros(self.n, dtype=self.dtype)
         self.solver = DirectSolver(self.m, self._dummy_b, options=options, stream=stream)
         self.solver.plan_config.reordering_algorithm = REORDERINGS[self.reordering]
-        if self.method != "cholesky":  # set, so singularity checks know the threshold used
-            self.solver.factorization_config.pivot_eps = self.pivot_eps
         self.solver.plan(stream=stream)
         stream.synchronize()
         self.timings["analysis_seconds"] = time.perf_counter() - t0
@@ -228,6 +226,8 @@ class CuDSSFactor:
         stream = cupy.cuda.get_current_stream()
         t0 = time.perf_counter()
         self.anorm = norm_inf(self.m)
+        if self.method != "cholesky":  # relative to ||A||, so scaling A does not change it
+            self.solver.factorization_config.pivot_eps = self.pivot_eps * max(self.anorm, 1e-300)
         self.solver.factorize(stream=stream)
         info = int(_data_get(self.solver, cudss.DataParam.INFO,
                              cudss.get_data_param_dtype(cudss.DataParam.INFO))[0])
@@ -243,12 +243,10 @@ class CuDSSFactor:
             self.perturbed = self._tiny_pivots()
 
     def _tiny_pivots(self):
-        """Pivots at cuDSS's perturbation threshold (``pivot_eps`` relative to the largest)."""
+        """Pivots at cuDSS's perturbation threshold (``pivot_eps * ||A||_inf``)."""
         from nvmath.bindings import cudss
         d = abs(_data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n))
-        if not d.size:
-            return 0
-        return int((d <= 10.0 * self.pivot_eps * d.max()).sum())
+        return int((d <= 10.0 * self.pivot_eps * self.anorm).sum())
 
     @property
     def factor_nnz(self):
