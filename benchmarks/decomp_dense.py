@@ -140,6 +140,7 @@ def _qr_rows(m, n, reps):
     fn = lambda: qr(a, check_finite=False)  # noqa: E731
     rows = [row(SUITE, case, "gpulinalg qr", time_gpu(fn, **reps), **extra,
                 **_qr_accuracy(a, fn()), **_where())]
+    rows += _alg_rows(case, extra, "GEQRF", fn, lambda out: _qr_accuracy(a, out), reps)
     fn = lambda: cupy.linalg.qr(a)  # noqa: E731
     rows.append(row(SUITE, case, "cupy.linalg.qr", time_gpu(fn, **reps), **extra,
                     **_qr_accuracy(a, fn())))
@@ -186,12 +187,32 @@ def _cholesky_rows(n, reps):
         rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra, **acc, **_where()))
         del out
     del a_f
+    rows += _alg_rows(case, extra, "POTRF", lambda: cholesky(a, check_finite=False),
+                      lambda out: _chol_accuracy(a, out), reps)
     fn = lambda: cupy.linalg.cholesky(a)  # noqa: E731
     rows.append(row(SUITE, case, "cupy.linalg.cholesky", time_gpu(fn, **reps), **extra,
                     **_chol_accuracy(a, fn())))
     rows.append(_torch_row(case, "torch.linalg.cholesky", extra,
                            lambda t, ta: t.linalg.cholesky(ta), a, reps,
                            lambda c: _chol_accuracy(a, c)))
+    return rows
+
+
+def _alg_rows(case, extra, function, fn, accuracy, reps):
+    """The same call under cuSOLVER's other algorithms for ``function`` (SetAdvOptions)."""
+    from gpulinalg.decomp import _cusolver
+    rows = []
+    for algo in ("ALG_1", "ALG_2"):
+        _cusolver.ADV_OPTIONS[function] = algo
+        label = f"gpulinalg, cusolverDnSetAdvOptions({function}, {algo})"
+        try:
+            out = fn()
+            rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra,
+                            **accuracy(out), **_where()))
+        except Exception as exc:  # cuSOLVER refuses a combination it does not offer
+            rows.append(absent(SUITE, case, label, f"{type(exc).__name__}: {exc}"))
+        finally:
+            _cusolver.ADV_OPTIONS.pop(function, None)
     return rows
 
 

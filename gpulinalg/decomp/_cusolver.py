@@ -26,6 +26,9 @@ __all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "Solver",
 BATCHED_MAX_N = 256
 #: ``gesvdjBatched`` takes matrices up to 32 x 32.
 JACOBI_BATCHED_MAX = 32
+#: ``cusolverDnSetAdvOptions`` algorithm per 64-bit routine (``"POTRF"``, ``"GEQRF"`` ->
+#: ``"ALG_0"``...); absent: cuSOLVER's default. The benchmark measures the alternatives.
+ADV_OPTIONS = {}
 
 
 def _dn():
@@ -113,7 +116,12 @@ class Solver:
         self.params = None
 
     def __enter__(self):
-        self.params = _dn().create_params()
+        from nvmath.bindings import cusolver
+        dn = _dn()
+        self.params = dn.create_params()
+        for function, algo in ADV_OPTIONS.items():
+            dn.set_adv_options(self.params, int(dn.Function[function]),
+                               int(cusolver.AlgMode[algo]))
         return self
 
     def __exit__(self, *exc):
