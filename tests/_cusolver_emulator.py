@@ -325,4 +325,6 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(nvmath.bindings, "cusolverDn", dn, raising=False)
     monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
     monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
+    from gpulinalg.decomp import _cholesky
+    monkeypatch.setattr(_cholesky, "_ZERO_KERNEL", None)  # never leak the fake kernel
     yield
