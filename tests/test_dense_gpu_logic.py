@@ -59,9 +59,14 @@ def _unpack(aux, rows):
     return np.swapaxes(bits, -1, -2).astype(bool)
 
 
-def emulated_gemm(a, b, c=None, *, alpha=1.0, beta=0.0, epilog=None, inputs=None,
-                  compute_type=None, autotune=False):
+def emulated_gemm(a, b, c=None, *, transpose=False, alpha=1.0, beta=0.0, epilog=None,
+                  inputs=None, compute_type=None, autotune=False):
     """cuBLASLt's epilog semantics on the planned (column-major) problem, in float64."""
+    if transpose:  # plan b.T @ a.T; the result comes back transposed, epilog outputs as planned
+        d, extra = emulated_gemm(_fake(np.swapaxes(b, -1, -2)), _fake(np.swapaxes(a, -1, -2)),
+                                 None if c is None else _fake(np.swapaxes(c, -1, -2)),
+                                 alpha=alpha, beta=beta, epilog=epilog, inputs=inputs)
+        return _fake(np.swapaxes(d, -1, -2)), extra
     inputs = inputs or {}
     wide = np.result_type(a.dtype, np.float64)
     z = alpha * np.matmul(np.asarray(a, wide), np.asarray(b, wide))

@@ -41,8 +41,10 @@ def _gemm_ready(x, batch_shape):
 
 def _row_major(x):
     """``x`` with C-contiguous matrices (a copy only when it is not)."""
+    if x is None or x.flags.c_contiguous:
+        return x
     import cupy
-    return x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+    return cupy.ascontiguousarray(x)
 
 
 def _vector(v):
@@ -56,14 +58,16 @@ def _vector(v):
 
 
 def _operands(a, b, c, spec):
-    """``(A, B, C)`` of the planned product (transposed or not), ready for cuBLASLt."""
+    """``(a, b, c)`` ready for cuBLASLt, in NumPy orientation (``gemm(transpose=...)`` plans
+    the transposed product when ``spec.transposed``); ``c`` laid out so that the planned C is
+    column-major, the result order the epilogs need (the result takes C's order)."""
     batch = spec.batch_shape
     a, b = _gemm_ready(a, batch), _gemm_ready(b, batch)
     if c is not None and c.shape != spec.out_shape:
         import cupy
         c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
     if spec.transposed:
-        return _t(b), _t(a), _col_major(_t(c))
+        return a, b, _row_major(c)
     return a, b, _col_major(c)
 
 
@@ -88,17 +92,18 @@ def matmul(a, b, bias, c, spec):
     if a.shape[-1] == 0 or a.dtype.kind in _UNFUSABLE_KINDS:
         return _unfused(a, b, bias, c, spec)
     beta = spec.beta if c is not None else 0.0
-    A, B, C = _operands(a, b, c if beta != 0.0 else None, spec)
+    a, b, c = _operands(a, b, c if beta != 0.0 else None, spec)
     epilog = forward_epilog(spec.activation, bias is not None, spec.return_aux)
     inputs = None if bias is None else {"bias": _vector(bias)}
-    d, extra = gemm(A, B, C, alpha=spec.alpha, beta=beta, epilog=epilog, inputs=inputs,
-                    compute_type=spec.compute_type, autotune=spec.autotune)
-    out = _t(d) if spec.transposed else d
+    out, extra = gemm(a, b, c, transpose=spec.transposed, alpha=spec.alpha, beta=beta,
+                      epilog=epilog, inputs=inputs, compute_type=spec.compute_type,
+                      autotune=spec.autotune)
     if not spec.return_aux:
         return out
     if spec.activation is None:
         return out, None
-    rows, cols = A.shape[-2], B.shape[-1]
+    m, n = spec.out_shape[-2:]
+    rows, cols = (n, m) if spec.transposed else (m, n)
     return out, MatmulAux(spec.activation, extra[f"{spec.activation}_aux"], spec.transposed,
                           rows, cols)
 
@@ -116,10 +121,10 @@ def _unfused(a, b, bias, c, spec):
         if bias is not None:
             cc += bias
     sub = spec.replace(beta=1.0, activation=None)
-    A, B, C = _operands(a, b, cc, sub)
-    d, _ = gemm(A, B, C, alpha=spec.alpha, beta=1.0 if C is not None else 0.0,
-                compute_type=spec.compute_type, autotune=spec.autotune)
-    out = _t(d) if spec.transposed else d
+    a, b, c = _operands(a, b, cc, sub)
+    out, _ = gemm(a, b, c, transpose=spec.transposed, alpha=spec.alpha,
+                  beta=1.0 if c is not None else 0.0, compute_type=spec.compute_type,
+                  autotune=spec.autotune)
     return (out, None) if spec.return_aux else out
 
 
@@ -137,11 +142,10 @@ def _dz(grad_out, upstream, aux, spec):
     epilog = "D" + spec.activation.upper() + ("_BGRAD" if want_bias else "")
     batch = spec.batch_shape
     g1, w = _gemm_ready(g1, batch), _gemm_ready(w, batch)
-    A, B = (_t(w), _t(g1)) if aux.transposed else (g1, w)
     data = _col_major(aux.data)  # a trip through the host may have made it C-ordered
-    d, extra = gemm(A, B, epilog=epilog, inputs={f"{spec.activation}_aux": data},
-                    compute_type=spec.compute_type, autotune=spec.autotune)
-    dz = _t(d) if aux.transposed else d
+    dz, extra = gemm(g1, w, transpose=aux.transposed, epilog=epilog,
+                     inputs={f"{spec.activation}_aux": data},
+                     compute_type=spec.compute_type, autotune=spec.autotune)
     if not want_bias:
         return dz, None
     return dz, _bias_from_bgrad(extra[epilog.lower()], spec.bias_form)
@@ -167,11 +171,11 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
     form = spec.bias_form if grad_bias is None else None
     # grad_a.T = b @ dz.T; BGRADB sums its B operand (dz.T) over rows: the (M, 1) bias gradient.
     # (BGRADA on grad_a = dz @ b.T would be the direct route; cuBLASLt does not support it here.)
-    # BGRADB is run with a row-major B operand, the layout it is known to accept.
-    dz_t = _row_major(_t(dz_ready)) if form == "m1" else _t(dz_ready)
-    ga_t, ea = gemm(b_b, dz_t, epilog="BGRADB" if form == "m1" else None,
-                    compute_type=spec.compute_type, autotune=spec.autotune)
-    ga = _t(ga_t)
+    # BGRADB is run with a row-major B operand (here dz.T: dz column-major), the layout it is
+    # known to accept.
+    ga, ea = gemm(_col_major(dz_ready) if form == "m1" else dz_ready, _t(b_b), transpose=True,
+                  epilog="BGRADB" if form == "m1" else None,
+                  compute_type=spec.compute_type, autotune=spec.autotune)
     # grad_b = a.T @ dz; BGRADB sums dz over its rows: the (N,) bias gradient.
     gb, eb = gemm(_t(a_b), _row_major(dz_ready) if form == "n" else dz_ready,
                   epilog="BGRADB" if form == "n" else None,

@@ -70,7 +70,7 @@ class Plan:
     """A planned ``Matmul`` and what one execution needs besides the operands."""
 
     __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
-                 "algo_ptr", "out", "outputs", "inputs", "bound", "ws_size", "ws", "_keep")
+                 "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size", "ws", "_keep")
 
     def __init__(self, mm, epilog):
         import cupy
@@ -87,6 +87,9 @@ class Plan:
         self.algo_ptr = algo.ctypes.data
         rt = mm.result_traits
         self.out = _buffer_spec(rt.result_shape, rt.result_strides, mm.d_dtype_name)
+        shape, dtype, nbytes, strides = self.out  # the result read transposed: a @ b's layout
+        self.out_t = ((*shape[:-2], shape[-1], shape[-2]), dtype, nbytes,
+                      (*strides[:-2], strides[-1], strides[-2]))
         self.outputs = tuple((h.name, *_buffer_spec(*h.attributes()), _setter(mm, h.name))
                              for h in mm.epilog_output_handlers)
         self.inputs = tuple((name, _setter(mm, name)) for name in mm.epilog_input_name_to_handler)
@@ -95,10 +98,15 @@ class Plan:
         self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
         self.ws = None
 
-    def run(self, a, b, c, alpha, beta, inputs, stream):
-        """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``."""
+    def run(self, a, b, c, alpha, beta, inputs, stream, transposed=False):
+        """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``.
+
+        ``a``, ``b``, ``c`` supply the planned operands' pointers; with ``transposed=True`` ``c``
+        is the transpose of the planned C and the result is returned transposed (as a view-free
+        array of the transposed layout).
+        """
         if PUBLIC_EXECUTE[0]:
-            return self._run_public(a, b, c, alpha, beta, inputs, stream)
+            return self._run_public(a, b, c, alpha, beta, inputs, stream, transposed)
         self.alpha[0] = alpha
         self.beta[0] = beta
         bound = self.bound
@@ -108,7 +116,7 @@ class Plan:
                 set_ptr(ptr)
                 bound[name] = ptr
         new, alloc = self.new_array, self.alloc
-        shape, dtype, nbytes, strides = self.out
+        shape, dtype, nbytes, strides = self.out_t if transposed else self.out
         out = new(shape, dtype, alloc(nbytes), strides)
         extra = {}
         for name, shape_, dtype_, nbytes_, strides_, set_ptr in self.outputs:
@@ -123,15 +131,18 @@ class Plan:
                     self.algo_ptr, ws_ptr, self.ws_size, stream)
         return out, extra
 
-    def _run_public(self, a, b, c, alpha, beta, inputs, stream):
+    def _run_public(self, a, b, c, alpha, beta, inputs, stream, transposed):
         mm = self.mm
         self.bound.clear()  # nvmath sets the descriptor's pointers itself on this path
+        if transposed:  # nvmath needs the planned operands themselves: views
+            a, b, c = _t(a), _t(b), _t(c)
         mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha,
                                     beta=beta if c is not None else None,
                                     epilog_inputs=dict(inputs) if inputs else None, stream=stream)
         result = mm.execute(stream=stream)
         mm.release_operands()
-        return result if isinstance(result, tuple) else (result, {})
+        out, extra = result if isinstance(result, tuple) else (result, {})
+        return (_t(out) if transposed else out), extra
 
     def free(self):
         self.ws = None
@@ -161,27 +172,37 @@ def _operand_key(x):
     return None if x is None else (x.shape, x.strides, x.data.ptr & 255)
 
 
-def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, epilog=None, inputs=None, compute_type=None,
-         autotune=False):
+def _t(x):
+    return None if x is None else x.swapaxes(-1, -2)
+
+
+def gemm(a, b, c=None, *, transpose=False, alpha=1.0, beta=0.0, epilog=None, inputs=None,
+         compute_type=None, autotune=False):
     """``epilog(alpha * a @ b + beta * c)`` through a cached plan, on the current CuPy stream.
 
     ``a``, ``b``, ``c`` are CuPy arrays laid out as cuBLASLt accepts them; ``inputs`` maps epilog
     input names (``bias``, ``relu_aux``, ``gelu_aux``) to arrays. Returns ``(d, outputs)``.
+    With ``transpose=True`` cuBLASLt computes the transposed product ``b.T @ a.T`` (so that its
+    per-row bias runs along ``N``) and ``d`` comes back as ``a @ b`` (no views are made on a
+    hit); epilog inputs and outputs (aux, bias gradients) are those of the transposed product.
     """
     stream = _current_stream()
-    key = (a.data.device_id, a.dtype, epilog, compute_type, autotune, a.shape, a.strides,
-           b.shape, b.strides, a.data.ptr & 255, b.data.ptr & 255, _operand_key(c),
-           None if not inputs else tuple((k, _operand_key(v)) for k, v in inputs.items()))
+    key = (transpose, a.data.device_id, a.dtype, epilog, compute_type, autotune, a.shape,
+           a.strides, b.shape, b.strides, a.data.ptr & 255, b.data.ptr & 255, _operand_key(c),
+           None if not inputs else tuple([(k, _operand_key(v)) for k, v in inputs.items()]))
     cache = _cache
     if cache.generation != _generation[0]:
         _drop_all(cache)
     plan = cache.plans.get(key)
     if plan is None:
-        plan = _insert(cache, key, _build(a, b, c, alpha, beta, epilog, inputs, compute_type,
+        planned = (_t(b), _t(a), _t(c)) if transpose else (a, b, c)
+        plan = _insert(cache, key, _build(*planned, alpha, beta, epilog, inputs, compute_type,
                                           autotune, stream.ptr))
     else:
         cache.hits += 1
         cache.plans.move_to_end(key)
+    if transpose:
+        return plan.run(b, a, c, alpha, beta, inputs, stream.ptr, transposed=True)
     return plan.run(a, b, c, alpha, beta, inputs, stream.ptr)
 
 
