@@ -120,6 +120,8 @@ def _options(activation, compute_type, dtype):
 
 
 def _scalar(v, name, dtype):
+    if type(v) is float and dtype[0] != "c":  # the usual case
+        return v
     if dtype.startswith("complex"):
         return complex(v)
     if isinstance(v, complex):
@@ -211,15 +213,16 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
         for name, x in (("a", a), ("b", b), ("bias", bias), ("c", c)):
             if x is not None:
                 _check_finite(x, name)
-    spec = Spec(activation=activation, alpha=_scalar(alpha, "alpha", dtype),
-                beta=_scalar(beta, "beta", dtype),
-                return_aux=bool(return_aux), compute_type=compute_type,
-                autotune=get_config().autotune if autotune is None else bool(autotune),
-                bias_form=form, transposed=form != "m1", out_shape=out_shape, batch_shape=batch)
+    spec = Spec(activation, _scalar(alpha, "alpha", dtype), _scalar(beta, "beta", dtype),
+                bool(return_aux), compute_type,
+                get_config().autotune if autotune is None else bool(autotune),
+                form, form != "m1", out_shape, batch)
     if 0 in out_shape:
         return _empty(a, spec)
     size = _size(out_shape)
-    nbytes = _estimate(_nbytes(a, b, bias, c) + 2 * size * a.itemsize)
+    arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
+        (0 if c is None else c.nbytes)
+    nbytes = _estimate(arrays + 2 * size * a.itemsize)
     return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
                     nbytes=nbytes, flops=2.0 * size * k)
 
