@@ -133,13 +133,22 @@ def convert_tree(obj, fn):
     if kind_of(obj) is not None:
         return fn(obj)
     if isinstance(obj, tuple):
-        items = [convert_tree(v, fn) for v in obj]
+        items = [_convert_item(v, fn) for v in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
     if isinstance(obj, list):
-        return [convert_tree(v, fn) for v in obj]
+        return [_convert_item(v, fn) for v in obj]
     if isinstance(obj, dict):
-        return {k: convert_tree(v, fn) for k, v in obj.items()}
+        return {k: _convert_item(v, fn) for k, v in obj.items()} if obj else {}
     return obj
+
+
+def _convert_item(v, fn):
+    """One element of a container: leaves (None, arrays) without a recursive call."""
+    if v is None:
+        return None
+    if _KIND_OF_TYPE.get(type(v)) is not None:
+        return fn(v)
+    return convert_tree(v, fn)
 
 
 def caller_kind(*arrays):
