@@ -137,3 +137,13 @@ def test_pca_gpu_branches_match_cpu(fake, rng, solver):
     streamed = _pca_fit.fit_streamed_gpu(_ooc.HostMatrix(Dataset(X), np.float32), cfg)
     assert np.allclose(np.asarray(streamed["explained_variance"]), ref["explained_variance"],
                        rtol=1e-4)
+
+
+def test_streamed_projection_gpu_branch(fake, rng):
+    X = rng.standard_normal((2500, 12)).astype(np.float32)
+    comp = np.linalg.qr(rng.standard_normal((12, 3)))[0].T.astype(np.float32)
+    mean, scale = X.mean(axis=0), np.array([1.0, 2.0, 0.5], np.float32)
+    got = _ooc.streamed_project(_ooc.CupyStreamer(_ooc.HostMatrix(Dataset(X), np.float32)),
+                                dev(comp), dev(mean), dev(scale))
+    assert got.dtype == np.float32
+    assert np.allclose(got, ((X - mean) @ comp.T) * scale, atol=1e-5)

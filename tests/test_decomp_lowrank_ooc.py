@@ -124,3 +124,12 @@ def test_gpu_streamed_pca(xp_gpu, matrix):
         got = PCA(3, svd_solver="randomized", random_state=0).fit(Dataset(a))
     assert gpulinalg.last_run().backend == "gpu-out-of-core"
     assert np.allclose(got.explained_variance_, ref.explained_variance_, rtol=1e-4)
+
+
+def test_pca_transform_streams_a_dataset(backend, matrix, small_panels):
+    a, _ = matrix
+    p = PCA(4, svd_solver="covariance_eigh", whiten=True).fit(a)
+    ref = p.transform(a)
+    got = p.transform(Dataset(a))
+    assert got.dtype == np.float32 and np.allclose(got, ref, atol=1e-4)
+    assert np.allclose(p.fit_transform(Dataset(a)), ref, atol=1e-4)

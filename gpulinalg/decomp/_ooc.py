@@ -22,7 +22,7 @@ from .._runtime.dispatch import note
 from ._sketch import gaussian, hermitian, high_precision, orthonormalize, svd_flip, to_host
 
 __all__ = ["HostMatrix", "NumpyStreamer", "CupyStreamer", "streamed_svd", "streamed_moments",
-           "streamed_residual_norm",
+           "streamed_residual_norm", "streamed_project",
            "PROGRESS_MIN_BYTES", "CPU_PANEL_BYTES"]
 
 #: A progress bar (tqdm, when installed) is shown when a run streams at least this many bytes.
@@ -324,3 +324,34 @@ def streamed_residual_norm(streamer, Vh, *, n_probe=4, n_power=3, seed=0, mean=N
     w = project(_normal_pass(streamer, x, mean, bar))
     lam = np.linalg.eigvalsh(to_host(hermitian(x) @ w))
     return float(np.sqrt(max(lam[-1], 0.0))) if lam.size else 0.0
+
+
+def streamed_project(streamer, comp, mean, scale=None, progress=None):
+    """``(A - 1 mean^T) comp^T`` (times ``scale`` per column) into a host array, one pass."""
+    xp = streamer.xp
+    m = streamer.matrix.shape[0]
+    dtype = np.dtype(comp.dtype)
+    w = hermitian(xp.asarray(comp).astype(streamer.hi))
+    shift = xp.asarray(mean).astype(streamer.hi) @ w
+    if scale is not None:
+        w, shift = w * xp.asarray(scale)[None, :], shift * xp.asarray(scale)
+    if xp is np:
+        out = np.empty((m, w.shape[1]), dtype)
+    else:
+        import cupyx
+        out = cupyx.empty_pinned((m, w.shape[1]), dtype)
+
+    def consume(start, stop, p):
+        y = (p @ w - shift[None, :]).astype(dtype)
+        if xp is np:
+            out[start:stop] = y
+        else:
+            y.get(stream=streamer.compute, out=out[start:stop], blocking=False)
+
+    bar = _Progress(streamer.matrix.nbytes, progress)
+    try:
+        streamer.run_pass(consume, bar)
+    finally:
+        bar.close()
+        streamer.finish()
+    return np.array(out) if xp is not np else out

@@ -186,9 +186,10 @@ class PCA(_Estimator):
         scale = None
         if self.whiten:
             scale = 1.0 / xp.sqrt(xp.maximum(self.explained_variance_, np.finfo(comp.dtype).tiny))
+        host = isinstance(X, _ooc.HostMatrix)
         out = _dispatch.dispatch("decomp.pca_transform", _transform_fn, _transform_fn,
                                  (X, comp, mean, scale), nbytes=_transform_bytes(X, comp),
-                                 like=like)
+                                 oversize_fn=_transform_streamed if host else None, like=like)
         return self._wrap(out, X)
 
     def inverse_transform(self, X):
@@ -333,9 +334,16 @@ def _transform_bytes(X, comp):
 def _transform_fn(X, comp, mean, scale):
     """``(X - mean) @ comp.T [* scale]`` on whichever package the arrays are in."""
     if isinstance(X, _ooc.HostMatrix):
+        if _v.namespace(comp) is np and not X.in_memory:
+            return _ooc.streamed_project(_ooc.NumpyStreamer(X), comp, mean, scale)
         X = X.materialize()
         xp = _v.namespace(comp)
         if xp is not np:
             X = xp.asarray(X)
     out = (X.astype(comp.dtype, copy=False) - mean) @ comp.T
     return out * scale[None, :] if scale is not None else out
+
+
+def _transform_streamed(X, comp, mean, scale):
+    """Projections of a host matrix larger than the GPU budget, panel by panel."""
+    return _ooc.streamed_project(_ooc.CupyStreamer(X), comp, mean, scale)
