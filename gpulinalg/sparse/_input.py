@@ -127,7 +127,8 @@ def _csr_is_canonical(xp, indptr, indices):
     if nnz < 2:
         return True
     starts = xp.zeros(nnz, dtype=bool)
-    starts[indptr[1:-1].astype(xp.int64).clip(0, nnz - 1)] = True
+    inner = indptr[1:-1].astype(xp.int64)
+    starts[inner[inner < nnz]] = True  # rows that begin at nnz are empty trailing rows
     return bool(((indices[1:] > indices[:-1]) | starts[1:]).all())
 
 
