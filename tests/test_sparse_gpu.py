@@ -151,3 +151,25 @@ def test_refactorize_timing_and_values_on_device(xp_gpu, cudss):
     np.testing.assert_allclose(x2.get(), x1.get() / 4, rtol=1e-10)
     assert info["library"] == "cudss" and info["refactorizations"] == 1
     assert info["factorization_seconds"] < 1.0
+
+
+def test_gpu_factorization_oom_moves_work_to_host(xp_gpu, rng):
+    from gpulinalg._runtime import testing
+    a = spd(120, rng)
+    b = rng.standard_normal(120)
+    ref = spla.spsolve(a.tocsc(), b)
+    with gpulinalg.config(backend="gpu"):
+        fac = factorize(a)
+    assert fac.info["backend"] == "gpu"
+    with testing.inject_fault("oom", op="sparse.SparseFactorization.solve"):
+        with pytest.warns(FallbackWarning):
+            x = fac.solve(b)
+    np.testing.assert_allclose(x, ref, rtol=1e-9)
+    assert gpulinalg.last_run().fell_back
+    assert fac.info["backend"] == "gpu"  # a solve's fallback leaves the factors where they are
+    with testing.inject_fault("oom", op="sparse.SparseFactorization.refactorize"):
+        with pytest.warns(FallbackWarning):
+            fac.refactorize(a * 2.0)
+    assert fac.info["backend"] == "cpu"  # new values factorized on the host: it moved
+    np.testing.assert_allclose(fac.solve(b), ref / 2, rtol=1e-9)
+    fac.free()
