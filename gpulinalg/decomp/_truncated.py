@@ -169,8 +169,10 @@ def truncated_svd(a, k, *, method="auto", n_oversamples=10, n_iter="auto",
                         random_state=random_state, dtype=dtype, error_estimate=bool(error_estimate),
                         out_of_core=out_of_core, progress=progress,
                         check_finite=bool(check_finite))
-    if check_finite and (kind != "host" or a.in_memory):
-        _v.check_finite(a.source if kind == "host" else a.data if kind == "sparse" else a)
+    # Host matrices are checked where they are read: on the device after the upload, panel by
+    # panel when streamed, or by NumPy on the CPU (no extra pass over host memory).
+    if check_finite and (kind != "host" or plan.k == 0):
+        _v.check_finite(a.materialize() if kind == "host" else a.data if kind == "sparse" else a)
     if plan.k == 0 or m == 0 or n == 0:
         return _empty(m, n, plan, like)
     host = kind == "host"
@@ -277,9 +279,8 @@ def _cpu(a, plan):
     if isinstance(a, _ooc.HostMatrix):
         if plan.out_of_core or (plan.out_of_core is None and not a.in_memory):
             return _streamed(_ooc.NumpyStreamer(a, check_finite=plan.check_finite), a, plan)
-        deferred_check = plan.check_finite and not a.in_memory
         a = a.materialize()
-        if deferred_check:
+        if plan.check_finite:
             _v.check_finite(a)
     elif _is_cupy_sparse(a):
         a = a.get()
@@ -289,9 +290,8 @@ def _cpu(a, plan):
 def _gpu(a, plan):
     import cupy
     if isinstance(a, _ooc.HostMatrix):
-        deferred_check = plan.check_finite and not a.in_memory
-        a = cupy.asarray(np.ascontiguousarray(a.materialize()))
-        if deferred_check:
+        a = cupy.asarray(_contiguous(a.materialize()))
+        if plan.check_finite:
             _v.check_finite(a)
     elif hasattr(a, "tocsr"):
         if not _is_cupy_sparse(a):
@@ -300,6 +300,10 @@ def _gpu(a, plan):
     elif not (a.flags.c_contiguous or a.flags.f_contiguous):
         a = cupy.ascontiguousarray(a)
     return _run(cupy, a, plan)
+
+
+def _contiguous(x):
+    return x if x.flags.c_contiguous or x.flags.f_contiguous else np.ascontiguousarray(x)
 
 
 def _gpu_streamed(a, plan):
