@@ -9,7 +9,7 @@ import numpy as np
 from .._runtime.dispatch import note
 from . import _ooc
 from ._randomized import LinearOperator, randomized_svd
-from ._sketch import hermitian, svd_flip, to_host
+from ._sketch import hermitian, resolve_normalizer, svd_flip, to_host
 
 __all__ = ["SOLVERS", "resolve_solver", "FitConfig", "fit_cpu", "fit_gpu", "fit_streamed_gpu",
            "COV_MAX_FEATURES", "COV_MIN_RATIO", "FULL_MAX_DIM", "RANDOMIZED_MAX_FRACTION"]
@@ -158,7 +158,7 @@ def _randomized(xp, xc, cfg):
     n_iter = (7 if k < 0.1 * small else 4) if cfg.iterated_power == "auto" else cfg.iterated_power
     op = LinearOperator(xp, xc)
     U, S, Vt, info = randomized_svd(op, k, min(k + cfg.n_oversamples, small), int(n_iter),
-                                    "CholQR", cfg.seed)
+                                    resolve_normalizer(xp, "auto"), cfg.seed)
     note(**info)
     total = (xc.astype(np.float64) ** 2).sum() / max(m - 1, 1)
     return {"U": U, "S": S, "Vt": Vt, "ev": S ** 2 / max(m - 1, 1), "total": total,

@@ -96,7 +96,7 @@ def _rayleigh_ritz(xp, q, bt, k):
     """SVD of ``B = bt^H`` (``l x n``) lifted by ``q``; ``None`` when the sketch is not finite."""
     dtype = q.dtype
     hi = high_precision(dtype)
-    btd = bt.astype(hi, copy=False)
+    btd = xp.ascontiguousarray(bt, dtype=hi)
     gram = to_host(hermitian(btd) @ btd)  # the one device -> host sync
     if not np.isfinite(gram).all():
         return None

@@ -7,13 +7,22 @@ matrix at the very end (``l = k + n_oversamples``).
 
 import numpy as np
 
-__all__ = ["seed_of", "gaussian", "orthonormalize", "NORMALIZERS", "svd_flip", "hermitian",
+__all__ = ["seed_of", "gaussian", "orthonormalize", "NORMALIZERS", "resolve_normalizer",
+           "svd_flip", "hermitian",
            "high_precision", "to_host", "from_host"]
 
 #: Normalizers between power iterations. ``CholQR``: mixed-precision shifted Cholesky QR
 #: (Gram matrix in float64/complex128, one GEMM-shaped pass); ``QR``: Householder;
 #: ``LU``: partial-pivoting LU (scikit-learn's choice); ``none``: plain power iteration.
 NORMALIZERS = ("CholQR", "QR", "LU", "none")
+
+
+def resolve_normalizer(xp, name):
+    """``"auto"``: ``CholQR`` on the GPU (a few GEMMs and one fused kernel, no sync), ``QR``
+    on the CPU (LAPACK's blocked Householder QR is the faster there)."""
+    if name != "auto":
+        return name
+    return "QR" if xp is np else "CholQR"
 
 _MASK64 = (1 << 64) - 1
 
@@ -178,7 +187,7 @@ def _cholqr_pass(xp, y, shift_factor):
     numerically rank-deficient ``Y`` and bounds ``cond(Q)``.
     """
     hi = high_precision(y.dtype)
-    yd = y.astype(hi, copy=False)
+    yd = xp.ascontiguousarray(y, dtype=hi)  # C order: NumPy's Gram of an F-ordered block is slow
     g = hermitian(yd) @ yd
     l = g.shape[0]
     if xp is not np:

@@ -12,7 +12,7 @@ from .._runtime import validation as _v
 from . import _ooc
 from ._randomized import LinearOperator, randomized_svd, residual_norm
 from ._results import SVDResult
-from ._sketch import NORMALIZERS, seed_of, svd_flip
+from ._sketch import NORMALIZERS, resolve_normalizer, seed_of, svd_flip
 
 __all__ = ["truncated_svd", "LowRankSVDResult", "LowRankPlan", "resolve_plan",
            "EXACT_MAX_DIM", "EXACT_MIN_FRACTION", "METHODS"]
@@ -59,14 +59,15 @@ def resolve_plan(shape, k, *, sparse=False, method="auto", n_oversamples=10, n_i
     * ``method="auto"``: ``"exact"`` when ``max(m, n) <= 500`` or ``k > 0.25 min(m, n)``
       (dense input), else ``"randomized"``.
     * ``n_iter="auto"``: 7 when ``k < 0.1 min(m, n)``, else 4 (scikit-learn's rule).
-    * ``power_iteration_normalizer="auto"``: ``"CholQR"``.
+    * ``power_iteration_normalizer="auto"``: ``"CholQR"`` on the GPU, ``"QR"`` on the CPU
+      (resolved where it runs).
     * sketch size ``l = min(k + n_oversamples, min(m, n))``.
 
     Examples
     --------
     >>> p = resolve_plan((20000, 2000), 32, random_state=0)
     >>> p.method, p.n_iter, p.sketch, p.normalizer
-    ('randomized', 7, 42, 'CholQR')
+    ('randomized', 7, 42, 'auto')
     >>> resolve_plan((300, 200), 5).method
     'exact'
     """
@@ -85,8 +86,8 @@ def resolve_plan(shape, k, *, sparse=False, method="auto", n_oversamples=10, n_i
         n_iter = 7 if k < 0.1 * small else 4
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
         raise ValueError(f"n_iter must be 'auto' or an int >= 0, got {n_iter!r}")
-    normalizer = "CholQR" if power_iteration_normalizer == "auto" else power_iteration_normalizer
-    if normalizer not in NORMALIZERS:
+    normalizer = power_iteration_normalizer
+    if normalizer not in ("auto", *NORMALIZERS):
         raise ValueError(f"power_iteration_normalizer must be 'auto' or one of {NORMALIZERS}, "
                          f"got {power_iteration_normalizer!r}")
     return LowRankPlan(method, k, min(k + int(n_oversamples), small), int(n_iter), normalizer,
@@ -124,7 +125,8 @@ def truncated_svd(a, k, *, method="auto", n_oversamples=10, n_iter="auto",
         Power iterations (``auto``: 7 when ``k < 0.1 min(m, n)``, else 4).
     power_iteration_normalizer : {"auto", "CholQR", "QR", "LU", "none"}, default "auto"
         Normalization between power iterations (``auto``: ``CholQR``, a mixed-precision
-        shifted Cholesky QR). The last basis is always orthonormalized by Householder QR.
+        shifted Cholesky QR, on the GPU; Householder ``QR`` on the CPU). The last basis is
+        always orthonormalized by Householder QR.
     random_state : None, int, numpy.random.Generator or RandomState
         Seeds the Gaussian sketch; equal integers give the same sketch on CPU and GPU.
     error_estimate : bool, default False
@@ -270,8 +272,8 @@ def _run(xp, a, plan):
         from ._gesvdr import gesvdr
         U, S, Vh = gesvdr(a, plan.k, plan.sketch - plan.k, plan.n_iter)
         return _finish(op, U, S, Vh, plan, {"method": "gesvdr"})
-    U, S, Vh, info = randomized_svd(op, plan.k, plan.sketch, plan.n_iter, plan.normalizer,
-                                    plan.seed)
+    U, S, Vh, info = randomized_svd(op, plan.k, plan.sketch, plan.n_iter,
+                                    resolve_normalizer(xp, plan.normalizer), plan.seed)
     return _finish(op, U, S, Vh, plan, {"method": "randomized", **info})
 
 
