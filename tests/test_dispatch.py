@@ -198,3 +198,20 @@ def test_note_adds_details(fake_gpu):
 def test_results_in_tuples_are_converted(fake_gpu):
     out = _dispatch.dispatch("test.tuple", lambda x: (x, [x], {"a": x}), None, (np.ones(2),))
     assert isinstance(out[0], np.ndarray) and isinstance(out[1][0], np.ndarray)
+
+
+def test_sticky_error_in_the_memory_query_routes_to_cpu(fake_gpu, monkeypatch):
+    from gpulinalg._runtime import budget
+
+    def poisoned(nbytes, device=None):
+        raise testing.SimulatedCUDAError(700)
+    monkeypatch.setattr(budget, "fits", poisoned)
+    calls = []
+    with pytest.warns(gpulinalg.FallbackWarning, match="GPU disabled"):
+        out = run(calls, np.ones(2))
+    assert calls == ["cpu"] and np.all(out == 2) and gpulinalg.last_run().fell_back
+    testing.reset_gpu_state()
+    with gpulinalg.config(fallback="raise"), pytest.warns(gpulinalg.FallbackWarning):
+        with pytest.raises(testing.SimulatedCUDAError):
+            run(calls, np.ones(2))
+    testing.reset_gpu_state()

@@ -131,8 +131,13 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     settings = get_config()
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
         _arrays.caller_kind(*args, *kwargs.values())
-    plan = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn)
-    route, reason, fell_back = plan
+    try:
+        route, reason, fell_back = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn)
+    except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
+        if not is_sticky(exc):
+            raise
+        route, reason, fell_back = "cpu", _on_sticky(op, exc, settings), True
+        warnings.warn(f"gpulinalg: {op} ran on the CPU: {reason}", FallbackWarning, stacklevel=2)
     if route == "cpu":
         return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
     fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
@@ -146,15 +151,21 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     except Exception as exc:
         if not is_sticky(exc):
             raise
-        _free_pools_quietly()
-        why = f"sticky CUDA error ({type(exc).__name__}: {exc}); GPU disabled for this process"
-        if _device.disable_gpu(why):
-            warnings.warn(f"gpulinalg: {why}", FallbackWarning, stacklevel=3)
-            log.error("%s: %s", op, why)
-        if settings.fallback is Fallback.RAISE:
-            raise
+        why = _on_sticky(op, exc, settings)
     warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=3)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+
+
+def _on_sticky(op, exc, settings):
+    """Disable the GPU (warning once per process); re-raise under ``fallback="raise"``."""
+    _free_pools_quietly()
+    why = f"sticky CUDA error ({type(exc).__name__}: {exc}); GPU disabled for this process"
+    if _device.disable_gpu(why):
+        warnings.warn(f"gpulinalg: {why}", FallbackWarning, stacklevel=4)
+        log.error("%s: %s", op, why)
+    if settings.fallback is Fallback.RAISE:
+        raise exc
+    return why
 
 
 def _free_pools_quietly():
