@@ -83,7 +83,36 @@ def get_config():
     return stack[-1] if stack else _global
 
 
-class config:
+class thread_config:
+    """Apply ``changes`` to the calling thread only, for a ``with`` block.
+
+    Unlike :class:`config`, it never touches the process-wide settings, so library code may use
+    it while other threads run (``config(...)`` first applies its changes globally and undoes
+    them on ``__enter__``, a window in which another thread's ``config`` can interleave).
+    """
+
+    def __init__(self, **changes):
+        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unknown settings {sorted(unknown)}")
+        self._changes = changes
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(dataclasses.replace(get_config(), **self._changes))
+        return stack[-1]
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
+
+
+class config(thread_config):
     """Set gpulinalg's policy globally, or for a ``with`` block in the calling thread.
 
     Parameters
@@ -107,10 +136,7 @@ class config:
 
     def __init__(self, **changes):
         global _global
-        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
-        if unknown:
-            raise TypeError(f"config() got unknown settings {sorted(unknown)}")
-        self._changes = changes
+        super().__init__(**changes)
         with _lock:
             self._previous_global = _global
             _global = self._applied_global = dataclasses.replace(_global, **changes)
@@ -120,41 +146,4 @@ class config:
         with _lock:
             if _global is self._applied_global:  # untouched since __init__: undo it
                 _global = self._previous_global
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(dataclasses.replace(get_config(), **self._changes))
-        return stack[-1]
-
-    def __exit__(self, *exc):
-        _local.stack.pop()
-        return False
-
-    def __repr__(self):
-        return f"config({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
-
-
-class thread_config:
-    """Apply ``changes`` to the calling thread only, for a ``with`` block.
-
-    Unlike :class:`config`, it never touches the process-wide settings, so library code may use
-    it while other threads run (``config(...)`` first applies its changes globally and undoes
-    them on ``__enter__``, a window in which another thread's ``config`` can interleave).
-    """
-
-    def __init__(self, **changes):
-        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
-        if unknown:
-            raise TypeError(f"thread_config() got unknown settings {sorted(unknown)}")
-        self._changes = changes
-
-    def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(dataclasses.replace(get_config(), **self._changes))
-        return stack[-1]
-
-    def __exit__(self, *exc):
-        _local.stack.pop()
-        return False
+        return super().__enter__()
