@@ -360,3 +360,47 @@ def test_gpu_pool_limit_routes_to_cpu(rng, xp_gpu):
     with gpulinalg.config(backend="cpu"):
         ref = GaussianProcessRegressor(RBF() + WhiteKernel(), optimizer=None).fit(x, y)
     assert abs(lml - ref.log_marginal_likelihood_value_) <= 1e-9 * abs(lml)
+
+
+# -- K^-1 by strips ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, strips", [(100, 16), (257, 7), (33, 40)])
+def test_cholesky_inverse_by_strips(n, strips, rng, monkeypatch):
+    from gpulinalg import decomp
+    from gpulinalg.gp import _gpu
+    monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
+    monkeypatch.setattr(_gpu, "STRIPS", strips)
+    a = rng.standard_normal((n, n))
+    K = a @ a.T / n + np.eye(n)
+    inv = _gpu.cholesky_inverse(decomp.cho_factor(K, lower=True))
+    np.testing.assert_allclose(inv, np.linalg.inv(K), atol=1e-12)
+    assert np.array_equal(inv, inv.T)
+
+
+@pytest.mark.gpu
+def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu):
+    from gpulinalg import decomp
+    from gpulinalg.gp import _gpu
+    n = _gpu.STRIP_MIN_N + 100
+    a = rng.standard_normal((n, 64))
+    K = a @ a.T / 64 + np.eye(n)
+    inv = _gpu.cholesky_inverse(decomp.cho_factor(xp_gpu.asarray(K), lower=True))
+    eps = np.finfo(np.float64).eps
+    residual = float(xp_gpu.abs(xp_gpu.asarray(K) @ inv - xp_gpu.eye(n)).max())
+    assert residual < 30 * n * eps * np.linalg.norm(K, 2)
+
+
+@pytest.mark.gpu
+def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu):
+    from gpulinalg.gp import _gpu
+    x, y = data(rng, n=_gpu.STRIP_MIN_N + 200, d=3)
+    k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
+    gp = GaussianProcessRegressor(k, optimizer=None)
+    with gpulinalg.config(backend="cpu"):
+        gp.fit(x, y)
+        lml_c, grad_c = gp.log_marginal_likelihood(k.theta, eval_gradient=True)
+    with gpulinalg.config(backend="gpu"):
+        lml_g, grad_g = gp.log_marginal_likelihood(k.theta, eval_gradient=True)
+        assert gpulinalg.last_run().backend == "gpu"
+    assert abs(lml_g - lml_c) <= 1e-9 * abs(lml_c)
+    assert np.abs(grad_g - grad_c).max() <= 1e-7 * max(np.linalg.norm(grad_c), 1.0)
