@@ -43,9 +43,17 @@ class _Block:
 # leaves
 
 
+def _is_fixed(bounds):
+    return isinstance(bounds, str) and bounds == "fixed"  # scikit-learn's own test
+
+
 class _Leaf:
+    #: The kernel's hyperparameter names in scikit-learn's order (sorted, as ``dir`` lists them).
+    names = ()
+
     def __init__(self, kernel):
-        self.free = [h.name for h in kernel.hyperparameters if not h.fixed]
+        self.free = [name for name in self.names
+                     if not _is_fixed(getattr(kernel, f"{name}_bounds"))]
 
     def contract(self, blk, m):
         """Per free hyperparameter (sklearn's order), ``sum(M * dK/dlog(theta))`` as 0-d arrays."""
@@ -54,6 +62,8 @@ class _Leaf:
 
 
 class _Constant(_Leaf):
+    names = ("constant_value",)
+
     def __init__(self, kernel):
         super().__init__(kernel)
         self.c = float(kernel.constant_value)
@@ -70,6 +80,8 @@ class _Constant(_Leaf):
 
 
 class _White(_Leaf):
+    names = ("noise_level",)
+
     def __init__(self, kernel):
         super().__init__(kernel)
         self.noise = float(kernel.noise_level)
@@ -89,6 +101,8 @@ class _White(_Leaf):
 
 
 class _DotProduct(_Leaf):
+    names = ("sigma_0",)
+
     def __init__(self, kernel):
         super().__init__(kernel)
         self.s2 = float(kernel.sigma_0) ** 2
@@ -105,6 +119,8 @@ class _DotProduct(_Leaf):
 
 class _Stationary(_Leaf):
     """A kernel of the scaled distance ``r = |(x - y) / l|``; ``dK/dlog l_d = h(r) D_d^2``."""
+
+    names = ("length_scale",)
 
     def __init__(self, kernel, n_features):
         super().__init__(kernel)
@@ -191,6 +207,8 @@ class _Matern25(_Stationary):
 
 
 class _RationalQuadratic(_Stationary):
+    names = ("alpha", "length_scale")
+
     def __init__(self, kernel, n_features):
         super().__init__(kernel, n_features)
         self.a = float(kernel.alpha)
@@ -319,9 +337,10 @@ class KernelPlan:
         return total
 
 
-def compile_kernel(kernel, n_features):
+def compile_kernel(kernel, n_features, n_theta=None):
     """Return a :class:`KernelPlan` for ``kernel`` on ``n_features``-D inputs, or ``None``.
 
+    ``n_theta`` (the length of ``kernel.theta``) saves computing it when the caller knows it.
     ``None`` means some part of the kernel has no array-generic evaluator here (another kernel
     class, a subclass, Matern with another ``nu``, a length scale of the wrong size); the caller
     then uses the scikit-learn kernel's own ``__call__``.
@@ -344,4 +363,4 @@ def compile_kernel(kernel, n_features):
     root = _node(kernel, n_features)
     if root is None:
         return None
-    return KernelPlan(root, len(kernel.theta))
+    return KernelPlan(root, len(kernel.theta) if n_theta is None else int(n_theta))

@@ -230,12 +230,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return self.optimizer(obj_func, initial_theta, bounds=bounds)
         raise ValueError(f"Unknown optimizer {self.optimizer}.")
 
-    def _plan(self, kernel):
+    def _plan(self, kernel, n_theta=None):
         """``(plan, X in float64)`` when the kernel has a plan, else ``(None, None)``."""
         X = self.X_train_
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "biuf":
             return None, None
-        plan = compile_kernel(kernel, X.shape[1])
+        plan = compile_kernel(kernel, X.shape[1], n_theta)
         return (plan, np.asarray(X, dtype=np.float64)) if plan is not None else (None, None)
 
     def _factor(self):
@@ -280,14 +280,15 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         else:
             kernel = self.kernel_
             kernel.theta = theta
-        plan, x = self._plan(kernel)
+        n_theta = len(np.atleast_1d(theta))
+        plan, x = self._plan(kernel, n_theta)
         k = kg = None
         if plan is None:
             k, kg = kernel(self.X_train_, eval_gradient=True) if eval_gradient else \
                 (kernel(self.X_train_), None)
         y = self.y_train_
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
-        nbytes, flops = _lml_cost(n, t, len(kernel.theta), eval_gradient, plan is None)
+        nbytes, flops = _lml_cost(n, t, n_theta, eval_gradient, plan is None)
         lml, grad = dispatch("gp.log_marginal_likelihood", _gpu.lml_body, _cpu.lml_body,
                              (x, y, self._noise(n), k, kg),
                              {"plan": plan, "eval_gradient": eval_gradient},
