@@ -39,6 +39,21 @@ class _Block:
         return k, k + self.i0
 
 
+_SQ_DIFF_SUM = None
+
+
+def _weighted_sq_diff_sum(m, u, v):
+    """``sum(m * (u - v) ** 2)`` with ``u`` a column and ``v`` a row: one fused pass on CuPy."""
+    global _SQ_DIFF_SUM
+    xp = namespace(m)
+    if xp is np:
+        return (m * (u - v) ** 2).sum()
+    if _SQ_DIFF_SUM is None:
+        _SQ_DIFF_SUM = xp.ReductionKernel("T m, T u, T v", "T s", "m * (u - v) * (u - v)",
+                                          "a + b", "s = a", "0", "gpulinalg_gp_sq_diff_sum")
+    return _SQ_DIFF_SUM(m, u, v)
+
+
 # ---------------------------------------------------------------------------------------------
 # leaves
 
@@ -133,8 +148,9 @@ class _Stationary(_Leaf):
         if key not in blk.cache:
             zx = (blk.xs - blk.shift) / self._ls_like(blk.xs)
             zy = (blk.ys - blk.shift) / self._ls_like(blk.xs)
-            r2 = (zx * zx).sum(axis=1)[:, None] + (zy * zy).sum(axis=1)[None, :]
-            r2 -= 2.0 * (zx @ zy.T)
+            r2 = (-2.0 * zx) @ zy.T  # scaling the thin factor, not the block
+            r2 += (zx * zx).sum(axis=1)[:, None]
+            r2 += (zy * zy).sum(axis=1)[None, :]
             namespace(r2).maximum(r2, 0.0, out=r2)
             if blk.same:
                 r2[blk.diag_index()] = 0.0
@@ -148,16 +164,23 @@ class _Stationary(_Leaf):
         return namespace(x).ones(x.shape[0], dtype=x.dtype)
 
     def value(self, blk):
-        return self.f(self.r2(blk))
+        key = ("K", id(self))
+        if key not in blk.cache:
+            blk.cache[key] = self.f(self.r2(blk))
+        return blk.cache[key]
+
+    def h_of(self, blk):
+        return self.h(self.r2(blk))
 
     def _length_scale_grads(self, blk, m):
         r2 = self.r2(blk)
-        mh = m * self.h(r2)
+        mh = m * self.h_of(blk)
         if not self.anisotropic:
             return [(mh * r2).sum()]
         ls = self._ls_like(blk.xs)
         zx, zy = blk.xs / ls, blk.ys / ls
-        return [(mh * (zx[:, d, None] - zy[None, :, d]) ** 2).sum() for d in range(zx.shape[1])]
+        return [_weighted_sq_diff_sum(mh, zx[:, d:d + 1], zy[:, d][None, :])
+                for d in range(zx.shape[1])]
 
     def _grads(self, blk, m):
         return {"length_scale": self._length_scale_grads(blk, m)}
@@ -168,7 +191,10 @@ class _RBF(_Stationary):
         xp = namespace(r2)
         return xp.exp(-0.5 * r2)
 
-    h = f  # dK/dlog l_d = K D_d^2
+    h = f
+
+    def h_of(self, blk):
+        return self.value(blk)  # dK/dlog l_d = K D_d^2
 
 
 class _Matern05(_Stationary):
