@@ -13,7 +13,9 @@ smooth function plus noise, 1000 test points. Per size:
 Peers, same run: scikit-learn's ``GaussianProcessRegressor`` on the CPU, measured while one
 LML evaluation is predicted to take at most ``SK_EVAL_CAP_S`` and a fit at most
 ``SK_FIT_CAP_S``; beyond that its times are *extrapolated* (``extrapolated: true``) from a fit
-``t(n) = a n^2 + b n^3`` to the measured LML evaluations, times our fit's ``nfev`` for a fit.
+``t(n) = a n^2 + b n^3`` to the measured LML evaluations (a full run first times it at the
+``SK_CALIBRATION`` sizes, so that its n^2 and n^3 parts separate), times our fit's ``nfev``
+for a fit.
 GPyTorch's exact GP on the same GPU in float64, in exact (Cholesky) mode, its fit driven by the
 same SciPy L-BFGS-B over its raw parameters. Every fit row carries the fitted log marginal
 likelihood (over all n points) and the test RMSE, so speed is compared at equal accuracy.
@@ -30,6 +32,8 @@ SUITE = "gp"
 SIZES = (2000, 8000, 16000, 32000)
 D, N_TEST = 8, 1000
 SK_EVAL_CAP_S, SK_FIT_CAP_S, SK_FIT_CAP_QUICK_S = 60.0, 240.0, 15.0
+#: Sizes scikit-learn is timed at first in a full run, to calibrate its extrapolation.
+SK_CALIBRATION = (1000, 3000)
 #: GPyTorch's fit is measured while it is predicted under this (else extrapolated too).
 GPYTORCH_FIT_CAP_S = 150.0
 _TORCH_DEVICE = "cuda"
@@ -79,7 +83,10 @@ def run(quick=False):
     if not gpulinalg.gpu_available():
         return [absent(SUITE, "gp", "gpulinalg", "no GPU")]
     rows, sk_evals = [], {}
-    for n in _sizes(quick):
+    sizes = _sizes(quick)
+    if max(sizes) > max(SK_CALIBRATION):
+        rows += _sklearn_calibration(sk_evals)
+    for n in sizes:
         data = make_data(n)
         ours = _ours(n, data, quick)
         rows += ours["rows"]
@@ -150,20 +157,38 @@ def _speedups(rows, ours, key_case):
             r["ours_speedup"] = r["median_s"] / ours
 
 
+def _sklearn_eval(n, data, reps):
+    """One measured scikit-learn LML + gradient evaluation at the kernel's initial theta."""
+    from sklearn.gaussian_process import GaussianProcessRegressor as SK
+    x, y = data[0], data[1]
+    probe = SK(kernel(), optimizer=None).fit(x, y)
+    theta0 = kernel().theta
+    t = time_cpu(lambda: probe.log_marginal_likelihood(theta0, eval_gradient=True), **reps)
+    return t, probe.log_marginal_likelihood(theta0)
+
+
+def _sklearn_calibration(sk_evals):
+    """scikit-learn at two small sizes, so that extrapolation separates its n^2 work (kernel
+    gradient tensor) from its n^3 work (Cholesky, K^-1) instead of scaling everything by n^3."""
+    rows = []
+    for n in SK_CALIBRATION:
+        t, lml = _sklearn_eval(n, make_data(n), dict(warmup=0, repeat=2))
+        sk_evals[n] = t["median_s"]
+        rows.append(row(SUITE, f"lml+grad n={n}", "sklearn (CPU)", t, n=n, lml=lml,
+                        calibration=True))
+    return rows
+
+
 def _sklearn(n, data, quick, sk_evals, ours):
     from sklearn.gaussian_process import GaussianProcessRegressor as SK
     x, y, xt, ft = data
     rows = []
     est_eval = _extrapolate(sk_evals, n) if sk_evals else 0.0
     if est_eval <= SK_EVAL_CAP_S:
-        probe = SK(kernel(), optimizer=None).fit(x, y)
-        theta0 = kernel().theta
         reps = dict(warmup=0, repeat=2) if est_eval > 5 or quick else dict(warmup=1, repeat=3)
-        t = time_cpu(lambda: probe.log_marginal_likelihood(theta0, eval_gradient=True), **reps)
+        t, lml = _sklearn_eval(n, data, reps)
         sk_evals[n] = t["median_s"]
-        rows.append(row(SUITE, f"lml+grad n={n}", "sklearn (CPU)", t, n=n,
-                        lml=probe.log_marginal_likelihood(theta0)))
-        del probe
+        rows.append(row(SUITE, f"lml+grad n={n}", "sklearn (CPU)", t, n=n, lml=lml))
     else:
         rows.append(_estimated(f"lml+grad n={n}", est_eval, n))
     per_eval = sk_evals.get(n) or _extrapolate(sk_evals, n)
