@@ -74,13 +74,20 @@ class SuperLUFactor:
         except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
             raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
                                       f"(SuperLU: {exc})") from None
-        # SuperLU orders and factors in one call: all of it counts as factorization.
-        self.timings["factorization_seconds"] = time.perf_counter() - t0
+        self._udiag = None
         if self.method == "cholesky":
             self._check_positive()
+        # SuperLU orders and factors in one call: all of it counts as factorization.
+        self.timings["factorization_seconds"] = time.perf_counter() - t0
+
+    def _diagonal(self):
+        """Diagonal of U (the pivots), built once per factorization (``lu.U`` costs O(nnz))."""
+        if self._udiag is None:
+            self._udiag = self.lu.U.diagonal()
+        return self._udiag
 
     def _check_positive(self):
-        d = self.lu.U.diagonal()
+        d = self._diagonal()
         bad = (d.real <= 0) | (self.lu.perm_r != self.lu.perm_c)
         if d.dtype.kind == "c":
             bad |= abs(d.imag) > 1e3 * np.finfo(d.dtype).eps * abs(d.real)
@@ -92,7 +99,7 @@ class SuperLUFactor:
 
     @property
     def factor_nnz(self):
-        return int(self.lu.L.nnz + self.lu.U.nnz - self.n)
+        return int(self.lu.nnz)
 
     def solve_raw(self, b):
         t0 = time.perf_counter()
@@ -105,7 +112,7 @@ class SuperLUFactor:
         self._factor()
 
     def slogdet(self):
-        d = self.lu.U.diagonal()
+        d = self._diagonal()
         if d.size and not d.all():
             return (0.0 if d.dtype.kind != "c" else 0j), -np.inf
         absd = abs(d)
