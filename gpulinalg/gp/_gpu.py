@@ -69,6 +69,10 @@ def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
            - 0.5 * t * n * math.log(2.0 * math.pi))
     if not eval_gradient:
         return lml, None
+    if plan is not None and n >= STRIP_MIN_N:
+        strips = inverse_strips(c[0])
+        del c
+        return lml, 0.5 * _strip_gradient(strips, a, t, x, plan)
     kinv = cholesky_inverse(c)
     del c
 
@@ -79,6 +83,49 @@ def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
 
     grad = plan.contract(x, w_rows) if plan is not None else _contract_fallback(w_rows, k_grad)
     return lml, 0.5 * grad
+
+
+def _strip_gradient(strips, a, t, x, plan):
+    """``sum_ij W_ij dK_ij/dtheta`` over the lower triangle of ``W = a a^T - t K^-1``, one
+    column strip at a time: the strip of ``K^-1`` is made from the strips of ``L^-1`` (GEMMs)
+    and used at once, so ``K^-1`` is never whole and the symmetric half is never visited."""
+    xp = namespace(a)
+    n = x.shape[0]
+    shift = x.mean(axis=0)
+    bounds = [(j0, j0 + s.shape[1]) for j0, s in zip(_starts(strips, n), strips)]
+    total = xp.zeros(plan.n_theta, dtype=x.dtype)
+    for ji, (j0, j1) in enumerate(bounds):
+        w = xp.empty((n - j0, j1 - j0), dtype=x.dtype)
+        for ri in range(ji, len(bounds)):  # the strip of K^-1, block by block
+            r0, r1 = bounds[ri]
+            xp.matmul(strips[ri].T, strips[ji][r0 - j0:], out=w[r0 - j0:r1 - j0])
+        w *= -t
+        w += a[j0:] @ a[j0:j1].T
+        w[j1 - j0:] *= 2.0  # below the diagonal block: stands for its mirror image too
+        total += plan.contract_block(x[j0:], x[j0:j1], w, offset=0, shift=shift)
+    return total
+
+
+def _starts(strips, n):
+    return [n - s.shape[0] for s in strips]
+
+
+def inverse_strips(L):
+    """Column strips of ``L^-1`` for lower triangular ``L``: ``strips[j]`` holds rows ``j0:`` of
+    columns ``j0:j1`` (the rows above are zero), each a :func:`gpulinalg.decomp.solve_triangular`
+    on the trailing part of ``L`` only, n^3/3 flops in all (as LAPACK's ``trtri``)."""
+    from .. import decomp
+    xp, n, dtype = namespace(L), L.shape[0], L.dtype
+    step = -(-n // STRIPS)
+    strips = []
+    for j0 in range(0, n, step):
+        j1 = min(j0 + step, n)
+        e = xp.zeros((n - j0, j1 - j0), dtype=dtype)
+        diag = xp.arange(j1 - j0)
+        e[diag, diag] = 1.0
+        strips.append(decomp.solve_triangular(L[j0:, j0:], e, lower=True, overwrite_b=True,
+                                              check_finite=False))
+    return strips
 
 
 def cholesky_inverse(c):
@@ -95,19 +142,13 @@ def cholesky_inverse(c):
     xp, n, dtype = namespace(L), L.shape[0], L.dtype
     if n < STRIP_MIN_N:
         return decomp.cho_solve(c, xp.eye(n, dtype=dtype), overwrite_b=True, check_finite=False)
-    step = -(-n // STRIPS)
-    bounds = [(j, min(j + step, n)) for j in range(0, n, step)]
-    strips = []  # strips[j] = rows j0: of columns j0:j1 of L^-1 (zero above)
-    for j0, j1 in bounds:
-        e = xp.zeros((n - j0, j1 - j0), dtype=dtype)
-        diag = xp.arange(j1 - j0)
-        e[diag, diag] = 1.0
-        strips.append(decomp.solve_triangular(L[j0:, j0:], e, lower=True, overwrite_b=True,
-                                              check_finite=False))
+    strips = inverse_strips(L)
+    starts = _starts(strips, n)
     kinv = xp.empty((n, n), dtype=dtype)
-    for ji, (j0, j1) in enumerate(bounds):
-        for ri in range(ji, len(bounds)):
-            r0, r1 = bounds[ri]
+    for ji, j0 in enumerate(starts):
+        j1 = j0 + strips[ji].shape[1]
+        for ri in range(ji, len(strips)):
+            r0, r1 = starts[ri], starts[ri] + strips[ri].shape[1]
             block = strips[ri].T @ strips[ji][r0 - j0:]
             kinv[r0:r1, j0:j1] = block
             if ri != ji:

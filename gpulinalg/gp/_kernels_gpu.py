@@ -27,7 +27,8 @@ BLOCK_ELEMENTS = 1 << 26
 
 
 class _Block:
-    """Rows ``i0:i1`` of ``k(X, Y)``; ``same`` when ``Y`` is ``X`` (``k(X)``, White noise on)."""
+    """A block ``k(xs, ys)``. With ``same``, ``xs`` and ``ys`` are parts of one ``X`` (``k(X)``,
+    White noise on) and row ``k`` of the block is the point of column ``k + i0``."""
 
     def __init__(self, xs, ys, i0, same, shift):
         self.xs, self.ys, self.i0, self.same, self.shift = xs, ys, i0, same, shift
@@ -35,7 +36,8 @@ class _Block:
 
     def diag_index(self):
         xp = namespace(self.xs)
-        k = xp.arange(self.xs.shape[0])
+        lo, hi = max(0, -self.i0), min(self.xs.shape[0], self.ys.shape[0] - self.i0)
+        k = xp.arange(lo, max(lo, hi))
         return k, k + self.i0
 
 
@@ -358,9 +360,17 @@ class KernelPlan:
         if self.n_theta == 0:
             return total
         for i0, i1 in self._rows(x.shape[0], x.shape[0]):
-            parts = self.root.contract(_Block(x[i0:i1], x, i0, True, shift), w_rows(i0, i1))
-            total += xp.stack([xp.asarray(p, dtype=x.dtype) for p in parts])
+            total += self.contract_block(x[i0:i1], x, w_rows(i0, i1), offset=i0, shift=shift)
         return total
+
+    def contract_block(self, xs, ys, w, *, offset, shift):
+        """``sum_ij w_ij dK_ij/dlog(theta)`` over the block ``K = k(xs, ys)`` of ``k(X)``, where
+        row ``i`` of the block is the point of its column ``i + offset``; shape ``(n_theta,)``."""
+        xp = namespace(xs)
+        if self.n_theta == 0:
+            return xp.zeros(0, dtype=xs.dtype)
+        parts = self.root.contract(_Block(xs, ys, offset, True, shift), w)
+        return xp.stack([xp.asarray(p, dtype=xs.dtype) for p in parts])
 
 
 def compile_kernel(kernel, n_features, n_theta=None):
