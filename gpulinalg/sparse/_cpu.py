@@ -67,8 +67,10 @@ class SuperLUFactor:
         import scipy.sparse.linalg as spla
         t0 = time.perf_counter()
         self.anorm = norm_inf(self.m)
+        # a real symmetric matrix's CSR arrays are its CSC arrays: skip the conversion
+        csc = self.m.T if self._symmetric and self.dtype.kind != "c" else self.m.tocsc()
         try:
-            self.lu = spla.splu(self.m.tocsc(), permc_spec=self.reordering,
+            self.lu = spla.splu(csc, permc_spec=self.reordering,
                                 diag_pivot_thresh=self._thresh,
                                 options={"SymmetricMode": self._symmetric})
         except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
