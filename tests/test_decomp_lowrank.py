@@ -355,7 +355,7 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype):
                        rtol=1e-5 if dtype in (np.float32, np.complex64) else 1e-10)
     q = y @ got.astype(np.complex128)
     assert np.abs(q.conj().T @ q - np.eye(40)).max() < 1e-3
-    bad = chol_inverse(xp_gpu.asarray(-np.eye(3)), 0.0, dtype).get()
+    bad = chol_inverse(xp_gpu.asarray(-np.eye(3)), 0.0, dtype).get()  # cast to its type
     assert np.isnan(bad).all()
 
 

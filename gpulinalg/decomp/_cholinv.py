@@ -118,8 +118,13 @@ def chol_inverse(g, shift_factor, dtype):
     ``g`` is an ``l x l`` Hermitian CuPy array in float64/complex128.
     """
     import cupy
+    dtype = np.dtype(dtype)
     l = g.shape[0]
-    g = cupy.ascontiguousarray(g)
+    if g.shape != (l, l) or l > max_order(dtype):
+        raise ValueError(f"chol_inverse takes a square matrix of order <= {max_order(dtype)}, "
+                         f"got shape {g.shape}")
+    # The kernel reads float64 or complex128: anything else would be read out of bounds.
+    g = cupy.ascontiguousarray(g, dtype=np.complex128 if dtype.kind == "c" else np.float64)
     rinv = cupy.empty((l, l), dtype=dtype)
     item = g.dtype.itemsize
     _kernel(dtype)((1,), (THREADS,), (g, rinv, np.int32(l), np.float64(shift_factor),
