@@ -190,7 +190,7 @@ class CuDSSFactor:
         self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
                         "solve_seconds": None}
         self.perturbed, self.solver, self.multithreaded = 0, None, False
-        self._per_column = False
+        self._per_column, self._factor_nnz = False, None
         #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)
         self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
         try:
@@ -250,9 +250,12 @@ class CuDSSFactor:
 
     @property
     def factor_nnz(self):
-        from nvmath.bindings import cudss
-        dt = cudss.get_data_param_dtype(cudss.DataParam.LU_NNZ)
-        return int(_data_get(self.solver, cudss.DataParam.LU_NNZ, dt)[0])
+        """Entries in the factors (fixed by the analysis: read once)."""
+        if self._factor_nnz is None:
+            from nvmath.bindings import cudss
+            dt = cudss.get_data_param_dtype(cudss.DataParam.LU_NNZ)
+            self._factor_nnz = int(_data_get(self.solver, cudss.DataParam.LU_NNZ, dt)[0])
+        return self._factor_nnz
 
     def solve_raw(self, b):
         """Solve with the factors for ``b`` of shape (n,) or (n, k), any k."""

@@ -109,10 +109,10 @@ def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturb
     a huge ``x`` makes it small).
     """
     x = solve_fn(b)
-    if not _finite(x):
+    berr = first = backward_error(m, x, b, anorm)
+    if not math.isfinite(berr) and not _finite(x):  # NaN/Inf in x make berr NaN or Inf
         raise SingularMatrixError(f"{what}: the solution has infs or NaNs: the matrix is singular "
                                   "or too ill conditioned for this factorization")
-    berr = first = backward_error(m, x, b, anorm)
     steps = 0
     while berr > tol and steps < max_steps:
         dx = solve_fn(b - m @ x)
