@@ -33,7 +33,9 @@ CPU_PANEL_BYTES = 64 << 20
 GPU_PANEL_MAX_BYTES = 512 << 20
 #: Host threads filling a pinned buffer from a NumPy source, and the least bytes per thread.
 FILL_THREADS = 8
-FILL_THREAD_BYTES = 4 << 20
+FILL_THREAD_BYTES = 1 << 20
+#: Share of the GPU budget the streamer's panels take (the rest: sketch, accumulators).
+BUDGET_FRACTION = 0.6
 
 
 class HostMatrix:
@@ -103,10 +105,11 @@ class NumpyStreamer:
 
     def run_pass(self, consume, progress):
         m = self.matrix.shape[0]
+        check, self.check_finite = self.check_finite, False  # the first pass checks the data
         for start in range(0, m, self.panel_rows):
             stop = min(m, start + self.panel_rows)
             p = np.asarray(self.matrix.panel(start, stop), dtype=self.hi)
-            if self.check_finite and not np.isfinite(p).all():
+            if check and not np.isfinite(p).all():
                 raise ValueError("a must not contain infs or NaNs")
             consume(start, stop, p)
             progress.update(p.shape[0] * p.shape[1] * self.matrix.dtype.itemsize)
@@ -126,8 +129,9 @@ class CupyStreamer:
         m, n = matrix.shape
         self.hi = high_precision(matrix.dtype)
         self.wire = _wire_dtype(matrix)
-        row = max(n, 1) * (2 * self.wire.itemsize + 2 * self.hi.itemsize)
-        rows = panel_rows or max(1, (_budget.available_bytes() // 3) // row)
+        # two device buffers, the float64 panel, its products with the sketch (l <= 256)
+        row = max(n, 1) * (2 * self.wire.itemsize + self.hi.itemsize) + 2 * 256 * 8
+        rows = panel_rows or int(_budget.available_bytes() * BUDGET_FRACTION) // row
         rows = min(rows, max(1, GPU_PANEL_MAX_BYTES // (max(n, 1) * self.wire.itemsize)))
         self.panel_rows = int(min(max(rows, 256), max(m, 1)))
         self.pinned = [cupyx.empty_pinned((self.panel_rows, n), self.wire) for _ in range(2)]
@@ -141,6 +145,7 @@ class CupyStreamer:
     def run_pass(self, consume, progress):
         m = self.matrix.shape[0]
         copied, computed = [None, None], [None, None]
+        check, self.check_finite = self.check_finite, False  # the first pass checks the data
         t0 = time.perf_counter()
         for i, start in enumerate(range(0, m, self.panel_rows)):
             stop, b = min(m, start + self.panel_rows), i % 2
@@ -155,7 +160,7 @@ class CupyStreamer:
             self.compute.wait_event(copied[b])
             with self.compute:
                 p = self.device[b][:rows].astype(self.hi, copy=False)
-                if self.check_finite:
+                if check:
                     self.bad |= ~self.xp.isfinite(p).all()
                 consume(start, stop, p)
             computed[b] = self.compute.record()
@@ -163,7 +168,7 @@ class CupyStreamer:
             progress.update(rows * self.pinned[b].shape[1] * self.wire.itemsize)
         self.compute.synchronize()
         self.seconds += time.perf_counter() - t0
-        if self.check_finite and bool(self.bad):
+        if check and bool(self.bad):
             raise ValueError("a must not contain infs or NaNs")
 
     def _fill(self, out, start, stop):
@@ -178,8 +183,9 @@ class CupyStreamer:
             from concurrent.futures import ThreadPoolExecutor
             self._pool = ThreadPoolExecutor(FILL_THREADS)
         step = -(-rows // FILL_THREADS)
-        jobs = [self._pool.submit(np.copyto, out[i:i + step], src[start + i:start + i + step],
-                                  casting="unsafe") for i in range(0, rows, step)]
+        jobs = [self._pool.submit(np.copyto, out[i:i + step],
+                                  src[start + i:min(start + i + step, stop)], casting="unsafe")
+                for i in range(0, rows, step)]
         for job in jobs:
             job.result()
 
