@@ -3,9 +3,9 @@
 Cases: 2-D Poisson (300², 700², 1400²), 3-D Poisson (40³, 60³, 100³) and scikit-fem assembled
 matrices (3-D linear elasticity on an unstructured tetrahedral ball, Poisson on an unstructured
 triangulated disk). ``quick=True`` runs small sizes (2-D 300², 3-D 20³, small FEM meshes) with
-every peer, and the two target cases (2-D 700², 3-D 40³) with the fast GPU rows only. ``$GPULINALG_BENCH_SPARSE_CASES``
-(comma-separated substrings of case names, e.g. ``"poisson2d 700,poisson3d 40"``) runs a
-subset, to split the full run into shorter ones.
+every peer, and the two target cases (2-D 700², 3-D 40³) with the fast GPU rows only.
+``$GPULINALG_BENCH_SPARSE_CASES`` (comma-separated substrings of case names, e.g.
+``"poisson2d 700,poisson3d 40"``) runs a subset, to split the full run into shorter ones.
 
 Every row: ``one_shot_s`` (matrix and right-hand side on the device for GPU rows, on the host
 for CPU rows; wall clock including synchronization), the ``analysis_s`` /
