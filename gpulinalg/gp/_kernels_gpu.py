@@ -86,8 +86,7 @@ class _Constant(_Leaf):
         self.c = float(kernel.constant_value)
 
     def value(self, blk):
-        xp = namespace(blk.xs)
-        return xp.full((blk.xs.shape[0], blk.ys.shape[0]), self.c, dtype=blk.xs.dtype)
+        return self.c  # a scalar: sums and products broadcast it
 
     def diag(self, x):
         return namespace(x).full(x.shape[0], self.c, dtype=x.dtype)
@@ -104,10 +103,11 @@ class _White(_Leaf):
         self.noise = float(kernel.noise_level)
 
     def value(self, blk):
+        if not blk.same:
+            return 0.0  # k(X, Y) of white noise is zero (scikit-learn's convention)
         xp = namespace(blk.xs)
         out = xp.zeros((blk.xs.shape[0], blk.ys.shape[0]), dtype=blk.xs.dtype)
-        if blk.same:
-            out[blk.diag_index()] = self.noise
+        out[blk.diag_index()] = self.noise
         return out
 
     def diag(self, x):
@@ -340,8 +340,14 @@ class KernelPlan:
         xp = namespace(x)
         same, y = y is None, x if y is None else y
         shift = x.mean(axis=0) if shift is None else shift
+        rows = self._rows(x.shape[0], y.shape[0])
+        if len(rows) == 1:  # one block: its value is already a fresh array of the right shape
+            value = self.root.value(_Block(x, y, 0, same, shift))
+            if getattr(value, "shape", None) == (x.shape[0], y.shape[0]) and \
+                    value.dtype == x.dtype and value.flags.c_contiguous:
+                return value
         out = xp.empty((x.shape[0], y.shape[0]), dtype=x.dtype)
-        for i0, i1 in self._rows(x.shape[0], y.shape[0]):
+        for i0, i1 in rows:
             out[i0:i1] = self.root.value(_Block(x[i0:i1], y, i0, same, shift))
         return out
 
