@@ -151,6 +151,13 @@ def handle_for(dtype):
     return entry
 
 
+def _release(solver):
+    try:
+        solver.free()
+    except Exception:  # interpreter shutdown or a dead context: nothing left to free
+        pass
+
+
 def _data_get(solver, param, dtype, length=1):
     """Read a cuDSS data parameter into a fresh host array (thread-safe, unlike nvmath's)."""
     from nvmath.bindings import cudss
@@ -215,6 +222,8 @@ class CuDSSFactor:
             handle=handle, logger=_nvmath_log)
         self._dummy_b = cupy.zeros(self.n, dtype=self.dtype)
         self.solver = DirectSolver(self.m, self._dummy_b, options=options, stream=stream)
+        # factors left to the garbage collector still release their device memory
+        self._finalizer = weakref.finalize(self, _release, self.solver)
         self.solver.plan_config.reordering_algorithm = REORDERINGS[self.reordering]
         self.solver.plan(stream=stream)
         stream.synchronize()
@@ -323,5 +332,5 @@ class CuDSSFactor:
 
     def free(self):
         if self.solver is not None:
-            self.solver.free()
+            self._finalizer()
             self.solver = None
