@@ -246,8 +246,11 @@ def svd_flip(xp, U, Vh, u_based=False):
         return U, Vh
     idx = xp.argmax(xp.abs(rows), axis=1)
     piv = rows[xp.arange(rows.shape[0]), idx]
-    mag = xp.abs(piv)
-    phase = xp.where(mag > 0, piv / xp.where(mag > 0, mag, 1), 1).astype(U.dtype)
+    if piv.dtype.kind != "c":
+        phase = xp.where(piv < 0, -1, 1).astype(U.dtype)  # zero rows keep their sign
+    else:
+        mag = xp.abs(piv)
+        phase = xp.where(mag > 0, piv / xp.where(mag > 0, mag, 1), 1).astype(U.dtype)
     if u_based:
         return U * phase.conj()[None, :], Vh * phase[:, None]
     return U * phase[None, :], Vh * phase.conj()[:, None]
