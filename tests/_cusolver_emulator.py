@@ -18,6 +18,9 @@ import scipy.linalg
 from scipy.linalg import lapack
 
 
+#: Free device bytes the emulated budget reports (tests may lower it).
+FREE = [1 << 40]
+
 #: How often each emulated routine ran (tests assert that a code path was taken).
 CALLS = collections.Counter()
 
@@ -215,6 +218,7 @@ class FakeCusolverDn(types.ModuleType):
 
     @staticmethod
     def xpotrf(h, p, uplo, n, dt, a, lda, ct, dbuf, dsz, hbuf, hsz, info):
+        CALLS["potrf_" + ("lower" if _lower(uplo) else "upper")] += 1
         dtype = _dtype_of(dt)
         A = view(a, n, n, lda, dtype)
         c, code = _lapack("potrf", dtype)(np.array(A, order="F"), lower=_lower(uplo),
@@ -325,6 +329,9 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(nvmath.bindings, "cusolverDn", dn, raising=False)
     monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
     monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
+    from gpulinalg._runtime import budget
     from gpulinalg.decomp import _cholesky
     monkeypatch.setattr(_cholesky, "_ZERO_KERNEL", None)  # never leak the fake kernel
+    monkeypatch.setattr(budget, "fits", lambda nbytes, device=None: (nbytes <= FREE[0],
+                                                                      FREE[0]))
     yield

@@ -11,7 +11,7 @@ import pytest
 from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _triangular
 
-from _cusolver_emulator import CALLS, FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, FREE, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -101,10 +101,23 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
 
 def test_cholesky_batched_overwrite_and_errors(emu, rng):
     a = spd(rng, 6, np.float64, batch=(2, 3))
-    src = dev(a)
-    got = _cholesky._gpu_factor(src, True, True, True, np.dtype(np.float64))
-    assert np.allclose(plain(got), np.linalg.cholesky(a))
-    assert np.shares_memory(got, src)  # overwrite_a: in place
+    f64 = np.dtype(np.float64)
+    src = dev(a)  # C order: the fast lower kernel wants column-major, so a copy...
+    got = _cholesky._gpu_factor(src, True, True, True, f64)
+    assert np.allclose(plain(got), np.linalg.cholesky(a)) and not np.shares_memory(got, src)
+    FREE[0] = 0  # ...unless it does not fit: then in place with the upper kernel
+    try:
+        got = _cholesky._gpu_factor(src, True, True, True, f64)
+    finally:
+        FREE[0] = 1 << 40
+    assert np.allclose(plain(got), np.linalg.cholesky(a)) and np.shares_memory(got, src)
+    srcf = np.ascontiguousarray(a.swapaxes(-1, -2)).view(FakeDev).swapaxes(-1, -2)
+    got = _cholesky._gpu_factor(srcf, True, True, True, f64)  # column-major: in place
+    assert np.allclose(plain(got), np.linalg.cholesky(a)) and np.shares_memory(got, srcf)
+    srcc = dev(a)
+    got = _cholesky._gpu_factor(srcc, False, True, True, f64)  # C order, upper: in place
+    assert np.allclose(plain(got), np.linalg.cholesky(a).swapaxes(-1, -2))
+    assert np.shares_memory(got, srcc)
     bad = a.copy()
     bad[1, 2, 4, 4] = -3
     with pytest.raises(NotPositiveDefiniteError) as info:
@@ -227,3 +240,15 @@ def test_workspace_query_path(emu, monkeypatch):
         assert _cusolver.workspace_bytes("orgqr", 50, 40, np.float64) > 0  # analytic
     finally:
         _cusolver._queried.cache_clear()
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
+    a = spd(rng, 300, np.float64)  # above BATCHED_MAX_N: Xpotrf
+    src = np.asfortranarray(a).view(FakeDev) if layout == "F" else dev(a)
+    CALLS.clear()
+    got = plain(_cholesky._gpu_factor(src, lower, False, True, np.dtype("f8")))
+    assert CALLS["potrf_lower"] == 1 and CALLS["potrf_upper"] == 0
+    ref = np.linalg.cholesky(a)
+    assert np.allclose(got, ref if lower else ref.T)
