@@ -21,6 +21,9 @@ from scipy.linalg import lapack
 #: Free device bytes the emulated budget reports (tests may lower it).
 FREE = [1 << 40]
 
+#: Relative noise the emulated gesvdp adds to U (tests of the a-posteriori check).
+GESVDP_NOISE = [0.0]
+
 #: How often each emulated routine ran (tests assert that a code path was taken).
 CALLS = collections.Counter()
 
@@ -64,8 +67,10 @@ def _fake_cupy():
         return lambda *a, **k: _dev(fn(*a, **k))
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
-                 "argmax", "take_along_axis", "swapaxes", "eye", "asarray"):
+                 "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum"):
         setattr(mod, name, wrap(name))
+    mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
+        *a, **k))))
     return mod
 
 
@@ -169,6 +174,7 @@ class FakeCusolverDn(types.ModuleType):
     def xgesvd(h, p, jobu, jobvt, m, n, dt, a, lda, dts, s, dtu, u, ldu, dtv, vt, ldvt, ct,
                dbuf, dsz, hbuf, hsz, info):
         assert m >= n, "Xgesvd needs m >= n"
+        CALLS["gesvd"] += 1
         dtype = _dtype_of(dt)
         A = view(a, m, n, lda, dtype)
         job = chr(jobu)
@@ -186,7 +192,11 @@ class FakeCusolverDn(types.ModuleType):
     @staticmethod
     def xgesvdp(h, p, jobz, econ, m, n, dt, a, lda, dts, s, dtu, u, ldu, dtv, v, ldv, ct,
                 dbuf, dsz, hbuf, hsz, info):
+        CALLS["gesvdp"] += 1
         FakeCusolverDn._svd_v(dt, jobz, econ, m, n, a, lda, dts, s, u, ldu, v, ldv)
+        if GESVDP_NOISE[0] and int(jobz) == 1:
+            U = view(u, m, min(m, n) if econ else m, ldu, _dtype_of(dt))
+            U += GESVDP_NOISE[0] * np.random.default_rng(0).standard_normal(U.shape)
         _set_info(info, 0)
         return 0.0
 

@@ -11,7 +11,7 @@ import pytest
 from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _triangular
 
-from _cusolver_emulator import CALLS, FREE, FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, FREE, GESVDP_NOISE, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -252,3 +252,24 @@ def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
     assert CALLS["potrf_lower"] == 1 and CALLS["potrf_upper"] == 0
     ref = np.linalg.cholesky(a)
     assert np.allclose(got, ref if lower else ref.T)
+
+
+@pytest.mark.parametrize("shape", [(120, 40), (40, 120), (50, 45), (2, 70, 40)])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
+    a = random(rng, shape, dtype)
+    ref = _cpu.svd(a, False, True, "gesvd", np.dtype(dtype))
+    for noise, gesvd_runs in ((0.0, 0), (1e-3, 1)):
+        CALLS.clear()
+        GESVDP_NOISE[0] = noise
+        try:
+            u, s, vh = (plain(x) for x in _svd._gpu_svd(dev(a), False, True, "auto",
+                                                        np.dtype(dtype)))
+        finally:
+            GESVDP_NOISE[0] = 0.0
+        batch = int(np.prod(shape[:-2]))
+        assert CALLS["gesvdp"] == batch and CALLS["gesvd"] == gesvd_runs * batch
+        k = min(shape[-2:])
+        assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh, dtype) <= 50
+        assert orthogonality_ratio(u, dtype) <= 50
+        assert np.allclose(vh, ref.Vh, atol=1e-3)

@@ -44,7 +44,7 @@ def test_svd_ratios(backend, rng, dtype, kind, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("driver", ["gesvd", "gesvdj", "gesvdp"])
+@pytest.mark.parametrize("driver", ["auto", "gesvd", "gesvdj", "gesvdp"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", SPECTRA)
 @pytest.mark.parametrize("shape", [(200, 50), (50, 200), (120, 120), (90, 80)])
@@ -58,7 +58,8 @@ def test_svd_gpu_drivers(rng, driver, dtype, kind, shape):
     with gpulinalg.config(backend="gpu"):
         res = svd(a, driver=driver)
     rec = gpulinalg.last_run()
-    assert rec.backend == "gpu" and rec.details["driver"] == driver
+    assert rec.backend == "gpu"
+    assert rec.details["driver"] == driver or (driver == "auto" and "verify_bound" in rec.details)
     _check(a, res, s_true if driver != "gesvdp" else None, dtype)
 
 
@@ -136,7 +137,12 @@ def test_resolve_driver():
     assert resolve_driver(20000, 2000) .qr_first
     assert not resolve_driver(100, 90).qr_first
     assert resolve_driver(8, 8).driver == "gesvdj"
-    assert resolve_driver(100, 100).driver == "gesvd"
+    plan = resolve_driver(100, 100)
+    assert plan.driver == "gesvdp" and plan.verify
+    assert resolve_driver(100, 100, compute_uv=False).driver == "gesvd"
+    assert resolve_driver(100, 90, full_matrices=True).driver == "gesvd"
+    assert resolve_driver(300, 90, full_matrices=True).driver == "gesvdp"
+    assert not resolve_driver(300, 90, "gesvdp").verify
     with pytest.raises(ValueError, match="driver"):
         resolve_driver(3, 3, "gesdd")
 
@@ -183,5 +189,7 @@ def test_gesvdp_reports_its_perturbation(rng, dtype):
     # the large singular values are still right; the small ones may move by the perturbation
     assert np.allclose(s[:10], s_true[:10], rtol=1e3 * eps(dtype))
     with gpulinalg.config(backend="gpu"):
-        svd(a)
-    assert gpulinalg.last_run().details["driver"] != "gesvdp"  # auto never picks it
+        res = svd(a)  # auto: gesvdp, verified, recomputed with gesvd when the check fails
+    _check(a, res, s_true, dtype)
+    details = gpulinalg.last_run().details
+    assert details["driver"] in ("gesvdp", "gesvd") and "verify_figures" in details

@@ -20,9 +20,15 @@ DRIVERS = ("auto", "gesvd", "gesvdj", "gesvdp")
 #: A matrix goes through QR first when ``max(m, n) >= QR_FIRST_RATIO * min(m, n)``: the
 #: SVD kernel then works on the small square R and ``ormqr`` maps its U back.
 QR_FIRST_RATIO = 1.5
-#: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``,
-#: else ``gesvd`` (QR iteration: the most robust, accurate to ``eps`` for any spectrum).
+#: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``.
 JACOBI_MAX_DIM = 32
+#: Above that, ``auto`` runs the polar-decomposition kernel ``gesvdp`` (the fastest) and
+#: verifies its result a posteriori: ``||A - U S V^H||_F <= VERIFY_FACTOR k eps ||A||_F`` and
+#: ``||I - U^H U||_F``, ``||I - V^H V||_F <= VERIFY_FACTOR k eps`` (three k^3 products on the
+#: square factor). When the check fails (gesvdp is not backward stable with singular values
+#: near zero), the factor is recomputed with ``gesvd`` (QR iteration, backward stable).
+#: Values-only calls, and full U without the QR step, use ``gesvd`` directly.
+VERIFY_FACTOR = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,26 +37,34 @@ class SVDPlan:
 
     driver: str
     qr_first: bool
+    verify: bool = False  # check the kernel's result; recompute with gesvd when it fails
 
 
-def resolve_driver(m, n, driver="auto"):
+def resolve_driver(m, n, driver="auto", compute_uv=True, full_matrices=False):
     """Resolve ``driver`` for an ``m x n`` matrix into an :class:`SVDPlan`.
 
     Examples
     --------
     >>> resolve_driver(20000, 2000)
-    SVDPlan(driver='gesvd', qr_first=True)
+    SVDPlan(driver='gesvdp', qr_first=True, verify=True)
+    >>> resolve_driver(20000, 2000, compute_uv=False)
+    SVDPlan(driver='gesvd', qr_first=True, verify=False)
     >>> resolve_driver(16, 16)
-    SVDPlan(driver='gesvdj', qr_first=False)
-    >>> resolve_driver(300, 500, "gesvdp")
-    SVDPlan(driver='gesvdp', qr_first=True)
+    SVDPlan(driver='gesvdj', qr_first=False, verify=False)
+    >>> resolve_driver(300, 500, "gesvd")
+    SVDPlan(driver='gesvd', qr_first=True, verify=False)
     """
     if driver not in DRIVERS:
         raise ValueError(f"driver must be one of {DRIVERS}, got {driver!r}")
     big, small = max(m, n), min(m, n)
-    if driver == "auto":
-        driver = "gesvdj" if small <= JACOBI_MAX_DIM else "gesvd"
-    return SVDPlan(driver, big > small and big >= QR_FIRST_RATIO * small)
+    qr_first = big > small and big >= QR_FIRST_RATIO * small
+    if driver != "auto":
+        return SVDPlan(driver, qr_first)
+    if small <= JACOBI_MAX_DIM:
+        return SVDPlan("gesvdj", qr_first)
+    if not compute_uv or (full_matrices and not qr_first):
+        return SVDPlan("gesvd", qr_first)
+    return SVDPlan("gesvdp", qr_first, verify=True)
 
 
 def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=True):
@@ -68,8 +82,10 @@ def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=
         cuSOLVER kernel on the GPU: ``gesvd`` (QR iteration), ``gesvdj`` (Jacobi),
         ``gesvdp`` (polar decomposition: for well-conditioned matrices only, it is not backward
         stable when singular values approach zero; the perturbation it applies is recorded as
-        ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj``
-        when ``min(m, n) <= 32``, else ``gesvd``. Whatever the driver, a matrix with
+        ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj`` when
+        ``min(m, n) <= 32``; above, ``gesvdp`` with an a-posteriori check of backward error
+        and orthogonality, recomputing with ``gesvd`` when the check fails (values-only calls
+        use ``gesvd``). Whatever the driver, a matrix with
         ``max(m, n) >= 1.5 min(m, n)`` is first reduced by QR and the kernel factors the small
         R. On the CPU, ``gesvd`` selects LAPACK's gesvd and every other choice gesdd.
     check_finite : bool, default True
@@ -93,7 +109,7 @@ def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=
     """
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
-    plan = resolve_driver(m, n, driver)
+    plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
     batch = tuple(a.shape[:-2])
     if a.size == 0:
         return _empty(a, batch, m, n, full_matrices, compute_uv, dtype)
@@ -127,7 +143,7 @@ def _gpu_svd(a, full_matrices, compute_uv, driver, dtype):
     m, n = a.shape[-2:]
     wide = m < n
     big, k = max(m, n), min(m, n)
-    plan = resolve_driver(m, n, driver)
+    plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
     _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
     nb = len(w)
@@ -189,14 +205,14 @@ def _one(sv, slot, w, s, u, v, full, plan):
     import cupy
     big, k = w.shape
     if not plan.qr_first:
-        return _kernel(sv, slot + 1, w, s, u, v, full, plan.driver)
+        return _kernel(sv, slot + 1, w, s, u, v, full, plan)
     tau = cupy.empty(k, dtype=w.dtype)
     sv.geqrf(w, tau, slot)
     r = cupy.asfortranarray(cupy.triu(w[:k, :]))
     if u is None:
-        return _kernel(sv, slot + 1, r, s, None, None, False, plan.driver)
+        return _kernel(sv, slot + 1, r, s, None, None, False, plan)
     ur = cupy.empty((k, k), dtype=w.dtype, order="F")
-    _kernel(sv, slot + 1, r, s, ur, v, False, plan.driver)
+    _kernel(sv, slot + 1, r, s, ur, v, False, plan)
     u.fill(0)
     u[:k, :k] = ur
     if full and big > k:
@@ -205,7 +221,10 @@ def _one(sv, slot, w, s, u, v, full, plan):
     sv.ormqr(w, k, tau, u, slot + 2)
 
 
-def _kernel(sv, slot, w, s, u, v, full, driver):
+def _kernel(sv, slot, w, s, u, v, full, plan):
+    """Run the plan's kernel on ``w``; with ``plan.verify``, check and fall back to gesvd."""
+    driver = plan.driver
+    original = w.copy(order="F") if plan.verify and u is not None else None
     if driver == "gesvd":
         sv.gesvd(w, s, u, v, full, slot)
     elif driver == "gesvdp":
@@ -213,3 +232,29 @@ def _kernel(sv, slot, w, s, u, v, full, driver):
         _dispatch.note(h_err_sigma=float(err))
     else:
         sv.gesvdj(w, s, u, v, full, slot)
+    if original is None or _verified(original, s, u, v):
+        return
+    _dispatch.note(driver="gesvd", rejected=driver)
+    w[...] = original
+    import cupy
+    vh = cupy.empty(v.shape, dtype=v.dtype, order="F")
+    sv.gesvd(w, s, u, vh, full, slot)
+    v[...] = vh.conj().T  # the caller reads V (not V^H) from the verified drivers
+
+
+def _verified(a, s, u, v):
+    """Whether ``a ~ U diag(s) V^H`` to ``VERIFY_FACTOR k eps`` with orthonormal U and V
+    (Frobenius norms; one synchronization)."""
+    import cupy
+    k = s.shape[0]
+    uk = u[:, :k]
+    eye = cupy.eye(k, dtype=a.dtype)
+    figures = cupy.stack([
+        cupy.linalg.norm(a - (uk * s) @ v.conj().T)
+        / cupy.maximum(cupy.linalg.norm(a), np.finfo(a.dtype).tiny),
+        cupy.linalg.norm(uk.conj().T @ uk - eye),
+        cupy.linalg.norm(v.conj().T @ v - eye)]).get()
+    bound = VERIFY_FACTOR * max(a.shape) * float(np.finfo(a.dtype).eps)
+    ok = bool(np.all(figures <= bound))  # NaN fails
+    _dispatch.note(verify_figures=[float(f) for f in figures], verify_bound=bound)
+    return ok
