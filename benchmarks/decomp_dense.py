@@ -77,6 +77,17 @@ def _svd_rows(m, n, reps, quick):
         out = fn()
         rows.append(row(SUITE, case, f"gpulinalg svd driver={driver}", time_gpu(fn, **reps),
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
+    deficient = a.copy()  # the same matrix with its last tenth of singular values set to 0
+    s_def = s_true.copy()
+    s_def[-(n // 10):] = 0
+    u0, _, vh0 = svd(a, check_finite=False)
+    deficient = (u0 * s_def) @ vh0
+    fn = lambda: svd(deficient, check_finite=False)  # noqa: E731
+    out = fn()
+    rows.append(row(SUITE, f"{case}, rank deficient", "gpulinalg svd driver=auto",
+                    time_gpu(fn, **reps), backward_err=_svd_accuracy(deficient, s_true, out)
+                    ["backward_err"], **_where()))
+    del deficient, u0, vh0
     saved = _svd.QR_FIRST_RATIO
     _svd.QR_FIRST_RATIO = float("inf")  # the same kernel on the tall matrix, no QR step
     try:
