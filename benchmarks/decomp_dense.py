@@ -77,8 +77,7 @@ def _svd_rows(m, n, reps, quick):
         out = fn()
         rows.append(row(SUITE, case, f"gpulinalg svd driver={driver}", time_gpu(fn, **reps),
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
-    deficient = a.copy()  # the same matrix with its last tenth of singular values set to 0
-    s_def = s_true.copy()
+    s_def = s_true.copy()  # the same matrix with its last tenth of singular values set to 0
     s_def[-(n // 10):] = 0
     u0, _, vh0 = svd(a, check_finite=False)
     deficient = (u0 * s_def) @ vh0
