@@ -270,11 +270,57 @@ def _breakdown_rows(n=128):
         "cupy.empty((128, 128), float16)": lambda: cupy.empty((n, n), cupy.float16),
         "validation only (dispatch stubbed)": _front_only(a, b, bias),
     }
+    case = f"per-call breakdown, fp16 {n}^3 bias+relu"
     with gpulinalg.config(backend="gpu"):
-        return [row(SUITE, f"per-call breakdown, fp16 {n}^3 bias+relu", name,
-                    {"median_s": us * 1e-6, "min_s": us * 1e-6, "runs": 1000},
+        rows = [row(SUITE, case, name, {"median_s": us * 1e-6, "min_s": us * 1e-6, "runs": 1000},
                     us_per_call=round(us, 2))
                 for name, fn in stages.items() for us in [_wall_us(fn)]]
+        full = stages["full matmul() call"]
+        host, device = _host_and_device_us(full)
+        rows.append(row(SUITE, case, "full call: host issue time vs device span",
+                        {"median_s": host * 1e-6, "min_s": host * 1e-6, "runs": 300},
+                        host_us_per_call=round(host, 2), device_us_per_call=round(device, 2)))
+        rows.append(row(SUITE, case, "full call: cProfile top functions (us/call)",
+                        {"median_s": 0.0, "min_s": 0.0, "runs": 2000}, top=_profile(full)))
+    return rows
+
+
+def _host_and_device_us(fn, calls=300):
+    """Host time to issue ``calls`` calls, and the device's span for them (events on the
+    caller's stream): a device span well above the host time means the GPU is the limit."""
+    import time
+
+    import cupy
+    stream = cupy.cuda.get_current_stream()
+    fn()
+    cupy.cuda.Device().synchronize()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = time.perf_counter() - t0
+    end.record(stream)
+    end.synchronize()
+    return host / calls * 1e6, cupy.cuda.get_elapsed_time(start, end) * 1e3 / calls
+
+
+def _profile(fn, calls=2000, top=25):
+    """``[(function, tottime us/call, cumtime us/call)]`` of the heaviest functions."""
+    import cProfile
+    import pstats
+
+    import cupy
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    cupy.cuda.Device().synchronize()
+    stats = pstats.Stats(prof).stats
+    ranked = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [(f"{path.rsplit('/', 2)[-1]}:{line}({name})", round(tt / calls * 1e6, 2),
+             round(ct / calls * 1e6, 2)) for (path, line, name), (_, _, tt, ct, _) in ranked]
 
 
 def _front_only(a, b, bias):
