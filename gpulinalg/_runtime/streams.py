@@ -6,7 +6,6 @@ destroyed when their thread ends (best effort) and at interpreter exit.
 """
 
 import atexit
-import contextlib
 import importlib
 import threading
 import weakref
@@ -88,25 +87,37 @@ def get_handle(library, device=None):
     return handle
 
 
-@contextlib.contextmanager
-def op_stream(device=None):
+class op_stream:
     """Run a block on the thread's stream, ordered after and before the caller's current stream.
 
     Work the caller queued on its current stream finishes before the block's work starts, and
     the caller's stream waits for the block's work: CuPy results are safe to use on it at once.
+    (When the block raises, the caller's stream is not made to wait.) A class rather than a
+    generator-based context manager: it is entered on every GPU call.
     """
-    import cupy
-    stream = get_stream(device)
-    caller = cupy.cuda.get_current_stream()
-    if caller == stream:
-        with stream:
-            yield stream
-        return
-    before, after = _events(stream)
-    stream.wait_event(caller.record(before))
-    with stream:
-        yield stream
-    caller.wait_event(stream.record(after))
+
+    __slots__ = ("device", "stream", "caller", "after")
+
+    def __init__(self, device=None):
+        self.device = device
+
+    def __enter__(self):
+        import cupy
+        stream = self.stream = get_stream(self.device)
+        caller = self.caller = cupy.cuda.get_current_stream()
+        if caller == stream:
+            self.after = None
+        else:
+            before, self.after = _events(stream)
+            stream.wait_event(caller.record(before))
+        stream.__enter__()
+        return stream
+
+    def __exit__(self, exc_type, exc, tb):
+        self.stream.__exit__(exc_type, exc, tb)
+        if self.after is not None and exc_type is None:
+            self.caller.wait_event(self.stream.record(self.after))
+        return False
 
 
 def _events(stream):
