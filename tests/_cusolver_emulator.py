@@ -67,7 +67,8 @@ def _fake_cupy():
         return lambda *a, **k: _dev(fn(*a, **k))
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
-                 "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum"):
+                 "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
+                 "concatenate"):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))

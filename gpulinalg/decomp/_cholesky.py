@@ -152,15 +152,15 @@ def _gpu_factor(a, lower, overwrite_a, clean, dtype):
         else:
             for i in range(len(w)):
                 sv.potrf(w[i], fill_lower, i)
-        codes = sv.check("potrf")
+        diag = cupy.diagonal(w, axis1=-2, axis2=-1)
+        finite = cupy.isfinite(diag).all(axis=-1)  # fetched with the info codes
+        codes, finite = sv.check("potrf", also=finite)
     batch_shape = a.shape[:-2]
     bad = np.flatnonzero(codes > 0)
     if bad.size:
         raise NotPositiveDefiniteError(codes[bad[0]], batch_index(bad[0], batch_shape))
-    diag = cupy.diagonal(w, axis1=-2, axis2=-1)
-    finite = cupy.isfinite(diag).all(axis=-1)
-    if not bool(finite.all()):  # NaN input with check_finite=False: no silent NaN factor
-        entry = int(cupy.flatnonzero(~finite)[0])
+    if not finite.all():  # NaN input with check_finite=False: no silent NaN factor
+        entry = int(np.flatnonzero(finite == 0)[0])
         minor = int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
         raise NotPositiveDefiniteError(minor, batch_index(entry, batch_shape))
     if clean:

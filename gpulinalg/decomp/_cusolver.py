@@ -255,9 +255,19 @@ class Solver:
         self._keep.append((uu, vv, work))
 
     # -- info -----------------------------------------------------------------------------------
-    def check(self, what):
-        """Synchronize once and return the ``info`` codes; negative codes raise."""
-        codes = self.info.get()
+    def check(self, what, also=None):
+        """Synchronize once and return the ``info`` codes; negative codes raise.
+
+        ``also``: a device array of flags fetched in the same transfer; then the return value
+        is ``(codes, flags)``.
+        """
+        import cupy
+        if also is None:
+            codes = self.info.get()
+        else:
+            flags = also.astype(np.int32).ravel()
+            packed = cupy.concatenate([self.info, flags]).get()
+            codes, extra = packed[:self.info.size], packed[self.info.size:]
         for params in self._gesvdj:
             _dn().destroy_gesvdj_info(params)
         self._gesvdj.clear()
@@ -265,7 +275,13 @@ class Solver:
         bad = np.flatnonzero(codes < 0)
         if bad.size:
             raise ValueError(f"{what}: cuSOLVER rejected argument {-int(codes[bad[0]])}")
-        return codes
+        return codes if also is None else (codes, extra)
+
+    def done(self):
+        """End without reading ``info`` when only argument errors could be reported (QR):
+        no synchronization, unless a host workspace must outlive the calls."""
+        if any(h.size > 1 for h in self._keep if isinstance(h, np.ndarray)):
+            self.check("cuSOLVER")
 
 
 def _uplo(lower):

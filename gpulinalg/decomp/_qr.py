@@ -83,7 +83,7 @@ def _gpu_qr(a, mode, dtype):
             sv.geqrf(w[i], tau[i], i)
         r = cupy.triu(w[:, :(m if mode == "complete" else k), :])
         if mode == "r":
-            sv.check("geqrf")
+            sv.done()
             return r.reshape(batch + r.shape[1:])
         if mode == "complete" and m > n:
             q = cupy.empty((nb, m, m), dtype=dtype).transpose(0, 2, 1)
@@ -92,5 +92,5 @@ def _gpu_qr(a, mode, dtype):
             q = w[:, :, :k]  # column-major m x k block with leading dimension m
         for i in range(nb):
             sv.orgqr(q[i], k, tau[i], i)
-        sv.check("geqrf/orgqr")
+        sv.done()  # QR cannot fail numerically: no need to wait for the info codes
     return QRResult(q.reshape(batch + q.shape[1:]), r.reshape(batch + r.shape[1:]))
