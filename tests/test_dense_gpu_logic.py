@@ -112,6 +112,10 @@ def emulated(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
     monkeypatch.setattr(_gpu, "gemm", emulated_gemm)
+    monkeypatch.setattr(_gpu, "run_cached", lambda a, b, c, transpose, alpha, beta, epilog,
+                        inputs, compute_type, autotune: emulated_gemm(
+                            a, b, c, transpose=transpose, alpha=alpha, beta=beta, epilog=epilog,
+                            inputs=inputs))
 
 
 def _spec(a, b, activation, form, return_aux=True, alpha=1.0, beta=0.0):

@@ -8,13 +8,16 @@ product, whose result comes back in Fortran order.
 """
 
 from . import _cpu
-from ._epilogs import MatmulAux, forward_epilog
-from ._plans import gemm
+from ._epilogs import ACTIVATIONS, MatmulAux, forward_epilog
+from ._plans import gemm, run_cached
 from ._results import Gradients
 
 __all__ = ["matmul", "matmul_backward"]
 
 _UNFUSABLE_KINDS = "c"  # complex: cuBLASLt has no complex epilogs; bias goes through C
+#: (activation, bias?, aux?) -> epilog name, worked out once.
+_EPILOGS = {(act, bias, aux): forward_epilog(act, bias, aux)
+            for act in ACTIVATIONS for bias in (False, True) for aux in (False, True)}
 
 
 def _t(x):
@@ -63,7 +66,9 @@ def _operands(a, b, c, spec):
     column-major, the result order the epilogs need (the result takes C's order)."""
     batch = spec.batch_shape
     a, b = _gemm_ready(a, batch), _gemm_ready(b, batch)
-    if c is not None and c.shape != spec.out_shape:
+    if c is None:
+        return a, b, None
+    if c.shape != spec.out_shape:
         import cupy
         c = cupy.ascontiguousarray(cupy.broadcast_to(c, spec.out_shape))
     if spec.transposed:
@@ -93,11 +98,10 @@ def matmul(a, b, bias, c, spec):
         return _unfused(a, b, bias, c, spec)
     beta = spec.beta if c is not None else 0.0
     a, b, c = _operands(a, b, c if beta != 0.0 else None, spec)
-    epilog = forward_epilog(spec.activation, bias is not None, spec.return_aux)
+    epilog = _EPILOGS[spec.activation, bias is not None, spec.return_aux]
     inputs = None if bias is None else {"bias": _vector(bias)}
-    out, extra = gemm(a, b, c, transpose=spec.transposed, alpha=spec.alpha, beta=beta,
-                      epilog=epilog, inputs=inputs, compute_type=spec.compute_type,
-                      autotune=spec.autotune)
+    out, extra = run_cached(a, b, c, spec.transposed, spec.alpha, beta, epilog, inputs,
+                            spec.compute_type, spec.autotune)
     if not spec.return_aux:
         return out
     if spec.activation is None:

@@ -186,9 +186,16 @@ def gemm(a, b, c=None, *, transpose=False, alpha=1.0, beta=0.0, epilog=None, inp
     per-row bias runs along ``N``) and ``d`` comes back as ``a @ b`` (no views are made on a
     hit); epilog inputs and outputs (aux, bias gradients) are those of the transposed product.
     """
+    return run_cached(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune)
+
+
+def run_cached(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune):
+    """:func:`gemm` with positional arguments (the per-call hot path)."""
     stream = _current_stream()
-    key = (transpose, a.data.device_id, a.dtype, epilog, compute_type, autotune, a.shape,
-           a.strides, b.shape, b.strides, a.data.ptr & 255, b.data.ptr & 255, _operand_key(c),
+    ad, bd = a.data, b.data
+    key = (transpose, ad.device_id, a.dtype, epilog, compute_type, autotune, a.shape,
+           a.strides, b.shape, b.strides, ad.ptr & 255, bd.ptr & 255,
+           None if c is None else _operand_key(c),
            None if not inputs else tuple([(k, _operand_key(v)) for k, v in inputs.items()]))
     cache = _cache
     if cache.generation != _generation[0]:
