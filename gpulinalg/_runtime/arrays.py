@@ -109,7 +109,10 @@ def _is_f_only(a):
 
 def to_kind(x, kind, like=None):
     """Move array ``x`` into package ``kind``; ``like`` (an array of that kind) picks the device."""
-    if kind is None or not is_array(x):
+    if kind is None:
+        return x
+    k = kind_of(x)
+    if k is None or (k is kind and k is not _TORCH):  # not an array, or already where it goes
         return x
     if type(kind) is not Kind:
         kind = Kind(kind)

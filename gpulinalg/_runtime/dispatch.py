@@ -223,7 +223,8 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
 def _call_cpu(fn, args, kwargs, convert):
     if convert:
         args = _arrays.convert_tree(args, _arrays.to_host)
-        kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
+        if kwargs:
+            kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
     return fn(*args, **kwargs)
 
 
@@ -233,6 +234,7 @@ def _call_gpu(fn, args, kwargs, convert):
     with _op_stream():
         if convert:
             args = _arrays.convert_tree(args, _arrays.to_device)
-            kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
+            if kwargs:
+                kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
         result = fn(*args, **kwargs)
     return result, _device.current_device()
