@@ -2,9 +2,10 @@
 
 cuBLASLt adds its bias along the columns of the column-major ``M x N`` result (one value per
 row). A NumPy bias of shape ``(N,)`` (one value per column) is therefore served by planning the
-transposed product ``b.T @ a.T`` (``N x M``) on views: its column-major result, transposed back,
-is the C-ordered ``(M, N)`` answer, and no operand is copied. A ``(M, 1)`` bias uses the direct
-product, whose result comes back in Fortran order.
+transposed product ``b.T @ a.T`` (``N x M``): its column-major result, read transposed, is the
+C-ordered ``(M, N)`` answer, and no operand is copied (the plan is made on views; a hit reuses
+the same pointers and allocates the result in ``(M, N)`` layout directly). A ``(M, 1)`` bias
+uses the direct product, whose result comes back in Fortran order.
 """
 
 from . import _cpu
