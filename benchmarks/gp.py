@@ -363,3 +363,35 @@ def _gpytorch_lbfgsb(params, loss_and_grad):
     res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", jac=True)
     assign(res.x)
     return int(res.nfev)
+
+
+# -- report --------------------------------------------------------------------------------------
+
+def markdown(rows):
+    """A Markdown table of ``rows`` (this suite's): seconds per case and implementation, with
+    the speedup of gpulinalg over each peer, the fitted log likelihood and the test RMSE."""
+    impls = ["gpulinalg", "sklearn (CPU)", "gpytorch (GPU, fp64)"]
+    cases = list(dict.fromkeys(r["case"] for r in rows if r.get("suite") == SUITE))
+    lines = ["| case | " + " | ".join(f"{i} s" for i in impls)
+             + " | vs sklearn | vs GPyTorch | LML (ours / sklearn / GPyTorch) | test RMSE |",
+             "|---|" + "---|" * (len(impls) + 4)]
+    for case in cases:
+        got = {r["impl"]: r for r in rows if r.get("case") == case and r.get("suite") == SUITE}
+        ours = got.get("gpulinalg", {}).get("median_s")
+        cells = []
+        for impl in impls:
+            r = got.get(impl, {})
+            if "median_s" in r:
+                cells.append(f"{r['median_s']:.3g}" + (" (extrapolated)" if r.get("extrapolated")
+                                                        else ""))
+            else:
+                cells.append("absent" if "absent" in r else "")
+        for impl in impls[1:]:
+            r = got.get(impl, {})
+            cells.append(f"{r['median_s'] / ours:.3g}x" if ours and "median_s" in r else "")
+        lml = " / ".join(f"{got[i]['lml']:.6g}" if "lml" in got.get(i, {}) else "-"
+                         for i in impls)
+        rmse = " / ".join(f"{got[i]['test_rmse']:.4g}" if "test_rmse" in got.get(i, {}) else "-"
+                          for i in impls)
+        lines.append(f"| {case} | " + " | ".join(cells) + f" | {lml} | {rmse} |")
+    return "\n".join(lines)
