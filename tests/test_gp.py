@@ -369,6 +369,7 @@ def test_cholesky_inverse_by_strips(n, strips, rng, monkeypatch):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
+    monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", strips)
     a = rng.standard_normal((n, n))
     K = a @ a.T / n + np.eye(n)
@@ -381,7 +382,7 @@ def test_cholesky_inverse_by_strips(n, strips, rng, monkeypatch):
 def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
-    n = _gpu.STRIP_MIN_N + 100
+    n = 4196  # 8 strips
     a = rng.standard_normal((n, 64))
     K = a @ a.T / 64 + np.eye(n)
     inv = _gpu.cholesky_inverse(decomp.cho_factor(xp_gpu.asarray(K), lower=True))
@@ -393,7 +394,8 @@ def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu):
 @pytest.mark.gpu
 def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu):
     from gpulinalg.gp import _gpu
-    x, y = data(rng, n=_gpu.STRIP_MIN_N + 200, d=3)
+    x, y = data(rng, n=4296, d=3)
+    assert x.shape[0] >= _gpu.STRIP_MIN_N
     k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
     gp = GaussianProcessRegressor(k, optimizer=None)
     with gpulinalg.config(backend="cpu"):
@@ -411,6 +413,7 @@ def test_strip_gradient_matches_sklearn(name, rng, monkeypatch):
     """The large-n gradient path (L^-1 by strips, lower triangle only) on a small problem."""
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
+    monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", 7)
     x, y = data(rng, n=45, t=2)
     k = KERNELS[name](2)

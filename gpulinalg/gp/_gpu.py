@@ -16,8 +16,9 @@ from ._kernels_gpu import BLOCK_ELEMENTS
 
 __all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse"]
 
-#: Sizes from which :func:`cholesky_inverse` works by strips, and how many strips.
-STRIP_MIN_N, STRIPS = 4096, 16
+#: From ``STRIP_MIN_N`` points on, ``K^-1`` is made by strips (see :func:`inverse_strips`):
+#: ``n // STRIP_MIN_WIDTH`` of them, at least 2 and at most ``STRIPS``.
+STRIP_MIN_N, STRIP_MIN_WIDTH, STRIPS = 1024, 512, 16
 
 
 def _kernel_matrix(x, k, noise, plan):
@@ -116,7 +117,8 @@ def inverse_strips(L):
     on the trailing part of ``L`` only, n^3/3 flops in all (as LAPACK's ``trtri``)."""
     from .. import decomp
     xp, n, dtype = namespace(L), L.shape[0], L.dtype
-    step = -(-n // STRIPS)
+    count = min(STRIPS, max(2, n // STRIP_MIN_WIDTH))
+    step = -(-n // count)
     strips = []
     for j0 in range(0, n, step):
         j1 = min(j0 + step, n)
@@ -132,7 +134,7 @@ def cholesky_inverse(c):
     """``K^-1`` (full, symmetric) from ``c = (L, True)``, the lower Cholesky factor of ``K``.
 
     Below ``STRIP_MIN_N``: one ``cho_solve`` against the identity (2 n^3 flops). From there on,
-    by ``STRIPS`` column strips: each strip of ``L^-1`` is a triangular solve on the trailing
+    by column strips: each strip of ``L^-1`` is a triangular solve on the trailing
     part of ``L`` only (n^3/3 flops in all, as LAPACK's ``trtri``), and each block of
     ``K^-1 = L^-T L^-1`` at or below the diagonal one product of two strips (n^3/3 flops, as
     ``lauum``), mirrored above it. Both steps are :mod:`gpulinalg.decomp` solves and GEMMs.
