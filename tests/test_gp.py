@@ -226,11 +226,15 @@ def test_nan_inf_inputs(bad, rng):
         GaussianProcessRegressor().fit(x, yb)
 
 
-def test_nan_in_kernel_raises(rng):
+def test_nan_in_kernel_raises(backend, rng):
     x, y = data(rng, n=10)
     gp = GaussianProcessRegressor(RBF(length_scale=np.nan), optimizer=None)
     with pytest.raises(ValueError, match="NaN"):
         gp.fit(x, y)
+    gp = GaussianProcessRegressor(RBF() + WhiteKernel(), optimizer=None).fit(x, y)
+    for grad in (False, True):
+        with pytest.raises(ValueError, match="NaN"):
+            gp.log_marginal_likelihood(np.array([np.nan, 0.0]), eval_gradient=grad)
 
 
 def test_jitter_path(backend, rng):

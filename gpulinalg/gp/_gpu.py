@@ -21,18 +21,27 @@ __all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse"]
 STRIP_MIN_N, STRIP_MIN_WIDTH, STRIPS = 1024, 512, 16
 
 
-def _kernel_matrix(x, k, noise, plan):
-    """``k(x) + diag(noise)``, checked for NaN/Inf (our own array, safe to overwrite)."""
+def _kernel_matrix(x, k, noise, plan, *, lazy=False):
+    """``k(x) + diag(noise)`` (our own array, safe to overwrite), checked for NaN/Inf.
+
+    With ``lazy``, returns ``(matrix, bad)`` instead, ``bad`` a 0-d boolean array for
+    :func:`_raise_if_bad` to read later (no device synchronization now).
+    """
     if plan is not None:
         k = plan.matrix(x)
     elif not k.flags.c_contiguous:
         k = namespace(k).ascontiguousarray(k)
-    xp = namespace(k)
-    if not bool(xp.isfinite(k).all()):
+    bad = ~namespace(k).isfinite(k).all()
+    if not lazy:
+        _raise_if_bad(bad)
+    k.reshape(-1)[::k.shape[0] + 1] += noise
+    return (k, bad) if lazy else k
+
+
+def _raise_if_bad(bad):
+    if bool(bad):
         raise ValueError("the kernel matrix contains NaN or Inf; check the kernel's "
                          "hyperparameters and the training inputs")
-    k.reshape(-1)[::k.shape[0] + 1] += noise
-    return k
 
 
 def _contract_fallback(w_rows, k_grad):
@@ -56,11 +65,12 @@ def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
     """
     from .. import decomp
     n_theta = plan.n_theta if plan is not None else (k_grad.shape[2] if eval_gradient else 0)
-    K = _kernel_matrix(x, k, noise, plan)
+    K, bad = _kernel_matrix(x, k, noise, plan, lazy=True)
     xp = namespace(K)
-    try:
+    try:  # NaN or Inf in K always fails the factorization (NaN reaches the diagonal)
         c = decomp.cho_factor(K, lower=True, overwrite_a=True, check_finite=False)
     except NotPositiveDefiniteError:
+        _raise_if_bad(bad)
         return -math.inf, (xp.zeros(n_theta, dtype=K.dtype) if eval_gradient else None)
     del K
     y2 = y.reshape(y.shape[0], -1)
@@ -68,6 +78,7 @@ def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
     a = decomp.cho_solve(c, y2, check_finite=False)
     lml = (-0.5 * (y2 * a).sum() - 0.5 * t * decomp.logdet_cholesky(c)
            - 0.5 * t * n * math.log(2.0 * math.pi))
+    _raise_if_bad(bad)  # for a factorization that a NaN did not stop, should one ever
     if not eval_gradient:
         return lml, None
     if plan is not None and n >= STRIP_MIN_N:
