@@ -147,3 +147,11 @@ def test_streamed_projection_gpu_branch(fake, rng):
                                 dev(comp), dev(mean), dev(scale))
     assert got.dtype == np.float32
     assert np.allclose(got, ((X - mean) @ comp.T) * scale, atol=1e-5)
+
+
+def test_large_sketch_uses_library_cholesky(fake, rng):
+    a = known(rng, 400, 200, 0.97 ** np.arange(200))
+    plan = plan_for(a, 80, method="randomized")  # l = 90 > what the fused kernel takes
+    got = _truncated._gpu(dev(a), plan)
+    ref = _truncated._cpu(a, plan)
+    assert np.allclose(np.asarray(got.S), ref.S, rtol=1e-8)
