@@ -29,6 +29,9 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     args = parser.parse_args(argv)
     results = {"environment": environment(), "rows": []}
+    from . import timing
+    # each row goes to stderr as soon as it exists: a run stopped by a time limit keeps them
+    timing.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
     for name in SUITES if args.suite == "all" else (args.suite,):
         module = importlib.import_module(f"benchmarks.{name}")
         rows = module.run(quick=args.quick)

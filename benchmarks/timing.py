@@ -60,10 +60,20 @@ def time_wall_gpu(fn, *, warmup=1, repeat=5):
     return time_cpu(run, warmup=warmup, repeat=repeat)
 
 
+#: Called with each row as it is made (the runner streams them, so a run cut short keeps them).
+emit = None
+
+
+def _made(r):
+    if emit is not None:
+        emit(r)
+    return r
+
+
 def row(suite, case, impl, timing, **extra):
     """One result row: what was measured, by whom, how fast, and any extra figures."""
-    return {"suite": suite, "case": case, "impl": impl, **timing, **extra}
+    return _made({"suite": suite, "case": case, "impl": impl, **timing, **extra})
 
 
 def absent(suite, case, impl, why):
-    return {"suite": suite, "case": case, "impl": impl, "absent": why}
+    return _made({"suite": suite, "case": case, "impl": impl, "absent": why})
