@@ -195,14 +195,16 @@ def _verdicts(rows):
         if "tflops" in r:
             by_case.setdefault(r["case"], {})[r["impl"]] = r
     for case, impls in by_case.items():
-        ours = min((r for k, r in impls.items() if k.startswith("ours")),
+        # like for like: TF32 is not compared with the full-float32 peers
+        ours = min((r for k, r in impls.items() if k.startswith("ours") and "tf32" not in k),
                    key=lambda r: r["median_s"], default=None)
         peers = [r for k, r in impls.items() if not k.startswith("ours")]
         if ours is None or not peers:
             continue
         best = min(peers, key=lambda r: r["median_s"])
         verdict = {"best_peer": best["impl"], "best_peer_us": best["us_per_call"],
-                   "ours_impl": ours["impl"], "ours_us": ours["us_per_call"],
+                   "best_peer_tflops": best["tflops"], "ours_impl": ours["impl"],
+                   "ours_us": ours["us_per_call"], "ours_tflops": ours["tflops"],
                    "speedup_vs_best_peer": round(best["median_s"] / ours["median_s"], 3)}
         if " (128x" in case or " (512x" in case:
             verdict["target"] = f"<= {TARGET_US} us/call"
