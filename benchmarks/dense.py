@@ -267,6 +267,11 @@ def _breakdown_rows(n=128):
             under_stream(lambda: _gpu.matmul(a, b, bias, None, spec)),
         "Plan.run (alloc + pointers + launch) under op_stream":
             under_stream(lambda: plan.run(bt, at, None, 1.0, 0.0, {"bias": bias}, ptr)),
+        "raw cublasLtMatmul (plan's objects, output preallocated) under op_stream":
+            under_stream(_raw_launch(plan, bt, at, ptr)),
+        "result allocation (cupy.ndarray on a pool block, plan's layout)":
+            lambda: plan.new_array(plan.out_t[0], plan.out_t[1], plan.alloc(plan.out_t[2]),
+                                   plan.out_t[3]),
         "budget.fits(1 MiB)": lambda: budget.fits(1 << 20),
         "cudaMemGetInfo": cupy.cuda.runtime.memGetInfo,
         "cupy.empty((128, 128), float16)": lambda: cupy.empty((n, n), cupy.float16),
@@ -323,6 +328,21 @@ def _profile(fn, calls=2000, top=25):
     ranked = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
     return [(f"{path.rsplit('/', 2)[-1]}:{line}({name})", round(tt / calls * 1e6, 2),
              round(ct / calls * 1e6, 2)) for (path, line, name), (_, _, tt, ct, _) in ranked]
+
+
+def _raw_launch(plan, a_planned, b_planned, stream_ptr):
+    """One ``cublasLtMatmul`` with everything prepared: the launch's own host cost."""
+    shape, dtype, nbytes, strides = plan.out
+    out = plan.new_array(shape, dtype, plan.alloc(nbytes), strides)
+    if plan.ws is None and plan.ws_size:
+        plan.ws = plan.new_array((plan.ws_size,), "uint8", plan.alloc(plan.ws_size))
+    ws_ptr = plan.ws.data.ptr if plan.ws is not None else 0
+    la, lb, lc, ld = plan.layouts
+    args = (plan.handle, plan.desc, plan.scalar_ptrs[0], a_planned.data.ptr, la,
+            b_planned.data.ptr, lb, plan.scalar_ptrs[1], 0, lc, out.data.ptr, ld, plan.algo_ptr,
+            ws_ptr, plan.ws_size, stream_ptr)
+    launch = plan.launch
+    return lambda: launch(*args)
 
 
 def _front_only(a, b, bias):
