@@ -129,7 +129,18 @@ def _free_total(cupy):
 
 def current_device():
     """Index of the calling thread's current CUDA device (0 without a GPU)."""
-    if getattr(_fake, "info", None) is not None or not gpus():
+    if _fake.info is not None:
         return 0
+    if not _state["probed"]:
+        _ensure()
+    if not _state["gpus"]:
+        return 0
+    return _get_device()
+
+
+def _get_device():
+    """``cupy.cuda.runtime.getDevice`` looked up once (called several times per operation)."""
+    global _get_device
     import cupy
-    return int(cupy.cuda.runtime.getDevice())
+    _get_device = cupy.cuda.runtime.getDevice
+    return _get_device()
