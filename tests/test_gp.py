@@ -428,3 +428,19 @@ def test_strip_gradient_matches_sklearn(name, rng, monkeypatch):
     lml, grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
     assert abs(lml - lml_r) <= LML_RTOL * abs(lml_r)
     assert np.abs(grad - grad_r).max() <= GRAD_RTOL * max(np.linalg.norm(grad_r), 1.0)
+
+
+@pytest.mark.gpu
+def test_gpu_resident_predict_with_a_cpu_kernel(rng, xp_gpu):
+    """A kernel evaluated by scikit-learn, on a training set large enough to stay on the GPU."""
+    from gpulinalg.gp._regressor import RESIDENT_MIN_N
+    x, y = data(rng, n=RESIDENT_MIN_N + 100, d=1)
+    k = ExpSineSquared(1.0, 3.0) + WhiteKernel(0.1)
+    with gpulinalg.config(backend="gpu"):
+        gp = GaussianProcessRegressor(k, optimizer=None).fit(x, y)
+        m, s = gp.predict(x[:50], return_std=True)
+        assert gp._device is not None
+    with gpulinalg.config(backend="cpu"):
+        mc, sc = GaussianProcessRegressor(k, optimizer=None).fit(x, y).predict(
+            x[:50], return_std=True)
+    assert rel(m, mc) < 1e-6 and rel(s, sc) < 1e-6

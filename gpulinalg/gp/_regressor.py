@@ -307,7 +307,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if cached is None or cached[0] is not self.L_:
             from .._runtime.streams import op_stream
             with op_stream():  # uploads ordered before the work of the thread's stream
-                self._device = cached = (self.L_, tuple(_arrays.to_device(a) for a in host))
+                self._device = cached = (self.L_, tuple(
+                    None if a is None else _arrays.to_device(a) for a in host))
         return cached[1]
 
     def predict(self, X, return_std=False, return_cov=False):
