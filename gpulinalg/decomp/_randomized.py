@@ -17,11 +17,15 @@ import numpy as np
 from ._sketch import (from_host, gaussian, hermitian, high_precision, orthonormalize,
                       svd_flip, to_host)
 
-__all__ = ["LinearOperator", "randomized_svd", "residual_norm", "GRAM_MIN_RATIO"]
+__all__ = ["LinearOperator", "randomized_svd", "residual_norm", "GRAM_MIN_RATIO",
+           "BASIS_ORTH_TOL"]
 
 #: Smallest ``sigma_k / sigma_1`` the Gram route serves in single precision: below it the
 #: float64 Gram matrix no longer resolves ``sigma_k`` to single-precision accuracy.
 GRAM_MIN_RATIO = float(np.sqrt(np.finfo(np.float64).eps / np.finfo(np.float32).eps))
+#: A Cholesky-QR final basis must satisfy ``|Q^H Q - I| <= BASIS_ORTH_TOL l eps`` (else the
+#: run repeats with Householder QR).
+BASIS_ORTH_TOL = 10
 
 
 class LinearOperator:
@@ -56,8 +60,10 @@ def randomized_svd(op, k, l, n_iter, normalizer, seed):
     """Top-``k`` SVD of ``op`` from an ``l``-column sketch. Returns ``(U, S, Vh, info)``.
 
     ``info`` records the route: the normalizer used and whether the Rayleigh-Ritz step took
-    the Gram route. A run whose sketch went non-finite (a Cholesky failure on the GPU) is
-    repeated with Householder normalization.
+    the Gram route. A run whose sketch went non-finite (a Cholesky failure on the GPU), or
+    whose Cholesky-QR basis is not orthonormal to ``BASIS_ORTH_TOL l eps`` (a numerically
+    rank-deficient sketch, which Cholesky QR cannot complete), is repeated with Householder
+    normalization.
     """
     xp = op.xp
     m, n = op.shape
@@ -66,7 +72,7 @@ def randomized_svd(op, k, l, n_iter, normalizer, seed):
         op = LinearOperator(xp, op.a, transpose=True)
     q = _range_finder(op, l, n_iter, normalizer, seed)
     bt = op.rmatmat(q)
-    out = _rayleigh_ritz(xp, q, bt, k)
+    out = _rayleigh_ritz(xp, q, bt, k, check_basis=normalizer == "CholQR")
     if out is None and normalizer != "QR":
         normalizer = "QR"
         q = _range_finder(op, l, n_iter, normalizer, seed)
@@ -89,17 +95,26 @@ def _range_finder(op, l, n_iter, normalizer, seed):
         q = orthonormalize(xp, y, normalizer)
         z = orthonormalize(xp, op.rmatmat(q), normalizer)
         y = op.matmat(z)
+    if normalizer == "CholQR":  # three passes: orthonormal to working precision, GEMM-bound
+        return orthonormalize(xp, y, "CholQR", passes=3)
     return orthonormalize(xp, y, "QR")
 
 
-def _rayleigh_ritz(xp, q, bt, k):
-    """SVD of ``B = bt^H`` (``l x n``) lifted by ``q``; ``None`` when the sketch is not finite."""
+def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
+    """SVD of ``B = bt^H`` (``l x n``) lifted by ``q``; ``None`` when the sketch is not finite
+    (or, with ``check_basis``, ``q`` is not orthonormal)."""
     dtype = q.dtype
     hi = high_precision(dtype)
     btd = xp.ascontiguousarray(bt, dtype=hi)
+    qtq = hermitian(q) @ q if check_basis else None
     gram = to_host(hermitian(btd) @ btd)  # the one device -> host sync
     if not np.isfinite(gram).all():
         return None
+    if qtq is not None:
+        l = q.shape[1]
+        err = np.abs(to_host(qtq) - np.eye(l)).max()
+        if not err <= BASIS_ORTH_TOL * l * np.finfo(dtype).eps:
+            return None
     if dtype not in (np.float32, np.complex64):
         return _rayleigh_ritz_qr(xp, q, bt, k)
     lam, w = np.linalg.eigh(gram)
@@ -107,9 +122,8 @@ def _rayleigh_ritz(xp, q, bt, k):
     if not (k == 0 or lam[k - 1] > (GRAM_MIN_RATIO ** 2) * lam[0]):
         return _rayleigh_ritz_qr(xp, q, bt, k)
     sig = np.sqrt(lam[:k])
-    wk = from_host(xp, np.ascontiguousarray(w[:, :k]))
-    U = q @ wk.astype(dtype)
-    Vh = hermitian(btd @ (wk / from_host(xp, sig)[None, :])).astype(dtype)
+    U = q @ from_host(xp, np.ascontiguousarray(w[:, :k], dtype=dtype))
+    Vh = hermitian(btd @ from_host(xp, np.ascontiguousarray(w[:, :k] / sig))).astype(dtype)
     return U, from_host(xp, sig.astype(dtype.char.lower())), Vh, "gram"
 
 
