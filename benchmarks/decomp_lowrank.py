@@ -80,6 +80,7 @@ def _randomized_rows(m, n, k, target, quick):
     t = time_gpu(lambda: truncated_svd(a, k, method="gesvdr", check_finite=False), **reps)
     rows.append(row(SUITE, case, "cuSOLVER Xgesvdr (method='gesvdr')", t,
                     max_rel_err_s=_err(out.S, s, k)))
+    rows += _phase_rows(a, k, case, reps)
     rows += _torch_rows(a, k, s, case, reps)
     if m * n <= 4e7:
         S = cupy.linalg.svd(a, compute_uv=False)
@@ -89,6 +90,28 @@ def _randomized_rows(m, n, k, target, quick):
                         max_rel_err_s=_err(S, s, k)))
     rows += _sklearn_rows(a.get(), k, s, case, quick)
     return rows
+
+
+def _phase_rows(a, k, case, reps):
+    """Where the time of one call goes: the power iterations, one GEMM pass over ``A``, one
+    Cholesky-QR pass on each side, Householder QR of the short block (for comparison)."""
+    import cupy
+
+    from gpulinalg.decomp import _randomized
+    from gpulinalg.decomp._sketch import gaussian, orthonormalize
+    l = k + 10
+    op = _randomized.LinearOperator(cupy, a, transpose=a.shape[0] > a.shape[1])
+    z = gaussian(cupy, (op.shape[1], l), a.dtype, 1)
+    y = op.matmat(z)
+    phases = {
+        "phase: range finder (7 power iterations)":
+            lambda: _randomized._range_finder(op, l, 7, "CholQR", 1),
+        "phase: one GEMM pass A @ Z": lambda: op.matmat(z),
+        "phase: CholQR pass, short side": lambda: orthonormalize(cupy, y, "CholQR"),
+        "phase: CholQR pass, long side": lambda: orthonormalize(cupy, z, "CholQR"),
+        "phase: Householder QR, short side (cupy.linalg.qr)": lambda: cupy.linalg.qr(y),
+    }
+    return [row(SUITE, case, name, time_gpu(fn, **reps)) for name, fn in phases.items()]
 
 
 def _details():
