@@ -13,6 +13,7 @@ Two streamers run the same algorithm: :class:`NumpyStreamer` (CPU; also what CI 
 ``i + 1`` on a copy stream overlapping the GEMMs of panel ``i`` on the compute stream).
 """
 
+import os
 import time
 
 import numpy as np
@@ -32,7 +33,7 @@ CPU_PANEL_BYTES = 64 << 20
 #: Largest pinned buffer of the GPU streamer.
 GPU_PANEL_MAX_BYTES = 512 << 20
 #: Host threads filling a pinned buffer from a NumPy source, and the least bytes per thread.
-FILL_THREADS = 8
+FILL_THREADS = max(1, min(16, os.cpu_count() or 1))
 FILL_THREAD_BYTES = 1 << 20
 #: Share of the GPU budget the streamer's panels take (the rest: sketch, accumulators).
 BUDGET_FRACTION = 0.6
