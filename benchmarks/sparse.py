@@ -1,11 +1,14 @@
 """Sparse direct solves against SciPy, CuPy and nvmath's one-shot cuDSS, same run (DESIGN §5).
 
-Cases: 2-D Poisson (300², 700², 1400²), 3-D Poisson (40³, 60³, 100³) and scikit-fem assembled
-matrices (3-D linear elasticity on an unstructured tetrahedral ball, Poisson on an unstructured
-triangulated disk). ``quick=True`` runs small sizes (2-D 300², 3-D 20³, small FEM meshes) with
-every peer, and the two target cases (2-D 700², 3-D 40³) with the fast GPU rows only.
+Cases: 2-D Poisson (300², 700², 1400²), 3-D Poisson (20³, 40³, 60³, 100³) and scikit-fem
+assembled matrices (3-D linear elasticity on an unstructured tetrahedral ball, nrefs 3 and 4;
+Poisson on an unstructured triangulated disk, nrefs 6 and 8). ``quick=True`` runs 2-D 300² and
+700², 3-D 20³ and 40³ and the smallest FEM meshes. Slow peers run only up to a size per matrix
+family (``RUN_LIMITS``); above it their time is extrapolated from the largest case of the family
+they ran on, ``t ~ n^1.5`` (2-D) or ``n^2`` (3-D), and reported as ``extrapolated_s`` (not
+measured), which keeps the full run within a few minutes.
 ``$GPULINALG_BENCH_SPARSE_CASES`` (comma-separated substrings of case names, e.g.
-``"poisson2d 700,poisson3d 40"``) runs a subset, to split the full run into shorter ones.
+``"poisson2d 700,poisson3d 40"``) runs a subset.
 
 Every row: ``one_shot_s`` (matrix and right-hand side on the device for GPU rows, on the host
 for CPU rows; wall clock including synchronization), the ``analysis_s`` /
@@ -26,15 +29,20 @@ from .timing import absent, have, row
 SUITE = "sparse"
 TARGETS = {"poisson2d 700^2": {"one_shot_s": 1.0, "refactorize_solve_s": 0.015},
            "poisson3d 40^3": {"one_shot_s": 0.5}}
-#: largest n each slow peer is run on (beyond: an ``absent`` row saying why)
-PEER_LIMITS = {"scipy.spsolve": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
-               "scipy.splu": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
-               "cupy.spsolve": {"2d": 600_000, "3d": 70_000, "fem": 300_000},
-               "gpulinalg (backend=cpu)": {"2d": 100_000, "3d": 10_000, "fem": 100_000},
-               "gpulinalg (backend=cpu, reordering=COLAMD)": {"2d": 100_000, "3d": 10_000,
-                                                               "fem": 100_000},
-               "nvmath.direct_solver (no threading layer)": {"2d": 2_000_000, "3d": 300_000,
-                                                             "fem": 300_000}}
+#: largest n each peer is run on, per matrix family; beyond it the peer's time is extrapolated
+#: from the largest case of the same family it ran on (time ~ n^SCALING[family]), not measured.
+_CPU = {"2d": 100_000, "3d": 10_000, "fem2d": 150_000, "fem3d": 5_000}
+RUN_LIMITS = {"scipy.spsolve": _CPU, "scipy.splu": _CPU, "gpulinalg (backend=cpu)": _CPU,
+              "gpulinalg (backend=cpu, reordering=MMD_AT_PLUS_A)":
+                  {"2d": 100_000, "3d": 10_000, "fem2d": 10_000, "fem3d": 5_000},
+              "cupy.spsolve": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000, "fem3d": 5_000},
+              "nvmath.direct_solver (no threading layer)": {"2d": 500_000, "3d": 70_000,
+                                                            "fem2d": 150_000, "fem3d": 20_000},
+              "gpulinalg (reordering=amd)": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000,
+                                             "fem3d": 5_000}}
+SCALING = {"2d": 1.5, "3d": 2.0, "fem2d": 1.5, "fem3d": 2.0}
+_MEASURED = {}  # (impl, family) -> (n, seconds) of the largest case measured in this run
+_META = {}  # n, nnz, build_s of the case being run (merged into every row as it is made)
 
 
 def poisson2d(m):
@@ -76,16 +84,15 @@ def fem_poisson(nrefs):
 def cases(quick):
     """``(name, family, builder)``; builders return a SciPy CSR matrix."""
     grid2 = (300, 700) if quick else (300, 700, 1400)
-    grid3 = (20, 40) if quick else (40, 60, 100)
+    grid3 = (20, 40) if quick else (20, 40, 60, 100)
     out = [(f"poisson2d {m}^2", "2d", lambda m=m: poisson2d(m)) for m in grid2]
     out += [(f"poisson3d {m}^3", "3d", lambda m=m: poisson3d(m)) for m in grid3]
-    if have("skfem"):
-        out.append((f"fem elasticity ball (nrefs={3 if quick else 4})", "fem",
-                    lambda: fem_elasticity(3 if quick else 4)))
-        out.append((f"fem poisson disk (nrefs={6 if quick else 9})", "fem",
-                    lambda: fem_poisson(6 if quick else 9)))
-    else:
-        out.append(("fem (scikit-fem)", "fem", None))
+    if not have("skfem"):
+        return out + [("fem (scikit-fem)", "fem3d", None)]
+    for k in (3,) if quick else (3, 4):
+        out.append((f"fem elasticity ball (nrefs={k})", "fem3d", lambda k=k: fem_elasticity(k)))
+    for k in (6,) if quick else (6, 8):
+        out.append((f"fem poisson disk (nrefs={k})", "fem2d", lambda k=k: fem_poisson(k)))
     return out
 
 
@@ -96,7 +103,7 @@ def _sync():
         cupy.cuda.Device().synchronize()
 
 
-def measure(fn, *, budget_s=30.0, repeat=3):
+def measure(fn, *, budget_s=10.0, repeat=3):
     """Wall-clock seconds of ``fn`` (synchronized): one run, more while under ``budget_s``."""
     times, out = [], None
     while len(times) < repeat and sum(times) < budget_s:
@@ -117,6 +124,30 @@ def backward_error(a, x, b):
     return float(abs(r).max() / (anorm * abs(x).max() + abs(b).max()))
 
 
+def _row(case, impl, timing, family=None, **figures):
+    """A measured row (with the case's n/nnz), remembered for extrapolating skipped peers."""
+    if family is not None and "median_s" in timing:
+        n = _META.get("n", 0)
+        if n >= _MEASURED.get((impl, family), (0, 0))[0]:
+            _MEASURED[(impl, family)] = (n, timing["median_s"])
+    return row(SUITE, case, impl, timing, **_META, **figures)
+
+
+def _skip(case, impl, family):
+    """``None`` when ``impl`` runs on this case; else its extrapolated (not measured) row."""
+    n = _META.get("n", 0)
+    limit = RUN_LIMITS.get(impl, {}).get(family)
+    if limit is None or n <= limit:
+        return None
+    base = _MEASURED.get((impl, family))
+    if base is None:
+        return absent(SUITE, case, impl, f"not run: n={n} > {limit} (would take too long)")
+    est = base[1] * (n / base[0]) ** SCALING[family]
+    return row(SUITE, case, impl, {}, **_META, extrapolated_s=est, extrapolated_from_n=base[0],
+               note=f"not run (n > {limit}); time ~ n^{SCALING[family]} from the measured "
+                    f"n={base[0]}")
+
+
 def _target(case, figures):
     t = TARGETS.get(case)
     if not t:
@@ -125,7 +156,7 @@ def _target(case, figures):
     return {"targets": t, "meets_targets": meets}
 
 
-def _ours_gpu(case, a, b, reordering=None):
+def _ours_gpu(case, a, b, family, reordering=None):
     """gpulinalg on the GPU: one-shot solve, factorize split, refactorize + solve."""
     import cupy
     import cupyx.scipy.sparse as csp
@@ -150,7 +181,7 @@ def _ours_gpu(case, a, b, reordering=None):
             def refac():
                 fac.refactorize(new)
                 return fac.solve(bd)
-            refac_timing, _ = measure(refac, repeat=5)
+            refac_timing, _ = measure(refac, repeat=5, budget_s=5.0)
             info_after = fac.info
     figures = {"one_shot_s": timing["median_s"],
                "analysis_s": info["analysis_seconds"],
@@ -164,7 +195,7 @@ def _ours_gpu(case, a, b, reordering=None):
                "factor_nnz": info["factor_nnz"], "method": info["method"],
                "refinement_steps": details.get("refinement_steps")}
     label = "gpulinalg" if reordering is None else f"gpulinalg (reordering={reordering})"
-    return row(SUITE, case, label, timing, **figures, **_target(case, figures))
+    return _row(case, label, timing, family, **figures, **_target(case, figures))
 
 
 def _nvmath_rows(case, a, b, family):
@@ -186,21 +217,15 @@ def _nvmath_rows(case, a, b, family):
         if lib is None and label.endswith("(threading layer)"):
             out.append(absent(SUITE, case, label, "libcudss_mtlayer_gomp.so.0 not found"))
             continue
-        if _too_big(label, family, a.shape[0]):
-            out.append(absent(SUITE, case, label, _too_big(label, family, a.shape[0])))
+        skipped = _skip(case, label, family)
+        if skipped is not None:
+            out.append(skipped)
             continue
         opts = DirectSolverOptions(multithreading_lib=lib, logger=_cudss._nvmath_log)
         timing, x = measure(lambda: direct_solver(ad, bd, options=opts))
         figures = {"one_shot_s": timing["median_s"], "backward_error": backward_error(a, x, b)}
-        out.append(row(SUITE, case, label, timing, **figures))
+        out.append(_row(case, label, timing, family, **figures))
     return out
-
-
-def _too_big(label, family, n):
-    limit = PEER_LIMITS.get(label, {}).get(family)
-    if limit is not None and n > limit:
-        return f"skipped: n={n} > {limit} (this peer would take minutes here)"
-    return None
 
 
 def _cpu_rows(case, a, b, family):
@@ -213,19 +238,19 @@ def _cpu_rows(case, a, b, family):
         "scipy.spsolve": lambda: spla.spsolve(a, b),
         "scipy.splu": lambda: spla.splu(a.tocsc()).solve(b),
         "gpulinalg (backend=cpu)": lambda: _with_cpu(gpulinalg, lambda: solve(a, b)),
-        "gpulinalg (backend=cpu, reordering=COLAMD)":
-            lambda: _with_cpu(gpulinalg, lambda: _factor_solve(a, b, "COLAMD")),
+        "gpulinalg (backend=cpu, reordering=MMD_AT_PLUS_A)":
+            lambda: _with_cpu(gpulinalg, lambda: _factor_solve(a, b, "MMD_AT_PLUS_A")),
     }
     for label, fn in peers.items():
-        why = _too_big(label, family, a.shape[0])
-        if why:
-            out.append(absent(SUITE, case, label, why))
+        skipped = _skip(case, label, family)
+        if skipped is not None:
+            out.append(skipped)
             continue
         timing, x = measure(fn, repeat=2)
         figures = {"one_shot_s": timing["median_s"], "backward_error": backward_error(a, x, b)}
         if label == "scipy.splu":
             figures["refactorize_solve_s"] = timing["median_s"]  # SciPy cannot reuse analysis
-        out.append(row(SUITE, case, label, timing, **figures))
+        out.append(_row(case, label, timing, family, **figures))
     return out
 
 
@@ -242,43 +267,34 @@ def _with_cpu(gpulinalg, fn):
 
 def _cupy_row(case, a, b, family):
     label = "cupy.spsolve"
-    why = _too_big(label, family, a.shape[0])
-    if why:
-        return absent(SUITE, case, label, why)
+    skipped = _skip(case, label, family)
+    if skipped is not None:
+        return skipped
     import cupy
     import cupyx.scipy.sparse as csp
     import cupyx.scipy.sparse.linalg as cspla
     ad, bd = csp.csr_matrix(a), cupy.asarray(b)
-    timing, x = measure(lambda: cspla.spsolve(ad, bd), repeat=2)
-    return row(SUITE, case, label, timing, one_shot_s=timing["median_s"],
-               backward_error=backward_error(a, x, b))
+    timing, x = measure(lambda: cspla.spsolve(ad, bd), repeat=1)
+    return _row(case, label, timing, family, one_shot_s=timing["median_s"],
+                backward_error=backward_error(a, x, b))
 
 
-def run_case(name, family, build, quick, gpu):
+def run_case(name, family, build, gpu):
     if build is None:
         return [absent(SUITE, name, "all", "scikit-fem not importable")]
     t0 = time.perf_counter()
     a = build()
-    build_s = time.perf_counter() - t0
+    _META.clear()
+    _META.update(n=a.shape[0], nnz=int(a.nnz), build_s=time.perf_counter() - t0)
     b = np.random.default_rng(0).standard_normal(a.shape[0])
-    meta = {"n": a.shape[0], "nnz": int(a.nnz), "build_s": build_s}
     rows = []
-    # quick mode keeps the target cases (2-D 700^2, 3-D 40^3) but only their fast rows
-    slow_skipped = quick and (a.shape[0] > 200_000 or (family == "3d" and a.shape[0] > 10_000))
     if gpu:
-        rows.append(_ours_gpu(name, a, b))
-        if (family == "2d" and not slow_skipped) or (not quick and a.shape[0] <= 100_000):
-            rows.append(_ours_gpu(name, a, b, reordering="amd"))
-        rows += _nvmath_rows(name, a, b, family)[:1 if slow_skipped else 2]
-        if not slow_skipped:
-            rows.append(_cupy_row(name, a, b, family))
-    if not slow_skipped:
-        rows += _cpu_rows(name, a, b, family)
-    else:
-        rows.append(absent(SUITE, name, "slow peers", "skipped in quick mode (seconds each)"))
-    for r in rows:
-        r.update(meta)
-    return rows
+        rows.append(_ours_gpu(name, a, b, family))
+        amd = _skip(name, "gpulinalg (reordering=amd)", family)
+        rows.append(amd if amd is not None else _ours_gpu(name, a, b, family, reordering="amd"))
+        rows += _nvmath_rows(name, a, b, family)
+        rows.append(_cupy_row(name, a, b, family))
+    return rows + _cpu_rows(name, a, b, family)
 
 
 def _selected(name):
@@ -294,12 +310,13 @@ def run(quick=False):
         return [absent(SUITE, "all", "all", "scipy not installed")]
     import gpulinalg
     gpu = have("cupy") and gpulinalg.gpu_available()
+    _MEASURED.clear()
     rows = [] if gpu else [absent(SUITE, "all", "GPU rows", "no GPU")]
     for name, family, build in cases(quick):
         if not _selected(name):
             continue
         try:
-            rows += run_case(name, family, build, quick, gpu)
+            rows += run_case(name, family, build, gpu)
         except Exception as exc:  # one broken case must not hide the others' figures
             rows.append(absent(SUITE, name, "all", f"failed: {type(exc).__name__}: {exc}"))
     return rows

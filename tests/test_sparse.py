@@ -375,11 +375,19 @@ def test_poisson_float32(backend):
         default_tol(a.shape[0], np.float32)
 
 
+def test_cpu_minimum_degree_option(rng):
+    a = spd(60, rng)
+    with gpulinalg.config(backend="cpu"), factorize(a, reordering="MMD_AT_PLUS_A") as fac:
+        np.testing.assert_allclose(fac.solve(np.ones(60)), spla.spsolve(a.tocsc(), np.ones(60)),
+                                   rtol=1e-10)
+        assert fac.info["reordering"] == "MMD_AT_PLUS_A" and fac.method == "cholesky"
+
+
 def test_cpu_uses_symmetric_superlu(rng):
     with gpulinalg.config(backend="cpu"):
         with factorize(poisson2d(20)) as fac:
             info = fac.info
-    assert info["library"] == "superlu" and info["reordering"] == "MMD_AT_PLUS_A"
+    assert info["library"] == "superlu" and info["reordering"] == "COLAMD"
     assert info["backend"] == "cpu" and info["device"] == "cpu"
 
 

@@ -2,11 +2,14 @@
 
 Per method (one table, ``SUPERLU_OPTIONS``):
 
-* ``cholesky`` and ``ldlt``: symmetric mode, ``MMD_AT_PLUS_A`` ordering, diagonal pivots only
-  (``diag_pivot_thresh=0``; an off-diagonal pivot is taken only for an exact zero). For a
-  symmetric matrix this is an LDLᵀ factorization stored as LU; for ``cholesky`` every pivot
-  must be positive and no row may have been swapped, otherwise the matrix is not positive
-  definite.
+* ``cholesky`` and ``ldlt``: ``COLAMD`` ordering (``spsolve``'s), diagonal pivots only
+  (``diag_pivot_thresh=0``; an off-diagonal pivot is taken only for an exact zero), so rows are
+  permuted as the columns: a symmetric permutation ``P A Pᵀ``. For a symmetric matrix this is
+  an LDLᵀ factorization stored as LU; for ``cholesky`` every pivot must be positive and no row
+  may have been swapped, otherwise the matrix is not positive definite. (SuperLU's
+  ``MMD_AT_PLUS_A`` with ``SymmetricMode`` is 2× faster on 3-D grids but up to 6× slower on
+  unstructured 2-D meshes, so it is an option, ``reordering="MMD_AT_PLUS_A"``, not the
+  default: without a GPU a call must cost what ``spsolve`` costs.)
 * ``lu`` and ``qr``: ``COLAMD`` ordering with partial pivoting (SciPy has no sparse QR; on a
   square system LU with partial pivoting solves the same equations).
 """
@@ -23,8 +26,8 @@ __all__ = ["SuperLUFactor", "SUPERLU_OPTIONS"]
 
 #: method -> (permc_spec, diag_pivot_thresh, SymmetricMode)
 SUPERLU_OPTIONS = {
-    "cholesky": ("MMD_AT_PLUS_A", 0.0, True),
-    "ldlt": ("MMD_AT_PLUS_A", 0.0, True),
+    "cholesky": ("COLAMD", 0.0, False),
+    "ldlt": ("COLAMD", 0.0, False),
     "lu": ("COLAMD", 1.0, False),
     "qr": ("COLAMD", 1.0, False),
 }
@@ -68,11 +71,13 @@ class SuperLUFactor:
         t0 = time.perf_counter()
         self.anorm = norm_inf(self.m)
         # a real symmetric matrix's CSR arrays are its CSC arrays: skip the conversion
-        csc = self.m.T if self._symmetric and self.dtype.kind != "c" else self.m.tocsc()
+        symmetric = self.method in ("cholesky", "ldlt") and self.dtype.kind != "c"
+        csc = self.m.T if symmetric else self.m.tocsc()
         try:
             self.lu = spla.splu(csc, permc_spec=self.reordering,
                                 diag_pivot_thresh=self._thresh,
-                                options={"SymmetricMode": self._symmetric})
+                                options={"SymmetricMode": self._symmetric
+                                         or self.reordering == "MMD_AT_PLUS_A"})
         except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
             raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
                                       f"(SuperLU: {exc})") from None
