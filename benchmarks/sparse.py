@@ -41,6 +41,9 @@ RUN_LIMITS = {"scipy.spsolve": _CPU, "scipy.splu": _CPU, "gpulinalg (backend=cpu
               "gpulinalg (reordering=amd)": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000,
                                              "fem3d": 5_000}}
 SCALING = {"2d": 1.5, "3d": 2.0, "fem2d": 1.5, "fem3d": 2.0}
+#: peers whose skipped sizes get an extrapolated time (the CPU ones and CuPy's QR)
+EXTRAPOLATED = {k for k in RUN_LIMITS if k.startswith(("scipy", "gpulinalg (backend=cpu",
+                                                       "cupy"))}
 _MEASURED = {}  # (impl, family) -> (n, seconds) of the largest case measured in this run
 _META = {}  # n, nnz, build_s of the case being run (merged into every row as it is made)
 
@@ -139,7 +142,7 @@ def _skip(case, impl, family):
     limit = RUN_LIMITS.get(impl, {}).get(family)
     if limit is None or n <= limit:
         return None
-    base = _MEASURED.get((impl, family))
+    base = _MEASURED.get((impl, family)) if impl in EXTRAPOLATED else None
     if base is None:
         return absent(SUITE, case, impl, f"not run: n={n} > {limit} (would take too long)")
     est = base[1] * (n / base[0]) ** SCALING[family]
