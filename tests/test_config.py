@@ -83,3 +83,46 @@ def test_context_is_per_thread_across_16_threads():
         t.join()
     assert errors == []
     assert gpulinalg.get_config().backend.value == "auto"
+
+
+def test_interleaved_context_managers_leave_global_untouched():
+    # two threads' `with config(...)`: both objects exist before either is entered
+    a = gpulinalg.config(backend="cpu")
+    b = gpulinalg.config(backend="gpu", vram_headroom=0.3)
+    assert gpulinalg.get_config().backend.value == "gpu"  # both pending: both global for now
+    with a:
+        with b:
+            assert gpulinalg.get_config().vram_headroom == 0.3
+        assert gpulinalg.get_config().backend.value == "cpu"
+    s = gpulinalg.get_config()
+    assert (s.backend.value, s.vram_headroom) == ("auto", 0.05)
+
+
+def test_global_setters_commit_in_order():
+    before = gpulinalg.get_config()
+    try:
+        gpulinalg.config(backend="cpu")
+        gpulinalg.config(backend="gpu", autotune=True)
+        s = gpulinalg.get_config()
+        assert (s.backend.value, s.autotune) == ("gpu", True)
+    finally:
+        gpulinalg.config(backend=before.backend, autotune=before.autotune)
+    assert gpulinalg.get_config() == before
+
+
+def test_many_threads_entering_at_once_restore_global():
+    barrier = threading.Barrier(16)
+
+    def worker(i):
+        for _ in range(50):
+            cm = gpulinalg.config(backend=("cpu", "gpu")[i % 2], vram_headroom=i / 100)
+            barrier.wait()  # every thread holds a pending object before any enters
+            with cm:
+                assert gpulinalg.get_config().vram_headroom == i / 100
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    s = gpulinalg.get_config()
+    assert (s.backend.value, s.vram_headroom) == ("auto", 0.05)

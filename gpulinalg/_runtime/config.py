@@ -1,9 +1,13 @@
 """Process-wide policy (``gpulinalg.config``), settable globally or per thread with ``with``.
 
 ``config(**changes)`` applies ``changes`` to the process-wide settings at once. Used as a context
-manager, the same call instead applies them only to the calling thread, until the block ends:
-the process-wide settings are restored on ``__enter__``, so other threads never see them.
-Blocks nest; the innermost wins.
+manager, the same call instead applies them only to the calling thread, until the block ends.
+
+How one call serves both: each ``config`` object is a *pending* layer on top of the committed
+process-wide settings. ``__enter__`` removes its layer (the block then holds the changes for its
+thread alone); an object dropped without being entered (the statement form) is committed. Layers
+are removed by identity, so two threads entering ``with config(...)`` at once never leave each
+other's changes behind, and blocks nest; the innermost wins.
 """
 
 import dataclasses
@@ -67,7 +71,9 @@ def _enum(kind, value, name):
 
 
 _lock = threading.Lock()
-_global = Settings()
+_committed = Settings()
+_pending = []  # config objects created but neither entered nor dropped, oldest first
+_global = _committed  # _committed with every pending layer applied, in order
 
 
 class _Local(threading.local):
@@ -86,9 +92,8 @@ def get_config():
 class thread_config:
     """Apply ``changes`` to the calling thread only, for a ``with`` block.
 
-    Unlike :class:`config`, it never touches the process-wide settings, so library code may use
-    it while other threads run (``config(...)`` first applies its changes globally and undoes
-    them on ``__enter__``, a window in which another thread's ``config`` can interleave).
+    Unlike :class:`config`, it never touches the process-wide settings, not even between the
+    call and ``__enter__`` (where another thread sees a pending ``config`` layer).
     """
 
     def __init__(self, **changes):
@@ -135,15 +140,37 @@ class config(thread_config):
     """
 
     def __init__(self, **changes):
-        global _global
         super().__init__(**changes)
+        dataclasses.replace(_committed, **changes)  # validate before anything changes
+        self._state = "pending"
         with _lock:
-            self._previous_global = _global
-            _global = self._applied_global = dataclasses.replace(_global, **changes)
+            _pending.append(self)
+            _recompute()
 
     def __enter__(self):
-        global _global
         with _lock:
-            if _global is self._applied_global:  # untouched since __init__: undo it
-                _global = self._previous_global
+            if self._state == "pending":
+                self._state = "entered"
+                _pending[:] = [c for c in _pending if c is not self]
+                _recompute()
         return super().__enter__()
+
+    def __del__(self):
+        # dropped without a ``with``: the global-setter form; commit it in creation order
+        if getattr(self, "_state", None) != "pending" or _lock is None:  # None: shutting down
+            return
+        global _committed
+        with _lock:
+            self._state = "committed"
+            while _pending and _pending[0]._state == "committed":
+                _committed = dataclasses.replace(_committed, **_pending.pop(0)._changes)
+            _recompute()
+
+
+def _recompute():
+    """Rebuild the process-wide settings from the committed ones and the pending layers."""
+    global _global
+    settings = _committed
+    for layer in _pending:
+        settings = dataclasses.replace(settings, **layer._changes)
+    _global = settings
