@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._input import csr_matrix
+from ._input import csr_matrix, new_timings
 from ._residual import norm_inf
 
 __all__ = ["SuperLUFactor", "SUPERLU_OPTIONS"]
@@ -60,8 +60,7 @@ class SuperLUFactor:
         self.dtype = self.m.dtype
         spec, self._thresh, self._symmetric = SUPERLU_OPTIONS[method]
         self.reordering = reordering or spec
-        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
-                        "solve_seconds": None}
+        self.timings = new_timings()
         self.perturbed = 0
         self.lu = None
         self._factor()
@@ -159,8 +158,7 @@ class EmptyFactor:
         self.method = "cholesky" if method == "auto" else method
         self.m = scipy.sparse.csr_matrix((0, 0), dtype=self.dtype)
         self.dest, self.input_nnz = None, 0
-        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
-                        "solve_seconds": None}
+        self.timings = new_timings()
 
     def solve_raw(self, b):
         return np.array(b, dtype=self.dtype)

@@ -28,7 +28,7 @@ import weakref
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._input import csr_matrix
+from ._input import device_csr, new_timings
 from ._residual import norm_inf
 
 __all__ = ["CuDSSFactor", "available", "mtlayer_path", "REORDERINGS"]
@@ -183,19 +183,12 @@ class CuDSSFactor:
     backend = "cudss"
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
-        import cupy
         self.n, self.method = int(n), method
-        self.device = int(cupy.cuda.runtime.getDevice())
-        self.m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32),
-                            data.copy(), self.n)
+        self.m, self.device, self.reordering = device_csr(
+            indptr, indices, data, n, reordering, REORDERINGS, "default", "cuDSS")
         self.dtype = np.dtype(self.m.dtype)
-        self.reordering = reordering or "default"
-        if self.reordering not in REORDERINGS:
-            raise ValueError(f"reordering must be one of {sorted(REORDERINGS)} for cuDSS, "
-                             f"got {self.reordering!r}")
         self.matrix_type = MATRIX_TYPES[(method, self.dtype.kind == "c")]
-        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
-                        "solve_seconds": None}
+        self.timings = new_timings()
         self.perturbed, self.solver, self.multithreaded = 0, None, False
         self._per_column, self._factor_nnz = False, None
         #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)

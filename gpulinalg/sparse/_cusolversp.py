@@ -13,7 +13,7 @@ import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from .._runtime.streams import get_handle
-from ._input import csr_matrix
+from ._input import device_csr, new_timings
 from ._residual import norm_inf
 
 __all__ = ["CuSolverSpFactor", "REORDERINGS"]
@@ -31,23 +31,16 @@ class CuSolverSpFactor:
     backend = "cusolversp"
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
-        import cupy
         from nvmath.bindings import cusolverSp, cusparse
         self.n, self.method = int(n), method
-        self.device = int(cupy.cuda.runtime.getDevice())
-        self.m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32),
-                            data.copy(), self.n)
+        self.m, self.device, self.reordering = device_csr(
+            indptr, indices, data, n, reordering, REORDERINGS, "metis", "cuSOLVER-Sp")
         self.dtype = np.dtype(self.m.dtype)
-        self.reordering = reordering or "metis"
-        if self.reordering not in REORDERINGS:
-            raise ValueError(f"reordering must be one of {sorted(REORDERINGS)} for cuSOLVER-Sp, "
-                             f"got {self.reordering!r}")
         kind = "chol" if method == "cholesky" else "qr"
         self._fn = getattr(cusolverSp, f"{PREFIX[self.dtype]}csrlsv{kind}")
         self.matrix_type = f"csrlsv{kind}"
         self._descr = cusparse.create_mat_descr()
-        self.timings = {"analysis_seconds": 0.0, "factorization_seconds": 0.0,
-                        "solve_seconds": None}
+        self.timings = new_timings()
         self.perturbed = 0
         try:
             self._factor()

@@ -246,7 +246,6 @@ def structure(m, tol_factor=100):
 
     Symmetric means ``|A - A^H| <= tol_factor * eps * max|A|`` entrywise.
     """
-    xp = xp_of(m.data)
     if m.shape[0] == 0:
         return True, True
     diag = m.diagonal()
@@ -262,3 +261,20 @@ def structure(m, tol_factor=100):
         return bool((abs(t.data - m.data) <= tol).all()), posdiag
     d = (m - t).tocsr()
     return bool(d.nnz == 0 or float(abs(d.data).max()) <= tol), posdiag
+
+
+def device_csr(indptr, indices, data, n, reordering, choices, default, library):
+    """The GPU factors' common start: an int32 CSR copy on the current device, that device's
+    index and the validated reordering name (``default`` when ``reordering`` is None)."""
+    import cupy
+    m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32), data.copy(), int(n))
+    reordering = reordering or default
+    if reordering not in choices:
+        raise ValueError(f"reordering must be one of {sorted(choices)} for {library}, "
+                         f"got {reordering!r}")
+    return m, int(cupy.cuda.runtime.getDevice()), reordering
+
+
+def new_timings():
+    """Seconds spent per phase, as every factorization reports them in ``info``."""
+    return {"analysis_seconds": 0.0, "factorization_seconds": 0.0, "solve_seconds": None}
