@@ -9,7 +9,6 @@ from .._runtime.validation import check_finite as _check_finite
 from . import _cpu, _gpu
 from ._epilogs import ACTIVATIONS, MatmulAux, aux_shape
 from ._plans import COMPUTE_TYPES
-from ._results import Gradients
 
 __all__ = ["matmul", "matmul_backward"]
 
