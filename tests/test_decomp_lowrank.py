@@ -11,6 +11,8 @@ from gpulinalg._runtime import testing
 from gpulinalg.decomp import _truncated
 from gpulinalg.decomp._truncated import LowRankSVDResult, resolve_plan, truncated_svd
 
+from _lowrank_emulator import chol_inverse_mirror
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
@@ -296,46 +298,13 @@ def test_gpu_fp32_target_accuracy(xp_gpu):
     assert np.abs(r.S.get() / s[:k] - 1).max() <= 1e-6 * 10
 
 
-def _chol_inverse_mirror(g, shift_factor):
-    """The fused CUDA kernel of gpulinalg.decomp._cholinv, loop for loop, in NumPy."""
-    l = g.shape[0]
-    shift = np.trace(g).real * shift_factor + np.finfo(np.float64).tiny
-    for _ in range(3):
-        a = g.copy()
-        a[np.diag_indices(l)] += shift
-        failed = False
-        for j in range(l):
-            d = a[j, j].real
-            if not (d > 0) or not np.isfinite(d):
-                failed, d = True, 1.0
-            a[j, j] = np.sqrt(d)
-            a[j, j + 1:] /= a[j, j]
-            for p in range(j + 1, l):
-                for q in range(p, l):
-                    a[p, q] -= np.conj(a[j, p]) * a[j, q]
-        if not failed:
-            break
-        shift *= 1000.0
-    dinv = np.zeros(l, a.dtype)
-    for c in range(l):
-        dinv[c] = 1.0 / a[c, c]
-        for i in range(c - 1, -1, -1):
-            s = a[i, c] * dinv[c] + sum(a[i, t] * a[c, t] for t in range(i + 1, c))
-            a[c, i] = -s / a[i, i]
-    out = np.zeros_like(a)
-    for i in range(l):
-        for c in range(l):
-            out[i, c] = a[c, i] if i < c else (dinv[c] if i == c else 0)
-    return out
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_fused_cholesky_inverse_algorithm(rng, dtype):
     y = rng.standard_normal((50, 7)) + (1j * rng.standard_normal((50, 7)) if dtype != np.float64
                                         else 0)
     y[:, 6] = y[:, 5]  # exactly rank-deficient: the shift keeps R invertible
     g = y.conj().T @ y
-    rinv = _chol_inverse_mirror(g, 1e-12)
+    rinv = chol_inverse_mirror(g, 1e-12)
     r = np.linalg.cholesky(g + (np.trace(g).real * 1e-12 + np.finfo(float).tiny)
                            * np.eye(7)).conj().T
     assert np.allclose(rinv @ r, np.eye(7), atol=1e-4)  # cond(G + shift) ~ 1e11
@@ -351,7 +320,7 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype):
     g = y.conj().T @ y
     got = chol_inverse(xp_gpu.asarray(g), 1e-12, dtype).get()
     assert got.dtype == dtype
-    assert np.allclose(got, _chol_inverse_mirror(g, 1e-12).astype(dtype),
+    assert np.allclose(got, chol_inverse_mirror(g, 1e-12).astype(dtype),
                        rtol=1e-5 if dtype in (np.float32, np.complex64) else 1e-10)
     q = y @ got.astype(np.complex128)
     assert np.abs(q.conj().T @ q - np.eye(40)).max() < 1e-3

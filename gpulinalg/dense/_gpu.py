@@ -107,10 +107,8 @@ def matmul(a, b, bias, c, spec):
         return out
     if spec.activation is None:
         return out, None
-    m, n = spec.out_shape[-2:]
-    rows, cols = (n, m) if spec.transposed else (m, n)
     return out, MatmulAux(spec.activation, extra[f"{spec.activation}_aux"], spec.transposed,
-                          rows, cols)
+                          *spec.aux_dims)
 
 
 def _unfused(a, b, bias, c, spec):

@@ -30,6 +30,12 @@ class Spec:
         self.compute_type, self.autotune, self.bias_form = compute_type, autotune, bias_form
         self.transposed, self.out_shape, self.batch_shape = transposed, out_shape, batch_shape
 
+    @property
+    def aux_dims(self):
+        """``(rows, cols)`` of the product as cuBLASLt lays it out (transposed or not)."""
+        m, n = self.out_shape[-2:]
+        return (n, m) if self.transposed else (m, n)
+
     def replace(self, **changes):
         kw = {n: getattr(self, n) for n in self.__slots__}
         kw.update(changes)
@@ -233,8 +239,7 @@ def _empty(a, spec):
         return out
     if spec.activation is None:
         return out, None
-    m, n = spec.out_shape[-2:]
-    rows, cols = (n, m) if spec.transposed else (m, n)
+    rows, cols = spec.aux_dims
     pr, pc = aux_shape(spec.activation, rows, cols)
     dt = np.uint8 if spec.activation == "relu" else _host_dtype(a)
     data = np.swapaxes(np.zeros((*spec.batch_shape, pc, pr), dtype=dt), -1, -2)
