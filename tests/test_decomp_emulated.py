@@ -273,3 +273,41 @@ def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
         assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh, dtype) <= 50
         assert orthogonality_ratio(u, dtype) <= 50
         assert np.allclose(vh, ref.Vh, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("n", [5, 17, 40])
+def test_cholesky_by_recursive_halving(emu, rng, monkeypatch, dtype, lower, n):
+    """With tiny leaves every matrix goes through TRSM + SYRK/HERK between Xpotrf leaves;
+    the result is the same factor, and a failing minor is reported at its global order."""
+    from gpulinalg.decomp import _potrf_blocked
+    monkeypatch.setattr(_potrf_blocked, "LEAF_N", 4)
+    monkeypatch.setattr(_potrf_blocked, "ALIGN", 2)
+    a = spd(rng, n, dtype)
+    CALLS.clear()
+    got = plain(_cholesky._gpu_factor(dev(a), lower, False, True, np.dtype(dtype)))
+    ref = _cpu.cholesky(a, lower, False, True, np.dtype(dtype))
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    assert np.allclose(got, ref, atol=tol * np.abs(ref).max())
+    parts = _potrf_blocked.leaves(n)
+    assert len(parts) > 1 and sum(s for _, s in parts) == n
+    assert CALLS["potrf_lower"] == len(parts) and CALLS["rank_k"] == len(parts) - 1
+    for bad_at in (0, n // 2, n - 1):  # first, middle and last leaf
+        bad = a.copy()
+        bad[bad_at, bad_at] = -1
+        with pytest.raises(NotPositiveDefiniteError) as info:
+            _cholesky._gpu_factor(dev(bad), lower, False, True, np.dtype(dtype))
+        assert info.value.minor == bad_at + 1
+
+
+def test_recursive_halving_splits(monkeypatch):
+    from gpulinalg.decomp import _potrf_blocked
+    for n in (1, 255, 8192, 8193, 20000, 32768, 50001):
+        parts = _potrf_blocked.leaves(n, leaf=8192)
+        offsets = [o for o, _ in parts]
+        assert offsets == sorted(offsets) and offsets[0] == 0
+        assert all(o + s == nxt for (o, s), nxt in zip(parts, offsets[1:] + [n]))
+        assert all(0 < s <= 8192 for _, s in parts)
+        assert all(o % 256 == 0 for o in offsets)
+    assert _potrf_blocked.leaves(32768, leaf=0) == [(0, 32768)]
