@@ -105,7 +105,7 @@ def _free_pools():
 
 
 def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
-             oversize_fn=None, convert=True, like=None):
+             oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True):
     """Run operation ``op`` on the GPU or the CPU and return its result in the caller's package.
 
     Parameters
@@ -126,6 +126,14 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         GPU route for jobs larger than the budget (out-of-core); used instead of the CPU then.
     like : array, optional
         Array whose package and device results take (default: the first array argument).
+    same_package : bool
+        The caller checked that every array argument is of one package: CuPy arguments on the
+        GPU route then skip the conversion walks (there is nothing to move).
+    own_stream : bool
+        Run ``gpu_fn`` on the thread's own stream, ordered against the caller's current stream
+        by events (:class:`~gpulinalg._runtime.streams.op_stream`), as libraries whose handle is
+        bound to a stream need. ``False``: on the caller's current stream itself, for functions
+        that name their stream in every call (cuBLASLt), saving the two event hand-offs.
     """
     kwargs = kwargs or {}
     settings = get_config()
@@ -141,8 +149,10 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     if route == "cpu":
         return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
     fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
+    gpu_convert = convert and not (same_package and kind is _arrays.Kind.CUPY)
     try:
-        return _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, False)
+        return _run(op, route, fn, args, kwargs, kind, like_arr, gpu_convert, reason, False,
+                    own_stream)
     except MemoryError as exc:
         _free_pools()
         if settings.fallback is Fallback.RAISE:
@@ -199,7 +209,8 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn):
     return "cpu", why, True
 
 
-def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back):
+def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
+         own_stream=True):
     _local.details = details = {}
     start = time.perf_counter()
     try:
@@ -208,15 +219,16 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
             dev = "cpu"
         else:
             _testing.maybe_fail(op)
-            result, dev = _call_gpu(fn, args, kwargs, convert)
+            result, dev = _call_gpu(fn, args, kwargs, convert, own_stream)
         if convert:
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
     finally:
         _local.details = None
     seconds = time.perf_counter() - start
     _local.record = _new_record(op, route, dev, fell_back, reason, seconds, details)
-    log.log(logging.WARNING if fell_back else logging.DEBUG,
-            "%s ran on %s (%s) in %.3g s", op, route, reason, seconds)
+    level = logging.WARNING if fell_back else logging.DEBUG
+    if log.isEnabledFor(level):
+        log.log(level, "%s ran on %s (%s) in %.3g s", op, route, reason, seconds)
     return result
 
 
@@ -228,13 +240,19 @@ def _call_cpu(fn, args, kwargs, convert):
     return fn(*args, **kwargs)
 
 
-def _call_gpu(fn, args, kwargs, convert):
+def _call_gpu(fn, args, kwargs, convert, own_stream=True):
     if getattr(_device._fake, "info", None) is not None:  # test hook: arrays stay on the host
         return _call_cpu(fn, args, kwargs, convert), 0
+    if not own_stream:
+        return _call_on_device(fn, args, kwargs, convert), _device.current_device()
     with _op_stream():
-        if convert:
-            args = _arrays.convert_tree(args, _arrays.to_device)
-            if kwargs:
-                kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
-        result = fn(*args, **kwargs)
+        result = _call_on_device(fn, args, kwargs, convert)
     return result, _device.current_device()
+
+
+def _call_on_device(fn, args, kwargs, convert):
+    if convert:
+        args = _arrays.convert_tree(args, _arrays.to_device)
+        if kwargs:
+            kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
+    return fn(*args, **kwargs)

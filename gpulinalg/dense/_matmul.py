@@ -229,7 +229,7 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
         (0 if c is None else c.nbytes)
     nbytes = _estimate(arrays + 2 * size * a.itemsize)
     return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
-                    nbytes=nbytes, flops=2.0 * size * k)
+                    nbytes=nbytes, flops=2.0 * size * k, same_package=True, own_stream=False)
 
 
 def _empty(a, spec):
@@ -328,7 +328,7 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     return dispatch("dense.matmul_backward", _gpu.matmul_backward, _cpu.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
-                    flops=4.0 * size * k, like=a)
+                    flops=4.0 * size * k, like=a, own_stream=False)
 
 
 def _backward_bias_form(bias, aux):
