@@ -41,19 +41,23 @@ class _Block:
         return k, k + self.i0
 
 
-_SQ_DIFF_SUM = None
+def _total(m):
+    """Sum of all entries of a block, as a 0-d array: row sums first, so that the reduction
+    of a large block spreads over the whole GPU (a single full reduction runs in one thread
+    block with CuPy's generic reduction)."""
+    return m.sum(axis=-1).sum() if m.ndim == 2 else m.sum()
 
 
-def _weighted_sq_diff_sum(m, u, v):
-    """``sum(m * (u - v) ** 2)`` with ``u`` a column and ``v`` a row: one fused pass on CuPy."""
-    global _SQ_DIFF_SUM
-    xp = namespace(m)
-    if xp is np:
-        return (m * (u - v) ** 2).sum()
-    if _SQ_DIFF_SUM is None:
-        _SQ_DIFF_SUM = xp.ReductionKernel("T m, T u, T v", "T s", "m * (u - v) * (u - v)",
-                                          "a + b", "s = a", "0", "gpulinalg_gp_sq_diff_sum")
-    return _SQ_DIFF_SUM(m, u, v)
+def _weighted_sq_diff_sums(mh, zx, zy):
+    """``[sum_ij mh_ij (zx_id - zy_jd)^2 for each d]`` as one array, from a single GEMM:
+    ``(u - v)^2 = u^2 - 2 u v + v^2`` gives ``zx^2 . (mh 1) - 2 zx . (mh zy) + mh zy^2``, so
+    the block ``mh`` is read once for all ``d`` (``zx``, ``zy`` centred, as for the distances).
+    """
+    xp = namespace(mh)
+    d = zx.shape[1]
+    p = mh @ xp.concatenate([zy, zy * zy, xp.ones((zy.shape[0], 1), dtype=zy.dtype)], axis=1)
+    return ((zx * zx) * p[:, 2 * d:]).sum(axis=0) + p[:, d:2 * d].sum(axis=0) \
+        - 2.0 * (zx * p[:, :d]).sum(axis=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +96,7 @@ class _Constant(_Leaf):
         return namespace(x).full(x.shape[0], self.c, dtype=x.dtype)
 
     def _grads(self, blk, m):
-        return {"constant_value": [self.c * m.sum()]}
+        return {"constant_value": [self.c * _total(m)]}
 
 
 class _White(_Leaf):
@@ -131,7 +135,7 @@ class _DotProduct(_Leaf):
         return (x * x).sum(axis=1) + self.s2
 
     def _grads(self, blk, m):
-        return {"sigma_0": [2.0 * self.s2 * m.sum()]}
+        return {"sigma_0": [2.0 * self.s2 * _total(m)]}
 
 
 class _Stationary(_Leaf):
@@ -178,11 +182,10 @@ class _Stationary(_Leaf):
         r2 = self.r2(blk)
         mh = m * self.h_of(blk)
         if not self.anisotropic:
-            return [(mh * r2).sum()]
+            return [_total(mh * r2)]
         ls = self._ls_like(blk.xs)
-        zx, zy = blk.xs / ls, blk.ys / ls
-        return [_weighted_sq_diff_sum(mh, zx[:, d:d + 1], zy[:, d][None, :])
-                for d in range(zx.shape[1])]
+        zx, zy = (blk.xs - blk.shift) / ls, (blk.ys - blk.shift) / ls
+        return list(_weighted_sq_diff_sums(mh, zx, zy))
 
     def _grads(self, blk, m):
         return {"length_scale": self._length_scale_grads(blk, m)}
@@ -253,9 +256,9 @@ class _RationalQuadratic(_Stationary):
         r2 = self.r2(blk)
         base = 1.0 + r2 / (2.0 * self.a)
         k = base ** -self.a
-        out = {"length_scale": [(m * k * r2 / base).sum()]}
+        out = {"length_scale": [_total(m * k * r2 / base)]}
         if "alpha" in self.free:
-            out["alpha"] = [(m * k * (-self.a * xp.log(base) + r2 / (2.0 * base))).sum()]
+            out["alpha"] = [_total(m * k * (-self.a * xp.log(base) + r2 / (2.0 * base)))]
         return out
 
 

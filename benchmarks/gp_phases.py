@@ -1,0 +1,73 @@
+"""Where one GP log-marginal-likelihood + gradient evaluation spends its time, on the GPU.
+
+``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
+``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._gpu.lml_body` on its own (kernel
+matrix, Cholesky, the strips of ``L^-1``, the strip-wise gradient), the whole evaluation, and,
+for comparison, ``K^-1`` through cuSOLVER's ``potri``. Prints one JSON line per figure.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from .gp import kernel, make_data
+from .timing import time_gpu
+
+
+def _potri(c):
+    """``K^-1`` (lower triangle) in place from the column-major lower Cholesky factor ``c``,
+    with cuSOLVER's ``potri``."""
+    import cupy
+    from nvmath.bindings import cublas, cusolverDn
+
+    from gpulinalg._runtime.streams import get_handle, op_stream
+    n = c.shape[0]
+    with op_stream():
+        h = get_handle("cusolverDn")
+        lower = int(cublas.FillMode.LOWER)  # c is the column-major lower factor
+        lwork = cusolverDn.dpotri_buffer_size(h, lower, n, c.data.ptr, n)
+        work = cupy.empty(lwork, dtype=np.float64)
+        info = cupy.zeros(1, dtype=np.int32)
+        cusolverDn.dpotri(h, lower, n, c.data.ptr, n, work.data.ptr, lwork, info.data.ptr)
+        return int(info.get()[0])
+
+
+def run(sizes=(8000, 16000)):
+    import cupy
+
+    from gpulinalg import decomp
+    from gpulinalg.gp import _gpu
+    from gpulinalg.gp._kernels_gpu import compile_kernel
+    for n in sizes:
+        x, y, _, _ = make_data(n)
+        k = kernel()
+        plan = compile_kernel(k, x.shape[1])
+        xd, yd = cupy.asarray(x), cupy.asarray(y)
+        noise = 0.0
+        reps = dict(warmup=1, repeat=3)
+
+        def emit(phase, t, **extra):
+            print(json.dumps({"n": n, "phase": phase, "median_s": t["median_s"], **extra}),
+                  flush=True)
+
+        emit("kernel matrix", time_gpu(lambda: plan.matrix(xd), **reps))
+        K = plan.matrix(xd)
+        emit("cho_factor", time_gpu(lambda: decomp.cho_factor(K, check_finite=False), **reps))
+        c = decomp.cho_factor(K, check_finite=False)
+        emit("inverse strips (L^-1)", time_gpu(lambda: _gpu.inverse_strips(c[0]), **reps))
+        strips = _gpu.inverse_strips(c[0])
+        a = decomp.cho_solve(c, yd.reshape(-1, 1), check_finite=False)
+        emit("strip gradient", time_gpu(
+            lambda: _gpu._strip_gradient(strips, a, 1, xd, plan), **reps))
+        del strips
+        emit("cholesky_inverse (strips)", time_gpu(lambda: _gpu.cholesky_inverse(c), **reps))
+        emit("potri (K^-1 from L)", time_gpu(lambda: _potri(c[0].copy(order="F")), **reps))
+        emit("lml+grad", time_gpu(lambda: _gpu.lml_body(
+            xd, yd, noise, None, None, plan=plan, eval_gradient=True), **reps))
+        del K, c, a
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    run(tuple(int(v) for v in sys.argv[1:]) or (8000, 16000))
