@@ -40,7 +40,7 @@ def leaves(n, leaf=None):
     --------
     >>> from gpulinalg.decomp._potrf_blocked import leaves
     >>> leaves(20000, leaf=8192)
-    [(0, 5120), (5120, 5120), (10240, 5120), (15360, 4640)]
+    [(0, 5120), (5120, 4864), (9984, 5120), (15104, 4896)]
     >>> leaves(100, leaf=8192)
     [(0, 100)]
     """
