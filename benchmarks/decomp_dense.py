@@ -197,8 +197,6 @@ def _cholesky_rows(n, reps):
         rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra, **acc, **_where()))
         del out
     del a_f
-    rows += _leaf_rows(case, extra, lambda: cholesky(a, check_finite=False),
-                       lambda out: _chol_accuracy(a, out), reps)
     rows += _alg_rows(case, extra, "POTRF", lambda: cholesky(a, check_finite=False),
                       lambda out: _chol_accuracy(a, out), reps)
     fn = lambda: cupy.linalg.cholesky(a)  # noqa: E731
@@ -207,24 +205,6 @@ def _cholesky_rows(n, reps):
     rows.append(_torch_row(case, "torch.linalg.cholesky", extra,
                            lambda t, ta: t.linalg.cholesky(ta), a, reps,
                            lambda c: _chol_accuracy(a, c)))
-    return rows
-
-
-def _leaf_rows(case, extra, fn, accuracy, reps):
-    """The same call with other leaf orders of the recursive halving (0: ``Xpotrf`` whole)."""
-    from gpulinalg.decomp import _potrf_blocked
-    rows, default = [], _potrf_blocked.LEAF_N
-    for leaf in (0, 4096, 16384):
-        _potrf_blocked.LEAF_N = leaf
-        label = (f"gpulinalg cholesky, leaves <= {leaf}" if leaf
-                 else "gpulinalg cholesky, Xpotrf whole (no halving)")
-        try:
-            out = fn()
-            rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra, **accuracy(out),
-                            leaves=len(_potrf_blocked.leaves(out.shape[-1])), **_where()))
-            del out
-        finally:
-            _potrf_blocked.LEAF_N = default
     return rows
 
 

@@ -303,41 +303,17 @@ class FakeCublas(types.ModuleType):
         for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
             setattr(self, p + "trsm", self._trsm(dt))
             setattr(self, p + "trsm_batched", self._trsm_batched(dt))
-            setattr(self, p + ("herk" if p in "cz" else "syrk"), self._rank_k(dt))
 
     @staticmethod
     def _trsm(dtype):
         def trsm(h, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-            from nvmath.bindings import cublas
-            right = int(side) == int(cublas.SideMode.RIGHT)
-            k = n if right else m
-            A = view(a, k, k, lda, dtype)
+            A = view(a, m, m, lda, dtype)
             B = view(b, m, n, ldb, dtype)
             al = view(alpha, 1, 1, 1, dtype)[0, 0]
-            if not right:
-                B[...] = scipy.linalg.solve_triangular(
-                    np.array(A), np.array(B) * al, trans=int(trans), lower=_lower(uplo),
-                    unit_diagonal=int(diag) == 1)
-                return
-            tri = np.tril(A) if _lower(uplo) else np.triu(A)  # only the triangle is read
-            if int(diag) == 1:
-                np.fill_diagonal(tri, 1)
-            op = {0: tri, 1: tri.T, 2: tri.conj().T}[int(trans)]
-            B[...] = np.linalg.solve(op.T, (np.array(B) * al).T).T  # X op(A) = alpha B
+            x = scipy.linalg.solve_triangular(np.array(A), np.array(B) * al, trans=int(trans),
+                                              lower=_lower(uplo), unit_diagonal=int(diag) == 1)
+            B[...] = x
         return trsm
-
-    @staticmethod
-    def _rank_k(dtype):
-        def rank_k(h, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-            assert int(trans) == 0 and _lower(uplo)
-            CALLS["rank_k"] += 1
-            real = np.empty(0, dtype).real.dtype
-            al, be = (view(p, 1, 1, 1, real)[0, 0] for p in (alpha, beta))
-            A, C = view(a, n, k, lda, dtype), view(c, n, n, ldc, dtype)
-            new = al * (A @ A.conj().T) + be * C
-            keep = np.tril(np.ones((n, n), bool))
-            C[keep] = new[keep]  # the strict upper triangle is not touched
-        return rank_k
 
     @staticmethod
     def _trsm_batched(dtype):

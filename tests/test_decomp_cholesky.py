@@ -240,26 +240,3 @@ def test_gpu_not_pd_in_large_batch(rng):
     with gpulinalg.config(backend="gpu"), pytest.raises(NotPositiveDefiniteError) as info:
         cholesky(a)
     assert info.value.batch_index == (3,) and info.value.minor == 11
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("lower", [True, False])
-def test_gpu_recursive_halving(xp_gpu, rng, monkeypatch, dtype, lower):
-    """Large matrices go through TRSM + SYRK/HERK between Xpotrf leaves (leaves shrunk here):
-    same factor as SciPy, the failing minor reported at its order in the whole matrix."""
-    from gpulinalg.decomp import _potrf_blocked
-    monkeypatch.setattr(_potrf_blocked, "LEAF_N", 300)
-    n = 1100
-    assert len(_potrf_blocked.leaves(n)) == 4
-    a = spd(rng, n, dtype, cond=1e3)
-    with gpulinalg.config(backend="gpu"):
-        c = host(cholesky(xp_gpu.asarray(a), lower=lower))
-    rebuilt = c @ _conj_t(c) if lower else _conj_t(c) @ c
-    assert backward_ratio(a, rebuilt, dtype) <= 30
-    assert np.allclose(c, scipy.linalg.cholesky(a, lower=lower), atol=100 * n * eps(dtype))
-    bad = a.copy()
-    bad[900, 900] = -1.0  # in the last leaf
-    with gpulinalg.config(backend="gpu"), pytest.raises(NotPositiveDefiniteError) as info:
-        cholesky(xp_gpu.asarray(bad), lower=lower)
-    assert info.value.minor == 901

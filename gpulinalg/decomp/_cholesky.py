@@ -12,7 +12,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from .._runtime.errors import NotPositiveDefiniteError
-from . import _cpu, _potrf_blocked as potrf_blocked
+from . import _cpu
 from ._common import (batch_index, broadcast_batch, check_rhs, empty_result, flops_scale,
                       matrix_order, prepare, real_dtype, sub)
 from ._cusolver import BATCHED_MAX_N, Solver, workspace_bytes
@@ -146,27 +146,19 @@ def _gpu_factor(a, lower, overwrite_a, clean, dtype):
     import cupy
     w, order = _work_copy(a, dtype, lower, overwrite_a)
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
-    n = a.shape[-1]
-    batched = len(w) > 1 and n <= BATCHED_MAX_N
-    # the diagonal blocks Xpotrf factors, one info slot each (large matrices: several)
-    parts = potrf_blocked.leaves(n) if fill_lower and not batched else [(0, n)]
-    with Solver(dtype, len(w) * len(parts)) as sv:
-        if batched:
+    with Solver(dtype, len(w)) as sv:
+        if len(w) > 1 and a.shape[-1] <= BATCHED_MAX_N:
             sv.potrf_batched(w, fill_lower)
         else:
-            for i in range(len(w)):  # each matrix as cuSOLVER reads it: column-major
-                mat = w[i] if order == "F" else w[i].T
-                potrf_blocked.potrf(sv, mat, fill_lower, i * len(parts))
+            for i in range(len(w)):
+                sv.potrf(w[i], fill_lower, i)
         diag = cupy.diagonal(w, axis1=-2, axis2=-1)
         finite = cupy.isfinite(diag).all(axis=-1)  # fetched with the info codes
         codes, finite = sv.check("potrf", also=finite)
     batch_shape = a.shape[:-2]
-    failed = codes.reshape(len(w), len(parts)) > 0
-    bad = np.flatnonzero(failed.any(axis=1))
+    bad = np.flatnonzero(codes > 0)
     if bad.size:
-        leaf = int(np.argmax(failed[bad[0]]))
-        minor = parts[leaf][0] + int(codes[bad[0] * len(parts) + leaf])
-        raise NotPositiveDefiniteError(minor, batch_index(bad[0], batch_shape))
+        raise NotPositiveDefiniteError(codes[bad[0]], batch_index(bad[0], batch_shape))
     if not finite.all():  # NaN input with check_finite=False: no silent NaN factor
         entry = int(np.flatnonzero(finite == 0)[0])
         minor = int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1

@@ -214,8 +214,7 @@ class Solver:
         """Cholesky of the column-major ``a`` in place (``Xpotrf``), the ``lower`` triangle."""
         dn, r = _dn(), self.r
         n = a.shape[0]
-        lda = max(a.strides[1] // a.itemsize, n, 1)  # a column-major block of a larger matrix
-        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, lda, r.cuda)
+        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, max(n, 1), r.cuda)
         dbuf, dsz, hbuf, hsz = self._buffers(dn.xpotrf_buffer_size(*args))
         dn.xpotrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
