@@ -212,3 +212,28 @@ def test_plan_run_pointer_plumbing():
     assert args[3] == 100 and args[5] == 200 and args[8] == 0 and args[-1] == 99
     assert args[10] == out.data.ptr
     assert plan.alpha[0] == 2.0 and allocated == [120]
+
+
+@pytest.mark.gpu
+def test_one_plan_on_two_streams_keeps_a_workspace_per_stream(rng):
+    """Hits run on the caller's current stream; two streams never share a plan's workspace."""
+    import cupy
+    clear_plan_cache()
+    host = [(rng.standard_normal((2048, 1024)).astype(np.float16),
+             rng.standard_normal((1024, 2048)).astype(np.float16),
+             rng.standard_normal(2048).astype(np.float16)) for _ in range(2)]
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = []
+    for rep in range(3):
+        for (a, b, bias), s in zip(host, streams):
+            with s:
+                outs.append(matmul(*(cupy.asarray(x) for x in (a, b)),
+                                   bias=cupy.asarray(bias), activation="relu"))
+    for s in streams:
+        s.synchronize()
+    for i, out in enumerate(outs):
+        a, b, bias = (x.astype(np.float32) for x in host[i % 2])
+        assert np.allclose(cupy.asnumpy(out).astype(np.float32), np.maximum(a @ b + bias, 0),
+                           rtol=2e-2, atol=2e-1)
+    (plan,) = _plans._cache.plans.values()
+    assert len(plan.ws) == (2 if plan.ws_size else 0)

@@ -3,7 +3,8 @@
 A plan is valid for one combination of shapes, strides, dtypes, pointer alignments, epilog,
 compute type, autotuning and device; that tuple is the cache key. On a hit only the operand
 pointers, ``alpha`` and ``beta`` change: the plan executes with one ``cublasLtMatmul`` call on the
-calling thread's stream, with the descriptors, algorithm and workspace found when it was planned.
+caller's current stream, with the descriptors and algorithm found when it was planned and a
+workspace of the planned size kept per stream.
 (``GPULINALG_NVMATH_EXECUTE=1`` makes hits go through nvmath's own ``reset_operands_unchecked`` +
 ``execute`` instead, a slower path kept for comparison and diagnosis.)
 
@@ -17,6 +18,7 @@ import os
 import threading
 
 from .._runtime.config import get_config
+from .._runtime.streams import op_stream
 from ._results import PlanCacheInfo
 
 __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
@@ -24,6 +26,8 @@ __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
 #: Most workspace bytes one plan may ask for (cuBLASLt recommends 32 MiB on Hopper).
 WORKSPACE_LIMIT = 64 << 20
 AUTOTUNE_ITERATIONS = 5
+#: Workspaces one plan keeps, one per stream it ran on (more streams: the oldest are freed).
+MAX_STREAM_WORKSPACES = 4
 AUTOTUNE_CANDIDATES = 16  # heuristic candidates timed when autotuning (nvmath's default: 8)
 #: [True] sends hits through nvmath's reset_operands_unchecked + execute (set from the
 #: environment; the benchmark flips it to measure that path).
@@ -96,7 +100,7 @@ class Plan:
         self.bound = {}
         ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
         self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
-        self.ws = None
+        self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
 
     def run(self, a, b, c, alpha, beta, inputs, stream, transposed=False):
         """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``.
@@ -122,9 +126,14 @@ class Plan:
         for name, shape_, dtype_, nbytes_, strides_, set_ptr in self.outputs:
             extra[name] = buf = new(shape_, dtype_, alloc(nbytes_), strides_)
             set_ptr(buf.data.ptr)
-        if self.ws is None and self.ws_size:
-            self.ws = new((self.ws_size,), "uint8", alloc(self.ws_size))
-        ws_ptr = self.ws.data.ptr if self.ws is not None else 0
+        ws_ptr = 0
+        if self.ws_size:
+            ws = self.ws.get(stream)
+            if ws is None:
+                if len(self.ws) >= MAX_STREAM_WORKSPACES:
+                    self.ws.clear()  # pool blocks go back to their own stream's arena
+                ws = self.ws[stream] = new((self.ws_size,), "uint8", alloc(self.ws_size))
+            ws_ptr = ws.data.ptr
         la, lb, lc, ld = self.layouts
         self.launch(self.handle, self.desc, self.scalar_ptrs[0], a.data.ptr, la, b.data.ptr, lb,
                     self.scalar_ptrs[1], 0 if c is None else c.data.ptr, lc, out.data.ptr, ld,
@@ -145,7 +154,7 @@ class Plan:
         return (_t(out) if transposed else out), extra
 
     def free(self):
-        self.ws = None
+        self.ws = {}
         self.mm.free()
 
 
@@ -161,7 +170,7 @@ def _buffer_spec(shape, strides, dtype_name):
 
 
 def _current_stream():
-    """CuPy's current stream (the dispatcher made it the thread's stream); resolved once."""
+    """CuPy's current stream, the caller's (the dispatcher runs dense on it); resolved once."""
     global _current_stream
     import cupy
     _current_stream = cupy.cuda.get_current_stream
@@ -203,8 +212,11 @@ def run_cached(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, au
     plan = cache.plans.get(key)
     if plan is None:
         planned = (_t(b), _t(a), _t(c)) if transpose else (a, b, c)
-        plan = _insert(cache, key, _build(*planned, alpha, beta, epilog, inputs, compute_type,
-                                          autotune, stream.ptr))
+        # Planned (and autotuned) on the thread's own stream, ordered after the caller's: nvmath
+        # needs a stream it can own, which the caller's default stream is not in a new thread.
+        with op_stream() as own:
+            plan = _insert(cache, key, _build(*planned, alpha, beta, epilog, inputs,
+                                              compute_type, autotune, own.ptr))
     else:
         cache.hits += 1
         cache.plans.move_to_end(key)
