@@ -94,3 +94,32 @@ def test_float_dtype(dtypes, expected):
 def test_float_dtype_refuses():
     with pytest.raises(TypeError, match="unsupported dtype"):
         validation.float_dtype(np.longdouble)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("shape", [(7,), (33, 65), (3, 40, 17)])
+@pytest.mark.parametrize("view", [False, True])
+def test_check_finite_cupy(dtype, shape, view):
+    """CuPy arrays: found wherever the NaN/Inf sits (also in an imaginary part or a strided
+    view), never raised for finite data."""
+    import gpulinalg
+    if not gpulinalg.gpu_available():
+        pytest.skip("needs an NVIDIA GPU")
+    import cupy
+
+    def make(value=None, at=None):
+        base = cupy.ones(shape[:-1] + (2 * shape[-1],), dtype=dtype)
+        x = base[..., ::2] if view else base[..., :shape[-1]]
+        if value is not None:
+            x[at] = value
+        return x
+
+    validation.check_finite(make(), "x")
+    values = [np.nan, np.inf, -np.inf]
+    if np.dtype(dtype).kind == "c":
+        values += [complex(1.0, np.nan), complex(np.inf, 0.0)]
+    for value in values:
+        for at in (tuple(0 for _ in shape), tuple(s - 1 for s in shape)):
+            with pytest.raises(ValueError, match="x must not contain infs or NaNs"):
+                validation.check_finite(make(value, at), "x")
