@@ -247,10 +247,9 @@ def _breakdown_rows(n=128):
     spec = _matmul.Spec(activation="relu", bias_form="n", transposed=True, out_shape=(n, n),
                         batch_shape=())
     matmul(a, b, bias=bias, activation="relu")
-    with streams.op_stream():
-        plan = next(reversed(_plans._cache.plans.values()))
-        bt, at = b.T, a.T
-        ptr = cupy.cuda.get_current_stream().ptr
+    plan = next(reversed(_plans._cache.plans.values()))
+    bt, at = b.T, a.T
+    ptr = cupy.cuda.get_current_stream().ptr  # dense runs on the caller's stream
     ident = lambda a, b, bias, c, spec: a  # noqa: E731
 
     def under_stream(fn):
@@ -261,14 +260,15 @@ def _breakdown_rows(n=128):
     stages = {
         "full matmul() call": lambda: matmul(a, b, bias=bias, activation="relu"),
         "dispatch() with an identity GPU function": lambda: dispatch.dispatch(
-            "dense.matmul", ident, ident, (a, b, bias, None, spec), nbytes=1 << 20),
-        "op_stream() enter + exit": under_stream(lambda: None),
-        "_gpu.matmul (views, plan lookup, launch) under op_stream":
-            under_stream(lambda: _gpu.matmul(a, b, bias, None, spec)),
-        "Plan.run (alloc + pointers + launch) under op_stream":
-            under_stream(lambda: plan.run(bt, at, None, 1.0, 0.0, {"bias": bias}, ptr)),
-        "raw cublasLtMatmul (plan's objects, output preallocated) under op_stream":
-            under_stream(_raw_launch(plan, bt, at, ptr)),
+            "dense.matmul", ident, ident, (a, b, bias, None, spec), nbytes=1 << 20,
+            same_package=True, own_stream=False),
+        "op_stream() enter + exit (not on dense's path)": under_stream(lambda: None),
+        "_gpu.matmul (views, plan lookup, launch)":
+            lambda: _gpu.matmul(a, b, bias, None, spec),
+        "Plan.run (alloc + pointers + launch)":
+            lambda: plan.run(bt, at, None, 1.0, 0.0, {"bias": bias}, ptr),
+        "raw cublasLtMatmul (plan's objects, output preallocated)":
+            _raw_launch(plan, bt, at, ptr),
         "result allocation (cupy.ndarray on a pool block, plan's layout)":
             lambda: plan.new_array(plan.out_t[0], plan.out_t[1], plan.alloc(plan.out_t[2]),
                                    plan.out_t[3]),
@@ -334,9 +334,11 @@ def _raw_launch(plan, a_planned, b_planned, stream_ptr):
     """One ``cublasLtMatmul`` with everything prepared: the launch's own host cost."""
     shape, dtype, nbytes, strides = plan.out
     out = plan.new_array(shape, dtype, plan.alloc(nbytes), strides)
-    if plan.ws is None and plan.ws_size:
-        plan.ws = plan.new_array((plan.ws_size,), "uint8", plan.alloc(plan.ws_size))
-    ws_ptr = plan.ws.data.ptr if plan.ws is not None else 0
+    ws = plan.ws.get(stream_ptr)
+    if ws is None and plan.ws_size:
+        ws = plan.ws[stream_ptr] = plan.new_array((plan.ws_size,), "uint8",
+                                                  plan.alloc(plan.ws_size))
+    ws_ptr = ws.data.ptr if ws is not None else 0
     la, lb, lc, ld = plan.layouts
     args = (plan.handle, plan.desc, plan.scalar_ptrs[0], a_planned.data.ptr, la,
             b_planned.data.ptr, lb, plan.scalar_ptrs[1], 0, lc, out.data.ptr, ld, plan.algo_ptr,
