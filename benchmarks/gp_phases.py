@@ -3,7 +3,8 @@
 ``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
 ``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._gpu.lml_body` on its own (kernel
 matrix, Cholesky, the strips of ``L^-1``, the strip-wise gradient), the whole evaluation, and,
-for comparison, ``K^-1`` through cuSOLVER's ``potri``. Prints one JSON line per figure.
+for comparison, ``K^-1`` through cuSOLVER's ``potri`` and ``L^-1`` through ``Xtrtri`` or one
+triangular solve against the identity. Prints one JSON line per figure.
 """
 
 import json
@@ -31,6 +32,36 @@ def _potri(c):
         info = cupy.zeros(1, dtype=np.int32)
         cusolverDn.dpotri(h, lower, n, c.data.ptr, n, work.data.ptr, lwork, info.data.ptr)
         return int(info.get()[0])
+
+
+def _trtri(c):
+    """``L^-1`` in place from the column-major lower factor ``c``, with cuSOLVER's ``Xtrtri``."""
+    import cupy
+    import nvmath
+    from nvmath.bindings import cublas, cusolverDn
+
+    from gpulinalg._runtime.streams import get_handle, op_stream
+    n = c.shape[0]
+    with op_stream():
+        h = get_handle("cusolverDn")
+        args = (h, int(cublas.FillMode.LOWER), int(cublas.DiagType.NON_UNIT), n,
+                int(nvmath.CudaDataType.CUDA_R_64F), c.data.ptr, n)
+        dsz, hsz = cusolverDn.xtrtri_buffer_size(*args)
+        dbuf = cupy.empty(max(int(dsz), 1), dtype=np.uint8)
+        hbuf = np.empty(max(int(hsz), 1), dtype=np.uint8)
+        info = cupy.zeros(1, dtype=np.int32)
+        cusolverDn.xtrtri(*args, dbuf.data.ptr, int(dsz), hbuf.ctypes.data, int(hsz),
+                          info.data.ptr)
+        return int(info.get()[0])
+
+
+def _trsm_identity(c):
+    """``L^-1`` by one triangular solve against the whole identity (n^3 flops, one call)."""
+    import cupy
+
+    from gpulinalg import decomp
+    return decomp.solve_triangular(c, cupy.eye(c.shape[0]), lower=True, overwrite_b=True,
+                                   check_finite=False)
 
 
 def run(sizes=(8000, 16000)):
@@ -63,6 +94,14 @@ def run(sizes=(8000, 16000)):
         del strips
         emit("cholesky_inverse (strips)", time_gpu(lambda: _gpu.cholesky_inverse(c), **reps))
         emit("potri (K^-1 from L)", time_gpu(lambda: _potri(c[0].copy(order="F")), **reps))
+        emit("Xtrtri (L^-1)", time_gpu(lambda: _trtri(c[0].copy(order="F")), **reps))
+        emit("trsm against I (L^-1)", time_gpu(lambda: _trsm_identity(c[0]), **reps))
+        lt = c[0].copy(order="F")
+        _trtri(lt)
+        ref = _trsm_identity(c[0])
+        emit("Xtrtri vs trsm: max |diff| / max |L^-1|", {"median_s": float(
+            cupy.abs(cupy.tril(lt) - ref).max() / cupy.abs(ref).max())})
+        del lt, ref
         emit("lml+grad", time_gpu(lambda: _gpu.lml_body(
             xd, yd, noise, None, None, plan=plan, eval_gradient=True), **reps))
         del K, c, a

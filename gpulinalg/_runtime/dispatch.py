@@ -140,7 +140,8 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
         _arrays.caller_kind(*args, *kwargs.values())
     try:
-        route, reason, fell_back = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn)
+        route, reason, fell_back = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn,
+                                         kind if same_package else None)
     except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
         if not is_sticky(exc):
             raise
@@ -185,8 +186,9 @@ def _free_pools_quietly():
         pass
 
 
-def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn):
-    """Return ``(route, reason, fell_back)`` before anything runs."""
+def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
+    """Return ``(route, reason, fell_back)`` before anything runs (``kind``: the one package of
+    every array argument, when the caller checked that)."""
     if settings.backend is Backend.CPU:
         return "cpu", "backend='cpu'", False
     if not _device.gpu_available():
@@ -194,7 +196,11 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn):
         if settings.backend is Backend.GPU:
             raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
         return "cpu", f"no GPU: {why}", False
-    on_host = not (_arrays.any_on_gpu(args) or (kwargs and _arrays.any_on_gpu(kwargs.values())))
+    if kind is _arrays.Kind.CUPY or kind is _arrays.Kind.NUMPY:
+        on_host = kind is _arrays.Kind.NUMPY
+    else:
+        on_host = not (_arrays.any_on_gpu(args)
+                       or (kwargs and _arrays.any_on_gpu(kwargs.values())))
     if settings.backend is Backend.AUTO and on_host and not _budget.offload_pays(flops, nbytes):
         return "cpu", "host inputs; too small for the GPU to pay", False
     ok, avail = _budget.fits(nbytes)
