@@ -368,10 +368,12 @@ def test_gpu_pool_limit_routes_to_cpu(rng, xp_gpu):
 
 # -- K^-1 by strips ---------------------------------------------------------------------------
 
+@pytest.mark.parametrize("full_max", [0, 1 << 20])  # strip solves / one solve against I
 @pytest.mark.parametrize("n, strips", [(100, 16), (257, 7), (33, 40)])
-def test_cholesky_inverse_by_strips(n, strips, rng, monkeypatch):
+def test_cholesky_inverse_by_strips(n, strips, full_max, rng, monkeypatch):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
     monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", strips)
@@ -383,9 +385,11 @@ def test_cholesky_inverse_by_strips(n, strips, rng, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu):
+@pytest.mark.parametrize("full_max", [0, 1 << 20])
+def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
     n = 4196  # 8 strips
     a = rng.standard_normal((n, 64))
     K = a @ a.T / 64 + np.eye(n)
@@ -396,8 +400,10 @@ def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu):
 
 
 @pytest.mark.gpu
-def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu):
+@pytest.mark.parametrize("full_max", [0, 1 << 20])
+def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full_max):
     from gpulinalg.gp import _gpu
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
     x, y = data(rng, n=4296, d=3)
     assert x.shape[0] >= _gpu.STRIP_MIN_N
     k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
@@ -412,10 +418,12 @@ def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu):
     assert np.abs(grad_g - grad_c).max() <= 1e-7 * max(np.linalg.norm(grad_c), 1.0)
 
 
+@pytest.mark.parametrize("full_max", [0, 1 << 20])
 @pytest.mark.parametrize("name", ["rbf-ard", "product", "matern05", "rq", "dot"])
-def test_strip_gradient_matches_sklearn(name, rng, monkeypatch):
+def test_strip_gradient_matches_sklearn(name, full_max, rng, monkeypatch):
     """The large-n gradient path (L^-1 by strips, lower triangle only) on a small problem."""
     from gpulinalg.gp import _gpu
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
     monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", 7)
