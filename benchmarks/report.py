@@ -77,7 +77,8 @@ def write(results_paths, out):
     for suite, rows in by_suite.items():
         md = [f"# Benchmark: {suite}", ""]
         for name, env in envs:
-            gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "no GPU"
+            gpus = ", ".join(g["name"] if isinstance(g, dict) else str(g)  # older files: strings
+                     for g in env.get("gpus", [])) or "no GPU"
             md.append(f"- `{name}`: {env.get('date', '?')}, {gpus}, "
                       f"versions {json.dumps(env.get('versions', {}))}")
         md += ["", table(rows), ""]
