@@ -123,3 +123,17 @@ def test_check_finite_cupy(dtype, shape, view):
         for at in (tuple(0 for _ in shape), tuple(s - 1 for s in shape)):
             with pytest.raises(ValueError, match="x must not contain infs or NaNs"):
                 validation.check_finite(make(value, at), "x")
+
+
+def test_torch_bfloat16_round_trip_keeps_the_bits(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    t = torch.randn(5, 3).to(torch.bfloat16)[:, ::2]  # a strided view too
+    host = arrays.to_host(t)
+    assert host.dtype.name == "bfloat16" and host.shape == (5, 2)
+    assert np.array_equal(host.astype(np.float32), t.float().numpy())
+    back = arrays.to_kind(host, Kind.TORCH)
+    assert back.dtype == torch.bfloat16 and torch.equal(back, t)
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # not installed
+    with pytest.raises(TypeError, match="ml_dtypes"):
+        arrays.to_host(t)

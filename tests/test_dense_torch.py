@@ -80,3 +80,31 @@ def test_mlp_trains():
         first = first if first is not None else loss.item()
     assert loss.item() < 0.5 * first
     assert np.isfinite(loss.item())
+
+
+@pytest.mark.parametrize("device", list(_devices()))
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_bfloat16_layer(device, activation):
+    """bfloat16 tensors, also on the CPU (NumPy has no bfloat16: the bits travel as ml_dtypes'):
+    outputs and gradients as nn.Linear's computed in float32 and rounded to bfloat16."""
+    pytest.importorskip("ml_dtypes")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    torch.manual_seed(1)
+    layer = FusedLinear(32, 8, activation=activation, device=device, dtype=torch.bfloat16)
+    ref_layer = torch.nn.Linear(32, 8, device=device, dtype=torch.float32)
+    ref_layer.load_state_dict({k: v.float() for k, v in layer.state_dict().items()})
+    x = torch.randn(6, 32, device=device, dtype=torch.bfloat16, requires_grad=True)
+    x_ref = x.detach().float().requires_grad_(True)
+    y = layer(x)
+    y_ref = REFS[activation](ref_layer(x_ref))
+    assert y.dtype == torch.bfloat16 and y.device == x.device
+    tol = dict(rtol=2e-2, atol=2e-2)  # bfloat16: 8 bits of mantissa
+    torch.testing.assert_close(y.float(), y_ref, **tol)
+    w = torch.randn(y.shape, device=device)
+    (y.float() * w).sum().backward()
+    (y_ref * w).sum().backward()
+    torch.testing.assert_close(x.grad.float(), x_ref.grad, rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(layer.weight.grad.float(), ref_layer.weight.grad,
+                               rtol=5e-2, atol=1e-1)
+    assert layer.weight.grad.dtype == torch.bfloat16

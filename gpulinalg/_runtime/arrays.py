@@ -86,7 +86,21 @@ def to_host(x):
     if k is Kind.CUPY:
         return x.get()
     x = x.detach()
-    return (x.cpu() if x.device.type != "cpu" else x).resolve_conj().numpy()
+    x = (x.cpu() if x.device.type != "cpu" else x).resolve_conj()
+    if str(x.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: the same bits, as ml_dtypes'
+        import torch
+        return x.view(torch.int16).numpy().view(bfloat16())
+    return x.numpy()
+
+
+def bfloat16():
+    """NumPy's bfloat16 dtype, from ml_dtypes (NumPy itself has none)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("bfloat16 arrays on the CPU need the ml_dtypes package "
+                        "(pip install ml_dtypes): NumPy has no bfloat16 of its own") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def to_device(x, stream=None):
@@ -125,7 +139,11 @@ def to_kind(x, kind, like=None):
     if kind_of(x) is Kind.CUPY:
         t = torch.from_dlpack(x)
         return t if device is None or t.device == device else t.to(device)
-    t = torch.from_numpy(np.ascontiguousarray(x) if not x.flags.writeable else x)
+    x = np.ascontiguousarray(x) if not x.flags.writeable else x
+    if x.dtype.name == "bfloat16":  # torch cannot read ml_dtypes' bfloat16: share the bits
+        t = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(x)
     return t if device is None or device.type == "cpu" else t.to(device)
 
 
