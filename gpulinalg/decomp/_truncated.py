@@ -59,7 +59,7 @@ def resolve_plan(shape, k, *, sparse=False, method="auto", n_oversamples=10, n_i
     * ``method="auto"``: ``"exact"`` when ``max(m, n) <= 500`` or ``k > 0.25 min(m, n)``
       (dense input), else ``"randomized"``.
     * ``n_iter="auto"``: 7 when ``k < 0.1 min(m, n)``, else 4 (scikit-learn's rule).
-    * ``power_iteration_normalizer="auto"``: ``"CholQR"`` on the GPU, ``"QR"`` on the CPU
+    * ``power_iteration_normalizer="auto"``: ``"CholQR"`` on the GPU, ``"LU"`` on the CPU
       (resolved where it runs).
     * sketch size ``l = min(k + n_oversamples, min(m, n))``.
 
@@ -125,8 +125,9 @@ def truncated_svd(a, k, *, method="auto", n_oversamples=10, n_iter="auto",
         Power iterations (``auto``: 7 when ``k < 0.1 min(m, n)``, else 4).
     power_iteration_normalizer : {"auto", "CholQR", "QR", "LU", "none"}, default "auto"
         Normalization between power iterations (``auto``: ``CholQR``, a mixed-precision
-        shifted Cholesky QR, on the GPU; Householder ``QR`` on the CPU). The last basis is
-        always orthonormalized by Householder QR.
+        shifted Cholesky QR, on the GPU; ``LU`` with partial pivoting, as scikit-learn, on the
+        CPU). The last basis is orthonormal: Cholesky QR checked at the end on the GPU,
+        Householder QR otherwise.
     random_state : None, int, numpy.random.Generator or RandomState
         Seeds the Gaussian sketch; equal integers give the same sketch on CPU and GPU.
     error_estimate : bool, default False
