@@ -397,3 +397,34 @@ def test_warnings_point_at_caller(rng):
         warnings.simplefilter("always")
         solve(a, np.ones(a.shape[0]), method="ldlt", refine=0, check="warn")
     assert caught and caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("kind, method", [("spd", "cholesky"), ("symmetric_indefinite", "ldlt"),
+                                          ("unsymmetric", "lu")])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_cpu_refactorize_reuses_the_ordering(rng, kind, method, dtype):
+    """SuperLU refactorizations factor the matrix permuted by the first ordering, with
+    ``NATURAL``: solutions and log-determinants as from a fresh factorization, also when new
+    values make LU pivot elsewhere."""
+    a = KINDS[kind](60, rng, dtype)
+    if kind == "unsymmetric":  # new values entry by entry
+        a2 = a.copy()
+        a2.data = a2.data * rng.uniform(0.5, 2.0, a2.nnz)
+    else:  # D A D: same pattern, still Hermitian, same inertia
+        d = sp.diags(rng.uniform(0.5, 2.0, 60))
+        a2 = (d @ a @ d).tocsr()
+    assert np.array_equal(a2.indices, a.indices) and np.array_equal(a2.indptr, a.indptr)
+    b = rng.standard_normal((60, 2)).astype(dtype)
+    with gpulinalg.config(backend="cpu"), factorize(a, method=method) as fac:
+        first = fac._factor._order
+        fac.refactorize(a2)
+        assert first is None and fac._factor._q is not None  # the reused ordering was taken
+        x = fac.solve(b)
+        np.testing.assert_allclose(a2 @ x, b, rtol=1e-9, atol=1e-9)
+        if method != "lu":
+            sign, logabs = fac.logdet()
+            ref_sign, ref_logabs = np.linalg.slogdet(a2.toarray())
+            np.testing.assert_allclose(sign, ref_sign, atol=1e-9)
+            np.testing.assert_allclose(logabs, ref_logabs, rtol=1e-10)
+        fac.refactorize(a)  # and back
+        np.testing.assert_allclose(a @ fac.solve(b), b, rtol=1e-9, atol=1e-9)
