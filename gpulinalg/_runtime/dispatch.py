@@ -239,26 +239,24 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
 
 
 def _call_cpu(fn, args, kwargs, convert):
-    if convert:
-        args = _arrays.convert_tree(args, _arrays.to_host)
-        if kwargs:
-            kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
-    return fn(*args, **kwargs)
+    return _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
 
 
 def _call_gpu(fn, args, kwargs, convert, own_stream=True):
     if getattr(_device._fake, "info", None) is not None:  # test hook: arrays stay on the host
         return _call_cpu(fn, args, kwargs, convert), 0
+    move = _arrays.to_device if convert else None
     if not own_stream:
-        return _call_on_device(fn, args, kwargs, convert), _device.current_device()
+        return _call_moved(fn, args, kwargs, move), _device.current_device()
     with _op_stream():
-        result = _call_on_device(fn, args, kwargs, convert)
+        result = _call_moved(fn, args, kwargs, move)
     return result, _device.current_device()
 
 
-def _call_on_device(fn, args, kwargs, convert):
-    if convert:
-        args = _arrays.convert_tree(args, _arrays.to_device)
+def _call_moved(fn, args, kwargs, move):
+    """``fn(*args, **kwargs)`` with every array argument passed through ``move`` first."""
+    if move is not None:
+        args = _arrays.convert_tree(args, move)
         if kwargs:
-            kwargs = _arrays.convert_tree(kwargs, _arrays.to_device)
+            kwargs = _arrays.convert_tree(kwargs, move)
     return fn(*args, **kwargs)
