@@ -17,6 +17,13 @@ from ._runtime.errors import FallbackWarning
 STEP_MODULES = ("dense", "decomp", "sparse", "gp")
 
 
+def timed(fn):
+    """``(fn(), seconds it took)``: the stopwatch of every demo step."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
 def runtime_step(small):
     """The dispatcher at work: a normal run, then an injected GPU out-of-memory fallback."""
     from ._runtime.validation import namespace

@@ -4,13 +4,9 @@ import time
 
 import numpy as np
 
+from .._demo import timed as _timed
 from .._runtime import last_run
 
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def _row(name, ref_name, t_ref, check):

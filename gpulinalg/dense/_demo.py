@@ -1,17 +1,12 @@
 """``gpulinalg demo`` step: a fused linear layer (bias + ReLU) forward and backward vs NumPy."""
 
-import time
 
 import numpy as np
 
+from .._demo import timed as _timed
 from .._runtime import last_run
 from ._matmul import matmul, matmul_backward
 
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def step(small):

@@ -1,10 +1,10 @@
 """``gpulinalg demo`` steps of the gp module: a GP's likelihood, fit and predictions, each
 against scikit-learn's ``GaussianProcessRegressor`` on the same data."""
 
-import time
 
 import numpy as np
 
+from .._demo import timed as _timed
 from .._runtime import last_run
 
 
@@ -19,11 +19,6 @@ def _kernel(d):
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
     return ConstantKernel(1.0) * RBF(np.ones(d)) + WhiteKernel(1.0)
 
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def _row(name, seconds, t_ref, check):

@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 
+from .._demo import timed as _timed
 from .._runtime import last_run
 
 
@@ -13,11 +14,6 @@ def _poisson2d(m):
     eye = sp.identity(m)
     return (sp.kron(eye, t) + sp.kron(t, eye)).tocsr()
 
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def _where():
