@@ -1,7 +1,6 @@
 """gpulinalg.gp against scikit-learn: kernels, likelihood, gradient, fit, predictions."""
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest

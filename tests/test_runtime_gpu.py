@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg._runtime import arrays, device, streams
+from gpulinalg._runtime import arrays, streams
 from gpulinalg._runtime.dispatch import dispatch
 
 pytestmark = pytest.mark.gpu
