@@ -373,6 +373,7 @@ def test_cholesky_inverse_by_strips(n, strips, full_max, rng, monkeypatch):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
     monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", strips)
@@ -389,6 +390,7 @@ def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
     from gpulinalg import decomp
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
     n = 4196  # 8 strips
     a = rng.standard_normal((n, 64))
     K = a @ a.T / 64 + np.eye(n)
@@ -403,6 +405,7 @@ def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
 def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full_max):
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
     x, y = data(rng, n=4296, d=3)
     assert x.shape[0] >= _gpu.STRIP_MIN_N
     k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
@@ -423,6 +426,7 @@ def test_strip_gradient_matches_sklearn(name, full_max, rng, monkeypatch):
     """The large-n gradient path (L^-1 by strips, lower triangle only) on a small problem."""
     from gpulinalg.gp import _gpu
     monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
+    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
     monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
     monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
     monkeypatch.setattr(_gpu, "STRIPS", 7)

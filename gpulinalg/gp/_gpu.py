@@ -9,6 +9,8 @@ by scikit-learn (``k``, ``k_grad``).
 import math
 import warnings
 
+import numpy as np
+
 from .._runtime.errors import NotPositiveDefiniteError
 from .._runtime.validation import namespace
 from ._core import solve_body
@@ -19,11 +21,12 @@ __all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse"]
 #: From ``STRIP_MIN_N`` points on, ``K^-1`` is made by strips (see :func:`inverse_strips`):
 #: ``n // STRIP_MIN_WIDTH`` of them, at least 2 and at most ``STRIPS``.
 STRIP_MIN_N, STRIP_MIN_WIDTH, STRIPS = 1024, 512, 16
-#: Up to this order the strips of ``L^-1`` are views of one triangular solve against the whole
-#: identity: n^3 flops in one large call ran faster on the H200 than n^3/3 flops in strip
-#: solves (``python -m benchmarks.gp_phases``: 1.6 vs 3.2 ms at n = 2000, 20 vs 37 ms at
-#: 8000, 108 vs 110 ms at 16000).
-FULL_SOLVE_MAX_N = 16384
+#: On the GPU, up to this order the strips of ``L^-1`` are views of one triangular solve
+#: against the whole identity: n^3 flops in one large call ran faster on the H200 than n^3/3
+#: flops in strip solves (``python -m benchmarks.gp_phases``: 1.6 vs 3.2 ms at n = 2000,
+#: 20 vs 37 ms at 8000, 108 vs 110 ms at 16000). Not on the CPU, where the strips' third of
+#: the flops wins (2.8 against 3.2 s at n = 4000) unless ``FULL_SOLVE_ON_CPU`` says otherwise.
+FULL_SOLVE_MAX_N, FULL_SOLVE_ON_CPU = 16384, False
 
 
 def _kernel_matrix(x, k, noise, plan, *, lazy=False):
@@ -129,14 +132,15 @@ def _starts(strips, n):
 
 def inverse_strips(L):
     """Column strips of ``L^-1`` for lower triangular ``L``: ``strips[j]`` holds rows ``j0:`` of
-    columns ``j0:j1`` (the rows above are zero). Up to ``FULL_SOLVE_MAX_N`` they are views of
-    one :func:`gpulinalg.decomp.solve_triangular` against the identity; above, each strip is
-    a solve on the trailing part of ``L`` only, n^3/3 flops in all (as LAPACK's ``trtri``)."""
+    columns ``j0:j1`` (the rows above are zero). On the GPU up to ``FULL_SOLVE_MAX_N`` they are
+    views of one :func:`gpulinalg.decomp.solve_triangular` against the identity; otherwise each
+    strip is a solve on the trailing part of ``L`` only, n^3/3 flops in all (as LAPACK's
+    ``trtri``)."""
     from .. import decomp
     xp, n, dtype = namespace(L), L.shape[0], L.dtype
     count = min(STRIPS, max(2, n // STRIP_MIN_WIDTH))
     step = -(-n // count)
-    if n <= FULL_SOLVE_MAX_N:
+    if n <= FULL_SOLVE_MAX_N and (xp is not np or FULL_SOLVE_ON_CPU):
         linv = decomp.solve_triangular(L, xp.eye(n, dtype=dtype), lower=True, overwrite_b=True,
                                        check_finite=False)
         return [linv[j0:, j0:min(j0 + step, n)] for j0 in range(0, n, step)]
