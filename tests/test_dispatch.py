@@ -186,6 +186,19 @@ def test_host_inputs_small_problem_stays_on_cpu(fake_gpu):
     assert calls[-1] == "gpu"
 
 
+@pytest.mark.parametrize("same_package", [False, True])
+@pytest.mark.parametrize("own_stream", [True, False])
+def test_package_and_stream_options_keep_the_routing(fake_gpu, same_package, own_stream):
+    """``same_package``/``own_stream`` change how a GPU call is made, not where it goes."""
+    calls = []
+    for flops in (100, 1e12):
+        out = run(calls, np.ones(3), flops=flops, nbytes=24, same_package=same_package,
+                  own_stream=own_stream)
+        assert isinstance(out, np.ndarray) and np.all(out == 2)
+    assert calls == ["cpu", "gpu"]
+    assert gpulinalg.last_run().reason.startswith("estimate")
+
+
 def test_note_adds_details(fake_gpu):
     def cpu(x):
         _dispatch.note(iterations=3)
