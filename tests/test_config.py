@@ -6,6 +6,9 @@ import pytest
 
 import gpulinalg
 
+from _threads import run_in_threads
+
+
 
 def test_defaults():
     s = gpulinalg.get_config()
@@ -76,11 +79,7 @@ def test_context_is_per_thread_across_16_threads():
         if gpulinalg.get_config().backend.value != "auto":
             errors.append((i, "not restored"))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 16)
     assert errors == []
     assert gpulinalg.get_config().backend.value == "auto"
 
@@ -119,10 +118,6 @@ def test_many_threads_entering_at_once_restore_global():
             barrier.wait()  # every thread holds a pending object before any enters
             with cm:
                 assert gpulinalg.get_config().vram_headroom == i / 100
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 16)
     s = gpulinalg.get_config()
     assert (s.backend.value, s.vram_headroom) == ("auto", 0.05)

@@ -12,6 +12,7 @@ from gpulinalg import FallbackWarning, NotPositiveDefiniteError
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky, qr, solve_triangular, svd
 
 from _decomp_dense_ref import backward_ratio, random, spd
+from _threads import run_in_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -26,6 +27,7 @@ CALLS = {
     "solve_triangular": lambda a, s: solve_triangular(s, a[..., :40, :3], lower=True,
                                                       check_finite=False),
 }
+
 
 
 def _inputs(xp, rng, batch=()):
@@ -103,11 +105,7 @@ def test_sixteen_threads_match_one(xp_gpu, rng):
                     assert xp_gpu.allclose(o, e, atol=1e-10), n
         except Exception as exc:  # reported below, on the main thread
             errors.append(exc)
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 16)
     assert not errors, errors[:3]
 
 

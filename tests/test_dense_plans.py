@@ -8,6 +8,8 @@ import pytest
 import gpulinalg
 from gpulinalg.dense import _plans, clear_plan_cache, matmul, plan_cache_info
 
+from _threads import run_in_threads
+
 
 class _DummyPlan:
     def __init__(self):
@@ -15,6 +17,7 @@ class _DummyPlan:
 
     def free(self):
         self.freed = True
+
 
 
 def test_lru_eviction_order():
@@ -134,11 +137,7 @@ def test_sixteen_threads_share_nothing_and_agree(rng):
         except Exception as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 16)
     assert not errors, errors
     for i, out in results.values():
         assert np.allclose(out, expected[i], rtol=1e-4, atol=1e-4)

@@ -9,7 +9,10 @@ import gpulinalg
 from gpulinalg._runtime import arrays, streams
 from gpulinalg._runtime.dispatch import dispatch
 
+from _threads import run_in_threads
+
 pytestmark = pytest.mark.gpu
+
 
 
 def test_discovery_and_memory_info():
@@ -29,11 +32,7 @@ def test_handles_per_thread_distinct_and_reused(library):
         h = streams.get_handle(library)
         barrier.wait()  # all alive at once: no handle can be recycled between threads
         seen.append((h, streams.get_handle(library), streams.get_stream().ptr))
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(lambda _: worker(), 8)
     assert all(a == b for a, b, _ in seen)
     if library != "cublasLt":  # cublasLtCreate hands every caller the context's one handle
         assert len({h for h, _, _ in seen} | {main}) == 9
@@ -107,11 +106,7 @@ def test_sixteen_threads_mixed_dispatch(xp_gpu):
             results[i] = float(out[0, 0])
         except Exception as exc:  # surfaced below
             errors.append(exc)
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, 16)
     assert not errors
     assert results == {i: 256.0 * i * i for i in range(16)}
 

@@ -16,6 +16,8 @@ from gpulinalg.sparse import (NotPositiveDefiniteWarning, ResidualError, default
                               factorize, solve)
 
 from _sparse_ref import KINDS, berr, pendant, poisson2d, spd, sym_indefinite, unsymmetric
+from _threads import run_in_threads
+
 
 
 def host(x):
@@ -353,11 +355,7 @@ def test_sixteen_threads(backend, rng):
                 results[i] = (host(x1), host(x2), host(x3))
         except Exception as exc:  # collected and re-raised in the main thread
             errors.append(exc)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 16)
     assert not errors, errors
     for (a, b), (x1, x2, x3) in zip(systems, results):
         ref = spla.spsolve(a.tocsc(), b)
