@@ -57,10 +57,26 @@ class _Kernel:
         x[..., mask] = 0
 
 
+class _Raw:
+    """The tiled transposing copy of gpulinalg.decomp._transpose, through its raw strides."""
+
+    def __init__(self, code, name, options=()):
+        assert name == "gl_transpose_copy"
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
+        CALLS["transpose_copy"] += 1
+        assert grid == (-(-q // 32), -(-p // 32), grid[2]) and block == (32, 8)
+        item = src.itemsize
+        s = np.lib.stride_tricks.as_strided(src, (grid[2], p, q), (sb * item, sp * item, item))
+        d = np.lib.stride_tricks.as_strided(dst, (grid[2], p, q), (db * item, item, dq * item))
+        d[...] = np.where(np.triu(np.ones((p, q), bool), 1) & bool(zero), 0, s)
+
+
 def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
-    mod.ElementwiseKernel = _Kernel
+    mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
 
     def wrap(name):
         fn = getattr(np, name)
@@ -341,8 +357,9 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
     monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
     from gpulinalg._runtime import budget
-    from gpulinalg.decomp import _cholesky
-    monkeypatch.setattr(_cholesky, "_ZERO_KERNELS", {})  # never leak the fake kernel
+    from gpulinalg.decomp import _cholesky, _transpose
+    monkeypatch.setattr(_cholesky, "_ZERO_KERNELS", {})  # never leak the fake kernels
+    monkeypatch.setattr(_transpose, "_kernels", {})
     monkeypatch.setattr(budget, "fits", lambda nbytes, device=None: (nbytes <= FREE[0],
                                                                       FREE[0]))
     yield

@@ -36,38 +36,27 @@ def dev(x):
 
 
 def chol_inverse_mirror(g, shift_factor):
-    """The fused CUDA kernel of gpulinalg.decomp._cholinv, loop for loop, in NumPy."""
+    """The fused CUDA kernel of gpulinalg.decomp._cholinv, step for step, in NumPy."""
     g = np.asarray(g)
     l = g.shape[0]
     shift = np.trace(g).real * shift_factor + np.finfo(np.float64).tiny
     for _ in range(3):
-        a = g.copy()
-        a[np.diag_indices(l)] += shift
+        a = np.concatenate([g + shift * np.eye(l), np.eye(l)], axis=1)
         failed = False
         for j in range(l):
-            d = a[j, j].real
-            if not (d > 0) or not np.isfinite(d):
-                failed, d = True, 1.0
-            a[j, j] = np.sqrt(d)
-            a[j, j + 1:] /= a[j, j]
-            for p in range(j + 1, l):
-                a[p, p:] -= np.conj(a[j, p]) * a[j, p:]
+            piv = a[j, j].real
+            if not (piv > 0) or not np.isfinite(piv):
+                failed = True
+                break
+            f = a[j + 1:, j] / piv
+            a[j + 1:, j + 1:l + j + 1] -= f[:, None] * a[j, j + 1:l + j + 1]
         if not failed:
             break
         shift *= 1000.0
-    dinv = np.zeros(l, a.dtype)
-    for c in range(l):
-        dinv[c] = 1.0 / a[c, c]
-        for i in range(c - 1, -1, -1):
-            s = a[i, c] * dinv[c] + (a[i, i + 1:c] * a[c, i + 1:c]).sum()
-            a[c, i] = -s / a[i, i]
-    out = np.zeros_like(a)
-    for i in range(l):
-        for c in range(l):
-            out[i, c] = a[c, i] if i < c else (dinv[c] if i == c else 0)
     if failed:
-        out[...] = np.nan
-    return out
+        return np.full((l, l), np.nan, a.dtype)
+    m = a[:, l:] / np.sqrt(np.diag(a).real)[:, None]  # R^-H, lower triangular
+    return np.triu(m.conj().T)
 
 
 class _Elementwise:
@@ -79,13 +68,33 @@ class _Elementwise:
         return out
 
 
+def flip_signs_mirror(rows):
+    """The sign kernel of gpulinalg.decomp._sketch.svd_flip in NumPy."""
+    rows = np.asarray(rows)
+    piv = rows[np.arange(rows.shape[0]), np.argmax(np.abs(rows), axis=1)]
+    return np.where(piv < 0, -1, 1).astype(rows.dtype)
+
+
 class _Raw:
+    max_dynamic_shared_size_bytes = 48 * 1024
+
     def __init__(self, code, name, options=()):
-        assert name == "gl_chol_inv" and "--std=c++17" in options
+        assert (name, "--std=c++17" in options) in (("gl_chol_inv", True),
+                                                    ("gl_flip_signs", False))
+        self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):
+        if self.name == "gl_flip_signs":
+            rows, length, step, vstride, sign = args
+            item = rows.itemsize
+            assert (step * item, vstride * item, length) == (rows.strides[1], rows.strides[0],
+                                                             rows.shape[1])
+            assert grid == (rows.shape[0],) and block == (256,) and not shared_mem
+            sign[...] = flip_signs_mirror(rows)
+            return
         g, rinv, l, shift, tiny = args
-        assert shared_mem <= 48 * 1024 and grid == (1,)
+        assert shared_mem == 2 * int(l) ** 2 * g.itemsize <= self.max_dynamic_shared_size_bytes
+        assert grid == (1,) and block == (32, 32)
         rinv[...] = chol_inverse_mirror(g, float(shift)).astype(rinv.dtype)
 
 
@@ -141,7 +150,8 @@ def _modules():
             np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)),
         eigh=lambda a: dev(np.linalg.eigh(a)))
     cupy.cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event,
-                                      get_current_stream=lambda: _Stream())
+                                      get_current_stream=lambda: _Stream(),
+                                      Device=lambda i=0: types.SimpleNamespace(id=i))
     cupyx = types.ModuleType("cupyx")
     cupyx.empty_pinned = np.empty
     cupyx.scipy = types.ModuleType("cupyx.scipy")

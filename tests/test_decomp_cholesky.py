@@ -46,6 +46,28 @@ def test_cholesky_reads_one_triangle(backend, rng, lower):
     assert np.allclose(host(cholesky(garbage, lower=lower)), scipy.linalg.cholesky(a, lower))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_large_factors_each_layout(backend, rng, dtype, lower, order):
+    # n = 100 >= 64 and not a multiple of 32: the GPU's tiled working copy, partial tiles
+    a = spd(rng, 100, dtype, batch=(2,))
+    keep = np.tril if lower else np.triu
+    mask = keep(np.ones((100, 100), bool))
+    junk = np.where(mask, a, np.nan)  # the other triangle is never read...
+    junk = np.ascontiguousarray(junk.swapaxes(-1, -2)).swapaxes(-1, -2) if order == "F" \
+        else junk
+    before = junk.copy()
+    c = host(cholesky(junk, lower=lower, check_finite=False))
+    ref = scipy.linalg.cholesky(a[1], lower=lower)
+    assert np.array_equal(junk, before, equal_nan=True)
+    assert np.allclose(c[1], ref, atol=100 * 100 * eps(dtype)) and not np.isnan(c).any()
+    cf, low = cho_factor(junk, lower=lower, check_finite=False)
+    cf = host(cf)
+    assert low == lower and np.allclose(keep(cf[1]), ref, atol=100 * 100 * eps(dtype))
+    assert np.isnan(cf[:, 0, 99] if lower else cf[:, 99, 0]).all()  # ...and kept as given
+
+
 def test_cholesky_batched_and_view(backend, rng):
     a = spd(rng, 10, np.float64, batch=(2, 3))
     c = host(cholesky(a))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _triangular
+from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _transpose, _triangular
 
 from _cusolver_emulator import CALLS, FREE, GESVDP_NOISE, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
@@ -97,6 +97,28 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
         other = np.triu if lower else np.tril
         off = 1 if lower else -1
         assert np.allclose(other(got, off), other(np.array(a), off))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("clean", [True, False])
+def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower, clean):
+    monkeypatch.setattr(_transpose, "MIN_ORDER", 1)
+    spd_ = spd(rng, 37, dtype, batch=(2,))
+    keep = np.tril if lower else np.triu
+    mask = keep(np.ones((37, 37), bool))
+    a = np.where(mask, spd_, np.nan) if clean else spd_  # the other triangle is never used
+    src = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2) if layout == "F" else a.copy()
+    src = src.view(FakeDev)
+    CALLS.clear()
+    got = plain(_cholesky._gpu_factor(src, lower, False, clean, np.dtype(dtype)))
+    assert CALLS["transpose_copy"] == ((layout == "C") == lower)  # the transposing layouts
+    assert np.array_equal(np.array(src), a, equal_nan=True)
+    ref = np.linalg.cholesky(spd_)
+    assert np.allclose(np.where(mask, got, 0), ref if lower else ref.swapaxes(-1, -2).conj(),
+                       atol=1e-4)
+    assert np.array_equal(np.where(mask, 0, got), np.where(mask, 0, 0 * spd_ if clean else a))
 
 
 def test_cholesky_batched_overwrite_and_errors(emu, rng):

@@ -313,19 +313,45 @@ def test_fused_cholesky_inverse_algorithm(rng, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype):
-    from gpulinalg.decomp._cholinv import chol_inverse
+@pytest.mark.parametrize("order", [7, 40, "max"])
+def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
+    from gpulinalg.decomp._cholinv import SHARED_BYTES, chol_inverse, max_order
     cplx = np.dtype(dtype).kind == "c"
-    y = rng.standard_normal((300, 40)) + (1j * rng.standard_normal((300, 40)) if cplx else 0)
+    l = max_order(dtype) if order == "max" else order
+    assert 2 * l * l * (16 if cplx else 8) <= SHARED_BYTES
+    y = rng.standard_normal((300, l)) + (1j * rng.standard_normal((300, l)) if cplx else 0)
     g = y.conj().T @ y
     got = chol_inverse(xp_gpu.asarray(g), 1e-12, dtype).get()
     assert got.dtype == dtype
     assert np.allclose(got, chol_inverse_mirror(g, 1e-12).astype(dtype),
                        rtol=1e-5 if dtype in (np.float32, np.complex64) else 1e-10)
     q = y @ got.astype(np.complex128)
-    assert np.abs(q.conj().T @ q - np.eye(40)).max() < 1e-3
+    assert np.abs(q.conj().T @ q - np.eye(l)).max() < 1e-3
     bad = chol_inverse(xp_gpu.asarray(-np.eye(3)), 0.0, dtype).get()  # cast to its type
     assert np.isnan(bad).all()
+    with pytest.raises(ValueError, match="order <="):
+        chol_inverse(xp_gpu.eye(max_order(dtype) + 1), 0.0, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("u_based", [False, True])
+def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_based):
+    from gpulinalg.decomp import _sketch
+    U = rng.standard_normal((700, 9)).astype(dtype)
+    Vh = rng.standard_normal((9, 1000)).astype(dtype)
+    rows = U.T if u_based else Vh
+    rows[0] = 0.0  # a zero vector keeps its sign
+    rows[1, 5], rows[1, 600] = -7.0, 7.0  # a tie: the first one decides (flip)
+    rows[2, 3] = rows[2].__abs__().max() + 1.0  # positive maximum: no flip
+    for step in (1, 2):  # contiguous, then strided views
+        du = xp_gpu.asarray(np.repeat(U, step, axis=0))[::step]
+        dvh = xp_gpu.asarray(np.repeat(Vh, step, axis=1))[:, ::step]
+        gu, gvh = _sketch.svd_flip(xp_gpu, du, dvh, u_based)
+        ru, rvh = _sketch.svd_flip(np, U, Vh, u_based)
+        assert np.array_equal(gu.get(), ru) and np.array_equal(gvh.get(), rvh)
+    flipped = _sketch._flip_signs(xp_gpu, xp_gpu.asarray(rows)).get()
+    assert flipped[0] == 1 and flipped[1] == -1 and flipped[2] == 1
 
 
 @pytest.mark.gpu
