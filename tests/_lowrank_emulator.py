@@ -85,12 +85,14 @@ class _Raw:
 
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_flip_signs":
-            rows, length, step, vstride, sign = args
+            rows, length, step, vstride, sign, scale = args
             item = rows.itemsize
             assert (step * item, vstride * item, length) == (rows.strides[1], rows.strides[0],
                                                              rows.shape[1])
             assert grid == (rows.shape[0],) and block == (256,) and not shared_mem
             sign[...] = flip_signs_mirror(rows)
+            if scale:
+                rows *= sign[:, None]
             return
         g, rinv, l, shift, tiny = args
         assert shared_mem == 2 * int(l) ** 2 * g.itemsize <= self.max_dynamic_shared_size_bytes
@@ -139,7 +141,7 @@ def _modules():
         return lambda *a, **k: dev(fn(*a, **k))
     for name in ("empty", "zeros", "zeros_like", "ones", "eye", "asarray", "ascontiguousarray",
                  "asfortranarray", "arange", "abs", "where", "argmax", "sqrt", "maximum",
-                 "outer", "trace", "isfinite", "conj", "float64"):
+                 "outer", "trace", "isfinite", "conj", "float64", "stack"):
         fn = getattr(np, name)
         setattr(cupy, name, wrap(fn) if callable(fn) and name != "float64" else fn)
     cupy.bool_ = np.bool_

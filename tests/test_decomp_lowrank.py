@@ -350,6 +350,9 @@ def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_ba
         gu, gvh = _sketch.svd_flip(xp_gpu, du, dvh, u_based)
         ru, rvh = _sketch.svd_flip(np, U, Vh, u_based)
         assert np.array_equal(gu.get(), ru) and np.array_equal(gvh.get(), rvh)
+        iu, ivh = _sketch.svd_flip(xp_gpu, du, dvh, u_based, overwrite=True)
+        assert iu is du and ivh is dvh  # scaled in place
+        assert np.array_equal(du.get(), ru) and np.array_equal(dvh.get(), rvh)
     flipped = _sketch._flip_signs(xp_gpu, xp_gpu.asarray(rows)).get()
     assert flipped[0] == 1 and flipped[1] == -1 and flipped[2] == 1
 

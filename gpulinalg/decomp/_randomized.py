@@ -81,7 +81,7 @@ def randomized_svd(op, k, l, n_iter, normalizer, seed):
     U, S, Vh, route = out
     if flip:
         U, Vh = Vh.T, U.T
-    U, Vh = svd_flip(xp, U, Vh)
+    U, Vh = svd_flip(xp, U, Vh, overwrite=True)  # both made by _rayleigh_ritz
     return U, S, Vh, {"normalizer": normalizer, "rayleigh_ritz": route, "n_iter": n_iter,
                       "sketch": l}
 
@@ -106,13 +106,16 @@ def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
     dtype = q.dtype
     hi = high_precision(dtype)
     btd = xp.ascontiguousarray(bt, dtype=hi)
-    qtq = hermitian(q) @ q if check_basis else None
-    gram = to_host(hermitian(btd) @ btd)  # the one device -> host sync
+    gram = hermitian(btd) @ btd
+    if check_basis:  # Q^H Q comes along in the same transfer
+        gram, qtq = to_host(xp.stack([gram, (hermitian(q) @ q).astype(hi, copy=False)]))
+    else:
+        gram, qtq = to_host(gram), None  # the one device -> host sync
     if not np.isfinite(gram).all():
         return None
     if qtq is not None:
         l = q.shape[1]
-        err = np.abs(to_host(qtq) - np.eye(l)).max()
+        err = np.abs(qtq - np.eye(l)).max()
         if not err <= BASIS_ORTH_TOL * l * np.finfo(dtype).eps:
             return None
     if dtype not in (np.float32, np.complex64):
@@ -122,9 +125,11 @@ def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
     if not (k == 0 or lam[k - 1] > (GRAM_MIN_RATIO ** 2) * lam[0]):
         return _rayleigh_ritz_qr(xp, q, bt, k)
     sig = np.sqrt(lam[:k])
-    U = q @ from_host(xp, np.ascontiguousarray(w[:, :k], dtype=dtype))
-    Vh = hermitian(btd @ from_host(xp, np.ascontiguousarray(w[:, :k] / sig))).astype(dtype)
-    return U, from_host(xp, sig.astype(dtype.char.lower())), Vh, "gram"
+    l = w.shape[0]
+    packed = from_host(xp, np.concatenate([w[:, :k], w[:, :k] / sig, sig[None]]))  # one trip
+    U = q @ packed[:l].astype(dtype)
+    Vh = hermitian(btd @ packed[l:2 * l]).astype(dtype)
+    return U, packed[2 * l].real.astype(dtype.char.lower()), Vh, "gram"
 
 
 def _rayleigh_ritz_qr(xp, q, bt, k):
