@@ -69,7 +69,7 @@ class _Elementwise:
 
 
 def flip_signs_mirror(rows):
-    """The sign kernel of gpulinalg.decomp._sketch.svd_flip in NumPy."""
+    """The sign kernel of gpulinalg.decomp._ritz in NumPy."""
     rows = np.asarray(rows)
     piv = rows[np.arange(rows.shape[0]), np.argmax(np.abs(rows), axis=1)]
     return np.where(piv < 0, -1, 1).astype(rows.dtype)
@@ -80,21 +80,35 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         assert (name, "--std=c++17" in options) in (("gl_chol_inv", True),
-                                                    ("gl_flip_signs", False))
+                                                    ("gl_flip_signs", False), ("gl_lift", False))
         self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):
-        if self.name == "gl_flip_signs":
-            rows, length, step, vstride, sign, scale = args
-            item = rows.itemsize
-            assert (step * item, vstride * item, length) == (rows.strides[1], rows.strides[0],
-                                                             rows.shape[1])
-            assert grid == (rows.shape[0],) and block == (256,) and not shared_mem
-            sign[...] = flip_signs_mirror(rows)
-            if scale:
-                rows *= sign[:, None]
-            return
-        g, rinv, l, shift, tiny = args
+        getattr(self, "_" + self.name)(grid, block, shared_mem, *args)
+
+    def _gl_flip_signs(self, grid, block, shared_mem, rows, length, step, vstride, sign, scale,
+                       y, ylen, ystep, ystride):
+        item = rows.itemsize
+        assert (step * item, vstride * item, length) == (rows.strides[1], rows.strides[0],
+                                                         rows.shape[1])
+        if scale:
+            assert (ystep * item, ystride * item, ylen) == (y.strides[1], y.strides[0],
+                                                            y.shape[1])
+        assert grid == (rows.shape[0],) and block == (256,) and not shared_mem
+        sign[...] = flip_signs_mirror(rows)
+        if scale:
+            rows *= sign[:, None]
+            y *= sign[:, None]
+
+    def _gl_lift(self, grid, block, shared_mem, q, btd, w, u, vh, s, l, k, m, n):
+        l = int(l)
+        assert grid == (-(-(int(m) + int(n)) // 256),) and block == (256,)
+        assert shared_mem == w.size * 8 and q.flags.c_contiguous and btd.flags.c_contiguous
+        u[...] = np.asarray(q, np.float64) @ w[:l]
+        vh[...] = (np.asarray(btd) @ w[l:2 * l]).T
+        s[...] = w[2 * l]
+
+    def _gl_chol_inv(self, grid, block, shared_mem, g, rinv, l, shift, tiny):
         assert shared_mem == 2 * int(l) ** 2 * g.itemsize <= self.max_dynamic_shared_size_bytes
         assert grid == (1,) and block == (32, 32)
         rinv[...] = chol_inverse_mirror(g, float(shift)).astype(rinv.dtype)

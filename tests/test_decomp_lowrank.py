@@ -337,7 +337,7 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("u_based", [False, True])
 def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_based):
-    from gpulinalg.decomp import _sketch
+    from gpulinalg.decomp import _ritz, _sketch
     U = rng.standard_normal((700, 9)).astype(dtype)
     Vh = rng.standard_normal((9, 1000)).astype(dtype)
     rows = U.T if u_based else Vh
@@ -353,8 +353,22 @@ def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_ba
         iu, ivh = _sketch.svd_flip(xp_gpu, du, dvh, u_based, overwrite=True)
         assert iu is du and ivh is dvh  # scaled in place
         assert np.array_equal(du.get(), ru) and np.array_equal(dvh.get(), rvh)
-    flipped = _sketch._flip_signs(xp_gpu, xp_gpu.asarray(rows)).get()
+    flipped = _ritz.flip_signs(xp_gpu.asarray(rows)).get()
     assert flipped[0] == 1 and flipped[1] == -1 and flipped[2] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lift_kernel(xp_gpu, rng, dtype):
+    from gpulinalg.decomp import _ritz
+    q = rng.standard_normal((300, 42)).astype(dtype)
+    btd, w = rng.standard_normal((500, 42)), rng.standard_normal((85, 32))
+    u, s, vh = _ritz.lift(xp_gpu.asarray(q), xp_gpu.asarray(btd), xp_gpu.asarray(w), 32)
+    assert u.dtype == s.dtype == vh.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert np.allclose(u.get(), q.astype(np.float64) @ w[:42], rtol=tol, atol=tol)
+    assert np.allclose(vh.get(), (btd @ w[42:84]).T, rtol=tol, atol=tol)
+    assert np.array_equal(s.get(), w[84].astype(dtype))
 
 
 @pytest.mark.gpu

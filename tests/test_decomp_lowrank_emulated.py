@@ -51,6 +51,25 @@ def test_randomized_gpu_branch_matches_cpu(fake, rng, dtype, shape, normalizer):
     assert abs(got.error - ref.error) <= 1e-3 * ref.error
 
 
+@pytest.mark.parametrize("shape", [(200, 70), (70, 200)])
+def test_lift_kernel_and_generic_lift_agree(fake, rng, monkeypatch, shape):
+    from gpulinalg.decomp import _ritz
+    dtype = np.float32  # the Gram route (double precision takes the QR route)
+    a = known(rng, *shape, 0.85 ** np.arange(70), dtype)
+    plan = plan_for(a, 6, method="randomized")
+    calls = []
+    lift = _ritz.lift
+    monkeypatch.setattr(_ritz, "lift", lambda *args: calls.append(1) or lift(*args))
+    fused = _truncated._gpu(dev(a), plan)
+    monkeypatch.setattr(_ritz, "MAX_W_BYTES", 0)  # [W; W/sigma; sigma] too large: CuPy calls
+    generic = _truncated._gpu(dev(a), plan)
+    assert calls == [1]
+    tol = 1e-6
+    for x, y in zip(fused, generic):
+        assert x.dtype == y.dtype and np.allclose(np.asarray(x), np.asarray(y), rtol=tol,
+                                                  atol=tol)
+
+
 def test_exact_and_gesvdr_routes(fake, rng):
     a = known(rng, 80, 40, np.linspace(3, 1, 40))
     ref = np.linalg.svd(a, compute_uv=False)[:4]

@@ -14,6 +14,7 @@ The formulation is GEMM-heavy and syncs once:
 
 import numpy as np
 
+from . import _ritz
 from ._sketch import (from_host, gaussian, hermitian, high_precision, orthonormalize,
                       svd_flip, to_host)
 
@@ -127,6 +128,9 @@ def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
     sig = np.sqrt(lam[:k])
     l = w.shape[0]
     packed = from_host(xp, np.concatenate([w[:, :k], w[:, :k] / sig, sig[None]]))  # one trip
+    if xp is not np and dtype in _ritz.TYPES and packed.nbytes <= _ritz.MAX_W_BYTES:
+        U, S, Vh = _ritz.lift(xp.ascontiguousarray(q), btd, packed, k)  # one kernel
+        return U, S, Vh, "gram"
     U = q @ packed[:l].astype(dtype)
     Vh = hermitian(btd @ packed[l:2 * l]).astype(dtype)
     return U, packed[2 * l].real.astype(dtype.char.lower()), Vh, "gram"

@@ -7,6 +7,8 @@ matrix at the very end (``l = k + n_oversamples``).
 
 import numpy as np
 
+from . import _ritz
+
 __all__ = ["seed_of", "gaussian", "orthonormalize", "NORMALIZERS", "resolve_normalizer",
            "svd_flip", "hermitian",
            "high_precision", "to_host", "from_host"]
@@ -231,70 +233,12 @@ def orthonormalize(xp, y, method="QR", *, passes=1):
     return y
 
 
-_FLIP_SOURCE = r"""
-// sign[v] = -1 when the first largest-magnitude entry of vector v is negative, else +1 (the
-// same choice as argmax(abs(.)) then a sign test). Vector v: x[v * vstride + i * step].
-// With scale, vector v is then multiplied by sign[v] in place.
-extern "C" __global__ void gl_flip_signs(T* __restrict__ x, const long long len,
-                                         const long long step, const long long vstride,
-                                         T* __restrict__ sign, const int scale) {
-    __shared__ double best[256];
-    __shared__ long long where[256];
-    T* p = x + blockIdx.x * vstride;
-    double m = -1.0;
-    long long at = len;
-    for (long long i = threadIdx.x; i < len; i += blockDim.x) {
-        const double v = fabs((double)p[i * step]);
-        if (v > m) { m = v; at = i; }
-    }
-    best[threadIdx.x] = m;
-    where[threadIdx.x] = at;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            const double o = best[threadIdx.x + s];
-            const long long oi = where[threadIdx.x + s];
-            if (o > best[threadIdx.x] || (o == best[threadIdx.x] && oi < where[threadIdx.x])) {
-                best[threadIdx.x] = o;
-                where[threadIdx.x] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    const bool neg = where[0] < len && p[where[0] * step] < (T)0;
-    __syncthreads();  // every thread has read the pivot before anything is scaled
-    if (threadIdx.x == 0) sign[blockIdx.x] = neg ? (T)-1 : (T)1;
-    if (scale && neg)
-        for (long long i = threadIdx.x; i < len; i += blockDim.x) p[i * step] = -p[i * step];
-}
-"""
-_FLIP_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-_flip_kernels = {}
-
-
-def _flip_signs(xp, rows, scale=False):
-    """``+1``/``-1`` per row of the real device matrix ``rows``: one kernel, one block per row
-    (instead of the ~10 array operations of the generic route); ``scale``: also multiply
-    each row of ``rows`` by its sign, in place."""
-    kern = _flip_kernels.get(rows.dtype)
-    if kern is None:
-        kern = _flip_kernels[rows.dtype] = xp.RawKernel(
-            f"typedef {_FLIP_TYPES[rows.dtype]} T;\n" + _FLIP_SOURCE, "gl_flip_signs")
-    sign = xp.empty(rows.shape[0], rows.dtype)
-    item = rows.itemsize
-    kern((rows.shape[0],), (256,), (rows, np.int64(rows.shape[1]),
-                                    np.int64(rows.strides[1] // item),
-                                    np.int64(rows.strides[0] // item), sign,
-                                    np.int32(bool(scale))))
-    return sign
-
-
 def svd_flip(xp, U, Vh, u_based=False, overwrite=False):
     """Make the largest-magnitude entry of each row of ``Vh`` (or column of ``U`` when
     ``u_based``) real and positive, keeping ``U @ diag(S) @ Vh`` unchanged.
 
     ``overwrite=True`` lets it scale ``U`` and ``Vh`` in place (device arrays of the caller's
-    own: two kernels instead of three).
+    own: one kernel instead of three).
 
     Examples
     --------
@@ -306,15 +250,12 @@ def svd_flip(xp, U, Vh, u_based=False, overwrite=False):
     rows = hermitian(U).conj() if u_based else Vh
     if rows.shape[0] == 0 or rows.shape[1] == 0:
         return U, Vh
-    if xp is not np and rows.dtype in _FLIP_TYPES and U.dtype == rows.dtype == Vh.dtype:
-        if not overwrite:
-            return U * (sign := _flip_signs(xp, rows))[None, :], Vh * sign[:, None]
-        sign = _flip_signs(xp, rows, scale=True)
-        if u_based:
-            Vh *= sign[:, None]
-        else:
-            U *= sign[None, :]
-        return U, Vh
+    if xp is not np and rows.dtype in _ritz.TYPES and U.dtype == rows.dtype == Vh.dtype:
+        if overwrite:  # one kernel: signs, and both factors scaled in place
+            _ritz.flip_signs(rows, Vh if u_based else hermitian(U))
+            return U, Vh
+        sign = _ritz.flip_signs(rows)
+        return U * sign[None, :], Vh * sign[:, None]
     idx = xp.argmax(xp.abs(rows), axis=1)
     piv = rows[xp.arange(rows.shape[0]), idx]
     if piv.dtype.kind != "c":
