@@ -140,14 +140,20 @@ def _work_copy(a, dtype, lower, overwrite, clean):
     w = cupy.empty((batch, n, n), dtype=dtype)
     if want == "F":
         w = w.transpose(0, 2, 1)
-    # In the frame where a's matrices are contiguous along the last axis, w's are along the
-    # middle one; "q > p" there is the triangle that stays (lower: above the diagonal).
-    src = _stack_view(a, "C" if want == "F" else "F")
-    if src is not None and a.dtype == dtype:
-        pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
-        if _transpose.applies(*pair):
-            _transpose.transpose_copy(*pair, zero_above=clean)
-            return w, want, clean
+    if a.dtype == dtype:
+        same = _stack_view(a, want)
+        if same is not None:  # one contiguous copy (C-ordered views of both when F)
+            dst, src = (w, same) if want == "C" else (w.swapaxes(-1, -2), same.swapaxes(-1, -2))
+            dst[...] = src
+            return w, want, False
+        # In the frame where a's matrices are contiguous along the last axis, w's are along
+        # the middle one; "q > p" there is the triangle that stays (lower: above the diagonal).
+        src = _stack_view(a, "C" if want == "F" else "F")
+        if src is not None:
+            pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
+            if _transpose.applies(*pair):
+                _transpose.transpose_copy(*pair, zero_above=clean)
+                return w, want, clean
     w[...] = a.reshape(batch, n, n)
     return w, want, False
 
