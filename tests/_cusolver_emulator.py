@@ -77,6 +77,7 @@ def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
+    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(id=i))
 
     def wrap(name):
         fn = getattr(np, name)
@@ -357,9 +358,9 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
     monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
     from gpulinalg._runtime import budget
-    from gpulinalg.decomp import _cholesky, _transpose
+    from gpulinalg.decomp import _cholesky, _kernels
     monkeypatch.setattr(_cholesky, "_ZERO_KERNELS", {})  # never leak the fake kernels
-    monkeypatch.setattr(_transpose, "_kernels", {})
+    monkeypatch.setattr(_kernels, "_cache", {})
     monkeypatch.setattr(budget, "fits", lambda nbytes, device=None: (nbytes <= FREE[0],
                                                                       FREE[0]))
     yield

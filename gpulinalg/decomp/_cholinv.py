@@ -15,6 +15,8 @@ through CuPy.
 
 import numpy as np
 
+from ._kernels import raw_kernel
+
 __all__ = ["chol_inverse", "max_order", "BLOCK", "SHARED_BYTES"]
 
 BLOCK = (32, 32)
@@ -22,8 +24,6 @@ BLOCK = (32, 32)
 SHARED_BYTES = 96 * 1024
 
 _SOURCE = r"""
-#include <cupy/complex.cuh>
-
 __device__ __forceinline__ double gl_conj(double x) { return x; }
 __device__ __forceinline__ complex<double> gl_conj(complex<double> x) { return conj(x); }
 __device__ __forceinline__ double gl_re(double x) { return x; }
@@ -86,28 +86,12 @@ extern "C" __global__ void gl_chol_inv(const SCALAR* __restrict__ g, OUT* __rest
 _TYPES = {np.dtype(np.float32): ("double", "float"), np.dtype(np.float64): ("double", "double"),
           np.dtype(np.complex64): ("complex<double>", "complex<float>"),
           np.dtype(np.complex128): ("complex<double>", "complex<double>")}
-_kernels = {}
 
 
 def max_order(dtype):
     """Largest ``l`` the kernel takes for ``dtype`` (its factor lives in shared memory)."""
     item = 16 if np.dtype(dtype).kind == "c" else 8
     return int(np.sqrt(SHARED_BYTES / (2 * item)))
-
-
-def _kernel(dtype):
-    """The kernel for ``dtype``, compiled for the current device with its shared-memory opt-in
-    (an attribute of each device's copy)."""
-    import cupy
-    key = (np.dtype(dtype), cupy.cuda.Device().id)
-    kern = _kernels.get(key)
-    if kern is None:
-        scalar, out = _TYPES[key[0]]
-        code = _SOURCE.replace("SCALAR", scalar).replace("OUT", out)
-        kern = cupy.RawKernel(code, "gl_chol_inv", options=("--std=c++17",))
-        kern.max_dynamic_shared_size_bytes = SHARED_BYTES
-        _kernels[key] = kern
-    return kern
 
 
 def chol_inverse(g, shift_factor, dtype):
@@ -124,7 +108,10 @@ def chol_inverse(g, shift_factor, dtype):
     # The kernel reads float64 or complex128: anything else would be read out of bounds.
     g = cupy.ascontiguousarray(g, dtype=np.complex128 if dtype.kind == "c" else np.float64)
     rinv = cupy.empty((l, l), dtype=dtype)
-    _kernel(dtype)((1,), BLOCK, (g, rinv, np.int32(l), np.float64(shift_factor),
+    scalar, out = _TYPES[dtype]
+    kern = raw_kernel("gl_chol_inv", _SOURCE, {"SCALAR": scalar, "OUT": out},
+                      options=("--std=c++17",), shared_bytes=SHARED_BYTES)
+    kern((1,), BLOCK, (g, rinv, np.int32(l), np.float64(shift_factor),
                                  np.float64(np.finfo(np.float64).tiny)),
                    shared_mem=2 * l * l * g.dtype.itemsize)
     return rinv

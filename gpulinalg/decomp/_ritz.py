@@ -13,6 +13,8 @@ costs more host time than its GPU work, so:
 
 import numpy as np
 
+from ._kernels import raw_kernel
+
 __all__ = ["lift", "flip_signs", "TYPES", "MAX_W_BYTES"]
 
 TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -95,18 +97,6 @@ extern "C" __global__ void gl_lift(const T* __restrict__ q, const double* __rest
 }
 """
 
-_kernels = {}
-
-
-def _kernel(name, source, dtype):
-    key = (name, dtype)
-    kern = _kernels.get(key)
-    if kern is None:
-        import cupy
-        kern = _kernels[key] = cupy.RawKernel(f"typedef {TYPES[dtype]} T;\n{source}", name)
-    return kern
-
-
 def flip_signs(rows, partner=None):
     """``+1``/``-1`` per row of the real device matrix ``rows`` (one block per row); with
     ``partner`` (``(len(rows), p)``), row ``v`` of ``rows`` and of ``partner`` are multiplied
@@ -115,7 +105,7 @@ def flip_signs(rows, partner=None):
     sign = cupy.empty(rows.shape[0], rows.dtype)
     item = rows.itemsize
     y = rows if partner is None else partner
-    kern = _kernel("gl_flip_signs", _FLIP_SOURCE, rows.dtype)
+    kern = raw_kernel("gl_flip_signs", _FLIP_SOURCE, {"T": TYPES[rows.dtype]})
     kern((rows.shape[0],), (THREADS,),
          (rows, np.int64(rows.shape[1]), np.int64(rows.strides[1] // item),
           np.int64(rows.strides[0] // item), sign, np.int32(partner is not None), y,
@@ -135,7 +125,7 @@ def lift(q, btd, w, k):
     vh = cupy.empty((k, n), dtype)
     s = cupy.empty(k, dtype)
     blocks = (m + n + THREADS - 1) // THREADS
-    _kernel("gl_lift", _LIFT_SOURCE, dtype)(
+    raw_kernel("gl_lift", _LIFT_SOURCE, {"T": TYPES[dtype]})(
         (blocks,), (THREADS,), (q, btd, w, u, vh, s, np.int32(l), np.int32(k), np.int64(m),
                                 np.int64(n)), shared_mem=w.size * 8)
     return u, s, vh

@@ -9,6 +9,8 @@ factorization leaves alone can be zeroed in the same pass without being read.
 
 import numpy as np
 
+from ._kernels import raw_kernel
+
 __all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
 
 #: Smaller matrices are copied by CuPy (a 32 x 32 tile per tiny matrix would idle threads).
@@ -46,7 +48,6 @@ extern "C" __global__ void gl_transpose_copy(const T* __restrict__ src, T* __res
 
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex64): "complex<float>", np.dtype(np.complex128): "complex<double>"}
-_kernels = {}
 
 
 def applies(src, dst):
@@ -62,15 +63,11 @@ def transpose_copy(src, dst, zero_above=False):
     """``dst[...] = src`` for ``(B, P, Q)`` CuPy stacks, ``src`` contiguous along ``Q`` and
     ``dst`` along ``P`` (check with :func:`applies`); with ``zero_above`` the entries with
     ``q > p`` of ``dst`` become zero instead (and are not read from ``src``)."""
-    import cupy
     if not applies(src, dst):
         raise ValueError("transpose_copy needs equal (B, P, Q) stacks of one float dtype, "
                          "src contiguous along Q, dst along P")
-    kern = _kernels.get(src.dtype)
-    if kern is None:
-        code = f"#include <cupy/complex.cuh>\ntypedef {_TYPES[src.dtype]} T;\n{_SOURCE}"
-        kern = _kernels[src.dtype] = cupy.RawKernel(code, "gl_transpose_copy",
-                                                    options=("--std=c++17",))
+    kern = raw_kernel("gl_transpose_copy", _SOURCE, {"T": _TYPES[src.dtype]},
+                      options=("--std=c++17",))
     b, p, q = src.shape
     item = src.itemsize
     grid = ((q + TILE - 1) // TILE, (p + TILE - 1) // TILE, b)
