@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from gpulinalg.dense import _cpu, _gpu
+from gpulinalg.dense import _calls, _cpu, _gpu
 from gpulinalg.dense._epilogs import aux_shape, gelu, gelu_grad
 from gpulinalg.dense._matmul import Spec
 
@@ -112,10 +112,31 @@ def emulated(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
     monkeypatch.setattr(_gpu, "gemm", emulated_gemm)
-    monkeypatch.setattr(_gpu, "run_cached", lambda a, b, c, transpose, alpha, beta, epilog,
-                        inputs, compute_type, autotune: emulated_gemm(
-                            a, b, c, transpose=transpose, alpha=alpha, beta=beta, epilog=epilog,
-                            inputs=inputs))
+    # a "plan" is its epilog name here; rerun is run (the real one checks the plan is cached)
+    monkeypatch.setattr(_gpu, "lookup", _emulated_lookup)
+    monkeypatch.setattr(_gpu, "run", _emulated_run)
+    monkeypatch.setattr(_gpu, "rerun", _emulated_rerun)
+    monkeypatch.setattr(_calls, "_ndarray", [])  # resolved again: the fake CuPy's ndarray
+    _calls.clear()
+
+
+class _EmulatedPlan(str):
+    lookups = reruns = 0
+
+
+def _emulated_lookup(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune):
+    _EmulatedPlan.lookups += 1
+    return _EmulatedPlan(epilog or "")
+
+
+def _emulated_run(plan, a, b, c, transpose, alpha, beta, inputs):
+    return emulated_gemm(a, b, c, transpose=transpose, alpha=alpha, beta=beta,
+                         epilog=plan or None, inputs=inputs)
+
+
+def _emulated_rerun(*args):
+    _EmulatedPlan.reruns += 1
+    return _emulated_run(*args)
 
 
 def _spec(a, b, activation, form, return_aux=True, alpha=1.0, beta=0.0):
@@ -196,3 +217,98 @@ def test_layout_helpers_copy_only_when_needed(emulated, rng):
     assert _gpu._col_major(f) is f
     cm = _gpu._col_major(_fake(rng.standard_normal((2, 4, 5))))
     assert cm.strides[-2] == cm.itemsize and math.prod(cm.shape) == 40
+
+
+@pytest.mark.parametrize("form", [None, "n", "m1"])
+@pytest.mark.parametrize("return_aux", [False, True])
+def test_a_repeat_runs_the_plan_left_on_its_spec(emulated, rng, form, return_aux):
+    a, b = _fake(rng.standard_normal((7, 5))), _fake(rng.standard_normal((5, 6)))
+    bias = None if form is None else _fake(rng.standard_normal(6 if form == "n" else (7, 1)))
+    spec = _spec(a, b, "relu", form, return_aux=return_aux)
+    first = _gpu.matmul(a, b, bias, None, spec)
+    assert spec.plan is not None
+    lookups, reruns = _EmulatedPlan.lookups, _EmulatedPlan.reruns
+    second = _gpu.matmul(a, b, bias, None, spec)
+    assert (_EmulatedPlan.lookups, _EmulatedPlan.reruns) == (lookups, reruns + 1)
+    for x, y in zip(first if return_aux else (first,), second if return_aux else (second,)):
+        x, y = (np.asarray(v.data if hasattr(v, "rows") else v) for v in (x, y))
+        assert np.array_equal(x, y)
+    ref = _cpu.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
+                      None, spec)
+    assert np.allclose(second[0] if return_aux else second, ref[0] if return_aux else ref)
+
+
+@pytest.mark.parametrize("case", ["strided a", "broadcast batch", "misaligned bias", "c copied"])
+def test_no_plan_is_left_when_an_operand_was_copied(emulated, rng, case):
+    a = _fake(rng.standard_normal((7, 10)))[:, ::2] if case == "strided a" else \
+        _fake(rng.standard_normal((2, 1, 7, 5) if case == "broadcast batch" else (7, 5)))
+    b = _fake(rng.standard_normal((1, 3, 5, 6) if case == "broadcast batch" else (5, 6)))
+    bias = _fake(rng.standard_normal(13))[1::2] if case == "misaligned bias" else \
+        _fake(rng.standard_normal(6))
+    c = _fake(rng.standard_normal((7, 6)))
+    form = "m1" if case == "c copied" else "n"  # (M, 1) plans a column-major C: C-ordered c is copied
+    if form == "m1":
+        bias = _fake(rng.standard_normal((7, 1)))
+    spec = _spec(a, b, None, form, return_aux=False, beta=1.0)
+    out = _gpu.matmul(a, b, bias, c, spec)
+    assert spec.plan is None
+    ref = _cpu.matmul(np.asarray(a), np.asarray(b), np.asarray(bias), np.asarray(c), spec)
+    assert np.allclose(out, ref)
+
+
+def test_call_key_covers_what_validation_and_plans_depend_on(emulated, rng):
+    a, b = _fake(rng.standard_normal((7, 5))), _fake(rng.standard_normal((5, 6)))
+    key = _calls.call_key(a, b, None, None, "relu", 1.0, 0.0, False, None, False)
+    assert key == _calls.call_key(a, b, None, None, "relu", 1.0, 0.0, False, None, False)
+    others = [
+        _calls.call_key(np.asarray(a), np.asarray(b), None, None, "relu", 1.0, 0.0, False, None,
+                        False),  # NumPy arrays: not memoized
+        _calls.call_key(a, b, np.ones(6), None, "relu", 1.0, 0.0, False, None, False),
+    ]
+    assert others == [None, None]
+    variants = [
+        _calls.call_key(a, b, None, None, "relu", 1, 0.0, False, None, False),  # int alpha
+        _calls.call_key(a, b, None, None, "relu", 1 + 0j, 0.0, False, None, False),
+        _calls.call_key(a, b, None, None, "gelu", 1.0, 0.0, False, None, False),
+        _calls.call_key(a, b, None, None, "relu", 1.0, 0.0, True, None, False),
+        _calls.call_key(a, b, None, None, "relu", 1.0, 0.0, False, "tf32", False),
+        _calls.call_key(a, b, None, None, "relu", 1.0, 0.0, False, None, True),
+        _calls.call_key(a.T.copy().T.view(type(a)), b, None, None, "relu", 1.0, 0.0, False,
+                        None, False),  # same values, other strides
+        _calls.call_key(_fake(np.asarray(a, np.float32)), b, None, None, "relu", 1.0, 0.0,
+                        False, None, False),
+        _calls.call_key(a, b, _fake(np.ones(6)), None, "relu", 1.0, 0.0, False, None, False),
+    ]
+    assert len({key, *variants}) == len(variants) + 1
+    shifted = _fake(np.frombuffer(np.zeros(36, np.float64).tobytes(), np.float64)[1:36])
+    assert _layout_align(shifted) != _layout_align(_fake(np.zeros(35)))
+
+
+def _layout_align(x):
+    return _calls._layout(x)[3] % 16
+
+
+def test_memoized_calls_validate_and_answer_like_first_calls(emulated, rng, monkeypatch):
+    import gpulinalg
+    from gpulinalg.dense import _matmul
+    a, b = _fake(rng.standard_normal((7, 5))), _fake(rng.standard_normal((5, 6)))
+    bias = _fake(rng.standard_normal(6))
+    with gpulinalg.config(backend="cpu"):
+        first = _matmul.matmul(a, b, bias=bias, activation="relu")
+        assert len(_calls._memo.calls) == 1
+        spec = next(iter(_calls._memo.calls.values()))[0]
+        again = _matmul.matmul(a, b, bias=bias, activation="relu")
+        assert len(_calls._memo.calls) == 1 and next(iter(_calls._memo.calls.values()))[0] is spec
+        assert np.array_equal(first, again)
+        assert np.allclose(again, np.maximum(np.asarray(a) @ np.asarray(b) + bias, 0))
+        with pytest.raises(TypeError, match="complex"):
+            _matmul.matmul(a, b, bias=bias, activation="relu", alpha=1 + 0j)
+        with pytest.raises(ValueError, match="activation"):
+            _matmul.matmul(a, b, bias=bias, activation=["relu"])  # unhashable: full path
+        with pytest.raises(ValueError, match="NaN"):
+            _matmul.matmul(a, b, bias=_fake(np.full(6, np.nan)), activation="relu",
+                           check_finite=True)
+        monkeypatch.setattr(_calls, "MAX_CALLS", 2)
+        for n in (2, 3, 4):
+            _matmul.matmul(a, _fake(rng.standard_normal((5, n))))
+        assert 1 <= len(_calls._memo.calls) <= 2

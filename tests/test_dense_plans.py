@@ -99,6 +99,41 @@ def test_hits_misses_eviction(rng):
 
 
 @pytest.mark.gpu
+def test_repeated_calls_reuse_their_plan_through_evictions_and_clears(rng):
+    """A repeated call (same key: the memo of validated calls) runs the plan it found before;
+    after that plan was evicted or the cache cleared it plans again, and every answer is right."""
+    import cupy
+
+    from gpulinalg.dense import _calls
+    clear_plan_cache()
+    a = [cupy.asarray(rng.standard_normal((24, 16 + i)).astype(np.float32)) for i in range(2)]
+    b = [cupy.asarray(rng.standard_normal((16 + i, 8)).astype(np.float32)) for i in range(2)]
+    bias = cupy.asarray(rng.standard_normal(8).astype(np.float32))
+
+    def check(i, alpha=1.0):
+        out = matmul(a[i], b[i], bias=bias, activation="relu", alpha=alpha)
+        ref = cupy.maximum(alpha * (a[i] @ b[i]) + bias, 0)
+        assert cupy.allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+    check(0)
+    before = plan_cache_info()
+    for alpha in (1.0, 1.0, 2.0, 1.0):  # alpha is written to the plan only when it changes
+        check(0, alpha)
+    info = plan_cache_info()
+    assert (info.hits - before.hits, info.misses - before.misses) == (4, 0)
+    spec = next(s for s, _, _ in _calls._memo.calls.values() if s.out_shape == (24, 8))
+    assert spec.plan is not None and spec.plan.key is not None
+    with gpulinalg.config(plan_cache_size=1):
+        for i in (0, 1, 0, 1, 1):
+            check(i)
+        assert plan_cache_info().evictions - info.evictions >= 3
+    clear_plan_cache()
+    assert spec.plan.key is None  # freed: the next repeat plans again
+    check(0)
+    assert plan_cache_info().size == 1
+
+
+@pytest.mark.gpu
 def test_autotune_cached_with_plan(rng):
     import cupy
     clear_plan_cache()
@@ -201,6 +236,7 @@ def test_plan_run_pointer_plumbing():
     plan.out_t = ((2, 5, 3), np.dtype("float32"), 120, (60, 12, 4))
     plan.outputs, plan.inputs, plan.bound = (), (), {}
     plan.ws_size, plan.ws = 0, None
+    plan.scalars = (None, None)
 
     class Arr:
         def __init__(self, ptr):
@@ -211,6 +247,11 @@ def test_plan_run_pointer_plumbing():
     assert args[3] == 100 and args[5] == 200 and args[8] == 0 and args[-1] == 99
     assert args[10] == out.data.ptr
     assert plan.alpha[0] == 2.0 and allocated == [120]
+    plan.alpha[0] = 5.0  # the host scalars are written only when alpha or beta change
+    plan.run(Arr(100), Arr(200), None, 2.0, 0.0, None, 99, transposed=True)
+    assert plan.alpha[0] == 5.0
+    plan.run(Arr(100), Arr(200), None, 3.0, 0.5, None, 99, transposed=True)
+    assert (plan.alpha[0], plan.beta[0]) == (3.0, 0.5)
 
 
 @pytest.mark.gpu

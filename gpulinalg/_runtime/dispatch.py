@@ -41,7 +41,9 @@ class RunRecord:
 
 def _new_record(op, backend, device, fell_back, reason, seconds, details):
     """``RunRecord(...)`` without the frozen dataclass's per-field ``object.__setattr__`` calls
-    (the same immutable object, built in a third of the time: it is made on every call)."""
+    (the same immutable object, built in a third of the time). ``reason`` may still be a
+    ``(format, *values)`` tuple (see :func:`_plan`)."""
+    reason = _reason_text(reason)
     rec = object.__new__(RunRecord)
     rec.__dict__.update(op=op, backend=backend, device=device, fell_back=fell_back,
                         reason=reason, seconds=seconds, details=details)
@@ -56,8 +58,15 @@ class _Local(threading.local):
 _local = _Local()
 
 
+def _reason_text(reason):
+    return reason[0].format(*reason[1:]) if type(reason) is tuple else reason
+
+
 def last_run():
     """The :class:`RunRecord` of the calling thread's last operation (``None`` before any).
+
+    The dispatcher keeps the record's fields as a plain tuple; the record is made when asked
+    for (once).
 
     Examples
     --------
@@ -67,7 +76,10 @@ def last_run():
     >>> gpulinalg.last_run().backend
     'cpu'
     """
-    return getattr(_local, "record", None)
+    rec = _local.record
+    if type(rec) is tuple:
+        rec = _local.record = _new_record(*rec)
+    return rec
 
 
 def note(**details):
@@ -140,8 +152,8 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
         _arrays.caller_kind(*args, *kwargs.values())
     try:
-        route, reason, fell_back = _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn,
-                                         kind if same_package else None)
+        route, reason, fell_back, dev = _plan(op, settings, args, kwargs, nbytes, flops,
+                                              oversize_fn, kind if same_package else None)
     except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
         if not is_sticky(exc):
             raise
@@ -153,7 +165,7 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     gpu_convert = convert and not (same_package and kind is _arrays.Kind.CUPY)
     try:
         return _run(op, route, fn, args, kwargs, kind, like_arr, gpu_convert, reason, False,
-                    own_stream)
+                    own_stream, dev)
     except MemoryError as exc:
         _free_pools()
         if settings.fallback is Fallback.RAISE:
@@ -187,36 +199,40 @@ def _free_pools_quietly():
 
 
 def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
-    """Return ``(route, reason, fell_back)`` before anything runs (``kind``: the one package of
-    every array argument, when the caller checked that)."""
+    """Return ``(route, reason, fell_back, device)`` before anything runs (``kind``: the one
+    package of every array argument, when the caller checked that; ``device``: the current GPU
+    for the GPU routes, else ``"cpu"``). ``reason`` may be a ``(format, *values)`` tuple,
+    formatted only when the record is read."""
     if settings.backend is Backend.CPU:
-        return "cpu", "backend='cpu'", False
+        return "cpu", "backend='cpu'", False, "cpu"
     if not _device.gpu_available():
         why = _device.unavailable_reason()
         if settings.backend is Backend.GPU:
             raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
-        return "cpu", f"no GPU: {why}", False
+        return "cpu", f"no GPU: {why}", False, "cpu"
     if kind is _arrays.Kind.CUPY or kind is _arrays.Kind.NUMPY:
         on_host = kind is _arrays.Kind.NUMPY
     else:
         on_host = not (_arrays.any_on_gpu(args)
                        or (kwargs and _arrays.any_on_gpu(kwargs.values())))
     if settings.backend is Backend.AUTO and on_host and not _budget.offload_pays(flops, nbytes):
-        return "cpu", "host inputs; too small for the GPU to pay", False
-    ok, avail = _budget.fits(nbytes)
+        return "cpu", "host inputs; too small for the GPU to pay", False, "cpu"
+    dev = _device.current_device()
+    ok, avail = _budget.fits(nbytes, dev)
     if ok:
-        return "gpu", f"estimate {nbytes} B fits in {avail} B", False
+        return "gpu", ("estimate {} B fits in {} B", nbytes, avail), False, dev
     if oversize_fn is not None:
-        return "gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming", False
+        return ("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
+                False, dev)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
     if settings.fallback is Fallback.RAISE:
         raise MemoryError(f"{op}: {why} and fallback='raise'")
     warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=4)
-    return "cpu", why, True
+    return "cpu", why, True, "cpu"
 
 
 def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
-         own_stream=True):
+         own_stream=True, dev="cpu"):
     _local.details = details = {}
     start = time.perf_counter()
     try:
@@ -225,16 +241,16 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
             dev = "cpu"
         else:
             _testing.maybe_fail(op)
-            result, dev = _call_gpu(fn, args, kwargs, convert, own_stream)
+            result = _call_gpu(fn, args, kwargs, convert, own_stream)
         if convert:
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
     finally:
         _local.details = None
     seconds = time.perf_counter() - start
-    _local.record = _new_record(op, route, dev, fell_back, reason, seconds, details)
+    _local.record = (op, route, dev, fell_back, reason, seconds, details)  # see last_run()
     level = logging.WARNING if fell_back else logging.DEBUG
     if log.isEnabledFor(level):
-        log.log(level, "%s ran on %s (%s) in %.3g s", op, route, reason, seconds)
+        log.log(level, "%s ran on %s (%s) in %.3g s", op, route, _reason_text(reason), seconds)
     return result
 
 
@@ -244,13 +260,12 @@ def _call_cpu(fn, args, kwargs, convert):
 
 def _call_gpu(fn, args, kwargs, convert, own_stream=True):
     if getattr(_device._fake, "info", None) is not None:  # test hook: arrays stay on the host
-        return _call_cpu(fn, args, kwargs, convert), 0
+        return _call_cpu(fn, args, kwargs, convert)
     move = _arrays.to_device if convert else None
     if not own_stream:
-        return _call_moved(fn, args, kwargs, move), _device.current_device()
+        return _call_moved(fn, args, kwargs, move)
     with _op_stream():
-        result = _call_moved(fn, args, kwargs, move)
-    return result, _device.current_device()
+        return _call_moved(fn, args, kwargs, move)
 
 
 def _call_moved(fn, args, kwargs, move):

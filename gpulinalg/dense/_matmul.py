@@ -6,7 +6,7 @@ from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
 from .._runtime.dispatch import dispatch
 from .._runtime.validation import check_finite as _check_finite
-from . import _cpu, _gpu
+from . import _calls, _cpu, _gpu
 from ._epilogs import ACTIVATIONS, MatmulAux, aux_shape
 from ._plans import COMPUTE_TYPES
 
@@ -18,10 +18,15 @@ _dtype_names = {}
 
 
 class Spec:
-    """Everything but the arrays that both twins need (a plain object: the dispatcher skips it)."""
+    """Everything but the arrays that both twins need (a plain object: the dispatcher skips it).
 
-    __slots__ = ("activation", "alpha", "beta", "return_aux", "compute_type", "autotune",
-                 "bias_form", "transposed", "out_shape", "batch_shape")
+    ``plan`` is where the GPU twin leaves the cuBLASLt plan of a call whose operands it used as
+    given (see :data:`_calls`); it is not one of the fields :meth:`replace` copies.
+    """
+
+    _FIELDS = ("activation", "alpha", "beta", "return_aux", "compute_type", "autotune",
+               "bias_form", "transposed", "out_shape", "batch_shape")
+    __slots__ = _FIELDS + ("plan",)
 
     def __init__(self, activation=None, alpha=1.0, beta=0.0, return_aux=False, compute_type=None,
                  autotune=False, bias_form=None, transposed=True, out_shape=(), batch_shape=()):
@@ -29,6 +34,7 @@ class Spec:
         self.return_aux = return_aux
         self.compute_type, self.autotune, self.bias_form = compute_type, autotune, bias_form
         self.transposed, self.out_shape, self.batch_shape = transposed, out_shape, batch_shape
+        self.plan = None
 
     @property
     def aux_dims(self):
@@ -37,7 +43,7 @@ class Spec:
         return (n, m) if self.transposed else (m, n)
 
     def replace(self, **changes):
-        kw = {n: getattr(self, n) for n in self.__slots__}
+        kw = {n: getattr(self, n) for n in self._FIELDS}
         kw.update(changes)
         return Spec(**kw)
 
@@ -202,6 +208,13 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
     >>> np.allclose(matmul(a, b, bias=bias, activation="relu"), np.maximum(a @ b + bias, 0))
     True
     """
+    tune = get_config().autotune if autotune is None else bool(autotune)
+    key = None if check_finite else _calls.call_key(a, b, bias, c, activation, alpha, beta,
+                                                     return_aux, compute_type, tune)
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None:
+            return _dispatch(a, b, bias, c, *known)
     a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
     dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
     _options(activation, compute_type, dtype)
@@ -219,17 +232,21 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
             if x is not None:
                 _check_finite(x, name)
     spec = Spec(activation, _scalar(alpha, "alpha", dtype), _scalar(beta, "beta", dtype),
-                bool(return_aux), compute_type,
-                get_config().autotune if autotune is None else bool(autotune),
-                form, form != "m1", out_shape, batch)
+                bool(return_aux), compute_type, tune, form, form != "m1", out_shape, batch)
     if 0 in out_shape:
         return _empty(a, spec)
     size = _size(out_shape)
     arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
         (0 if c is None else c.nbytes)
-    nbytes = _estimate(arrays + 2 * size * a.itemsize)
+    known = (spec, _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k)
+    if key is not None:
+        _calls.remember(key, known)
+    return _dispatch(a, b, bias, c, *known)
+
+
+def _dispatch(a, b, bias, c, spec, nbytes, flops):
     return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
-                    nbytes=nbytes, flops=2.0 * size * k, same_package=True, own_stream=False)
+                    nbytes=nbytes, flops=flops, like=a, same_package=True, own_stream=False)
 
 
 def _empty(a, spec):

@@ -19,6 +19,7 @@ import threading
 
 from .._runtime.config import get_config
 from .._runtime.streams import op_stream
+from . import _calls
 from ._results import PlanCacheInfo
 
 __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
@@ -73,8 +74,9 @@ def _setter(mm, name):
 class Plan:
     """A planned ``Matmul`` and what one execution needs besides the operands."""
 
-    __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta", "scalar_ptrs",
-                 "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size", "ws", "_keep")
+    __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta",
+                 "scalar_ptrs", "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size",
+                 "ws", "key", "scalars", "_keep")
 
     def __init__(self, mm, epilog):
         import cupy
@@ -86,6 +88,7 @@ class Plan:
         self.layouts = (mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr, mm.d_layout_ptr)
         self.alpha, self.beta = mm.alpha, mm.beta
         self.scalar_ptrs = (mm.alpha.ctypes.data, mm.beta.ctypes.data)
+        self.scalars = (None, None)  # the (alpha, beta) last written to the host scalars
         algo = mm.cached_best_algorithm_struct
         self._keep = algo
         self.algo_ptr = algo.ctypes.data
@@ -101,6 +104,7 @@ class Plan:
         ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
         self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
+        self.key = None  # the cache key while the plan is cached; None once freed
 
     def run(self, a, b, c, alpha, beta, inputs, stream, transposed=False):
         """Execute on ``stream`` (a pointer); returns ``(result, {aux output name: array})``.
@@ -111,8 +115,10 @@ class Plan:
         """
         if PUBLIC_EXECUTE[0]:
             return self._run_public(a, b, c, alpha, beta, inputs, stream, transposed)
-        self.alpha[0] = alpha
-        self.beta[0] = beta
+        if alpha != self.scalars[0] or beta != self.scalars[1]:  # written only on change
+            self.alpha[0] = alpha
+            self.beta[0] = beta
+            self.scalars = (alpha, beta)
         bound = self.bound
         for name, set_ptr in self.inputs:
             ptr = inputs[name].data.ptr
@@ -142,7 +148,8 @@ class Plan:
 
     def _run_public(self, a, b, c, alpha, beta, inputs, stream, transposed):
         mm = self.mm
-        self.bound.clear()  # nvmath sets the descriptor's pointers itself on this path
+        self.bound.clear()  # nvmath sets the descriptor's pointers and scalars itself here
+        self.scalars = (None, None)
         if transposed:  # nvmath needs the planned operands themselves: views
             a, b, c = _t(a), _t(b), _t(c)
         mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha,
@@ -154,6 +161,7 @@ class Plan:
         return (_t(out) if transposed else out), extra
 
     def free(self):
+        self.key = None
         self.ws = {}
         self.mm.free()
 
@@ -199,8 +207,13 @@ def gemm(a, b, c=None, *, transpose=False, alpha=1.0, beta=0.0, epilog=None, inp
 
 
 def run_cached(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune):
-    """:func:`gemm` with positional arguments (the per-call hot path)."""
-    stream = _current_stream()
+    """:func:`gemm` with positional arguments."""
+    plan = lookup(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune)
+    return run(plan, a, b, c, transpose, alpha, beta, inputs)
+
+
+def lookup(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, autotune):
+    """The calling thread's plan for these operands and options (planned on a miss)."""
     ad, bd = a.data, b.data
     key = (transpose, ad.device_id, a.dtype, epilog, compute_type, autotune, a.shape,
            a.strides, b.shape, b.strides, ad.ptr & 255, bd.ptr & 255,
@@ -220,14 +233,38 @@ def run_cached(a, b, c, transpose, alpha, beta, epilog, inputs, compute_type, au
     else:
         cache.hits += 1
         cache.plans.move_to_end(key)
+    return plan
+
+
+def run(plan, a, b, c, transpose, alpha, beta, inputs):
+    """Execute ``plan`` (from :func:`lookup` on operands laid out as these) on the current
+    stream; returns ``(d, outputs)``."""
+    stream = _current_stream().ptr
     if transpose:
-        return plan.run(b, a, c, alpha, beta, inputs, stream.ptr, transposed=True)
-    return plan.run(a, b, c, alpha, beta, inputs, stream.ptr)
+        return plan.run(b, a, c, alpha, beta, inputs, stream, transposed=True)
+    return plan.run(a, b, c, alpha, beta, inputs, stream)
+
+
+def rerun(plan, a, b, c, transpose, alpha, beta, inputs):
+    """:func:`run` for a plan the caller kept from an earlier :func:`lookup` on operands of the
+    same key (shapes, strides, dtypes, alignment, device); counts as a cache hit.
+
+    Returns ``None`` when the plan has since been evicted or the cache cleared: the caller then
+    goes through :func:`lookup` again.
+    """
+    cache = _cache
+    key = plan.key
+    if key is None or cache.generation != _generation[0]:
+        return None
+    cache.hits += 1
+    cache.plans.move_to_end(key)
+    return run(plan, a, b, c, transpose, alpha, beta, inputs)
 
 
 def _insert(cache, key, plan):
     cache.misses += 1
     cache.plans[key] = plan
+    plan.key = key
     limit = get_config().plan_cache_size
     while len(cache.plans) > limit:
         _, old = cache.plans.popitem(last=False)
@@ -280,6 +317,7 @@ def clear_plan_cache():
     with _lock:
         _generation[0] += 1
     _drop_all(_cache)
+    _calls.clear()
 
 
 def plan_cache_info():
