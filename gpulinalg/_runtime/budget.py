@@ -78,7 +78,7 @@ def _under_headroom_and_limit(free, total):
 
 def _pool_limit_left():
     cupy = sys.modules.get("cupy")
-    if cupy is None or getattr(_device._fake, "memory", None) is not None:
+    if cupy is None or _device._fake.memory is not None:
         return None
     pool = cupy.get_default_memory_pool()
     limit = pool.get_limit()
@@ -96,13 +96,15 @@ def fits(nbytes, device=None):
 
 def _available_from_recent_reading(nbytes, device):
     """What :func:`available_bytes` would say, from a recent reading, for a small job (else None)."""
-    if not _readings or getattr(_device._fake, "memory", None) is not None:
+    if not _readings or _device._fake.memory is not None:
         return None
-    reading = _readings.get(_device.current_device() if device is None else int(device))
-    if reading is None or nbytes > FREE_CACHE_FRACTION * reading[1] \
-            or time.monotonic() - reading[0] > FREE_CACHE_S:
+    reading = _readings.get(_device.current_device() if device is None else device)
+    if reading is None:
         return None
-    return _under_headroom_and_limit(reading[1], reading[2])
+    when, free, total = reading
+    if nbytes > FREE_CACHE_FRACTION * free or time.monotonic() - when > FREE_CACHE_S:
+        return None
+    return _under_headroom_and_limit(free, total)
 
 
 def offload_pays(flops, transfer_bytes):

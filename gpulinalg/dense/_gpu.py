@@ -107,7 +107,7 @@ def matmul(a, b, bias, c, spec):
         inputs = None if bias is None else {"bias": bias if bias.ndim == 1 else bias.reshape(-1)}
         done = rerun(plan, a, b, cc, spec.transposed, spec.alpha, beta, inputs)
         if done is not None:
-            return _forward_result(done, spec)
+            return _forward_result(done, spec) if spec.return_aux else done[0]
     if a.shape[-1] == 0 or a.dtype.kind in _UNFUSABLE_KINDS:
         return _unfused(a, b, bias, c, spec)
     ga, gb, gc = _operands(a, b, cc, spec)

@@ -258,7 +258,9 @@ def rerun(plan, a, b, c, transpose, alpha, beta, inputs):
         return None
     cache.hits += 1
     cache.plans.move_to_end(key)
-    return run(plan, a, b, c, transpose, alpha, beta, inputs)
+    if transpose:
+        return plan.run(b, a, c, alpha, beta, inputs, _current_stream().ptr, transposed=True)
+    return plan.run(a, b, c, alpha, beta, inputs, _current_stream().ptr)
 
 
 def _insert(cache, key, plan):
