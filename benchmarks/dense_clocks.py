@@ -1,0 +1,130 @@
+"""The GPU's clock while the large dense products run: what bounds the seed workload.
+
+``python -m benchmarks.dense_clocks [--json PATH]`` runs 8192³ and (65536×16384)@(16384×8192)
+fp16 (ours with bias + ReLU + aux, ours without an epilog, torch ``_addmm_activation``) while
+``nvidia-smi`` samples the SM clock, the power draw and the active clock-event reasons every
+50 ms. Each row has TFLOP/s (median of CUDA-event timings), the median SM clock during the
+timed calls, the reasons seen (``0x4`` is the software power cap) and the fp16 dense peak at
+that clock (989 TFLOP/s at the 1980 MHz boost clock, scaled linearly).
+"""
+
+import argparse
+import datetime
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+
+PEAK_TFLOPS, BOOST_MHZ = 989.0, 1980.0
+SHAPES = ((8192, 8192, 8192, 200), (65536, 16384, 8192, 30))
+QUERY = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
+
+
+def _sampler(path):
+    """``nvidia-smi`` writing one CSV line per 50 ms to ``path``."""
+    return subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
+                             "-lms", "50"], stdout=open(path, "w"), stderr=subprocess.DEVNULL)
+
+
+def _samples(path):
+    out = []
+    for line in open(path):
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            out.append((when, float(parts[1]), float(parts[2]), parts[3]))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def _timed(fn, reps):
+    """``(median ms, wall start, wall end)`` of ``reps`` event-timed calls after two warm-ups."""
+    import cupy
+    fn()
+    fn()
+    cupy.cuda.Device().synchronize()
+    start = time.time()
+    times = []
+    for _ in range(reps):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(s, e))
+    return statistics.median(times), start, time.time()
+
+
+def _impls(a, b, bias):
+    from gpulinalg.dense import matmul
+    impls = {"ours bias+relu+aux": lambda: matmul(a, b, bias=bias, activation="relu",
+                                                  return_aux=True),
+             "ours, no epilog": lambda: matmul(a, b)}
+    try:
+        import torch
+        if torch.cuda.is_available():
+            ta, tb, tbias = (torch.as_tensor(x, device="cuda") for x in (a, b, bias))
+            impls["torch _addmm_activation"] = lambda: torch._addmm_activation(tbias, ta, tb)
+    except ImportError:
+        pass
+    return impls
+
+
+def run():
+    import cupy
+    rows, spans = [], []
+    log = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
+    sampler = _sampler(log)
+    time.sleep(0.5)
+    try:
+        rng = cupy.random.default_rng(0)
+        for m, k, n, reps in SHAPES:
+            a, b = (rng.standard_normal(s, dtype=cupy.float32).astype(cupy.float16)
+                    for s in ((m, k), (k, n)))
+            bias = rng.standard_normal(n, dtype=cupy.float32).astype(cupy.float16)
+            for name, fn in _impls(a, b, bias).items():
+                time.sleep(1.0)  # each row starts from an idle card
+                ms, t0, t1 = _timed(fn, reps)
+                rows.append({"case": f"fp16 ({m}x{k})@({k}x{n})", "impl": name,
+                             "median_ms": round(ms, 3),
+                             "tflops": round(2.0 * m * n * k / ms / 1e9, 1)})
+                spans.append((t0, t1))
+            del a, b, bias
+            cupy.get_default_memory_pool().free_all_blocks()
+        time.sleep(0.2)
+    finally:
+        sampler.terminate()
+        sampler.wait()
+    samples = _samples(log)
+    for r, (t0, t1) in zip(rows, spans):
+        inside = [s for s in samples if t0 <= s[0] <= t1]
+        if not inside:
+            continue
+        clock = statistics.median(s[1] for s in inside)
+        r.update(samples=len(inside), sm_clock_mhz=clock,
+                 power_w=statistics.median(s[2] for s in inside),
+                 clock_event_reasons=sorted({s[3] for s in inside}),
+                 peak_at_clock_tflops=round(PEAK_TFLOPS * clock / BOOST_MHZ, 1),
+                 pct_of_peak_at_clock=round(100 * r["tflops"] / (PEAK_TFLOPS * clock / BOOST_MHZ),
+                                            1))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_clocks")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    rows = run()
+    for r in rows:
+        print(json.dumps(r))
+    if args.json:
+        from .__main__ import environment
+        with open(args.json, "w") as f:
+            json.dump({"environment": environment(), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
