@@ -78,9 +78,11 @@ def gpus():
 
 def gpu_available():
     """True when a GPU is present, CuPy works and the GPU has not been disabled."""
-    if getattr(_fake, "info", None) is not None:
+    if _fake.info is not None:
         return True
-    return bool(gpus()) and _state["disabled"] is None
+    if not _state["probed"]:
+        _ensure()
+    return bool(_state["gpus"]) and _state["disabled"] is None
 
 
 def unavailable_reason():

@@ -22,6 +22,11 @@ __all__ = ["dispatch", "RunRecord", "last_run", "is_sticky"]
 
 log = logging.getLogger("gpulinalg")
 
+# Enum members as module globals: a class-attribute lookup of an Enum member costs several
+# times a global lookup, and the hot path makes half a dozen.
+_CPU, _GPU, _AUTO, _RAISE = Backend.CPU, Backend.GPU, Backend.AUTO, Fallback.RAISE
+_CUPY, _NUMPY = _arrays.Kind.CUPY, _arrays.Kind.NUMPY
+
 #: CUDA error codes after which the context is unusable (illegal address, launch failure, ...).
 STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
 
@@ -162,13 +167,13 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     if route == "cpu":
         return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
     fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
-    gpu_convert = convert and not (same_package and kind is _arrays.Kind.CUPY)
+    gpu_convert = convert and not (same_package and kind is _CUPY)
     try:
         return _run(op, route, fn, args, kwargs, kind, like_arr, gpu_convert, reason, False,
                     own_stream, dev)
     except MemoryError as exc:
         _free_pools()
-        if settings.fallback is Fallback.RAISE:
+        if settings.fallback is _RAISE:
             raise
         why = f"GPU out of memory ({type(exc).__name__}: {exc})"
     except Exception as exc:
@@ -186,7 +191,7 @@ def _on_sticky(op, exc, settings):
     if _device.disable_gpu(why):
         warnings.warn(f"gpulinalg: {why}", FallbackWarning, stacklevel=4)
         log.error("%s: %s", op, why)
-    if settings.fallback is Fallback.RAISE:
+    if settings.fallback is _RAISE:
         raise exc
     return why
 
@@ -203,19 +208,19 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
     package of every array argument, when the caller checked that; ``device``: the current GPU
     for the GPU routes, else ``"cpu"``). ``reason`` may be a ``(format, *values)`` tuple,
     formatted only when the record is read."""
-    if settings.backend is Backend.CPU:
+    if settings.backend is _CPU:
         return "cpu", "backend='cpu'", False, "cpu"
     if not _device.gpu_available():
         why = _device.unavailable_reason()
-        if settings.backend is Backend.GPU:
+        if settings.backend is _GPU:
             raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
         return "cpu", f"no GPU: {why}", False, "cpu"
-    if kind is _arrays.Kind.CUPY or kind is _arrays.Kind.NUMPY:
-        on_host = kind is _arrays.Kind.NUMPY
+    if kind is _CUPY or kind is _NUMPY:
+        on_host = kind is _NUMPY
     else:
         on_host = not (_arrays.any_on_gpu(args)
                        or (kwargs and _arrays.any_on_gpu(kwargs.values())))
-    if settings.backend is Backend.AUTO and on_host and not _budget.offload_pays(flops, nbytes):
+    if settings.backend is _AUTO and on_host and not _budget.offload_pays(flops, nbytes):
         return "cpu", "host inputs; too small for the GPU to pay", False, "cpu"
     dev = _device.current_device()
     ok, avail = _budget.fits(nbytes, dev)
@@ -225,7 +230,7 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
         return ("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
                 False, dev)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
-    if settings.fallback is Fallback.RAISE:
+    if settings.fallback is _RAISE:
         raise MemoryError(f"{op}: {why} and fallback='raise'")
     warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=4)
     return "cpu", why, True, "cpu"
@@ -241,7 +246,10 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
             dev = "cpu"
         else:
             _testing.maybe_fail(op)
-            result = _call_gpu(fn, args, kwargs, convert, own_stream)
+            if own_stream or convert or _device._fake.info is not None:
+                result = _call_gpu(fn, args, kwargs, convert, own_stream)
+            else:  # the caller's stream, arrays as given: the per-call hot path of dense
+                result = fn(*args, **kwargs)
         if convert:
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
     finally:
