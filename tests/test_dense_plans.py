@@ -133,6 +133,29 @@ def test_repeated_calls_reuse_their_plan_through_evictions_and_clears(rng):
     assert plan_cache_info().size == 1
 
 
+def test_small_products_plan_with_a_small_workspace():
+    import types
+    small = types.SimpleNamespace(shape=(512, 512), ndim=2)
+    batched = types.SimpleNamespace(shape=(64, 512, 512), ndim=3)
+    assert _plans._workspace_limit(small, small) == _plans.SMALL_WORKSPACE_LIMIT
+    assert _plans._workspace_limit(batched, small) == _plans.WORKSPACE_LIMIT
+    big = types.SimpleNamespace(shape=(2048, 2048), ndim=2)
+    assert _plans._workspace_limit(big, big) == _plans.WORKSPACE_LIMIT
+
+
+@pytest.mark.gpu
+def test_small_fp32_product_takes_no_large_workspace(rng):
+    """512^3 fp32 would take a split-K algorithm (6 MB of workspace) without the small cap."""
+    import cupy
+    clear_plan_cache()
+    a, b = (cupy.asarray(rng.standard_normal((512, 512)).astype(np.float32)) for _ in "ab")
+    bias = cupy.asarray(rng.standard_normal(512).astype(np.float32))
+    out = matmul(a, b, bias=bias, activation="relu")
+    assert cupy.allclose(out, cupy.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    plan = next(reversed(_plans._cache.plans.values()))
+    assert plan.ws_size <= _plans.SMALL_WORKSPACE_LIMIT + 16
+
+
 @pytest.mark.gpu
 def test_autotune_cached_with_plan(rng):
     import cupy

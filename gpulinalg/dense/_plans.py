@@ -26,6 +26,12 @@ __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
 
 #: Most workspace bytes one plan may ask for (cuBLASLt recommends 32 MiB on Hopper).
 WORKSPACE_LIMIT = 64 << 20
+#: Products of fewer flops than this plan with at most SMALL_WORKSPACE_LIMIT bytes: there the
+#: host's time per call dominates, and the split-K algorithms a large workspace admits launch a
+#: second (reduction) kernel, which costs more host time than it saves on the GPU (512^3 fp32 on
+#: the H200: 40 us per call with the split-K algorithm against 32 with a single-kernel one).
+SMALL_PRODUCT_FLOPS = 2 ** 31
+SMALL_WORKSPACE_LIMIT = 1 << 20
 AUTOTUNE_ITERATIONS = 5
 #: Workspaces one plan keeps, one per stream it ran on (more streams: the oldest are freed).
 MAX_STREAM_WORKSPACES = 4
@@ -280,7 +286,7 @@ def _build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream)
     from nvmath.linalg.advanced import Matmul, MatmulEpilog
 
     from .._runtime.streams import get_handle
-    options = {"handle": get_handle("cublasLt"), "memory_limit": WORKSPACE_LIMIT}
+    options = {"handle": get_handle("cublasLt"), "memory_limit": _workspace_limit(a, b)}
     if compute_type is not None:
         options["compute_type"] = getattr(cublas.ComputeType, COMPUTE_TYPES[compute_type])
     mm = Matmul(a, b, c=c, alpha=alpha, beta=beta if c is not None else None, options=options,
@@ -297,6 +303,16 @@ def _build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream)
         raise
     mm.release_operands()  # the cache must not keep the first caller's arrays alive
     return plan
+
+
+def _workspace_limit(a, b):
+    """Workspace bytes a plan for ``a @ b`` may ask for (see SMALL_PRODUCT_FLOPS)."""
+    import math
+
+    import numpy as np
+    batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    flops = 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    return SMALL_WORKSPACE_LIMIT if flops < SMALL_PRODUCT_FLOPS else WORKSPACE_LIMIT
 
 
 def _drop_all(cache):
