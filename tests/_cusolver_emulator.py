@@ -358,7 +358,8 @@ def emulated_gpu(monkeypatch):
     monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
     monkeypatch.setattr(streams, "get_handle", lambda library, device=None: 1)
     from gpulinalg._runtime import budget
-    from gpulinalg.decomp import _cholesky, _kernels
+    from gpulinalg._runtime import kernels as _kernels
+    from gpulinalg.decomp import _cholesky
     monkeypatch.setattr(_cholesky, "_ZERO_KERNELS", {})  # never leak the fake kernels
     monkeypatch.setattr(_kernels, "_cache", {})
     monkeypatch.setattr(budget, "fits", lambda nbytes, device=None: (nbytes <= FREE[0],

@@ -211,7 +211,7 @@ class _CupySparse(scipy.sparse.csr_matrix):
 def emulated_cupy(monkeypatch, free_bytes=1 << 22):
     """Install the stand-in for the duration of a test (the budget reports ``free_bytes``)."""
     from gpulinalg._runtime import budget
-    from gpulinalg.decomp import _kernels
+    from gpulinalg._runtime import kernels as _kernels
     for name, mod in _modules().items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(_kernels, "_cache", {})  # never leak the fake kernels

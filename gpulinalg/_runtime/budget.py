@@ -59,10 +59,16 @@ def _itemsize(dtype):
         return dtype.itemsize
 
 
+def _simulated_memory():
+    """The ``(free, total)`` of a provider installed in the calling thread, else ``None``."""
+    prov = _device.installed()
+    return None if prov is None else prov.memory
+
+
 def available_bytes(device=None):
     """Bytes a new job may use on ``device`` under the configured headroom."""
     free, total = _device.memory_info(device)
-    if getattr(_device._fake, "memory", None) is None:
+    if _simulated_memory() is None:
         dev = _device.current_device() if device is None else int(device)
         _readings[dev] = (time.monotonic(), free, total)
     return _under_headroom_and_limit(free, total)
@@ -78,7 +84,7 @@ def _under_headroom_and_limit(free, total):
 
 def _pool_limit_left():
     cupy = sys.modules.get("cupy")
-    if cupy is None or _device._fake.memory is not None:
+    if cupy is None or _simulated_memory() is not None:
         return None
     pool = cupy.get_default_memory_pool()
     limit = pool.get_limit()
@@ -96,7 +102,7 @@ def fits(nbytes, device=None):
 
 def _available_from_recent_reading(nbytes, device):
     """What :func:`available_bytes` would say, from a recent reading, for a small job (else None)."""
-    if not _readings or _device._fake.memory is not None:
+    if not _readings or _simulated_memory() is not None:
         return None
     reading = _readings.get(_device.current_device() if device is None else device)
     if reading is None:

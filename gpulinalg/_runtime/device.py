@@ -1,10 +1,12 @@
 """Lazy, cached GPU discovery. Nothing here raises because a GPU or CUDA library is missing."""
 
+import contextlib
 import dataclasses
 import logging
 import threading
 
-__all__ = ["GPUInfo", "gpu_available", "gpus", "memory_info", "disable_gpu", "disabled_reason"]
+__all__ = ["GPUInfo", "gpu_available", "gpu_is_real", "gpus", "memory_info", "disable_gpu",
+           "disabled_reason", "installed", "use_provider"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -12,18 +14,40 @@ _lock = threading.Lock()
 _state = {"probed": False, "gpus": (), "why_not": None, "disabled": None}
 
 
-class _FakeHook(threading.local):
-    """Per-thread fake-GPU state (test hook: see gpulinalg._runtime.testing.fake_gpu).
+class _Installed(threading.local):
+    """The device provider installed in the calling thread (``None``: the machine's own CUDA).
 
-    Class-level defaults make the dispatcher's per-call ``getattr(_fake, ..., None)`` a plain
-    lookup instead of a caught ``AttributeError`` (microseconds per call otherwise).
+    A class-level default makes the dispatcher's per-call read a plain attribute lookup.
     """
 
-    info = None
-    memory = None
+    provider = None
 
 
-_fake = _FakeHook()
+_installed = _Installed()
+
+
+def installed():
+    """The device provider installed in the calling thread by :func:`use_provider`, or ``None``.
+
+    A provider stands in for the machine's CUDA devices; it has the attributes ``info`` (a
+    :class:`GPUInfo`, or ``None`` to keep the real devices), ``memory`` (a ``(free, total)``
+    pair, or ``None``), ``simulated`` (``True``: GPU functions receive host arrays) and the
+    method ``before_run(op)``, called by the dispatcher just before a GPU function runs (it may
+    raise, to inject a fault). :mod:`gpulinalg._runtime.testing` has the two providers the
+    tests and the demo use.
+    """
+    return _installed.provider
+
+
+@contextlib.contextmanager
+def use_provider(provider):
+    """Install ``provider`` in the calling thread for a ``with`` block (blocks nest)."""
+    prev = _installed.provider
+    _installed.provider = provider
+    try:
+        yield provider
+    finally:
+        _installed.provider = prev
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,20 +93,31 @@ def _ensure():
 
 def gpus():
     """Return the tuple of :class:`GPUInfo` found (empty without a usable GPU)."""
-    fake = getattr(_fake, "info", None)
-    if fake is not None:
-        return (fake,)
+    prov = _installed.provider
+    if prov is not None and prov.info is not None:
+        return (prov.info,)
     _ensure()
     return _state["gpus"]
 
 
 def gpu_available():
     """True when a GPU is present, CuPy works and the GPU has not been disabled."""
-    if _fake.info is not None:
+    prov = _installed.provider
+    if prov is not None and prov.info is not None:
         return True
     if not _state["probed"]:
         _ensure()
     return bool(_state["gpus"]) and _state["disabled"] is None
+
+
+def gpu_is_real():
+    """True when :func:`gpu_available` and GPU functions receive CuPy arrays (no simulated GPU
+    is installed in the calling thread): the one question production code may ask about the
+    device beyond what the dispatcher decided."""
+    prov = _installed.provider
+    if prov is not None and prov.simulated:
+        return False
+    return gpu_available()
 
 
 def unavailable_reason():
@@ -112,9 +147,9 @@ def memory_info(device=None):
     ``free`` counts both the driver's free memory and the bytes CuPy's default pool holds but
     does not use, since those are available to the next allocation.
     """
-    fake = getattr(_fake, "memory", None)
-    if fake is not None:
-        return fake
+    prov = _installed.provider
+    if prov is not None and prov.memory is not None:
+        return prov.memory
     if not gpus():
         raise RuntimeError("memory_info: no GPU")
     import cupy
@@ -131,7 +166,8 @@ def _free_total(cupy):
 
 def current_device():
     """Index of the calling thread's current CUDA device (0 without a GPU)."""
-    if _fake.info is not None:
+    prov = _installed.provider
+    if prov is not None and prov.simulated:
         return 0
     if not _state["probed"]:
         _ensure()

@@ -13,7 +13,6 @@ import warnings
 from . import arrays as _arrays
 from . import budget as _budget
 from . import device as _device
-from . import testing as _testing
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
 from .streams import op_stream as _op_stream
@@ -111,7 +110,7 @@ def is_sticky(exc):
 
 def _free_pools():
     cupy = sys.modules.get("cupy")
-    if cupy is None or not _device.gpus() or getattr(_device._fake, "info", None) is not None:
+    if cupy is None or not _device.gpu_is_real():
         return
     try:
         cupy.cuda.get_current_stream().synchronize()
@@ -245,8 +244,11 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
             result = _call_cpu(fn, args, kwargs, convert)
             dev = "cpu"
         else:
-            _testing.maybe_fail(op)
-            if own_stream or convert or _device._fake.info is not None:
+            prov = _device._installed.provider
+            if prov is not None:  # a provider installed by a test or the demo
+                prov.before_run(op)
+                result = _call_gpu(fn, args, kwargs, convert, own_stream, prov.simulated)
+            elif own_stream or convert:
                 result = _call_gpu(fn, args, kwargs, convert, own_stream)
             else:  # the caller's stream, arrays as given: the per-call hot path of dense
                 result = fn(*args, **kwargs)
@@ -266,8 +268,8 @@ def _call_cpu(fn, args, kwargs, convert):
     return _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
 
 
-def _call_gpu(fn, args, kwargs, convert, own_stream=True):
-    if _device._fake.info is not None:  # test hook: arrays stay on the host
+def _call_gpu(fn, args, kwargs, convert, own_stream=True, simulated=False):
+    if simulated:  # a simulated GPU (test provider): arrays stay on the host
         return _call_cpu(fn, args, kwargs, convert)
     move = _arrays.to_device if convert else None
     if not own_stream:

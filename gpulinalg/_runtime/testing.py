@@ -1,6 +1,9 @@
-"""Test hooks of the dispatcher: a pretend GPU and injected GPU faults.
+"""Device providers that stand in for a GPU: a pretend GPU and injected GPU faults.
 
-They let a machine without a GPU exercise every branch of :func:`gpulinalg._runtime.dispatch`.
+They let a machine without a GPU exercise every branch of :func:`gpulinalg._runtime.dispatch`,
+and a machine with one exercise its fallbacks. Both install a provider in the calling thread
+through :func:`gpulinalg._runtime.device.use_provider`; production code never imports this
+module (the tests and ``gpulinalg demo`` do).
 """
 
 import contextlib
@@ -8,10 +11,8 @@ import threading
 
 from . import device as _device
 
-__all__ = ["fake_gpu", "inject_fault", "SimulatedCUDAError"]
-
-_lock = threading.Lock()
-_faults = []  # dicts: kind, op, remaining
+__all__ = ["FakeGPU", "FaultyGPU", "fake_gpu", "inject_fault", "SimulatedCUDAError",
+           "reset_gpu_state"]
 
 
 class SimulatedCUDAError(RuntimeError):
@@ -22,6 +23,46 @@ class SimulatedCUDAError(RuntimeError):
         super().__init__(f"simulated CUDA error {status}")
 
 
+class FakeGPU:
+    """A pretend GPU: one device with ``free``/``total`` bytes; GPU functions get host arrays."""
+
+    simulated = True
+
+    def __init__(self, free=16 << 30, total=32 << 30, name="Fake GPU"):
+        self.info = _device.GPUInfo(0, name, (9, 0), int(total))
+        self.memory = (int(free), int(total))
+
+    def before_run(self, op):
+        pass
+
+
+class FaultyGPU:
+    """Wraps another provider (or the real devices, ``base=None``) and fails the next ``times``
+    GPU runs of operation ``op`` (``None``: any) before they start."""
+
+    def __init__(self, base, kind, op, times):
+        if kind not in ("oom", "sticky"):
+            raise ValueError(f"kind must be 'oom' or 'sticky', got {kind!r}")
+        self.base, self.kind, self.op, self.remaining = base, kind, op, int(times)
+        self.info = getattr(base, "info", None)
+        self.memory = getattr(base, "memory", None)
+        self.simulated = getattr(base, "simulated", False)
+        self._lock = threading.Lock()
+
+    def before_run(self, op):
+        with self._lock:
+            hit = self.remaining > 0 and self.op in (None, op)
+            if hit:
+                self.remaining -= 1
+        if not hit:
+            if self.base is not None:
+                self.base.before_run(op)
+            return
+        if self.kind == "oom":
+            raise MemoryError(f"injected out-of-memory in {op}")
+        raise SimulatedCUDAError(700)
+
+
 @contextlib.contextmanager
 def fake_gpu(free=16 << 30, total=32 << 30, name="Fake GPU"):
     """Make the calling thread see one GPU with ``free``/``total`` bytes; arrays stay NumPy.
@@ -29,52 +70,22 @@ def fake_gpu(free=16 << 30, total=32 << 30, name="Fake GPU"):
     The GPU function is then called with NumPy arrays, so pair this with :func:`inject_fault`
     or with GPU functions that work on NumPy arrays.
     """
-    info = _device.GPUInfo(0, name, (9, 0), int(total))
-    prev = getattr(_device._fake, "info", None), getattr(_device._fake, "memory", None)
-    _device._fake.info, _device._fake.memory = info, (int(free), int(total))
-    try:
-        yield info
-    finally:
-        _device._fake.info, _device._fake.memory = prev
+    with _device.use_provider(FakeGPU(free, total, name)) as prov:
+        yield prov.info
 
 
 @contextlib.contextmanager
 def inject_fault(kind="oom", op=None, times=1):
-    """Make the next ``times`` GPU runs (of operation ``op``, or any) fail before they start.
+    """Make the calling thread's next ``times`` GPU runs (of operation ``op``, or any) fail
+    before they start, on the provider in force (a :func:`fake_gpu`, or the real GPU).
 
     Parameters
     ----------
     kind : {"oom", "sticky"}
         ``oom`` raises ``MemoryError``; ``sticky`` raises :class:`SimulatedCUDAError` (700).
     """
-    if kind not in ("oom", "sticky"):
-        raise ValueError(f"kind must be 'oom' or 'sticky', got {kind!r}")
-    fault = {"kind": kind, "op": op, "remaining": int(times)}
-    with _lock:
-        _faults.append(fault)
-    try:
-        yield fault
-    finally:
-        with _lock:
-            if fault in _faults:
-                _faults.remove(fault)
-
-
-def maybe_fail(op):
-    """Called by the dispatcher just before a GPU function runs."""
-    if not _faults:  # the usual case: nothing injected, no lock taken
-        return
-    with _lock:
-        for fault in _faults:
-            if fault["remaining"] > 0 and fault["op"] in (None, op):
-                fault["remaining"] -= 1
-                kind = fault["kind"]
-                break
-        else:
-            return
-    if kind == "oom":
-        raise MemoryError(f"injected out-of-memory in {op}")
-    raise SimulatedCUDAError(700)
+    with _device.use_provider(FaultyGPU(_device.installed(), kind, op, times)) as prov:
+        yield prov
 
 
 def reset_gpu_state():

@@ -15,7 +15,7 @@ through CuPy.
 
 import numpy as np
 
-from ._kernels import raw_kernel
+from .._runtime.kernels import raw_kernel
 
 __all__ = ["chol_inverse", "max_order", "BLOCK", "SHARED_BYTES"]
 

@@ -304,7 +304,7 @@ def workspace_bytes(routine, m, n, dtype):
     dtype = np.dtype(dtype)
     if m == 0 or n == 0:
         return 0
-    real_gpu = _device.gpu_available() and getattr(_device._fake, "info", None) is None
+    real_gpu = _device.gpu_is_real()
     if real_gpu and routine in _QUERIES:
         try:
             from nvmath.bindings.cusolver import cuSOLVERError

@@ -13,7 +13,7 @@ costs more host time than its GPU work, so:
 
 import numpy as np
 
-from ._kernels import raw_kernel
+from .._runtime.kernels import raw_kernel
 
 __all__ = ["lift", "flip_signs", "TYPES", "MAX_W_BYTES"]
 

@@ -9,7 +9,7 @@ factorization leaves alone can be zeroed in the same pass without being read.
 
 import numpy as np
 
-from ._kernels import raw_kernel
+from .._runtime.kernels import raw_kernel
 
 __all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
 

@@ -301,7 +301,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """Training arrays for ``predict``: kept on the GPU while the GPU serves this model."""
         host = (x, self.L_, self.alpha_)
         if (self.L_.shape[0] < RESIDENT_MIN_N or get_config().backend is Backend.CPU
-                or not _device.gpu_available() or getattr(_device._fake, "info", None)):
+                or not _device.gpu_is_real()):
             return host
         cached = getattr(self, "_device", None)
         if cached is None or cached[0] is not self.L_:
