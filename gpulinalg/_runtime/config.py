@@ -14,7 +14,7 @@ import dataclasses
 import threading
 from enum import Enum
 
-__all__ = ["Backend", "Fallback", "Settings", "config", "get_config"]
+__all__ = ["Backend", "Fallback", "SparseGPUSolver", "Settings", "config", "get_config"]
 
 
 class Backend(str, Enum):
@@ -26,6 +26,12 @@ class Backend(str, Enum):
 class Fallback(str, Enum):
     CPU = "cpu"
     RAISE = "raise"
+
+
+class SparseGPUSolver(str, Enum):
+    AUTO = "auto"
+    CUDSS = "cudss"
+    CUSOLVERSP = "cusolversp"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +50,9 @@ class Settings:
         Autotune matmul plans (cached with the plan).
     plan_cache_size : int
         Most planned objects kept per thread and per cache.
+    sparse_gpu_solver : SparseGPUSolver
+        Which GPU library serves sparse direct solves: ``auto`` (cuDSS when it is installed,
+        else cuSOLVER-Sp), ``cudss`` or ``cusolversp`` (a missing library is then an error).
     """
 
     backend: Backend = Backend.AUTO
@@ -51,6 +60,7 @@ class Settings:
     vram_headroom: float = 0.05
     autotune: bool = False
     plan_cache_size: int = 64
+    sparse_gpu_solver: SparseGPUSolver = SparseGPUSolver.AUTO
 
     def __post_init__(self):
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
@@ -60,6 +70,8 @@ class Settings:
         if int(self.plan_cache_size) < 1:
             raise ValueError(f"plan_cache_size must be >= 1, got {self.plan_cache_size!r}")
         object.__setattr__(self, "autotune", bool(self.autotune))
+        object.__setattr__(self, "sparse_gpu_solver",
+                           _enum(SparseGPUSolver, self.sparse_gpu_solver, "sparse_gpu_solver"))
 
 
 def _enum(kind, value, name):
@@ -128,6 +140,7 @@ class config(thread_config):
         Fraction of total device memory kept free, in ``[0, 1)``.
     autotune : bool, optional
     plan_cache_size : int, optional
+    sparse_gpu_solver : {"auto", "cudss", "cusolversp"}, optional
 
     Examples
     --------

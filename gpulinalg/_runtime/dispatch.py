@@ -133,8 +133,10 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         and ``cpu_fn`` as NumPy arrays, and arrays in the result go back to the caller's package.
     args, kwargs : tuple, dict
         Arguments for the chosen function.
-    nbytes : int
-        Estimated peak device bytes of the GPU run (inputs, outputs, workspaces).
+    nbytes : int or callable
+        Estimated peak device bytes of the GPU run (inputs, outputs, workspaces). A callable
+        (no arguments) is called only when the dispatcher considers the GPU, so estimates that
+        ask a GPU library (workspace queries) are never made for a CPU run.
     flops : float, optional
         Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
         pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
@@ -214,6 +216,8 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
         if settings.backend is _GPU:
             raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
         return "cpu", f"no GPU: {why}", False, "cpu"
+    if callable(nbytes):
+        nbytes = int(nbytes())
     if kind is _CUPY or kind is _NUMPY:
         on_host = kind is _NUMPY
     else:
