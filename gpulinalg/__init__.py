@@ -9,8 +9,9 @@ import logging
 
 from ._runtime import (Backend, Fallback, FallbackWarning, GPUInfo, GPUUnavailableError,
                        IllConditionedWarning, LinAlgError, NotPositiveDefiniteError,
-                       ResidualWarning, RunRecord, Settings, SingularMatrixError, config,
-                       get_config, gpu_available, gpus, last_run, memory_info)
+                       ResidualWarning, RunRecord, Settings, SingularMatrixError, SparseGPUSolver,
+                       config, config_context, get_config, gpu_available, gpus, last_run,
+                       memory_info, set_config)
 
 __version__ = "0.1.0"
 
@@ -19,8 +20,8 @@ logging.getLogger("gpulinalg").addHandler(logging.NullHandler())
 _SUBMODULES = ("dense", "decomp", "sparse", "gp")
 
 __all__ = [
-    "__version__", "config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",
-    "Backend", "Fallback", "Settings", "RunRecord", "GPUInfo",
+    "__version__", "config", "config_context", "set_config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",
+    "Backend", "Fallback", "SparseGPUSolver", "Settings", "RunRecord", "GPUInfo",
     "LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "GPUUnavailableError",
     "FallbackWarning", "ResidualWarning", "IllConditionedWarning", *_SUBMODULES,
 ]

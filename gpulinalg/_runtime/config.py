@@ -1,20 +1,29 @@
-"""Process-wide policy (``gpulinalg.config``), settable globally or per thread with ``with``.
+"""gpulinalg's policy: a process default, and context-local overrides for ``with`` blocks.
 
-``config(**changes)`` applies ``changes`` to the process-wide settings at once. Used as a context
-manager, the same call instead applies them only to the calling thread, until the block ends.
+scikit-learn's ``set_config`` / ``config_context`` are the model, and both exist here:
 
-How one call serves both: each ``config`` object is a *pending* layer on top of the committed
-process-wide settings. ``__enter__`` removes its layer (the block then holds the changes for its
-thread alone); an object dropped without being entered (the statement form) is committed. Layers
-are removed by identity, so two threads entering ``with config(...)`` at once never leave each
-other's changes behind, and blocks nest; the innermost wins.
+* :func:`set_config` changes the process default (every thread that has no block of its own);
+* :class:`config_context` changes the settings of the current context (the calling thread, or
+  the current asyncio task) for a ``with`` block, and restores exactly what was there;
+* :class:`config` is either, by how it is used: ``gpulinalg.config(backend="cpu")`` as a
+  statement sets the process default at once; ``with gpulinalg.config(backend="cpu"):`` changes
+  the current context only. Nothing is published to other threads before ``__enter__``. An object
+  kept in a variable (``c = config(...)``) publishes nothing until it is either entered (then it
+  is a context block only) or dropped without having been entered (then it sets the default).
+
+The override lives in a :class:`contextvars.ContextVar`, so new threads start from the process
+default, and asyncio tasks see the block of the code that created them.
 """
 
+import contextvars
 import dataclasses
+import dis
+import sys
 import threading
 from enum import Enum
 
-__all__ = ["Backend", "Fallback", "SparseGPUSolver", "Settings", "config", "get_config"]
+__all__ = ["Backend", "Fallback", "SparseGPUSolver", "Settings", "config", "config_context",
+           "get_config", "set_config"]
 
 
 class Backend(str, Enum):
@@ -83,54 +92,97 @@ def _enum(kind, value, name):
 
 
 _lock = threading.Lock()
-_committed = Settings()
-_pending = []  # config objects created but neither entered nor dropped, oldest first
-_global = _committed  # _committed with every pending layer applied, in order
-
-
-class _Local(threading.local):
-    stack = None  # class default: get_config() never pays for a missing-attribute lookup
-
-
-_local = _Local()
+_default = Settings()
+_override: contextvars.ContextVar = contextvars.ContextVar("gpulinalg_config", default=None)
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Settings))
 
 
 def get_config():
-    """Return the :class:`Settings` in force for the calling thread."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else _global
+    """Return the :class:`Settings` in force for the calling thread (or asyncio task)."""
+    settings = _override.get()
+    return _default if settings is None else settings
 
 
-class thread_config:
-    """Apply ``changes`` to the calling thread only, for a ``with`` block.
+def set_config(**changes):
+    """Change the process default settings (what every context without a block of its own sees).
 
-    Unlike :class:`config`, it never touches the process-wide settings, not even between the
-    call and ``__enter__`` (where another thread sees a pending ``config`` layer).
+    Parameters
+    ----------
+    **changes
+        Any field of :class:`Settings` (``backend``, ``fallback``, ``vram_headroom``,
+        ``autotune``, ``plan_cache_size``, ``sparse_gpu_solver``).
+
+    Returns
+    -------
+    Settings
+        The new process default.
+
+    Examples
+    --------
+    >>> import gpulinalg
+    >>> before = gpulinalg.get_config()
+    >>> gpulinalg.set_config(backend="cpu").backend.value
+    'cpu'
+    >>> gpulinalg.set_config(backend=before.backend).backend.value
+    'auto'
+    """
+    global _default
+    _check_names(changes, "set_config")
+    with _lock:
+        _default = dataclasses.replace(_default, **changes)
+        return _default
+
+
+def _check_names(changes, who):
+    unknown = set(changes) - _FIELDS
+    if unknown:
+        raise TypeError(f"{who}() got unknown settings {sorted(unknown)}")
+
+
+class config_context:
+    """Apply ``changes`` to the current context (thread or asyncio task) for a ``with`` block.
+
+    The block starts from the settings in force when it is entered and restores them, exactly,
+    when it ends; blocks nest (the innermost wins). Other threads never see the changes.
+
+    Examples
+    --------
+    >>> import gpulinalg
+    >>> with gpulinalg.config_context(backend="cpu") as s:
+    ...     s.backend.value, gpulinalg.get_config().backend.value
+    ('cpu', 'cpu')
+    >>> gpulinalg.get_config().backend.value
+    'auto'
     """
 
     def __init__(self, **changes):
-        unknown = set(changes) - {f.name for f in dataclasses.fields(Settings)}
-        if unknown:
-            raise TypeError(f"{type(self).__name__}() got unknown settings {sorted(unknown)}")
+        _check_names(changes, type(self).__name__)
+        dataclasses.replace(_default, **changes)  # validate the values before anything runs
         self._changes = changes
+        self._tokens = []
 
     def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(dataclasses.replace(get_config(), **self._changes))
-        return stack[-1]
+        settings = dataclasses.replace(get_config(), **self._changes)
+        self._tokens.append(_override.set(settings))
+        return settings
 
     def __exit__(self, *exc):
-        _local.stack.pop()
+        _override.reset(self._tokens.pop())
         return False
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
 
 
-class config(thread_config):
-    """Set gpulinalg's policy globally, or for a ``with`` block in the calling thread.
+thread_config = config_context  # the name earlier versions used inside the package
+
+
+class config(config_context):
+    """Set gpulinalg's policy: the process default, or the current context for a ``with`` block.
+
+    ``gpulinalg.config(...)`` as a statement is :func:`set_config`; ``with gpulinalg.config(...):``
+    is :class:`config_context`. An object kept in a variable publishes nothing until it is entered
+    (a block, for the current context only) or dropped unentered (then it sets the default).
 
     Parameters
     ----------
@@ -141,6 +193,10 @@ class config(thread_config):
     autotune : bool, optional
     plan_cache_size : int, optional
     sparse_gpu_solver : {"auto", "cudss", "cusolversp"}, optional
+
+    See Also
+    --------
+    set_config, config_context, get_config
 
     Examples
     --------
@@ -154,36 +210,47 @@ class config(thread_config):
 
     def __init__(self, **changes):
         super().__init__(**changes)
-        dataclasses.replace(_committed, **changes)  # validate before anything changes
+        form = _use_of_result(sys._getframe(1))
         self._state = "pending"
-        with _lock:
-            _pending.append(self)
-            _recompute()
+        if form == "statement":
+            set_config(**changes)
+            self._state = "committed"
+        elif form == "with":
+            self._state = "entered"
 
     def __enter__(self):
-        with _lock:
-            if self._state == "pending":
-                self._state = "entered"
-                _pending[:] = [c for c in _pending if c is not self]
-                _recompute()
+        self._state = "entered"
         return super().__enter__()
 
     def __del__(self):
-        # dropped without a ``with``: the global-setter form; commit it in creation order
-        if getattr(self, "_state", None) != "pending" or _lock is None:  # None: shutting down
-            return
-        global _committed
-        with _lock:
+        if getattr(self, "_state", None) == "pending" and _lock is not None:  # None: shutdown
             self._state = "committed"
-            while _pending and _pending[0]._state == "committed":
-                _committed = dataclasses.replace(_committed, **_pending.pop(0)._changes)
-            _recompute()
+            set_config(**self._changes)
 
 
-def _recompute():
-    """Rebuild the process-wide settings from the committed ones and the pending layers."""
-    global _global
-    settings = _committed
-    for layer in _pending:
-        settings = dataclasses.replace(settings, **layer._changes)
-    _global = settings
+_WITH_OPS = frozenset({"BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"})
+_DISCARD_OPS = frozenset({"POP_TOP", "PRINT_EXPR", "CALL_INTRINSIC_1"})
+_uses = {}  # (code, offset) -> "with" | "statement" | "kept"
+
+
+def _use_of_result(frame):
+    """How the caller uses the object being built: entered by ``with`` at once, discarded (an
+    expression statement, also at the interactive prompt), or kept (anything else)."""
+    key = (frame.f_code, frame.f_lasti)
+    use = _uses.get(key)
+    if use is None:
+        if len(_uses) > 4096:  # call sites of exec'd code (doctests, notebooks) come and go
+            _uses.clear()
+        use = _uses[key] = _classify(frame.f_code, frame.f_lasti)
+    return use
+
+
+def _classify(code, offset):
+    following = [ins for ins in dis.get_instructions(code) if ins.offset > offset][:2]
+    names = [ins.opname for ins in following]
+    if names and (names[0] in _WITH_OPS or names[:2] == ["COPY", "LOAD_SPECIAL"]):
+        return "with"
+    if names and names[0] in _DISCARD_OPS:
+        if names[0] != "CALL_INTRINSIC_1" or following[0].argrepr == "INTRINSIC_PRINT":
+            return "statement"
+    return "kept"
