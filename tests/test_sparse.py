@@ -9,9 +9,10 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import gpulinalg
-from gpulinalg import FallbackWarning, LinAlgError, NotPositiveDefiniteError, ResidualWarning
+from gpulinalg import (FallbackWarning, GPUUnavailableError, LinAlgError, NotPositiveDefiniteError,
+                       ResidualWarning)
 from gpulinalg._runtime import testing
-from gpulinalg._runtime.config import thread_config
+from gpulinalg._runtime.config import config_context
 from gpulinalg.sparse import (NotPositiveDefiniteWarning, ResidualError, default_tol,
                               factorize, solve)
 
@@ -31,7 +32,7 @@ def host(x):
 def needs_cudss(backend):
     """Skip GPU runs without cuDSS (cuSOLVER-Sp keeps no factor: no logdet, QR-stable LDLᵀ)."""
     if backend == "gpu":
-        from gpulinalg.sparse import _cudss
+        from gpulinalg.sparse import _cudss_cuda as _cudss
         if not _cudss.available():
             pytest.skip("needs cuDSS on the GPU")
 
@@ -344,7 +345,7 @@ def test_sixteen_threads(backend, rng):
 
     def work(i):
         try:
-            with thread_config(backend=backend):  # config() flips the global briefly: racy
+            with config_context(backend=backend):  # this thread only
                 a, b = systems[i]
                 barrier.wait()
                 x1 = solve(a, b)
@@ -426,3 +427,44 @@ def test_cpu_refactorize_reuses_the_ordering(rng, kind, method, dtype):
             np.testing.assert_allclose(logabs, ref_logabs, rtol=1e-10)
         fac.refactorize(a)  # and back
         np.testing.assert_allclose(a @ fac.solve(b), b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("setting, cudss_loads, method, want", [
+    ("auto", True, "auto", "CuDSSFactor"),
+    ("auto", False, "cholesky", "CuSolverSpFactor"),
+    ("auto", True, "qr", "CuSolverSpFactor"),
+    ("cudss", True, "lu", "CuDSSFactor"),
+    ("cudss", True, "qr", "CuSolverSpFactor"),  # cuDSS has no QR
+    ("cusolversp", True, "ldlt", "CuSolverSpFactor"),
+])
+def test_sparse_gpu_solver_setting_picks_the_library(monkeypatch, setting, cudss_loads, method,
+                                                     want):
+    """The GPU library follows ``config(sparse_gpu_solver=...)``, not the environment."""
+    from gpulinalg.sparse import _cudss_cuda, _engine_cuda
+    monkeypatch.setattr(_cudss_cuda, "available", lambda: cudss_loads)
+    monkeypatch.setenv("GPULINALG_SPARSE_GPU_LIBRARY", "cusolversp" if want == "CuDSSFactor"
+                       else "cudss")  # the old variable is ignored
+    with gpulinalg.config(sparse_gpu_solver=setting):
+        assert _engine_cuda.factor_class(method).__name__ == want
+    assert gpulinalg.get_config().sparse_gpu_solver.value == "auto"
+
+
+def test_sparse_gpu_solver_invalid_value():
+    with pytest.raises(ValueError, match="sparse_gpu_solver"):
+        gpulinalg.config(sparse_gpu_solver="mumps")
+    with pytest.raises(ValueError, match="sparse_gpu_solver"):
+        with gpulinalg.config(sparse_gpu_solver="CUDSS!"):
+            pass
+    assert gpulinalg.get_config().sparse_gpu_solver.value == "auto"
+
+
+def test_forced_cudss_without_cudss_is_an_error(fake_gpu, monkeypatch, rng):
+    """``sparse_gpu_solver="cudss"`` with cuDSS missing: a clear error from the GPU run (it
+    reaches the choice through the dispatcher), not a silent cuSOLVER-Sp."""
+    from gpulinalg.sparse import _cudss_cuda, _engine_cuda
+    monkeypatch.setattr(_cudss_cuda, "available", lambda: False)
+    with gpulinalg.config(sparse_gpu_solver="cudss"):
+        with pytest.raises(GPUUnavailableError, match="sparse_gpu_solver='cudss'"):
+            _engine_cuda.factor_class("cholesky")
+        with gpulinalg.config(backend="gpu"), pytest.raises(GPUUnavailableError, match="cuDSS"):
+            solve(spd(10, rng), np.ones(10))

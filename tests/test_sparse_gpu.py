@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture
 def cudss(xp_gpu):
-    from gpulinalg.sparse import _cudss
+    from gpulinalg.sparse import _cudss_cuda as _cudss
     if not _cudss.available():
         pytest.skip("cuDSS not loadable")
     return _cudss
@@ -83,20 +83,19 @@ def test_factorization_stays_on_gpu(xp_gpu, rng):
     fac.free()
 
 
-def test_cusolversp_logdet_not_available(xp_gpu, rng, monkeypatch):
-    monkeypatch.setenv("GPULINALG_SPARSE_GPU_LIBRARY", "cusolversp")
-    with gpulinalg.config(backend="gpu"), factorize(spd(30, rng)) as fac:
+def test_cusolversp_logdet_not_available(xp_gpu, rng):
+    with gpulinalg.config(backend="gpu", sparse_gpu_solver="cusolversp"), \
+            factorize(spd(30, rng)) as fac:
         assert fac.info["library"] == "cusolversp"
         with pytest.raises(NotImplementedError, match="cuSOLVER-Sp"):
             fac.logdet()
 
 
 @pytest.mark.parametrize("kind", ["spd", "unsymmetric", "indefinite"])
-def test_cusolversp_backend(xp_gpu, rng, monkeypatch, kind):
-    monkeypatch.setenv("GPULINALG_SPARSE_GPU_LIBRARY", "cusolversp")
+def test_cusolversp_backend(xp_gpu, rng, kind):
     a = {"spd": spd, "unsymmetric": unsymmetric, "indefinite": sym_indefinite}[kind](120, rng)
     b = rng.standard_normal((120, 2))
-    with gpulinalg.config(backend="gpu"):
+    with gpulinalg.config(backend="gpu", sparse_gpu_solver="cusolversp"):
         x = solve(a, b)
         assert gpulinalg.last_run().details["library"] == "cusolversp"
         with factorize(a) as fac:
@@ -107,14 +106,23 @@ def test_cusolversp_backend(xp_gpu, rng, monkeypatch, kind):
     np.testing.assert_allclose(y, ref / 3, rtol=1e-9)
 
 
-def test_cusolversp_errors(xp_gpu, rng, monkeypatch):
-    monkeypatch.setenv("GPULINALG_SPARSE_GPU_LIBRARY", "cusolversp")
-    with gpulinalg.config(backend="gpu"):
+def test_cusolversp_errors(xp_gpu, rng):
+    with gpulinalg.config(backend="gpu", sparse_gpu_solver="cusolversp"):
         with pytest.raises(NotPositiveDefiniteError):
             solve(sym_indefinite(50, rng), np.ones(50), method="cholesky")
         sing = sp.csr_matrix(np.array([[1.0, 2.0, 0], [2.0, 4.0, 0], [0, 0, 1.0]]))
         with pytest.raises(LinAlgError):
             solve(sing, np.ones(3), method="lu")
+
+
+def test_forced_cudss_setting(cudss, rng):
+    a = spd(60, rng)
+    with gpulinalg.config(backend="gpu", sparse_gpu_solver="cudss"):
+        x = solve(a, np.ones(60))
+        assert gpulinalg.last_run().details["library"] == "cudss"
+        solve(a, np.ones(60), method="qr")  # cuDSS has no QR: cuSOLVER-Sp serves it
+        assert gpulinalg.last_run().details["library"] == "cusolversp"
+    np.testing.assert_allclose(x, spla.spsolve(a.tocsc(), np.ones(60)), rtol=1e-9)
 
 
 def test_qr_uses_cusolversp(xp_gpu, rng):

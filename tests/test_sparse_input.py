@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpulinalg.sparse._input import as_csr, pattern_values, structure
+from gpulinalg.sparse._input_xp import as_csr, pattern_values, structure
 
 
 @st.composite

@@ -1,18 +1,24 @@
-"""Public API: :func:`solve`, :func:`factorize` and :class:`SparseFactorization`."""
+"""Public API: :func:`solve`, :func:`factorize` and :class:`SparseFactorization`.
 
-import warnings
-from typing import NamedTuple
+Each public call validates its arguments, then makes one dispatch between a GPU function
+(:mod:`._engine_cuda`: cuDSS or cuSOLVER-Sp) and a CPU function (:mod:`._superlu_host`:
+SuperLU) of the same signature, and hands the result back in the caller's package.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
 
 import numpy as np
 
 from .._runtime import arrays as _arrays
-from .._runtime.config import thread_config
+from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
-from . import _cpu, _gpu
-from ._core import METHODS, checked_solve, describe
-from ._input import CSRInput, as_csr, check_values, pattern_values
-from ._residual import emit, validate_policy
+from . import _engine_cuda, _factor_xp, _superlu_host
+from ._input_xp import as_csr, check_values
+from ._policy import check_method, emit, validate_policy, warn_fallback
+from ._results import LogDetResult, NotPositiveDefiniteWarning, describe
 
 __all__ = ["solve", "factorize", "SparseFactorization", "LogDetResult",
            "NotPositiveDefiniteWarning"]
@@ -22,21 +28,9 @@ FILL_FACTOR = 30
 #: Work the host-input cost model assumes for a sparse factorization of order n: 200 n^1.5.
 FLOPS_PER_N15 = 200.0
 
-
-class NotPositiveDefiniteWarning(RuntimeWarning):
-    """``method="auto"`` tried Cholesky, found the matrix indefinite, and used LDLᵀ instead."""
-
-
-class LogDetResult(NamedTuple):
-    """``sign * exp(logabsdet)`` is the determinant (as :func:`numpy.linalg.slogdet`)."""
-
-    sign: float
-    logabsdet: float
-
-
-def _check_method(method):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+Method = Literal["auto", "cholesky", "ldlt", "lu", "qr"]
+Check = Literal["raise", "warn", "ignore"]
+Refine = Union[Literal["auto"], bool, int]
 
 
 def _rhs(b, n):
@@ -58,12 +52,8 @@ def _nbytes(nnz, n, nrhs, dtype):
                + FILL_FACTOR * nnz * item)
 
 
-def _warn_fallback(message, stacklevel=3):
-    if message:
-        warnings.warn(message, NotPositiveDefiniteWarning, stacklevel=stacklevel)
-
-
-def solve(A, b, *, method="auto", check="raise", tol=None, refine="auto"):
+def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
+          tol: float | None = None, refine: Refine = "auto") -> Any:
     """Solve the sparse system ``A x = b`` with a direct method, checking the answer.
 
     Parameters
@@ -111,8 +101,22 @@ def solve(A, b, *, method="auto", check="raise", tol=None, refine="auto"):
     True
     >>> gpulinalg.last_run().details["method"]
     'cholesky'
+
+    See Also
+    --------
+    scipy.sparse.linalg.spsolve : SciPy's sparse direct solve.
+    factorize : Factorize once, then solve many times and refactorize.
+
+    Notes
+    -----
+    The dispatcher runs the solve on the GPU with cuDSS (``nvmath.sparse.advanced``), or
+    cuSOLVER-Sp when cuDSS is not installed or ``method="qr"`` (pick one with
+    ``gpulinalg.config(sparse_gpu_solver=...)``), and on the CPU with SciPy's SuperLU. Every
+    solve measures its normwise backward error and refines iteratively while it is above
+    ``tol``; ``gpulinalg.last_run().details`` holds the method, library, backward errors and
+    refinement steps.
     """
-    _check_method(method)
+    check_method(method)
     steps = validate_policy(check, tol, refine)
     csr = as_csr(A)
     b = _rhs(b, csr.n)
@@ -122,17 +126,18 @@ def solve(A, b, *, method="auto", check="raise", tol=None, refine="auto"):
         return _empty_result(b, dtype)
     nrhs = 1 if b.ndim == 1 else b.shape[1]
     x, report = dispatch(
-        "sparse.solve", _gpu.solve_once, _cpu.solve_once,
+        "sparse.solve", _engine_cuda.solve_once, _superlu_host.solve_once,
         args=(csr.indptr, csr.indices, csr.data.astype(dtype, copy=False), b),
         kwargs=dict(n=csr.n, method=method, check=check, tol=tol, max_steps=steps),
         nbytes=_nbytes(csr.indices.size, csr.n, nrhs, dtype),
         flops=FLOPS_PER_N15 * csr.n ** 1.5, like=b)
-    _warn_fallback(report.get("method_fallback"))
+    warn_fallback(report.get("method_fallback"))
     emit(report)
     return x
 
 
-def factorize(A, *, method="auto", reordering=None):
+def factorize(A: Any, *, method: Method = "auto",
+              reordering: str | None = None) -> SparseFactorization:
     """Analyse and factorize sparse ``A`` once, for many solves and refactorizations.
 
     The dispatcher picks the GPU (cuDSS, or cuSOLVER-Sp without cuDSS) or the CPU (SciPy
@@ -166,16 +171,29 @@ def factorize(A, *, method="auto", reordering=None):
     >>> ref = np.linalg.slogdet(2 * A.toarray())
     >>> bool(np.allclose(y, x / 2)), bool(np.isclose(ld.logabsdet, ref.logabsdet))
     (True, True)
+
+    See Also
+    --------
+    scipy.sparse.linalg.splu : SciPy's sparse LU factorization.
+    scipy.sparse.linalg.factorized : SciPy's factorize-once solve function.
+    solve : One-shot solve.
+
+    Notes
+    -----
+    The GPU library follows ``gpulinalg.config(sparse_gpu_solver=...)`` (``"auto"``: cuDSS when
+    installed, else cuSOLVER-Sp; ``method="qr"`` always cuSOLVER-Sp). cuDSS keeps its analysis
+    for :meth:`SparseFactorization.refactorize`; cuSOLVER-Sp keeps no factor (it factors again
+    for every solve and has no :meth:`SparseFactorization.logdet`).
     """
-    _check_method(method)
+    check_method(method)
     csr = as_csr(A)
     check_values(csr.data)
     dtype = float_dtype(np.dtype(csr.data.dtype))
     if csr.n == 0:
-        return SparseFactorization(_cpu.EmptyFactor(dtype, method))
+        return SparseFactorization(_superlu_host.EmptyFactor(dtype, method))
     fac = SparseFactorization._create(csr, csr.data.astype(dtype, copy=False), method,
                                       reordering)
-    _warn_fallback(fac._fallback)
+    warn_fallback(fac._fallback)
     return fac
 
 
@@ -186,7 +204,7 @@ class SparseFactorization:
     :meth:`free` (or the end of a ``with`` block).
     """
 
-    def __init__(self, factor, fallback=None):
+    def __init__(self, factor: Any, fallback: str | None = None) -> None:
         self._factor, self._twin, self._fallback = factor, None, fallback
         self._counts = {"solves": 0, "refactorizations": 0}
         self._last = {}
@@ -195,15 +213,16 @@ class SparseFactorization:
     def _create(cls, csr, data, method, reordering):
         n = csr.n
 
-        def run(backend):
+        def run(engine_factorize):
             def fn(indptr, indices, data, dest):
-                factor, why = backend.factorize(indptr, indices, data, n=n, method=method,
-                                                reordering=reordering)
+                factor, why = engine_factorize(indptr, indices, data, n=n, method=method,
+                                               reordering=reordering)
                 factor.dest, factor.input_nnz = dest, csr.input_nnz
                 note(**describe(factor))
                 return cls(factor, why)
             return fn
-        return dispatch("sparse.factorize", run(_gpu), run(_cpu),
+        return dispatch("sparse.factorize", run(_engine_cuda.factorize),
+                        run(_superlu_host.factorize),
                         args=(csr.indptr, csr.indices, data, csr.dest),
                         nbytes=_nbytes(csr.indices.size, n, 1, data.dtype),
                         flops=FLOPS_PER_N15 * n ** 1.5)
@@ -223,33 +242,32 @@ class SparseFactorization:
         if factor.device == "cpu":
             return factor
         if self._twin is None:
-            m = factor.matrix()
-            self._twin = _cpu.SuperLUFactor(m.indptr, m.indices, m.data, factor.n,
-                                            factor.method)
+            self._twin = _superlu_host.host_twin(factor)
         return self._twin
 
     def _dispatch(self, op, gpu_fn, cpu_fn, args=(), kwargs=None, **kw):
-        with thread_config(backend=self._route()):
+        with config_context(backend=self._route()):
             return dispatch(f"sparse.SparseFactorization.{op}", gpu_fn, cpu_fn, args, kwargs,
                             **kw)
 
     # -- public --------------------------------------------------------------------------
     @property
-    def n(self):
+    def n(self) -> int:
         """Order of the factorized matrix."""
         return self._alive().n
 
     @property
-    def method(self):
+    def method(self) -> str:
         """The method used: ``"cholesky"``, ``"ldlt"``, ``"lu"`` or ``"qr"``."""
         return self._alive().method
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
+        """dtype of the factors (float32, float64, complex64 or complex128)."""
         return self._alive().dtype
 
     @property
-    def info(self):
+    def info(self) -> dict[str, Any]:
         """What this factorization is and did: a dict.
 
         ``backend`` (``"gpu"``/``"cpu"``), ``library`` (``"cudss"``, ``"cusolversp"``,
@@ -262,7 +280,8 @@ class SparseFactorization:
         return {"backend": self._route(), **describe(factor), **self._counts,
                 "method_fallback": self._fallback, **self._last}
 
-    def solve(self, b, *, check="raise", tol=None, refine="auto"):
+    def solve(self, b: Any, *, check: Check = "raise", tol: float | None = None,
+              refine: Refine = "auto") -> Any:
         """Solve ``A x = b`` with the factors; ``b`` of shape (n,) or (n, nrhs).
 
         Residual check and refinement as in :func:`solve`; ``x`` comes back in ``b``'s
@@ -278,15 +297,15 @@ class SparseFactorization:
                       what=f"SparseFactorization.solve ({factor.method})")
         nrhs = 1 if b.ndim == 1 else b.shape[1]
         x, report = self._dispatch(
-            "solve", lambda b, **kw: checked_solve(self._factor, b, **kw),
-            lambda b, **kw: checked_solve(self._cpu_factor(), b, **kw),
+            "solve", lambda b, **kw: _factor_xp.checked_solve(self._factor, b, **kw),
+            lambda b, **kw: _factor_xp.checked_solve(self._cpu_factor(), b, **kw),
             (b,), kwargs, nbytes=6 * factor.n * nrhs * dtype.itemsize, like=b)
         self._counts["solves"] += 1
         self._last = {k: v for k, v in report.items() if k != "warning"}
         emit(report)
         return x
 
-    def refactorize(self, values):
+    def refactorize(self, values: Any) -> None:
         """Factorize new values on the same sparsity pattern, reusing the analysis.
 
         Parameters
@@ -298,28 +317,18 @@ class SparseFactorization:
         """
         factor = self._alive()
 
-        def run(f):
-            def fn(values):
-                csr = CSRInput(f.m.indptr, f.m.indices, f.m.data, f.n, f.dest, f.input_nnz)
-                data = pattern_values(csr, values)
-                check_values(data, "values")
-                f.refactor(data.astype(f.dtype, copy=False))
-                note(**describe(f))
-            return fn
-
         def cpu(values):  # a GPU factorization that ran out of memory moves to the CPU
             twin = self._cpu_factor()
-            twin.dest, twin.input_nnz = _arrays.to_host(factor.dest) if factor.dest is not None \
-                else None, factor.input_nnz
-            run(twin)(values)
+            _factor_xp.refactorize(twin, values)
             if twin is not factor:
                 factor.free()
                 self._factor, self._twin = twin, None
-        self._dispatch("refactorize", run(factor), cpu, (values,),
+        self._dispatch("refactorize", lambda values: _factor_xp.refactorize(factor, values),
+                       cpu, (values,),
                        nbytes=_nbytes(factor.m.nnz, factor.n, 1, factor.dtype))
         self._counts["refactorizations"] += 1
 
-    def logdet(self):
+    def logdet(self) -> LogDetResult:
         """``(sign, logabsdet)`` of the factorized matrix, as :func:`numpy.linalg.slogdet`.
 
         Available for Cholesky and LDLᵀ factorizations (for Cholesky ``sign`` is 1).
@@ -332,21 +341,21 @@ class SparseFactorization:
                                       lambda: self._cpu_factor().slogdet(), convert=False)
         return LogDetResult(sign, logabs)
 
-    def free(self):
+    def free(self) -> None:
         """Release the factors (device memory, cuDSS objects); the object is unusable after."""
         for f in (self._factor, self._twin):
             if f is not None:
                 f.free()
         self._factor = self._twin = None
 
-    def __enter__(self):
+    def __enter__(self) -> SparseFactorization:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.free()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._factor is None:
             return "<SparseFactorization (freed)>"
         f = self._factor

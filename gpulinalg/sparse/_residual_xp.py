@@ -1,5 +1,7 @@
 """Backward error, iterative refinement and what a solve does when its answer is not good enough.
 
+Written once for NumPy/SciPy and CuPy arrays (the module is found from the arrays).
+
 The backward error of ``x`` for ``A x = b`` is, per right-hand side (column) ``j``,
 
     berr_j = ||b_j - A x_j||_inf / (||A||_inf ||x_j||_inf + ||b_j||_inf)
@@ -9,56 +11,21 @@ the GPU for a GPU factorization), in the working precision. The default toleranc
 
     tol = max(100, 10 * sqrt(n)) * eps(dtype)
 
-(``n`` the order of ``A``): a backward-stable sparse direct solve lands well below it, a solve
-that lost accuracy to pivoting, growth or near-singularity lands above it.
+(``n`` the order of ``A``; :func:`gpulinalg.sparse.default_tol`): a backward-stable sparse
+direct solve lands well below it, a solve that lost accuracy to pivoting, growth or
+near-singularity lands above it.
 """
 
-import math
-import warnings
+from __future__ import annotations
 
-import numpy as np
+import math
 
 from .._runtime.dispatch import note
-from .._runtime.errors import LinAlgError, ResidualWarning, SingularMatrixError
-from ._input import xp_of
+from .._runtime.errors import SingularMatrixError
+from ._input_xp import xp_of
+from ._results import ResidualError
 
-__all__ = ["ResidualError", "default_tol", "norm_inf", "backward_error", "solve_checked",
-           "validate_policy", "DEFAULT_REFINE_STEPS", "emit"]
-
-#: Most refinement steps ``refine="auto"`` takes.
-DEFAULT_REFINE_STEPS = 5
-CHECKS = ("raise", "warn", "ignore")
-
-
-class ResidualError(LinAlgError):
-    """A solve's backward error stayed above tolerance after refinement (``check="raise"``)."""
-
-
-def default_tol(n, dtype):
-    """Default backward-error tolerance: ``max(100, 10 sqrt(n)) * eps(dtype)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> bool(default_tol(10_000, np.float64) == 1000 * np.finfo(np.float64).eps)
-    True
-    """
-    return float(max(100.0, 10.0 * math.sqrt(max(n, 1))) * np.finfo(np.dtype(dtype)).eps)
-
-
-def validate_policy(check, tol, refine):
-    """Check the ``check`` / ``tol`` / ``refine`` arguments; return ``refine`` as a step count."""
-    if check not in CHECKS:
-        raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
-    if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
-        raise ValueError(f"tol must be a positive number or None, got {tol!r}")
-    if refine == "auto" or refine is True:
-        return DEFAULT_REFINE_STEPS
-    if refine is False or refine is None:
-        return 0
-    if isinstance(refine, (int, np.integer)) and not isinstance(refine, bool) and refine >= 0:
-        return int(refine)
-    raise ValueError(f"refine must be 'auto', a bool or a step count >= 0, got {refine!r}")
+__all__ = ["norm_inf", "backward_error", "growth", "solve_checked"]
 
 
 def norm_inf(m):
@@ -140,9 +107,3 @@ def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturb
             raise ResidualError(msg)
         report["warning"] = msg  # warned by the public function, with the caller's stacklevel
     return x, report
-
-
-def emit(report, stacklevel=3):
-    """Issue the :class:`~gpulinalg.ResidualWarning` a ``check="warn"`` solve left in ``report``."""
-    if report and report.get("warning"):
-        warnings.warn(report["warning"], ResidualWarning, stacklevel=stacklevel)

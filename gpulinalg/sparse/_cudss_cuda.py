@@ -15,6 +15,8 @@ solve should not pay, and cuDSS does not support reusing a handle across value t
 (CUDSS-1019). The threading layer is set once, when the handle is made.
 """
 
+from __future__ import annotations
+
 import atexit
 import ctypes
 import functools
@@ -28,8 +30,9 @@ import weakref
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._input import device_csr, new_timings
-from ._residual import norm_inf
+from ._csr_cuda import csr_matrix, device_csr
+from ._residual_xp import norm_inf
+from ._results import new_timings
 
 __all__ = ["CuDSSFactor", "available", "mtlayer_path", "REORDERINGS"]
 
@@ -181,6 +184,8 @@ class CuDSSFactor:
     """A cuDSS factorization of one canonical CSR matrix (CuPy arrays, current device)."""
 
     backend = "cudss"
+    #: the matrix the method is chosen on, over the engine's arrays (see ``_factor_xp.build``)
+    csr_matrix = staticmethod(csr_matrix)
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         self.n, self.method = int(n), method

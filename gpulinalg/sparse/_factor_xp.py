@@ -1,21 +1,28 @@
-"""What the CPU and GPU backends share: choosing the method, building a factor, checked solves.
+"""What the CPU and GPU engines share: choosing the method, building a factor, checked solves.
 
-A *factor* is a backend object (:class:`~gpulinalg.sparse._cpu.SuperLUFactor`,
-:class:`~gpulinalg.sparse._cudss.CuDSSFactor`,
-:class:`~gpulinalg.sparse._cusolversp.CuSolverSpFactor`) with ``m`` (the CSR matrix where the
-factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz``,
-``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``.
+Written once for any engine: the engine's *factor class* is passed in (by
+:mod:`~gpulinalg.sparse._superlu_host` or :mod:`~gpulinalg.sparse._engine_cuda`, the two
+functions the dispatcher chooses between), and the arrays' module is found from the arrays.
+
+A *factor* is an engine object (:class:`~gpulinalg.sparse._superlu_host.SuperLUFactor`,
+:class:`~gpulinalg.sparse._cudss_cuda.CuDSSFactor`,
+:class:`~gpulinalg.sparse._cusolversp_cuda.CuSolverSpFactor`) with ``m`` (the CSR matrix where
+the factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz``,
+``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``;
+its class has ``csr_matrix(indptr, indices, data, n)``, the engine's CSR matrix over its arrays.
 """
+
+from __future__ import annotations
 
 from .._runtime.dispatch import note
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._input import csr_matrix, structure, xp_of
-from ._residual import default_tol, solve_checked
+from ._input_xp import CSRInput, check_values, pattern_values, structure, xp_of
+from ._policy import default_tol
+from ._residual_xp import solve_checked
+from ._results import describe
 
-__all__ = ["METHODS", "resolve_method", "build", "checked_solve", "describe", "factorize_with",
-           "solve_once_with"]
-
-METHODS = ("auto", "cholesky", "ldlt", "lu", "qr")
+__all__ = ["resolve_method", "build", "checked_solve", "factorize_with", "solve_once_with",
+           "refactorize"]
 
 
 def resolve_method(m, method):
@@ -58,7 +65,7 @@ def check_structure(m):
 
 def build(factor_cls, indptr, indices, data, n, method, reordering=None):
     """Factor with ``factor_cls``; returns ``(factor, fallback_message_or_None)``."""
-    m = csr_matrix(indptr, indices, data, n)
+    m = factor_cls.csr_matrix(indptr, indices, data, n)
     check_structure(m)
     chosen, may_fall_back = resolve_method(m, method)
     try:
@@ -93,15 +100,6 @@ def checked_solve(factor, b, *, check, tol, max_steps, what):
     return x, report
 
 
-def describe(factor):
-    """The ``info`` fields a factor reports (also noted in :func:`gpulinalg.last_run`)."""
-    return {"library": factor.backend, "device": factor.device, "method": factor.method,
-            "reordering": factor.reordering, "factor_nnz": factor.factor_nnz,
-            "n": factor.n, "nnz": int(factor.m.nnz), "dtype": str(factor.dtype),
-            "multithreaded_analysis": getattr(factor, "multithreaded", None),
-            **factor.timings}
-
-
 def factorize_with(factor_cls, indptr, indices, data, *, n, method, reordering=None):
     """Entry point of a backend's ``factorize``: ``(factor, fallback_message_or_None)``."""
     return build(factor_cls, indptr, indices, data, n, method, reordering)
@@ -118,3 +116,14 @@ def solve_once_with(factor_cls, indptr, indices, data, b, *, n, method, reorderi
         factor.free()
     report["method_fallback"] = why
     return x, report
+
+
+def refactorize(factor, values):
+    """Factorize ``values`` (see :meth:`SparseFactorization.refactorize
+    <gpulinalg.sparse.SparseFactorization.refactorize>`) on ``factor``'s pattern, in place."""
+    m = factor.m
+    csr = CSRInput(m.indptr, m.indices, m.data, factor.n, factor.dest, factor.input_nnz)
+    data = pattern_values(csr, values)
+    check_values(data, "values")
+    factor.refactor(data.astype(factor.dtype, copy=False))
+    note(**describe(factor))

@@ -7,14 +7,17 @@ These routines factor and solve in one call for one right-hand side and keep no 
 (one probe solve), and factors again for every right-hand side. ``slogdet`` is not available.
 """
 
+from __future__ import annotations
+
 import time
 
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from .._runtime.streams import get_handle
-from ._input import device_csr, new_timings
-from ._residual import norm_inf
+from ._csr_cuda import csr_matrix, device_csr
+from ._residual_xp import norm_inf
+from ._results import new_timings
 
 __all__ = ["CuSolverSpFactor", "REORDERINGS"]
 
@@ -29,6 +32,8 @@ class CuSolverSpFactor:
     """cuSOLVER-Sp one-call solves over one canonical CSR matrix (CuPy arrays)."""
 
     backend = "cusolversp"
+    #: the matrix the method is chosen on, over the engine's arrays (see ``_factor_xp.build``)
+    csr_matrix = staticmethod(csr_matrix)
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         from nvmath.bindings import cusolverSp, cusparse

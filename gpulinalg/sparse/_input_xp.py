@@ -2,18 +2,21 @@
 
 Canonical means what SciPy calls ``has_canonical_format``: column indices sorted within each
 row and duplicates summed. The arrays stay in the input's package (NumPy for SciPy and CPU
-torch, CuPy for CuPy and CUDA torch); the dispatcher moves them where the work runs.
+torch, CuPy for CuPy and CUDA torch); the dispatcher moves them where the work runs. Written once for
+NumPy and CuPy arrays; the module is found from the arrays (:func:`xp_of`).
 """
+
+from __future__ import annotations
 
 import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from .._runtime.arrays import Kind, kind_of
+from .._runtime.arrays import Kind, is_array, kind_of, to_kind
 
-__all__ = ["CSRInput", "as_csr", "xp_of", "sparse_module", "csr_matrix", "pattern_values",
-           "structure", "check_values"]
+__all__ = ["CSRInput", "as_csr", "xp_of", "wrap_csr", "pattern_values", "structure",
+           "check_values"]
 
 
 class CSRInput(NamedTuple):
@@ -40,19 +43,10 @@ def xp_of(x):
     return np
 
 
-def sparse_module(xp):
-    """``scipy.sparse`` for NumPy arrays, ``cupyx.scipy.sparse`` for CuPy arrays."""
-    if xp is np:
-        import scipy.sparse
-        return scipy.sparse
-    import cupyx.scipy.sparse
-    return cupyx.scipy.sparse
-
-
-def csr_matrix(indptr, indices, data, n):
-    """A SciPy or CuPy ``csr_matrix`` over the given arrays (no copy)."""
-    sp = sparse_module(xp_of(data))
-    m = sp.csr_matrix((data, indices, indptr), shape=(n, n), copy=False)
+def wrap_csr(sparse, indptr, indices, data, n):
+    """A ``csr_matrix`` of ``sparse`` (``scipy.sparse`` or ``cupyx.scipy.sparse``, chosen by
+    the engine) over the given canonical arrays, without a copy."""
+    m = sparse.csr_matrix((data, indices, indptr), shape=(n, n), copy=False)
     m.has_canonical_format = True
     return m
 
@@ -144,7 +138,7 @@ def _sum_into(xp, dest, values, size):
 def _canonicalize(xp, rows, cols, data, n):
     nnz = cols.size
     key = rows.astype(xp.int64) * n + cols.astype(xp.int64)
-    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    order = xp.argsort(key, kind="stable")
     skey = key[order]
     new = xp.ones(nnz, dtype=bool)
     if nnz > 1:
@@ -208,7 +202,10 @@ def pattern_values(csr, new, name="values"):
     stored values in the input's own order (duplicates are summed again).
     """
     xp = xp_of(csr.data)
-    move = _to_xp(xp)
+    kind = kind_of(csr.data)
+
+    def move(v):  # into the package (and onto the device) of the factorized matrix
+        return to_kind(v, kind) if is_array(v) else xp.asarray(v)
     if hasattr(new, "nnz") or _torch_layout(new) in ("coo", "csr"):
         other = as_csr(new, name)
         if other.n != csr.n:
@@ -227,11 +224,6 @@ def pattern_values(csr, new, name="values"):
     if csr.dest is None:
         return vals
     return _sum_into(xp, csr.dest, vals, int(csr.indices.size))
-
-
-def _to_xp(xp):
-    from .._runtime.arrays import to_device, to_host
-    return to_host if xp is np else to_device
 
 
 def check_values(data, name="A"):
@@ -261,20 +253,3 @@ def structure(m, tol_factor=100):
         return bool((abs(t.data - m.data) <= tol).all()), posdiag
     d = (m - t).tocsr()
     return bool(d.nnz == 0 or float(abs(d.data).max()) <= tol), posdiag
-
-
-def device_csr(indptr, indices, data, n, reordering, choices, default, library):
-    """The GPU factors' common start: an int32 CSR copy on the current device, that device's
-    index and the validated reordering name (``default`` when ``reordering`` is None)."""
-    import cupy
-    m = csr_matrix(indptr.astype(cupy.int32), indices.astype(cupy.int32), data.copy(), int(n))
-    reordering = reordering or default
-    if reordering not in choices:
-        raise ValueError(f"reordering must be one of {sorted(choices)} for {library}, "
-                         f"got {reordering!r}")
-    return m, int(cupy.cuda.runtime.getDevice()), reordering
-
-
-def new_timings():
-    """Seconds spent per phase, as every factorization reports them in ``info``."""
-    return {"analysis_seconds": 0.0, "factorization_seconds": 0.0, "solve_seconds": None}
