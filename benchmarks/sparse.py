@@ -206,7 +206,7 @@ def _nvmath_rows(case, a, b, family):
     import cupyx.scipy.sparse as csp
     from nvmath.sparse.advanced import DirectSolverOptions, direct_solver
 
-    from gpulinalg.sparse import _cudss
+    from gpulinalg.sparse import _cudss_cuda as _cudss
     ad = csp.csr_matrix(a)
     bd = cupy.asarray(b)
     out = []
