@@ -67,7 +67,7 @@ def _where():
 def _svd_rows(m, n, reps, quick):
     import cupy
 
-    from gpulinalg.decomp import _svd, svd
+    from gpulinalg.decomp import _svd_drivers, svd
     a, s_true = _known_spectrum(m, n)
     case = f"full SVD {m}x{n} fp64"
     extra = {"target_s": None if quick else 0.150, "flops": 4 * m * n * n + 22 * n ** 3}
@@ -87,15 +87,15 @@ def _svd_rows(m, n, reps, quick):
                     time_gpu(fn, **reps), backward_err=_svd_accuracy(deficient, s_true, out)
                     ["backward_err"], **_where()))
     del deficient, u0, vh0
-    saved = _svd.QR_FIRST_RATIO
-    _svd.QR_FIRST_RATIO = float("inf")  # the same kernel on the tall matrix, no QR step
+    saved = _svd_drivers.QR_FIRST_RATIO
+    _svd_drivers.QR_FIRST_RATIO = float("inf")  # the same kernel on the tall matrix, no QR step
     try:
         fn = lambda: svd(a, driver="gesvd", check_finite=False)  # noqa: E731
         out = fn()
         rows.append(row(SUITE, case, "gpulinalg svd gesvd, no QR step", time_gpu(fn, **reps),
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
     finally:
-        _svd.QR_FIRST_RATIO = saved
+        _svd_drivers.QR_FIRST_RATIO = saved
     sq, s_sq = _known_spectrum(n, n)  # the square step alone: where the time goes
     for driver in ("gesvd", "gesvdj", "gesvdp"):
         fn = lambda d=driver: svd(sq, driver=d, check_finite=False)  # noqa: E731
@@ -210,10 +210,11 @@ def _cholesky_rows(n, reps):
 
 def _alg_rows(case, extra, function, fn, accuracy, reps):
     """The same call under cuSOLVER's other algorithms for ``function`` (SetAdvOptions)."""
-    from gpulinalg.decomp import _cusolver
+    from gpulinalg.decomp import _cusolver_cuda
     rows = []
+    default = _cusolver_cuda._new_params
     for algo in ("ALG_1", "ALG_2"):
-        _cusolver.ADV_OPTIONS[function] = algo
+        _cusolver_cuda._new_params = _params_with(default, function, algo)
         label = f"gpulinalg, cusolverDnSetAdvOptions({function}, {algo})"
         try:
             out = fn()
@@ -222,8 +223,21 @@ def _alg_rows(case, extra, function, fn, accuracy, reps):
         except Exception as exc:  # cuSOLVER refuses a combination it does not offer
             rows.append(absent(SUITE, case, label, f"{type(exc).__name__}: {exc}"))
         finally:
-            _cusolver.ADV_OPTIONS.pop(function, None)
+            _cusolver_cuda._new_params = default
     return rows
+
+
+def _params_with(default, function, algo):
+    """A stand-in for ``_cusolver_cuda._new_params`` that also selects cuSOLVER algorithm
+    ``algo`` for the 64-bit routine ``function`` (``"POTRF"``, ``"GEQRF"``...)."""
+    from nvmath.bindings import cusolver, cusolverDn
+
+    def new_params():
+        params = default()
+        cusolverDn.set_adv_options(params, int(cusolverDn.Function[function]),
+                                   int(cusolver.AlgMode[algo]))
+        return params
+    return new_params
 
 
 def _cpu_rows(quick):

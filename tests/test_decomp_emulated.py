@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import _cholesky, _cpu, _qr, _svd, _transpose, _triangular
+from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _qr_cuda,
+                              _svd_cuda, _transpose_cuda, _triangular_cuda)
 
-from _cusolver_emulator import CALLS, FREE, GESVDP_NOISE, FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, GESVDP_NOISE, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -34,8 +35,8 @@ def plain(x):
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
 def test_qr(emu, rng, dtype, shape, mode):
     a = random(rng, shape, dtype)
-    out = _qr._gpu_qr(dev(a), mode, np.dtype(dtype))
-    ref = _cpu.qr(a, mode, np.dtype(dtype))
+    out = _qr_cuda.qr(dev(a), mode, np.dtype(dtype))
+    ref = _factor_host.qr(a, mode, np.dtype(dtype))
     if mode == "r":
         assert out.shape == ref.shape
         assert np.allclose(np.abs(plain(out)), np.abs(ref), atol=1e-4)
@@ -53,8 +54,8 @@ def test_qr(emu, rng, dtype, shape, mode):
 @pytest.mark.parametrize("full", [False, True])
 def test_svd(emu, rng, dtype, shape, driver, full):
     a = random(rng, shape, dtype)
-    out = _svd._gpu_svd(dev(a), full, True, driver, np.dtype(dtype))
-    ref = _cpu.svd(a, full, True, "gesvd", np.dtype(dtype))
+    out = _svd_cuda.svd(dev(a), full, True, driver, np.dtype(dtype))
+    ref = _factor_host.svd(a, full, True, "gesvd", np.dtype(dtype))
     u, s, vh = (plain(x) for x in out)
     assert u.shape == ref.U.shape and s.shape == ref.S.shape and vh.shape == ref.Vh.shape
     assert u.dtype == dtype and s.dtype == ref.S.dtype
@@ -70,7 +71,7 @@ def test_svd(emu, rng, dtype, shape, driver, full):
 def test_svd_values_only(emu, rng):
     a = random(rng, (30, 6), np.float64)
     for driver in ("gesvd", "gesvdj", "gesvdp"):
-        s = _svd._gpu_svd(dev(a), False, False, driver, np.dtype(np.float64))
+        s = _svd_cuda.svd(dev(a), False, False, driver, np.dtype(np.float64))
         assert np.allclose(plain(s), np.linalg.svd(a, compute_uv=False))
 
 
@@ -86,8 +87,8 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
     if layout == "F":
         src = np.asfortranarray(a).view(FakeDev)
     before = np.array(src)
-    got = plain(_cholesky._gpu_factor(src, lower, False, clean, np.dtype(dtype)))
-    ref = _cpu.cholesky(a, lower, False, clean, np.dtype(dtype))
+    got = plain(_cholesky_cuda.cholesky(src, lower, False, clean, np.dtype(dtype)))
+    ref = _factor_host.cholesky(a, lower, False, clean, np.dtype(dtype))
     assert np.array_equal(np.array(src), before)
     tri = np.tril if lower else np.triu
     assert np.allclose(tri(got), tri(ref), atol=1e-4)
@@ -104,7 +105,7 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("clean", [True, False])
 def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower, clean):
-    monkeypatch.setattr(_transpose, "MIN_ORDER", 1)
+    monkeypatch.setattr(_transpose_cuda, "MIN_ORDER", 1)
     spd_ = spd(rng, 37, dtype, batch=(2,))
     keep = np.tril if lower else np.triu
     mask = keep(np.ones((37, 37), bool))
@@ -112,7 +113,7 @@ def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower
     src = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2) if layout == "F" else a.copy()
     src = src.view(FakeDev)
     CALLS.clear()
-    got = plain(_cholesky._gpu_factor(src, lower, False, clean, np.dtype(dtype)))
+    got = plain(_cholesky_cuda.cholesky(src, lower, False, clean, np.dtype(dtype)))
     assert CALLS["transpose_copy"] == ((layout == "C") == lower)  # the transposing layouts
     assert np.array_equal(np.array(src), a, equal_nan=True)
     ref = np.linalg.cholesky(spd_)
@@ -125,25 +126,22 @@ def test_cholesky_batched_overwrite_and_errors(emu, rng):
     a = spd(rng, 6, np.float64, batch=(2, 3))
     f64 = np.dtype(np.float64)
     src = dev(a)  # C order: the fast lower kernel wants column-major, so a copy...
-    got = _cholesky._gpu_factor(src, True, True, True, f64)
+    got = _cholesky_cuda.cholesky(src, True, True, True, f64)
     assert np.allclose(plain(got), np.linalg.cholesky(a)) and not np.shares_memory(got, src)
-    FREE[0] = 0  # ...unless it does not fit: then in place with the upper kernel
-    try:
-        got = _cholesky._gpu_factor(src, True, True, True, f64)
-    finally:
-        FREE[0] = 1 << 40
+    got = _cholesky_cuda.cholesky_in_place(src, True, True, True, f64)  # ...but the oversize
+    # route (input + working copy do not fit) factors in place with the upper kernel
     assert np.allclose(plain(got), np.linalg.cholesky(a)) and np.shares_memory(got, src)
     srcf = np.ascontiguousarray(a.swapaxes(-1, -2)).view(FakeDev).swapaxes(-1, -2)
-    got = _cholesky._gpu_factor(srcf, True, True, True, f64)  # column-major: in place
+    got = _cholesky_cuda.cholesky(srcf, True, True, True, f64)  # column-major: in place
     assert np.allclose(plain(got), np.linalg.cholesky(a)) and np.shares_memory(got, srcf)
     srcc = dev(a)
-    got = _cholesky._gpu_factor(srcc, False, True, True, f64)  # C order, upper: in place
+    got = _cholesky_cuda.cholesky(srcc, False, True, True, f64)  # C order, upper: in place
     assert np.allclose(plain(got), np.linalg.cholesky(a).swapaxes(-1, -2))
     assert np.shares_memory(got, srcc)
     bad = a.copy()
     bad[1, 2, 4, 4] = -3
     with pytest.raises(NotPositiveDefiniteError) as info:
-        _cholesky._gpu_factor(dev(bad), True, False, True, np.dtype(np.float64))
+        _cholesky_cuda.cholesky(dev(bad), True, False, True, np.dtype(np.float64))
     assert info.value.minor == 5 and info.value.batch_index == (1, 2)
 
 
@@ -153,12 +151,12 @@ def test_cholesky_batched_overwrite_and_errors(emu, rng):
 @pytest.mark.parametrize("bshape", [(10,), (10, 3), (2, 10, 3)])
 def test_cho_solve(emu, rng, dtype, layout, lower, bshape):
     a = spd(rng, 10, dtype, cond=10)
-    c = _cpu.cholesky(a, lower, False, False, np.dtype(dtype))
+    c = _factor_host.cholesky(a, lower, False, False, np.dtype(dtype))
     c = np.asfortranarray(c) if layout == "F" else np.ascontiguousarray(c)
     b = random(rng, bshape, dtype)
     src = c.view(FakeDev)
-    x = plain(_cholesky._gpu_cho_solve(src, lower, dev(b), False, np.dtype(dtype)))
-    ref = _cpu.cho_solve(c, lower, b, False, np.dtype(dtype))
+    x = plain(_cholesky_cuda.cho_solve(src, lower, dev(b), False, np.dtype(dtype)))
+    ref = _factor_host.cho_solve(c, lower, b, False, np.dtype(dtype))
     assert x.shape == ref.shape
     assert np.allclose(x, ref, atol=1e-3)
 
@@ -176,17 +174,17 @@ def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
     if layout == "view":
         src = dev(base)[::2, ::2]
     b = random(rng, (8, 3), dtype)
-    x = plain(_triangular._gpu_solve(src, dev(b), trans, lower, unit, False, np.dtype(dtype)))
-    ref = _cpu.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    x = plain(_triangular_cuda.solve_triangular(src, dev(b), trans, lower, unit, False, np.dtype(dtype)))
+    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     assert np.allclose(x, ref, atol=1e-3)
 
 
 def test_solve_triangular_batched_broadcast(emu, rng):
     a = np.tril(random(rng, (3, 5, 5), np.float64)) + 5 * np.eye(5)
     b = random(rng, (2, 1, 5, 2), np.float64)
-    x = plain(_triangular._gpu_solve(dev(a), dev(b), 0, True, False, False, np.dtype("f8")))
+    x = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False, np.dtype("f8")))
     assert x.shape == (2, 3, 5, 2) and np.allclose(a @ x, b)
-    v = plain(_triangular._gpu_solve(dev(a), dev(b[0, 0, :, 0]), 1, True, False, False,
+    v = plain(_triangular_cuda.solve_triangular(dev(a), dev(b[0, 0, :, 0]), 1, True, False, False,
                                      np.dtype("f8")))
     assert v.shape == (3, 5)
     assert np.allclose(np.einsum("bji,bj->bi", a, v), b[0, 0, :, 0])
@@ -195,12 +193,12 @@ def test_solve_triangular_batched_broadcast(emu, rng):
 def test_batched_routines_are_used(emu, rng):
     CALLS.clear()
     a = spd(rng, 5, np.float64, batch=(4,))
-    _cholesky._gpu_factor(dev(a), True, False, True, np.dtype("f8"))
+    _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"))
     c = np.linalg.cholesky(a)
-    x = _cholesky._gpu_cho_solve(dev(c), True, dev(random(rng, (4, 5, 2), np.float64)),
+    x = _cholesky_cuda.cho_solve(dev(c), True, dev(random(rng, (4, 5, 2), np.float64)),
                                  False, np.dtype("f8"))
     assert x.shape == (4, 5, 2)
-    _svd._gpu_svd(dev(random(rng, (6, 9, 4), np.float64)), False, True, "auto",
+    _svd_cuda.svd(dev(random(rng, (6, 9, 4), np.float64)), False, True, "auto",
                   np.dtype("f8"))
     assert CALLS["potrf_batched"] == 1 and CALLS["gesvdj_batched"] == 1
     assert CALLS["trsm_batched"] == 2
@@ -226,14 +224,14 @@ def test_shapes_and_dtypes_hypothesis(emu_module):
                       seed=st.integers(0, 2 ** 16))
     def check(batch, m, n, dtype, full, mode, seed):
         a = random(np.random.default_rng(seed), tuple(batch) + (m, n), dtype)
-        res = _svd._gpu_svd(dev(a), full, True, "auto", np.dtype(dtype))
-        ref = _cpu.svd(a, full, True, "gesvd", np.dtype(dtype))
+        res = _svd_cuda.svd(dev(a), full, True, "auto", np.dtype(dtype))
+        ref = _factor_host.svd(a, full, True, "gesvd", np.dtype(dtype))
         assert [x.shape for x in res] == [x.shape for x in ref]
         k = min(m, n)
         u, s, vh = (plain(x) for x in res)
         assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh[..., :k, :], dtype) <= 50
-        out = _qr._gpu_qr(dev(a), mode, np.dtype(dtype))
-        want = _cpu.qr(a, mode, np.dtype(dtype))
+        out = _qr_cuda.qr(dev(a), mode, np.dtype(dtype))
+        want = _factor_host.qr(a, mode, np.dtype(dtype))
         if mode == "r":
             assert out.shape == want.shape
         else:
@@ -247,21 +245,20 @@ def test_solve_triangular_singular(emu):
     a = np.tril(np.ones((2, 4, 4)))
     a[1, 2, 2] = 0
     with pytest.raises(SingularMatrixError, match=r"\(1,\).*entry 2"):
-        _triangular._gpu_solve(dev(a), dev(np.ones(4)), 0, True, False, False, np.dtype("f8"))
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones(4)), 0, True, False, False, np.dtype("f8"))
 
 
 def test_workspace_query_path(emu, monkeypatch):
     from gpulinalg._runtime import device
-    from gpulinalg.decomp import _cusolver
     monkeypatch.setattr(device, "gpu_available", lambda: True)
     monkeypatch.setattr(device, "current_device", lambda: 0)
-    _cusolver._queried.cache_clear()
+    _cusolver_cuda._queried.cache_clear()
     try:
         for routine in ("potrf", "geqrf", "gesvd", "gesvdp"):
-            assert _cusolver.workspace_bytes(routine, 50, 40, np.float64) == 64
-        assert _cusolver.workspace_bytes("orgqr", 50, 40, np.float64) > 0  # analytic
+            assert _cusolver_cuda.workspace_bytes(routine, 50, 40, np.float64) == 64
+        assert _cusolver_cuda.workspace_bytes("orgqr", 50, 40, np.float64) > 0  # analytic
     finally:
-        _cusolver._queried.cache_clear()
+        _cusolver_cuda._queried.cache_clear()
 
 
 @pytest.mark.parametrize("lower", [True, False])
@@ -270,7 +267,7 @@ def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
     a = spd(rng, 300, np.float64)  # above BATCHED_MAX_N: Xpotrf
     src = np.asfortranarray(a).view(FakeDev) if layout == "F" else dev(a)
     CALLS.clear()
-    got = plain(_cholesky._gpu_factor(src, lower, False, True, np.dtype("f8")))
+    got = plain(_cholesky_cuda.cholesky(src, lower, False, True, np.dtype("f8")))
     assert CALLS["potrf_lower"] == 1 and CALLS["potrf_upper"] == 0
     ref = np.linalg.cholesky(a)
     assert np.allclose(got, ref if lower else ref.T)
@@ -280,12 +277,12 @@ def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
     a = random(rng, shape, dtype)
-    ref = _cpu.svd(a, False, True, "gesvd", np.dtype(dtype))
+    ref = _factor_host.svd(a, False, True, "gesvd", np.dtype(dtype))
     for noise, gesvd_runs in ((0.0, 0), (1e-3, 1)):
         CALLS.clear()
         GESVDP_NOISE[0] = noise
         try:
-            u, s, vh = (plain(x) for x in _svd._gpu_svd(dev(a), False, True, "auto",
+            u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto",
                                                         np.dtype(dtype)))
         finally:
             GESVDP_NOISE[0] = 0.0

@@ -7,7 +7,7 @@ import gpulinalg
 from gpulinalg import FallbackWarning
 from gpulinalg._runtime import testing
 from gpulinalg.decomp import SVDResult, svd
-from gpulinalg.decomp._svd import resolve_driver
+from gpulinalg.decomp._svd_drivers import resolve_driver
 
 from _decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, eps, host, orthogonality_ratio,
                                random, spectrum, with_singular_values)

@@ -7,11 +7,11 @@ the name allows) and returns results in the same package.
 
 import importlib
 
-from ._cholesky import cho_factor, cho_solve, cholesky, logdet_cholesky
-from ._qr import qr
+from ._cholesky_api import cho_factor, cho_solve, cholesky, logdet_cholesky
+from ._qr_api import qr
 from ._results import QRResult, SVDResult
-from ._svd import svd
-from ._triangular import solve_triangular
+from ._svd_api import svd
+from ._triangular_api import solve_triangular
 
 #: The low-rank family lives in its own files and loads on first use.
 _LAZY = {"truncated_svd": "._truncated", "PCA": "._pca"}

@@ -1,12 +1,13 @@
-"""QR factorization: ``Xgeqrf`` then ``orgqr``/``ungqr`` to form Q."""
+"""QR factorization: validation and one dispatch to :mod:`._qr_cuda` (cuSOLVER ``Xgeqrf`` and
+``orgqr``) or :mod:`._factor_host` (SciPy)."""
 
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
-from . import _cpu
-from ._common import empty_result, flops_scale, prepare
-from ._cusolver import Solver, fortran_batch, workspace_bytes
+from . import _factor_host, _qr_cuda
+from ._checks import empty_result, flops_scale, prepare
+from ._cusolver_cuda import workspace_bytes
 from ._results import QRResult
 
 __all__ = ["qr"]
@@ -53,12 +54,13 @@ def qr(a, mode="reduced", *, check_finite=True):
         return _empty(a, mode, batch, m, n, dtype)
     q_cols = m if mode == "complete" else k
     nb = int(np.prod(batch, dtype=np.int64))
-    nbytes = (nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
-                        (batch + (m, n), dtype))
-              + workspace_bytes("geqrf", m, n, dtype) + workspace_bytes("orgqr", m, n, dtype))
+    arrays = nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
+                       (batch + (m, n), dtype))
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
-    return _dispatch.dispatch("decomp.qr", _gpu_qr, _cpu.qr, (a, mode, dtype),
-                              nbytes=nbytes, flops=flops)
+    return _dispatch.dispatch(
+        "decomp.qr", _qr_cuda.qr, _factor_host.qr, (a, mode, dtype), flops=flops,
+        nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
+                        + workspace_bytes("orgqr", m, n, dtype)))
 
 
 def _empty(a, mode, batch, m, n, dtype):
@@ -68,29 +70,3 @@ def _empty(a, mode, batch, m, n, dtype):
     if mode == "complete":
         return QRResult(*empty_result(a, (batch + (m, m), dtype, True), (batch + (m, n), dtype)))
     return QRResult(*empty_result(a, (batch + (m, k), dtype), (batch + (k, n), dtype)))
-
-
-def _gpu_qr(a, mode, dtype):
-    import cupy
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    batch = tuple(a.shape[:-2])
-    w = fortran_batch(a, dtype)
-    nb = len(w)
-    tau = cupy.empty((nb, k), dtype=dtype)
-    with Solver(dtype, nb) as sv:
-        for i in range(nb):
-            sv.geqrf(w[i], tau[i], i)
-        r = cupy.triu(w[:, :(m if mode == "complete" else k), :])
-        if mode == "r":
-            sv.done()
-            return r.reshape(batch + r.shape[1:])
-        if mode == "complete" and m > n:
-            q = cupy.empty((nb, m, m), dtype=dtype).transpose(0, 2, 1)
-            q[:, :, :n] = w
-        else:
-            q = w[:, :, :k]  # column-major m x k block with leading dimension m
-        for i in range(nb):
-            sv.orgqr(q[i], k, tau[i], i)
-        sv.done()  # QR cannot fail numerically: no need to wait for the info codes
-    return QRResult(q.reshape(batch + q.shape[1:]), r.reshape(batch + r.shape[1:]))

@@ -1,14 +1,20 @@
-"""CPU twins of the dense factorizations: SciPy's LAPACK wrappers, looped over batches.
+"""CPU engine of the dense factorizations: SciPy's LAPACK wrappers, looped over batches.
 
-Each function has the same signature and returns the same types as its GPU twin in
-``_qr.py``, ``_svd.py``, ``_cholesky.py`` and ``_triangular.py``.
+Each function takes NumPy arrays and has the same signature and return types as its GPU twin
+(:mod:`._qr_cuda`, :mod:`._svd_cuda`, :mod:`._cholesky_cuda`, :mod:`._triangular_cuda`). With
+those modules this is decomp's internal layer: no validation, no dispatch (``gp`` calls it).
 """
 
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError
-from ._common import batch_index, broadcast_batch, check_nonsingular, sub
+from ._checks import batch_index, broadcast_batch, sub
+from ._cholesky_xp import logdet
 from ._results import QRResult, SVDResult
+from ._svd_xp import flip_signs
+from ._triangular_xp import check_nonsingular
+
+__all__ = ["qr", "svd", "cholesky", "cho_solve", "logdet", "solve_triangular"]
 
 _QR_MODES = {"reduced": "economic", "complete": "full", "r": "r"}
 _SVD_DRIVERS = {"gesvd": "gesvd"}  # every other driver is GPU-only: LAPACK gesdd stands in
@@ -49,24 +55,6 @@ def svd(a, full_matrices, compute_uv, driver, dtype):
         return SVDResult(*out) if compute_uv else out
     res = _over_batch(one, a)
     return SVDResult(*flip_signs(res.U, res.S, res.Vh, np)) if compute_uv else res
-
-
-def flip_signs(u, s, vh, xp):
-    """Deterministic signs: the largest-magnitude entry of each of the first ``min(m, n)``
-    rows of ``Vh`` is made real and positive; ``U``'s columns take the inverse phase."""
-    k = s.shape[-1]
-    if k == 0:
-        return u, s, vh
-    rows = vh[..., :k, :]
-    idx = xp.argmax(xp.abs(rows), axis=-1)[..., None]
-    peak = xp.take_along_axis(rows, idx, axis=-1)  # (..., k, 1)
-    mag = xp.abs(peak)
-    phase = xp.where(mag > 0, peak / xp.where(mag > 0, mag, 1), 1).astype(vh.dtype)
-    vh = vh.copy()
-    u = u.copy()
-    vh[..., :k, :] = rows * xp.conj(phase)
-    u[..., :, :k] = u[..., :, :k] * xp.swapaxes(phase, -1, -2)
-    return u, s, vh
 
 
 def cholesky(a, lower, overwrite_a, clean, dtype):
@@ -133,10 +121,3 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
         return one(a, b, overwrite_b)
     return _batched_solve(one, a, b)
 
-
-def logdet(c, dtype):
-    """``2 * sum(log|diag(c)|)`` over the last two axes, in the real dtype of ``dtype``."""
-    from .._runtime.validation import namespace
-    xp = namespace(c)
-    d = xp.diagonal(c, axis1=-2, axis2=-1).astype(dtype, copy=False)
-    return 2 * xp.sum(xp.log(xp.abs(d)), axis=-1)

@@ -1,83 +1,24 @@
-"""Triangular solves (cuBLAS ``<t>trsm``), as ``scipy.linalg.solve_triangular``.
+"""GPU engine of the triangular solves: cuBLAS ``<t>trsm`` and ``<t>trsmBatched``.
 
 A C-ordered triangular matrix read column-major is its transpose, so it is solved in place
 with the transposed operation and the other triangle; no transposing copy of ``a`` is made
-(except for ``trans="C"`` on a C-ordered complex matrix).
+(except for ``trans="C"`` on a C-ordered complex matrix). Part of decomp's internal layer:
+CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
 import numpy as np
 
-from .._runtime import dispatch as _dispatch
-from .._runtime.budget import nbytes_of
-from . import _cpu
-from ._common import (broadcast_batch, check_nonsingular, check_rhs, empty_result,
-                      flops_scale, matrix_order, prepare, sub)
-from ._cusolver import BATCHED_MAX_N, pointer_array, routines
+from ._checks import broadcast_batch, matrix_order, sub
+from ._cusolver_cuda import BATCHED_MAX_N, pointer_array, routines
+from ._triangular_xp import check_nonsingular
 
-__all__ = ["solve_triangular"]
-
-_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
+__all__ = ["solve_triangular", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
 
 
-def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
-                     check_finite=True):
-    """Solve ``a @ x = b`` (or ``a.T``, ``a.H``) for triangular ``a``, as SciPy's.
-
-    Parameters
-    ----------
-    a : (..., n, n) array_like
-        Only the triangle named by ``lower`` is read.
-    b : (n,) or (..., n, k) array_like
-        A 1-D ``b`` is one right-hand side for every matrix; otherwise the batch dimensions
-        of ``a`` and ``b`` broadcast (SciPy's rule).
-    trans : {0, 1, 2, "N", "T", "C"}, default 0
-        Solve ``a x = b``, ``a^T x = b`` or ``a^H x = b``.
-    lower : bool, default False
-    unit_diagonal : bool, default False
-        Take the diagonal of ``a`` as ones without reading it.
-    overwrite_b : bool, default False
-    check_finite : bool, default True
-
-    Returns
-    -------
-    x : array of ``b``'s shape (with the broadcast batch), in ``b``'s package
-
-    Raises
-    ------
-    gpulinalg.SingularMatrixError
-        A zero on the diagonal (unless ``unit_diagonal``), on both backends.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gpulinalg.decomp import solve_triangular
-    >>> L = np.array([[2.0, 0.0], [1.0, 4.0]]); b = np.array([2.0, 9.0])
-    >>> x = solve_triangular(L, b, lower=True)
-    >>> bool(np.allclose(L @ x, b)), bool(np.allclose(solve_triangular(L, b, trans="T",
-    ...                                               lower=True), np.linalg.solve(L.T, b)))
-    (True, True)
-    """
-    if trans not in _TRANS:
-        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
-    a, dtype_a = prepare(a, square=True, check_finite=check_finite)
-    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
-    dtype = np.result_type(dtype_a, dtype_b)
-    check_rhs(a, b)
-    vec = b.ndim == 1
-    batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
-    shape = batch + ((a.shape[-1],) if vec else tuple(b.shape[-2:]))
-    if a.shape[-1] == 0 or 0 in shape:
-        return empty_result(b, (shape, dtype))[0]
-    nb = int(np.prod(batch, dtype=np.int64))
-    k = 1 if vec else b.shape[-1]
-    nbytes = nbytes_of((a.shape, dtype), (b.shape, dtype), (shape, dtype), (a.shape, dtype))
-    flops = nb * a.shape[-1] ** 2 * k * flops_scale(dtype)
-    return _dispatch.dispatch("decomp.solve_triangular", _gpu_solve, _cpu.solve_triangular,
-                              (a, b, _TRANS[trans], bool(lower), bool(unit_diagonal),
-                               bool(overwrite_b), dtype), nbytes=nbytes, flops=flops, like=b)
-
-
-def _gpu_solve(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+    """``op(a)^-1 b`` for CuPy ``a`` (..., n, n) and ``b`` ((n,) or (..., n, k)); ``trans``
+    0, 1 or 2 (N, T, C). Raises :class:`gpulinalg.SingularMatrixError` on a zero diagonal
+    entry unless ``unit_diagonal``. ``b`` is never written (a copy is solved in place)."""
     import cupy
     if not unit_diagonal:
         check_nonsingular(a, cupy)

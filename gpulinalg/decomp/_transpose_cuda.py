@@ -1,6 +1,6 @@
 """A tiled transposing copy: row-major matrices into column-major ones at memory speed.
 
-Cholesky factors in a column-major working copy (see :func:`gpulinalg.decomp._cholesky.
+Cholesky factors in a column-major working copy (see :func:`gpulinalg.decomp._cholesky_cuda.
 _work_copy`); CuPy's strided assignment makes it with uncoalesced writes (28 ms for a
 32768 x 32768 float64 matrix on the H200, against 4 ms for a plain copy). Here each 32 x 32 tile
 goes through shared memory, so reads and writes are both coalesced, and the triangle the

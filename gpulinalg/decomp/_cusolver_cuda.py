@@ -26,9 +26,6 @@ __all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "Solver",
 BATCHED_MAX_N = 256
 #: ``gesvdjBatched`` takes matrices up to 32 x 32.
 JACOBI_BATCHED_MAX = 32
-#: ``cusolverDnSetAdvOptions`` algorithm per 64-bit routine (``"POTRF"``, ``"GEQRF"`` ->
-#: ``"ALG_0"``...); absent: cuSOLVER's default. The benchmark measures the alternatives.
-ADV_OPTIONS = {}
 
 
 def _dn():
@@ -116,12 +113,7 @@ class Solver:
         self.params = None
 
     def __enter__(self):
-        from nvmath.bindings import cusolver
-        dn = _dn()
-        self.params = dn.create_params()
-        for function, algo in ADV_OPTIONS.items():
-            dn.set_adv_options(self.params, int(dn.Function[function]),
-                               int(cusolver.AlgMode[algo]))
+        self.params = _new_params()
         return self
 
     def __exit__(self, *exc):
@@ -284,6 +276,12 @@ class Solver:
             self.check("cuSOLVER")
 
 
+def _new_params():
+    """A cuSOLVER params object with cuSOLVER's default algorithms (``benchmarks/decomp_dense``
+    replaces this function to time the alternatives that ``cusolverDnSetAdvOptions`` offers)."""
+    return _dn().create_params()
+
+
 def _uplo(lower):
     from nvmath.bindings import cublas
     return int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
@@ -300,7 +298,10 @@ def raise_not_converged(codes, what):
 
 def workspace_bytes(routine, m, n, dtype):
     """Device workspace bytes of ``routine`` on an ``m x n`` matrix, from cuSOLVER's
-    ``*_buffer_size`` query on a real GPU, else a generous analytic estimate."""
+    ``*_buffer_size`` query on a real GPU, else a generous analytic estimate.
+
+    It asks cuSOLVER, so the api files call it only inside the ``nbytes`` callable they hand
+    to the dispatcher (called only when the dispatcher considers the GPU)."""
     dtype = np.dtype(dtype)
     if m == 0 or n == 0:
         return 0

@@ -1,4 +1,8 @@
-"""Validation and batching helpers shared by the dense factorizations."""
+"""Validation and batching helpers shared by the dense factorizations (no array computation).
+
+The api files validate with :func:`prepare` and :func:`check_rhs` and build empty results with
+:func:`empty_result`; the engines index batches with :func:`sub` and :func:`batch_index`.
+"""
 
 import numpy as np
 
@@ -6,8 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
-           "sub", "flops_scale", "matrix_order", "check_rhs",
-           "check_nonsingular"]
+           "sub", "flops_scale", "matrix_order", "check_rhs"]
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
@@ -81,23 +84,10 @@ def matrix_order(x):
 
 
 def check_rhs(a, b):
+    """``ValueError`` unless ``b``'s rows match the order of the square ``a``."""
     n = a.shape[-1]
     rows = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if rows != n:
         raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
                          f"b is {tuple(b.shape)}")
 
-
-def check_nonsingular(a, xp):
-    """Raise :class:`gpulinalg.SingularMatrixError` when a triangular ``a`` (or a stack) has
-    a zero on its diagonal: a triangular solve would return infs/NaNs silently."""
-    from .._runtime.errors import SingularMatrixError
-    zero = xp.diagonal(a, axis1=-2, axis2=-1) == 0
-    if bool(zero.any()):
-        flat = int(xp.flatnonzero(zero.reshape(-1))[0])
-        n = a.shape[-1]
-        entry, pos = divmod(flat, n)
-        where = batch_index(entry, tuple(a.shape[:-2]))
-        at = "" if where is None else f" of batch entry {where}"
-        raise SingularMatrixError(f"triangular matrix{at} is singular: diagonal entry "
-                                  f"{pos} is zero")

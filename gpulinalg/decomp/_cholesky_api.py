@@ -1,0 +1,185 @@
+"""Cholesky factorization, solves with the factor, and the log-determinant, as SciPy's:
+validation and one dispatch each to :mod:`._cholesky_cuda` (cuSOLVER ``Xpotrf``/``Xpotrs``) or
+:mod:`._factor_host` (LAPACK through SciPy)."""
+
+from typing import Any
+
+import numpy as np
+
+from .._runtime import arrays as _arrays
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from . import _cholesky_cuda, _factor_host
+from ._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare, real_dtype
+from ._cusolver_cuda import workspace_bytes
+
+__all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
+
+
+def cholesky(a, lower=True, *, overwrite_a=False, check_finite=True):
+    """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them).
+
+    Parameters
+    ----------
+    a : (..., n, n) array_like
+        Only the triangle named by ``lower`` is read.
+    lower : bool, default True
+        Return the lower factor ``L`` (``a = L @ L^H``), else the upper ``U`` (``a = U^H @ U``).
+    overwrite_a : bool, default False
+        Allow the factorization to reuse ``a``'s memory.
+    check_finite : bool, default True
+        Raise ``ValueError`` if ``a`` holds NaN or Inf.
+
+    Returns
+    -------
+    c : (..., n, n) array
+        The factor; the other triangle is zero. Same package (NumPy/CuPy/torch) as ``a``.
+
+    Raises
+    ------
+    gpulinalg.NotPositiveDefiniteError
+        With ``.minor`` (1-based order of the failing leading minor) and ``.batch_index``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cholesky
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> L = cholesky(a)
+    >>> bool(np.allclose(L @ L.T, a)), bool(np.allclose(L, np.tril(L)))
+    (True, True)
+    """
+    return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
+
+
+def cho_factor(a, lower=True, *, overwrite_a=False, check_finite=True):
+    """Cholesky factor for :func:`cho_solve` and :func:`logdet_cholesky`, as SciPy's.
+
+    Parameters
+    ----------
+    a : (..., n, n) array_like
+    lower : bool, default True
+    overwrite_a : bool, default False
+    check_finite : bool, default True
+
+    Returns
+    -------
+    c : (..., n, n) array
+        The factor in the triangle named by ``lower``; the other triangle keeps ``a``'s
+        entries (as in SciPy: do not rely on them).
+    lower : bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, cho_solve, logdet_cholesky
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    >>> cf = cho_factor(a)
+    >>> x = cho_solve(cf, np.array([1.0, 2.0]))
+    >>> bool(np.allclose(a @ x, [1.0, 2.0]))
+    True
+    >>> bool(np.isclose(logdet_cholesky(cf), np.log(np.linalg.det(a))))
+    True
+    """
+    c = _factor("decomp.cho_factor", a, lower, overwrite_a, check_finite, clean=False)
+    return c, bool(lower)
+
+
+def _factor(op, a, lower, overwrite_a, check_finite, clean):
+    a, dtype = prepare(a, square=True, check_finite=check_finite)
+    n = a.shape[-1]
+    if a.size == 0:
+        return empty_result(a, (tuple(a.shape), dtype))[0]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    flops = batch * n ** 3 / 3 * flops_scale(dtype)
+    # The estimate holds the input and a working copy. An input already on the GPU that may be
+    # overwritten has a second GPU route when that does not fit: factor it in place.
+    in_place = _cholesky_cuda.cholesky_in_place if overwrite_a and _arrays.on_gpu(a) else None
+    return _dispatch.dispatch(
+        op, _cholesky_cuda.cholesky, _factor_host.cholesky,
+        (a, bool(lower), bool(overwrite_a), clean, dtype),
+        nbytes=lambda: 2 * nbytes_of((a.shape, dtype)) + workspace_bytes("potrf", n, n, dtype),
+        flops=flops, oversize_fn=in_place)
+
+
+def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
+    """Solve ``a @ x = b`` given the Cholesky factor of ``a`` from :func:`cho_factor`.
+
+    Parameters
+    ----------
+    c_and_lower : tuple of ((..., n, n) array, bool)
+        The output of :func:`cho_factor`.
+    b : (n,) or (..., n, k) array_like
+        A 1-D ``b`` is one right-hand side for every matrix; otherwise the batch dimensions
+        of ``c`` and ``b`` broadcast (SciPy's rule).
+    overwrite_b : bool, default False
+    check_finite : bool, default True
+
+    Returns
+    -------
+    x : array of ``b``'s shape (with the broadcast batch)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, cho_solve
+    >>> a = np.array([[4.0, 2.0], [2.0, 3.0]]); b = np.eye(2)
+    >>> bool(np.allclose(cho_solve(cho_factor(a), b), np.linalg.inv(a)))
+    True
+    """
+    c, lower = _pair(c_and_lower)
+    c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
+    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
+    dtype = np.result_type(dtype_c, dtype_b)
+    check_rhs(c, b)
+    vec = b.ndim == 1
+    batch = broadcast_batch(c.shape[:-2], b.shape[:-2] if not vec else ())
+    shape = batch + ((c.shape[-1],) if vec else tuple(b.shape[-2:]))
+    if c.shape[-1] == 0 or 0 in shape:
+        return empty_result(b, (shape, dtype))[0]
+    nb = int(np.prod(batch, dtype=np.int64))
+    nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
+    flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
+    return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve, _factor_host.cho_solve,
+                              (c, bool(lower), b, bool(overwrite_b), dtype),
+                              nbytes=nbytes, flops=flops, like=b)
+
+
+def _pair(c_and_lower):
+    if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
+        raise TypeError("c_and_lower must be the pair (c, lower) returned by cho_factor, "
+                        f"got {type(c_and_lower).__name__}")
+    return c_and_lower
+
+
+def logdet_cholesky(c_and_lower):
+    """``log |det a|`` from the Cholesky factor of ``a``: ``2 * sum(log(diag(c)))``.
+
+    Parameters
+    ----------
+    c_and_lower : tuple of ((..., n, n) array, bool)
+        The output of :func:`cho_factor` (or ``(cholesky(a), True)``).
+
+    Returns
+    -------
+    logdet : float, or (...) array for a batch
+        In the real dtype of ``c`` and ``c``'s package.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import cho_factor, logdet_cholesky
+    >>> a = np.stack([np.eye(3) * 2, np.eye(3) * 3])
+    >>> bool(np.allclose(logdet_cholesky(cho_factor(a)), [3 * np.log(2), 3 * np.log(3)]))
+    True
+    """
+    c, _lower = _pair(c_and_lower)
+    c, dtype = prepare(c, "c", square=True, check_finite=False)
+    if c.shape[-1] == 0:
+        res = empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0]
+    else:
+        res = _dispatch.dispatch("decomp.logdet_cholesky", _cholesky_cuda.logdet,
+                                 _factor_host.logdet,
+                                 (c, dtype), nbytes=nbytes_of((c.shape, dtype)),
+                                 flops=c.shape[-1])
+    return res[()] if isinstance(res, np.ndarray) else res

@@ -1,0 +1,187 @@
+"""GPU engine of Cholesky: ``Xpotrf`` / ``potrfBatched`` factors, ``Xpotrs`` and batched
+triangular solves, and the log-determinant.
+
+Layout: a C-ordered Hermitian matrix read column-major is its conjugate, so either triangle of
+either layout can be factored in place by asking cuSOLVER for the matching triangle. The
+lower-triangle kernel is the fast one, and the working copy is laid out for it (see
+:func:`_work_copy`); solves read whichever layout the factor has.
+
+Part of decomp's internal layer (``gp`` calls it): CuPy arrays in, on the dispatcher's stream;
+no validation, no dispatch, no budget question. Failures raise
+:class:`gpulinalg.NotPositiveDefiniteError` as the public functions do.
+"""
+
+import numpy as np
+
+from .._runtime.errors import NotPositiveDefiniteError
+from .._runtime.kernels import elementwise_kernel
+from . import _transpose_cuda
+from ._checks import batch_index, matrix_order, sub
+from ._cholesky_xp import logdet
+from ._cusolver_cuda import BATCHED_MAX_N, Solver
+from ._triangular_cuda import finish_rhs, rhs_copy, stack_matrices, trsm_batched
+
+__all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet"]
+
+
+def cholesky(a, lower, overwrite_a, clean, dtype):
+    """Cholesky factor of the CuPy stack ``a`` (..., n, n), laid out for the fast lower kernel.
+
+    With ``overwrite_a`` the input is factored in place when it already has that layout, else
+    a working copy is made. ``clean``: zero the other triangle (``cholesky``), else leave
+    ``a``'s entries there (``cho_factor``).
+    """
+    return _factor(a, *_work_copy(a, dtype, lower, overwrite_a, clean), lower, clean)
+
+
+def cholesky_in_place(a, lower, overwrite_a, clean, dtype):
+    """:func:`cholesky` without a working copy whenever ``a``'s memory allows (C or column-major
+    stacks of ``dtype``), with the slower upper-triangle kernel when the layout asks for it.
+
+    The dispatcher's route for ``overwrite_a=True`` jobs whose estimate (input plus a working
+    copy) does not fit in device memory.
+    """
+    view = _in_place_view(a, dtype, lower) if overwrite_a else None
+    if view is None:
+        return cholesky(a, lower, overwrite_a, clean, dtype)
+    return _factor(a, *view, lower, clean)
+
+
+def _factor(a, w, order, zeroed, lower, clean):
+    import cupy
+    fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
+    with Solver(w.dtype, len(w)) as sv:
+        if len(w) > 1 and a.shape[-1] <= BATCHED_MAX_N:
+            sv.potrf_batched(w, fill_lower)
+        else:
+            for i in range(len(w)):
+                sv.potrf(w[i], fill_lower, i)
+        diag = cupy.diagonal(w, axis1=-2, axis2=-1)
+        finite = cupy.isfinite(diag).all(axis=-1)  # fetched with the info codes
+        codes, finite = sv.check("potrf", also=finite)
+    batch_shape = a.shape[:-2]
+    bad = np.flatnonzero(codes > 0)
+    if bad.size:
+        raise NotPositiveDefiniteError(codes[bad[0]], batch_index(bad[0], batch_shape))
+    if not finite.all():  # NaN input with check_finite=False: no silent NaN factor
+        entry = int(np.flatnonzero(finite == 0)[0])
+        minor = int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
+        raise NotPositiveDefiniteError(minor, batch_index(entry, batch_shape))
+    if clean and not zeroed:  # potrf reads and writes only its own triangle
+        _zero_triangle(w, lower)
+    return w.reshape(a.shape)
+
+
+def _stack_view(a, order):
+    """``a`` as a ``(B, n, n)`` view whose matrices are contiguous in ``order`` with a uniform
+    stride, or ``None`` when its memory is not laid out that way."""
+    n = a.shape[-1]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    if order == "C":
+        return a.reshape(batch, n, n) if a.flags.c_contiguous else None
+    t = a.swapaxes(-1, -2)
+    return t.reshape(batch, n, n).swapaxes(-1, -2) if t.flags.c_contiguous else None
+
+
+def _in_place_view(a, dtype, lower):
+    """``(w, order, False)`` for ``a`` itself, in the fast kernel's layout first, else the
+    other one; ``None`` when ``a`` is neither (or of another dtype)."""
+    if a.dtype != dtype:
+        return None
+    want = "F" if lower else "C"
+    for order in (want, "F" if want == "C" else "C"):
+        view = _stack_view(a, order)
+        if view is not None:
+            return view, order, False
+    return None
+
+
+def _work_copy(a, dtype, lower, overwrite, clean):
+    """``(w, order, zeroed)``: the ``(B, n, n)`` matrices to factor, contiguous in ``order``;
+    ``zeroed``: the triangle the factorization leaves alone is zero already.
+
+    cuSOLVER's lower-triangle kernel is the fast one (about 2x the upper one on the H200), so
+    ``w`` is laid out for it: column-major (F) for ``lower=True``, C order for ``lower=False``
+    (read column-major, its lower triangle is the conjugate of ``a``'s upper one). That may
+    take a transposing copy, made tile by tile (:mod:`._transpose_cuda`), which zeroes the
+    other triangle on the way when ``clean``. With ``overwrite`` the input itself is used when
+    it already has that layout (:func:`cholesky_in_place` also takes the other one).
+    """
+    import cupy
+    want = "F" if lower else "C"
+    if overwrite and a.dtype == dtype:
+        view = _stack_view(a, want)
+        if view is not None:
+            return view, want, False
+    n = a.shape[-1]
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    w = cupy.empty((batch, n, n), dtype=dtype)
+    if want == "F":
+        w = w.transpose(0, 2, 1)
+    if a.dtype == dtype:
+        same = _stack_view(a, want)
+        if same is not None:  # one contiguous copy (C-ordered views of both when F)
+            dst, src = (w, same) if want == "C" else (w.swapaxes(-1, -2), same.swapaxes(-1, -2))
+            dst[...] = src
+            return w, want, False
+        # In the frame where a's matrices are contiguous along the last axis, w's are along
+        # the middle one; "q > p" there is the triangle that stays (lower: above the diagonal).
+        src = _stack_view(a, "C" if want == "F" else "F")
+        if src is not None:
+            pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
+            if _transpose_cuda.applies(*pair):
+                _transpose_cuda.transpose_copy(*pair, zero_above=clean)
+                return w, want, clean
+    w[...] = a.reshape(batch, n, n)
+    return w, want, False
+
+
+# 32-bit index arithmetic when the array allows it: 64-bit division per element cost ~8 ms on
+# a 32768^2 factor on the H200, several times the 32-bit version.
+_ZERO_BODY = {
+    "gpulinalg_zero_triangle32":
+        "unsigned int k = (unsigned int)i, nn = (unsigned int)n;"
+        " unsigned int r = (k / nn) % nn, c = k % nn;"
+        " if (lower ? c > r : c < r) { x = T(0); }",
+    "gpulinalg_zero_triangle":
+        "long long r = (i / n) % n, c = i % n;"
+        " if (lower ? c > r : c < r) { x = T(0); }",
+}
+
+
+def _zero_triangle(w, lower):
+    """Zero the strict upper (``lower=True``) or lower triangle of each matrix, in place."""
+    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
+        w, lower = w.swapaxes(-1, -2), not lower  # a contiguous kernel: 4x faster at n=32768
+    name = "gpulinalg_zero_triangle32" if w.size < 2 ** 31 else "gpulinalg_zero_triangle"
+    kernel = elementwise_kernel("int64 n, bool lower", "T x", _ZERO_BODY[name], name)
+    kernel(w.shape[-1], lower, w)
+
+
+def cho_solve(c, lower, b, overwrite_b, dtype):
+    """``a^-1 b`` from the CuPy Cholesky factor ``c`` (..., n, n) of ``a`` (the ``lower``
+    triangle is read); ``b`` (n,) or (..., n, k), batches broadcast. ``b`` is never written."""
+    import cupy
+    x, batch, vec = rhs_copy(c, b, dtype)
+    if len(x) > 1 and c.shape[-1] <= BATCHED_MAX_N:  # two batched triangular solves
+        cw = stack_matrices(c, batch, dtype)
+        for trans in ((0, 2) if lower else (2, 0)):
+            trsm_batched(cw, x, trans, lower, False)
+        return finish_rhs(x, batch, vec)
+    conj = np.dtype(dtype).kind == "c"
+    with Solver(dtype, len(x)) as sv:
+        keep = []
+        for i, idx in enumerate(np.ndindex(*batch)):
+            ci = sub(c, idx, 2).astype(dtype, copy=False)
+            order = matrix_order(ci)
+            if order is None:
+                ci, order = cupy.asfortranarray(ci), "F"
+            flip = order == "C"  # read column-major, a C-ordered factor is the conjugate
+            if flip and conj:
+                cupy.conj(x[i], out=x[i])
+            sv.potrs(ci, lower if not flip else not lower, x[i], i)
+            if flip and conj:
+                cupy.conj(x[i], out=x[i])
+            keep.append(ci)
+        sv.check("potrs")
+    return finish_rhs(x, batch, vec)

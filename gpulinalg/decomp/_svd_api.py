@@ -1,0 +1,85 @@
+"""Full singular value decomposition: validation and one dispatch to :mod:`._svd_cuda`
+(cuSOLVER ``Xgesvd``, ``Xgesvdp`` or ``gesvdj``, with a QR step first for tall or wide
+matrices) or :mod:`._factor_host` (SciPy)."""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from . import _factor_host, _svd_cuda
+from ._checks import empty_result, flops_scale, prepare, real_dtype
+from ._cusolver_cuda import workspace_bytes
+from ._results import SVDResult
+from ._svd_drivers import resolve_driver
+
+__all__ = ["svd"]
+
+def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=True):
+    """Singular value decomposition ``a = U @ diag(S) @ Vh`` of a matrix or a batch.
+
+    Parameters
+    ----------
+    a : (..., m, n) array_like
+    full_matrices : bool, default False
+        ``True``: U is (..., m, m) and Vh (..., n, n); else (..., m, k) and (..., k, n),
+        ``k = min(m, n)``.
+    compute_uv : bool, default True
+        ``False`` returns the singular values alone.
+    driver : {"auto", "gesvd", "gesvdj", "gesvdp"}, default "auto"
+        cuSOLVER kernel on the GPU: ``gesvd`` (QR iteration), ``gesvdj`` (Jacobi),
+        ``gesvdp`` (polar decomposition: for well-conditioned matrices only, it is not backward
+        stable when singular values approach zero; the perturbation it applies is recorded as
+        ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj`` when
+        ``min(m, n) <= 32``; above, ``gesvdp`` with an a-posteriori check of backward error
+        and orthogonality, recomputing with ``gesvd`` when the check fails (values-only calls
+        use ``gesvd``). Whatever the driver, a matrix with
+        ``max(m, n) >= 1.5 min(m, n)`` is first reduced by QR and the kernel factors the small
+        R. On the CPU, ``gesvd`` selects LAPACK's gesvd and every other choice gesdd.
+    check_finite : bool, default True
+
+    Returns
+    -------
+    SVDResult(U, S, Vh), or S alone when ``compute_uv=False``
+        ``S`` is real, descending. Signs are deterministic: the largest-magnitude entry of each
+        row of ``Vh`` is real and positive (``svd_flip`` convention), on both backends.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import svd
+    >>> a = np.random.default_rng(0).standard_normal((8, 3))
+    >>> u, s, vh = svd(a)
+    >>> u.shape, s.shape, vh.shape
+    ((8, 3), (3,), (3, 3))
+    >>> bool(np.allclose(u * s @ vh, a)), bool(np.allclose(s, np.linalg.svd(a)[1]))
+    (True, True)
+    """
+    a, dtype = prepare(a, check_finite=check_finite)
+    m, n = a.shape[-2:]
+    plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
+    batch = tuple(a.shape[:-2])
+    if a.size == 0:
+        return _empty(a, batch, m, n, full_matrices, compute_uv, dtype)
+    nb = int(np.prod(batch, dtype=np.int64))
+    big, k = max(m, n), min(m, n)
+    u_cols = big if full_matrices else k
+    arrays = nbytes_of((a.shape, dtype), (batch + (big, k), dtype), (batch + (big, u_cols), dtype),
+                       (batch + (k, k), dtype), (batch + (k, k), dtype))
+    flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
+    return _dispatch.dispatch(
+        "decomp.svd", _svd_cuda.svd, _factor_host.svd,
+        (a, bool(full_matrices), bool(compute_uv), driver, dtype), flops=flops,
+        nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
+                        + workspace_bytes("geqrf", big, k, dtype)))
+
+
+def _empty(a, batch, m, n, full, uv, dtype):
+    s = (batch + (0,), real_dtype(dtype))
+    if not uv:
+        return empty_result(a, s)[0]
+    if full:
+        u, _, vh = empty_result(a, (batch + (m, m), dtype, True), s,
+                                (batch + (n, n), dtype, True))
+    else:
+        u, _, vh = empty_result(a, (batch + (m, 0), dtype), s, (batch + (0, n), dtype))
+    return SVDResult(u, empty_result(a, s)[0], vh)

@@ -1,0 +1,148 @@
+"""GPU engine of the full SVD: cuSOLVER ``Xgesvd``, ``Xgesvdp``, ``gesvdj`` or
+``gesvdjBatched``, with a QR step (``Xgeqrf`` + ``ormqr``) first for tall or wide matrices.
+
+CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
+"""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from ._checks import real_dtype
+from ._cusolver_cuda import JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged
+from ._results import SVDResult
+from ._svd_drivers import resolve_driver
+from ._svd_xp import flip_signs
+
+__all__ = ["svd", "VERIFY_FACTOR"]
+
+#: Above ``JACOBI_MAX_DIM`` (:mod:`._svd_drivers`), ``auto`` runs the polar-decomposition
+#: kernel ``gesvdp`` (the fastest) and verifies its result a posteriori:
+#: ``||A - U S V^H||_F <= VERIFY_FACTOR k eps ||A||_F`` and ``||I - U^H U||_F``,
+#: ``||I - V^H V||_F <= VERIFY_FACTOR k eps`` (three k^3 products on the square factor). When the check fails (gesvdp is not backward stable with singular values
+#: near zero), the factor is recomputed with ``gesvd`` (QR iteration, backward stable).
+#: Values-only calls, and full U without the QR step, use ``gesvd`` directly.
+VERIFY_FACTOR = 5.0
+
+
+def svd(a, full_matrices, compute_uv, driver, dtype):
+    """SVD of the CuPy stack ``a`` (..., m, n) with the kernel :func:`resolve_driver` picks:
+    ``SVDResult(U, S, Vh)`` with deterministic signs, or ``S`` alone."""
+    import cupy
+    m, n = a.shape[-2:]
+    wide = m < n
+    big, k = max(m, n), min(m, n)
+    plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
+    _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
+    w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
+    nb = len(w)
+    if nb > 1 and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX:
+        s, u, v = _batched_jacobi(w, compute_uv, full_matrices)
+    else:
+        s, u, v = _looped(w, compute_uv, full_matrices, plan)
+    batch = tuple(a.shape[:-2])
+    s = s.reshape(batch + (k,))
+    if not compute_uv:
+        return s
+    vh = v if plan.driver == "gesvd" else v.conj().swapaxes(-1, -2)
+    u, vh = u.reshape(batch + u.shape[1:]), vh.reshape(batch + (k, k))
+    if wide:
+        u, vh = vh.conj().swapaxes(-1, -2), u.conj().swapaxes(-1, -2)
+    u, s, vh = flip_signs(u, s, vh, cupy)
+    return SVDResult(u, s, vh)
+
+
+def _looped(w, compute_uv, full_matrices, plan):
+    """One kernel call per matrix (QR first where the plan says so)."""
+    import cupy
+    nb, big, k = w.shape
+    s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
+    u = v = None
+    if compute_uv:
+        u_cols = big if full_matrices else k
+        u = cupy.empty((nb, u_cols, big), dtype=w.dtype).transpose(0, 2, 1)
+        v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1)
+    with Solver(w.dtype, 3 * nb) as sv:
+        for i in range(nb):
+            _one(sv, 3 * i, w[i], s[i], None if u is None else u[i],
+                 None if v is None else v[i], full_matrices, plan)
+        codes = sv.check(f"svd ({plan.driver})").reshape(nb, 3)
+    raise_not_converged(codes[:, 1], f"svd ({plan.driver})")
+    return s, u, v
+
+
+def _batched_jacobi(w, compute_uv, full_matrices):
+    """A stack of small matrices in one ``gesvdjBatched`` call (full U, then sliced)."""
+    import cupy
+    nb, big, k = w.shape
+    _dispatch.note(batched=True)
+    s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
+    u = cupy.empty((nb, big, big), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
+    v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
+    with Solver(w.dtype, nb) as sv:
+        sv.gesvdj_batched(w, s, u, v)
+        codes = sv.check("svd (gesvdjBatched)")
+    raise_not_converged(codes, "svd (gesvdjBatched)")
+    if u is not None and not full_matrices:
+        u = u[:, :, :k]
+    return s, u, v
+
+
+def _one(sv, slot, w, s, u, v, full, plan):
+    """SVD of the column-major ``w`` (big x k, destroyed) into ``s``, ``u`` and ``v`` (V, or
+    Vh for gesvd). Info slots: ``slot`` QR, ``slot + 1`` the kernel, ``slot + 2`` ormqr."""
+    import cupy
+    big, k = w.shape
+    if not plan.qr_first:
+        return _kernel(sv, slot + 1, w, s, u, v, full, plan)
+    tau = cupy.empty(k, dtype=w.dtype)
+    sv.geqrf(w, tau, slot)
+    r = cupy.asfortranarray(cupy.triu(w[:k, :]))
+    if u is None:
+        return _kernel(sv, slot + 1, r, s, None, None, False, plan)
+    ur = cupy.empty((k, k), dtype=w.dtype, order="F")
+    _kernel(sv, slot + 1, r, s, ur, v, False, plan)
+    u.fill(0)
+    u[:k, :k] = ur
+    if full and big > k:
+        idx = cupy.arange(k, big)
+        u[idx, idx] = 1
+    sv.ormqr(w, k, tau, u, slot + 2)
+
+
+def _kernel(sv, slot, w, s, u, v, full, plan):
+    """Run the plan's kernel on ``w``; with ``plan.verify``, check and fall back to gesvd."""
+    driver = plan.driver
+    original = w.copy(order="F") if plan.verify and u is not None else None
+    if driver == "gesvd":
+        sv.gesvd(w, s, u, v, full, slot)
+    elif driver == "gesvdp":
+        err = sv.gesvdp(w, s, u, v, full, slot)
+        _dispatch.note(h_err_sigma=float(err))
+    else:
+        sv.gesvdj(w, s, u, v, full, slot)
+    if original is None or _verified(original, s, u, v):
+        return
+    _dispatch.note(driver="gesvd", rejected=driver)
+    w[...] = original
+    import cupy
+    vh = cupy.empty(v.shape, dtype=v.dtype, order="F")
+    sv.gesvd(w, s, u, vh, full, slot)
+    v[...] = vh.conj().T  # the caller reads V (not V^H) from the verified drivers
+
+
+def _verified(a, s, u, v):
+    """Whether ``a ~ U diag(s) V^H`` to ``VERIFY_FACTOR k eps`` with orthonormal U and V
+    (Frobenius norms; one synchronization)."""
+    import cupy
+    k = s.shape[0]
+    uk = u[:, :k]
+    eye = cupy.eye(k, dtype=a.dtype)
+    figures = cupy.stack([
+        cupy.linalg.norm(a - (uk * s) @ v.conj().T)
+        / cupy.maximum(cupy.linalg.norm(a), np.finfo(a.dtype).tiny),
+        cupy.linalg.norm(uk.conj().T @ uk - eye),
+        cupy.linalg.norm(v.conj().T @ v - eye)]).get()
+    bound = VERIFY_FACTOR * max(a.shape) * float(np.finfo(a.dtype).eps)
+    ok = bool(np.all(figures <= bound))  # NaN fails
+    _dispatch.note(verify_figures=[float(f) for f in figures], verify_bound=bound)
+    return ok

@@ -1,0 +1,72 @@
+"""Triangular solves, as ``scipy.linalg.solve_triangular``: validation and one dispatch to
+:mod:`._triangular_cuda` (cuBLAS ``trsm``) or :mod:`._factor_host` (SciPy)."""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.budget import nbytes_of
+from . import _factor_host, _triangular_cuda
+from ._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare
+
+__all__ = ["solve_triangular"]
+
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """Solve ``a @ x = b`` (or ``a.T``, ``a.H``) for triangular ``a``, as SciPy's.
+
+    Parameters
+    ----------
+    a : (..., n, n) array_like
+        Only the triangle named by ``lower`` is read.
+    b : (n,) or (..., n, k) array_like
+        A 1-D ``b`` is one right-hand side for every matrix; otherwise the batch dimensions
+        of ``a`` and ``b`` broadcast (SciPy's rule).
+    trans : {0, 1, 2, "N", "T", "C"}, default 0
+        Solve ``a x = b``, ``a^T x = b`` or ``a^H x = b``.
+    lower : bool, default False
+    unit_diagonal : bool, default False
+        Take the diagonal of ``a`` as ones without reading it.
+    overwrite_b : bool, default False
+    check_finite : bool, default True
+
+    Returns
+    -------
+    x : array of ``b``'s shape (with the broadcast batch), in ``b``'s package
+
+    Raises
+    ------
+    gpulinalg.SingularMatrixError
+        A zero on the diagonal (unless ``unit_diagonal``), on both backends.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import solve_triangular
+    >>> L = np.array([[2.0, 0.0], [1.0, 4.0]]); b = np.array([2.0, 9.0])
+    >>> x = solve_triangular(L, b, lower=True)
+    >>> bool(np.allclose(L @ x, b)), bool(np.allclose(solve_triangular(L, b, trans="T",
+    ...                                               lower=True), np.linalg.solve(L.T, b)))
+    (True, True)
+    """
+    if trans not in _TRANS:
+        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    a, dtype_a = prepare(a, square=True, check_finite=check_finite)
+    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
+    dtype = np.result_type(dtype_a, dtype_b)
+    check_rhs(a, b)
+    vec = b.ndim == 1
+    batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
+    shape = batch + ((a.shape[-1],) if vec else tuple(b.shape[-2:]))
+    if a.shape[-1] == 0 or 0 in shape:
+        return empty_result(b, (shape, dtype))[0]
+    nb = int(np.prod(batch, dtype=np.int64))
+    k = 1 if vec else b.shape[-1]
+    nbytes = nbytes_of((a.shape, dtype), (b.shape, dtype), (shape, dtype), (a.shape, dtype))
+    flops = nb * a.shape[-1] ** 2 * k * flops_scale(dtype)
+    return _dispatch.dispatch("decomp.solve_triangular", _triangular_cuda.solve_triangular,
+                              _factor_host.solve_triangular,
+                              (a, b, _TRANS[trans], bool(lower), bool(unit_diagonal),
+                               bool(overwrite_b), dtype), nbytes=nbytes, flops=flops, like=b)
