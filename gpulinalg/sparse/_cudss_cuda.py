@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._csr_cuda import csr_matrix, device_csr
+from ._csr_cuda import device_csr
 from ._residual_xp import norm_inf
 from ._results import new_timings
 
@@ -184,8 +184,6 @@ class CuDSSFactor:
     """A cuDSS factorization of one canonical CSR matrix (CuPy arrays, current device)."""
 
     backend = "cudss"
-    #: the matrix the method is chosen on, over the engine's arrays (see ``_factor_xp.build``)
-    csr_matrix = staticmethod(csr_matrix)
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         self.n, self.method = int(n), method

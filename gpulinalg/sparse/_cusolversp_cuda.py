@@ -15,7 +15,7 @@ import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from .._runtime.streams import get_handle
-from ._csr_cuda import csr_matrix, device_csr
+from ._csr_cuda import device_csr
 from ._residual_xp import norm_inf
 from ._results import new_timings
 
@@ -32,8 +32,6 @@ class CuSolverSpFactor:
     """cuSOLVER-Sp one-call solves over one canonical CSR matrix (CuPy arrays)."""
 
     backend = "cusolversp"
-    #: the matrix the method is chosen on, over the engine's arrays (see ``_factor_xp.build``)
-    csr_matrix = staticmethod(csr_matrix)
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         from nvmath.bindings import cusolverSp, cusparse

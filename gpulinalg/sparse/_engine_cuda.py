@@ -11,6 +11,7 @@ from __future__ import annotations
 from .._runtime.config import SparseGPUSolver, get_config
 from .._runtime.errors import GPUUnavailableError
 from . import _cudss_cuda
+from ._csr_cuda import csr_matrix
 from ._factor_xp import factorize_with, solve_once_with
 
 __all__ = ["factor_class", "factorize", "solve_once"]
@@ -41,10 +42,11 @@ def factor_class(method):
 
 def factorize(indptr, indices, data, *, method, **kwargs):
     """Factorize canonical CSR arrays (CuPy) on the current device."""
-    return factorize_with(factor_class(method), indptr, indices, data, method=method, **kwargs)
+    return factorize_with(factor_class(method), csr_matrix, indptr, indices, data, method=method,
+                          **kwargs)
 
 
 def solve_once(indptr, indices, data, b, *, method, **kwargs):
     """Factorize, solve with checks, and free, on the current device."""
-    return solve_once_with(factor_class(method), indptr, indices, data, b, method=method,
-                           **kwargs)
+    return solve_once_with(factor_class(method), csr_matrix, indptr, indices, data, b,
+                           method=method, **kwargs)

@@ -1,15 +1,15 @@
 """What the CPU and GPU engines share: choosing the method, building a factor, checked solves.
 
-Written once for any engine: the engine's *factor class* is passed in (by
+Written once for any engine: the engine's *factor class* and its ``csr_matrix(indptr, indices,
+data, n)`` (SciPy's or CuPy's CSR matrix over the engine's arrays) are passed in by
 :mod:`~gpulinalg.sparse._superlu_host` or :mod:`~gpulinalg.sparse._engine_cuda`, the two
-functions the dispatcher chooses between), and the arrays' module is found from the arrays.
+functions the dispatcher chooses between; the arrays' module is found from the arrays.
 
 A *factor* is an engine object (:class:`~gpulinalg.sparse._superlu_host.SuperLUFactor`,
 :class:`~gpulinalg.sparse._cudss_cuda.CuDSSFactor`,
 :class:`~gpulinalg.sparse._cusolversp_cuda.CuSolverSpFactor`) with ``m`` (the CSR matrix where
 the factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz``,
-``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``;
-its class has ``csr_matrix(indptr, indices, data, n)``, the engine's CSR matrix over its arrays.
+``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``.
 """
 
 from __future__ import annotations
@@ -63,9 +63,10 @@ def check_structure(m):
                                       "stored entries")
 
 
-def build(factor_cls, indptr, indices, data, n, method, reordering=None):
-    """Factor with ``factor_cls``; returns ``(factor, fallback_message_or_None)``."""
-    m = factor_cls.csr_matrix(indptr, indices, data, n)
+def build(factor_cls, csr_matrix, indptr, indices, data, n, method, reordering=None):
+    """Factor with ``factor_cls`` (the method chosen on ``csr_matrix(...)``, the engine's CSR
+    matrix over the arrays); returns ``(factor, fallback_message_or_None)``."""
+    m = csr_matrix(indptr, indices, data, n)
     check_structure(m)
     chosen, may_fall_back = resolve_method(m, method)
     try:
@@ -100,15 +101,16 @@ def checked_solve(factor, b, *, check, tol, max_steps, what):
     return x, report
 
 
-def factorize_with(factor_cls, indptr, indices, data, *, n, method, reordering=None):
+def factorize_with(factor_cls, csr_matrix, indptr, indices, data, *, n, method,
+                   reordering=None):
     """Entry point of a backend's ``factorize``: ``(factor, fallback_message_or_None)``."""
-    return build(factor_cls, indptr, indices, data, n, method, reordering)
+    return build(factor_cls, csr_matrix, indptr, indices, data, n, method, reordering)
 
 
-def solve_once_with(factor_cls, indptr, indices, data, b, *, n, method, reordering=None,
-                    check, tol, max_steps):
+def solve_once_with(factor_cls, csr_matrix, indptr, indices, data, b, *, n, method,
+                    reordering=None, check, tol, max_steps):
     """Entry point of a backend's one-shot solve: factor, checked solve, free: ``(x, report)``."""
-    factor, why = build(factor_cls, indptr, indices, data, n, method, reordering)
+    factor, why = build(factor_cls, csr_matrix, indptr, indices, data, n, method, reordering)
     try:
         x, report = checked_solve(factor, b, check=check, tol=tol, max_steps=max_steps,
                                   what=f"sparse.solve ({factor.method})")

@@ -71,8 +71,6 @@ class SuperLUFactor:
 
     backend = "superlu"
     device = "cpu"
-    #: the matrix the method is chosen on, over the engine's arrays (see ``_factor_xp.build``)
-    csr_matrix = staticmethod(csr_matrix)
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         self.n, self.method = int(n), method
@@ -191,12 +189,12 @@ class SuperLUFactor:
 
 def factorize(indptr, indices, data, **kwargs):
     """CPU twin of :func:`gpulinalg.sparse._engine_cuda.factorize`."""
-    return factorize_with(SuperLUFactor, indptr, indices, data, **kwargs)
+    return factorize_with(SuperLUFactor, csr_matrix, indptr, indices, data, **kwargs)
 
 
 def solve_once(indptr, indices, data, b, **kwargs):
     """CPU twin of :func:`gpulinalg.sparse._engine_cuda.solve_once`."""
-    return solve_once_with(SuperLUFactor, indptr, indices, data, b, **kwargs)
+    return solve_once_with(SuperLUFactor, csr_matrix, indptr, indices, data, b, **kwargs)
 
 
 def host_twin(factor):
