@@ -12,6 +12,8 @@ so host overhead counts), ``tflops`` and ``pct_of_peak`` (of the 989 TFLOP/s fp1
 (float32 in full fp32; ``ours (tf32)`` opts into TF32). ``quick=True`` runs 128³ and 512³ only.
 """
 
+import contextlib
+
 from .timing import absent, have, row, time_gpu
 
 SUITE = "dense"
@@ -87,18 +89,51 @@ def _impls(data, aux, small, dtype):
     return impls
 
 
+@contextlib.contextmanager
+def through_nvmath_execute():
+    """Plan-cache hits go through nvmath's public ``Matmul.reset_operands_unchecked`` +
+    ``execute`` instead of gpulinalg's direct ``cublasLtMatmul`` launch (the comparison row).
+
+    Patches ``Plan.run`` of ``gpulinalg.dense._plans_cuda`` for the duration (all threads);
+    the production code has no switch for it.
+    """
+    from gpulinalg.dense import _plans_cuda
+    direct = _plans_cuda.Plan.run
+    _plans_cuda.Plan.run = _run_public
+    try:
+        yield
+    finally:
+        _plans_cuda.Plan.run = direct
+
+
+def _run_public(plan, a, b, c, alpha, beta, inputs, stream, transposed=False):
+    """``Plan.run`` through nvmath's public execute path (same arguments and result)."""
+    mm = plan.mm
+    plan.bound.clear()  # nvmath sets the descriptor's pointers and scalars itself here
+    plan.scalars = (None, None)
+    if transposed:  # nvmath needs the planned operands themselves: views
+        a, b, c = _t(a), _t(b), _t(c)
+    mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha,
+                                beta=beta if c is not None else None,
+                                epilog_inputs=dict(inputs) if inputs else None, stream=stream)
+    result = mm.execute(stream=stream)
+    mm.release_operands()
+    out, extra = result if isinstance(result, tuple) else (result, {})
+    return (_t(out) if transposed else out), extra
+
+
+def _t(x):
+    return None if x is None else x.swapaxes(-1, -2)
+
+
 def _ours(a, b, bias, aux, dtype):
     from gpulinalg.dense import matmul
-    from gpulinalg.dense import _plans
 
-    def through_nvmath_execute():
-        _plans.PUBLIC_EXECUTE[0] = True
-        try:
+    def via_nvmath_execute():
+        with through_nvmath_execute():
             return matmul(a, b, bias=bias, activation="relu", return_aux=aux)
-        finally:
-            _plans.PUBLIC_EXECUTE[0] = False
     out = {"ours": lambda: matmul(a, b, bias=bias, activation="relu", return_aux=aux),
-           "ours (hits via nvmath reset_operands+execute)": through_nvmath_execute}
+           "ours (hits via nvmath reset_operands+execute)": via_nvmath_execute}
     if not _small(a):
         out["ours (autotune)"] = lambda: matmul(a, b, bias=bias, activation="relu",
                                                 return_aux=aux, autotune=True)
@@ -241,14 +276,14 @@ def _breakdown_rows(n=128):
 
     import gpulinalg
     from gpulinalg._runtime import budget, dispatch, streams
-    from gpulinalg.dense import _gpu, _matmul, _plans, matmul
+    from gpulinalg.dense import _matmul_cuda, _plans_cuda, _spec, matmul
     rng = cupy.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16) for _ in "ab")
     bias = rng.standard_normal(n, dtype=cupy.float32).astype(cupy.float16)
-    spec = _matmul.Spec(activation="relu", bias_form="n", transposed=True, out_shape=(n, n),
+    spec = _spec.Spec(activation="relu", bias_form="n", transposed=True, out_shape=(n, n),
                         batch_shape=())
     matmul(a, b, bias=bias, activation="relu")
-    plan = next(reversed(_plans._cache.plans.values()))
+    plan = next(reversed(_plans_cuda._cache.plans.values()))
     bt, at = b.T, a.T
     ptr = cupy.cuda.get_current_stream().ptr  # dense runs on the caller's stream
     ident = lambda a, b, bias, c, spec: a  # noqa: E731
@@ -264,8 +299,8 @@ def _breakdown_rows(n=128):
             "dense.matmul", ident, ident, (a, b, bias, None, spec), nbytes=1 << 20,
             same_package=True, own_stream=False),
         "op_stream() enter + exit (not on dense's path)": under_stream(lambda: None),
-        "_gpu.matmul (views, plan lookup, launch)":
-            lambda: _gpu.matmul(a, b, bias, None, spec),
+        "_matmul_cuda.matmul (views, plan lookup, launch)":
+            lambda: _matmul_cuda.matmul(a, b, bias, None, spec),
         "Plan.run (alloc + pointers + launch)":
             lambda: plan.run(bt, at, None, 1.0, 0.0, {"bias": bias}, ptr),
         "raw cublasLtMatmul (plan's objects, output preallocated)":
@@ -349,13 +384,13 @@ def _raw_launch(plan, a_planned, b_planned, stream_ptr):
 
 
 def _front_only(a, b, bias):
-    from gpulinalg.dense import _matmul
+    from gpulinalg.dense import _matmul_api
 
     def run():
-        real = _matmul.dispatch
-        _matmul.dispatch = lambda *args, **kw: None
+        real = _matmul_api.dispatch
+        _matmul_api.dispatch = lambda *args, **kw: None
         try:
-            _matmul.matmul(a, b, bias=bias, activation="relu")
+            _matmul_api.matmul(a, b, bias=bias, activation="relu")
         finally:
-            _matmul.dispatch = real
+            _matmul_api.dispatch = real
     return run

@@ -13,7 +13,7 @@ import numpy as np
 
 import gpulinalg
 from gpulinalg._runtime import testing
-from gpulinalg.dense import _matmul
+from gpulinalg.dense import _matmul_api
 
 
 class _FakeData:
@@ -50,18 +50,18 @@ def measure(n=128, calls=2000, runs=9):
     a = np.ones((n, n), np.float16)
     b = np.ones((n, n), np.float16)
     bias = np.ones(n, np.float16)
-    real = _matmul._gpu.matmul
-    _matmul._gpu.matmul = _lookup_only
+    real = _matmul_api._matmul_cuda.matmul
+    _matmul_api._matmul_cuda.matmul = _lookup_only
     try:
         with testing.fake_gpu(), gpulinalg.config(backend="gpu"):
             best = float("inf")
             for _ in range(runs):
                 t0 = time.process_time()
                 for _ in range(calls):
-                    _matmul.matmul(a, b, bias=bias, activation="relu")
+                    _matmul_api.matmul(a, b, bias=bias, activation="relu")
                 best = min(best, (time.process_time() - t0) / calls * 1e6)
     finally:
-        _matmul._gpu.matmul = real
+        _matmul_api._matmul_cuda.matmul = real
     return best
 
 

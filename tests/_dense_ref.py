@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from gpulinalg.dense._epilogs import gelu
+from gpulinalg.dense._epilogs_xp import gelu
 
 GELU_RTOL = 1e-9
-ACTS = {None: lambda z: z, "relu": lambda z: np.maximum(z, 0), "gelu": gelu}
+ACTS = {None: lambda z: z, "relu": lambda z: np.maximum(z, 0), "gelu": lambda z: gelu(z, np)}
 
 
 def eps(dtype):

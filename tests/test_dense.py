@@ -5,7 +5,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg.dense import MatmulAux, matmul
-from gpulinalg.dense._epilogs import preactivation, relu_mask
+from gpulinalg.dense._matmul_host import preactivation, relu_mask
 
 from _dense_ref import assert_close, reference
 

@@ -1,8 +1,8 @@
-"""The GPU module's glue, run on the CPU: NumPy stands in for CuPy and an emulator of cuBLASLt's
-epilog semantics (bias per row of the column-major result, padded column-major aux, BGRAD
-vectors) stands in for the cached nvmath plans. It checks the transposed-product mapping of the
-NumPy bias, the aux orientation and the backward plumbing against the CPU twin; the real
-cuBLASLt is exercised by the GPU tests.
+"""The GPU engine's layout logic, run on the CPU: NumPy stands in for CuPy and an emulator of
+cuBLASLt's epilog semantics (bias per row of the column-major result, padded column-major aux,
+BGRAD vectors) stands in for the cached nvmath plans. It checks the transposed-product mapping
+of the NumPy bias, the aux orientation and the backward plumbing of ``_matmul_cuda`` against the
+CPU engine ``_matmul_host``; the real cuBLASLt is exercised by the GPU tests.
 """
 
 import math
@@ -11,9 +11,9 @@ import types
 import numpy as np
 import pytest
 
-from gpulinalg.dense import _calls, _cpu, _gpu
-from gpulinalg.dense._epilogs import aux_shape, gelu, gelu_grad
-from gpulinalg.dense._matmul import Spec
+from gpulinalg.dense import _calls, _matmul_cuda, _matmul_host
+from gpulinalg.dense._epilogs_xp import gelu, gelu_grad
+from gpulinalg.dense._spec import Spec, aux_shape
 
 
 class FakeArray(np.ndarray):
@@ -88,11 +88,11 @@ def emulated_gemm(a, b, c=None, *, transpose=False, alpha=1.0, beta=0.0, epilog=
     if epi.startswith("DRELU"):
         z = z * _unpack(np.asarray(inputs["relu_aux"]), rows)
     elif epi.startswith("DGELU"):
-        z = z * gelu_grad(np.asarray(inputs["gelu_aux"])[..., :rows, :].astype(np.float64))
+        z = z * gelu_grad(np.asarray(inputs["gelu_aux"])[..., :rows, :].astype(np.float64), np)
     elif "RELU" in epi:
         z = np.maximum(z, 0)
     elif "GELU" in epi:
-        z = gelu(z)
+        z = gelu(z, np)
     if epi.endswith("BGRAD") or epi == "BGRADA":
         src = z if epi.endswith("BGRAD") else np.asarray(a, np.float64)
         extra[epi.lower()] = _bgrad(src.sum(axis=-1), z.shape[:-2], a.dtype)
@@ -111,11 +111,11 @@ def _bgrad(v, batch, dtype):
 def emulated(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setattr(_gpu, "gemm", emulated_gemm)
+    monkeypatch.setattr(_matmul_cuda, "gemm", emulated_gemm)
     # a "plan" is its epilog name here; rerun is run (the real one checks the plan is cached)
-    monkeypatch.setattr(_gpu, "lookup", _emulated_lookup)
-    monkeypatch.setattr(_gpu, "run", _emulated_run)
-    monkeypatch.setattr(_gpu, "rerun", _emulated_rerun)
+    monkeypatch.setattr(_matmul_cuda, "lookup", _emulated_lookup)
+    monkeypatch.setattr(_matmul_cuda, "run", _emulated_run)
+    monkeypatch.setattr(_matmul_cuda, "rerun", _emulated_rerun)
     monkeypatch.setattr(_calls, "_ndarray", [])  # resolved again: the fake CuPy's ndarray
     _calls.clear()
 
@@ -158,8 +158,8 @@ def test_forward_mapping_matches_twin(emulated, rng, shapes, activation, form):
     bias = None if form is None else _fake(rng.standard_normal(n if form == "n" else (m, 1)))
     c = _fake(rng.standard_normal((m, n)))
     spec = _spec(a, b, activation, form, alpha=0.5, beta=2.0)
-    out, aux = _gpu.matmul(a, b, bias, c, spec)
-    ref, ref_aux = _cpu.matmul(np.asarray(a), np.asarray(b), None if bias is None else
+    out, aux = _matmul_cuda.matmul(a, b, bias, c, spec)
+    ref, ref_aux = _matmul_host.matmul(np.asarray(a), np.asarray(b), None if bias is None else
                                np.asarray(bias), np.asarray(c), spec)
     assert np.allclose(out, ref)
     assert out.flags.c_contiguous == (form != "m1")
@@ -179,7 +179,7 @@ def test_backward_mapping_matches_twin(emulated, rng, shapes, activation, form, 
     m, n = shapes[0][-2], shapes[1][-1]
     bias = None if form is None else _fake(rng.standard_normal(n if form == "n" else (m, 1)))
     spec = _spec(a, b, activation, form)
-    _, aux = _cpu.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
+    _, aux = _matmul_host.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
                          None, spec)
     if aux is not None:
         aux = aux._replace(data=_fake(aux.data))
@@ -187,8 +187,8 @@ def test_backward_mapping_matches_twin(emulated, rng, shapes, activation, form, 
     g = _fake(rng.standard_normal((*batch, m, n)))
     up = (_fake(rng.standard_normal((*batch, m, 4))), _fake(rng.standard_normal((4, n))))
     args = (None, up) if pair else (g, None)
-    got = _gpu.matmul_backward(*args, a, b, aux, spec)
-    ref = _cpu.matmul_backward(*(None if x is None else (tuple(map(np.asarray, x))
+    got = _matmul_cuda.matmul_backward(*args, a, b, aux, spec)
+    ref = _matmul_host.matmul_backward(*(None if x is None else (tuple(map(np.asarray, x))
                                                         if isinstance(x, tuple) else np.asarray(x))
                                  for x in args), np.asarray(a), np.asarray(b), aux, spec)
     for x, y in zip(got, ref):
@@ -203,19 +203,19 @@ def test_complex_bias_goes_through_c(emulated, rng):
     b = _fake(rng.standard_normal((3, 5)) + 1j)
     bias = _fake(rng.standard_normal(5) + 2j)
     spec = _spec(a, b, None, "n", return_aux=False, alpha=1.5)
-    out = _gpu.matmul(a, b, bias, None, spec)
+    out = _matmul_cuda.matmul(a, b, bias, None, spec)
     assert np.allclose(out, 1.5 * np.asarray(a) @ np.asarray(b) + np.asarray(bias))
 
 
 def test_layout_helpers_copy_only_when_needed(emulated, rng):
     x = _fake(rng.standard_normal((3, 4, 5)))
-    assert _gpu._gemm_ready(x, (3,)) is x
-    assert _gpu._gemm_ready(x[:, ::2, ::2], (3,)) is not x
-    y = _gpu._gemm_ready(_fake(rng.standard_normal((1, 4, 5))), (3,))
+    assert _matmul_cuda._gemm_ready(x, (3,)) is x
+    assert _matmul_cuda._gemm_ready(x[:, ::2, ::2], (3,)) is not x
+    y = _matmul_cuda._gemm_ready(_fake(rng.standard_normal((1, 4, 5))), (3,))
     assert y.shape == (3, 4, 5) and y.strides[0] != 0
     f = _fake(np.asfortranarray(rng.standard_normal((4, 5))))
-    assert _gpu._col_major(f) is f
-    cm = _gpu._col_major(_fake(rng.standard_normal((2, 4, 5))))
+    assert _matmul_cuda._col_major(f) is f
+    cm = _matmul_cuda._col_major(_fake(rng.standard_normal((2, 4, 5))))
     assert cm.strides[-2] == cm.itemsize and math.prod(cm.shape) == 40
 
 
@@ -225,15 +225,15 @@ def test_a_repeat_runs_the_plan_left_on_its_spec(emulated, rng, form, return_aux
     a, b = _fake(rng.standard_normal((7, 5))), _fake(rng.standard_normal((5, 6)))
     bias = None if form is None else _fake(rng.standard_normal(6 if form == "n" else (7, 1)))
     spec = _spec(a, b, "relu", form, return_aux=return_aux)
-    first = _gpu.matmul(a, b, bias, None, spec)
+    first = _matmul_cuda.matmul(a, b, bias, None, spec)
     assert spec.plan is not None
     lookups, reruns = _EmulatedPlan.lookups, _EmulatedPlan.reruns
-    second = _gpu.matmul(a, b, bias, None, spec)
+    second = _matmul_cuda.matmul(a, b, bias, None, spec)
     assert (_EmulatedPlan.lookups, _EmulatedPlan.reruns) == (lookups, reruns + 1)
     for x, y in zip(first if return_aux else (first,), second if return_aux else (second,)):
         x, y = (np.asarray(v.data if hasattr(v, "rows") else v) for v in (x, y))
         assert np.array_equal(x, y)
-    ref = _cpu.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
+    ref = _matmul_host.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
                       None, spec)
     assert np.allclose(second[0] if return_aux else second, ref[0] if return_aux else ref)
 
@@ -250,9 +250,9 @@ def test_no_plan_is_left_when_an_operand_was_copied(emulated, rng, case):
     if form == "m1":
         bias = _fake(rng.standard_normal((7, 1)))
     spec = _spec(a, b, None, form, return_aux=False, beta=1.0)
-    out = _gpu.matmul(a, b, bias, c, spec)
+    out = _matmul_cuda.matmul(a, b, bias, c, spec)
     assert spec.plan is None
-    ref = _cpu.matmul(np.asarray(a), np.asarray(b), np.asarray(bias), np.asarray(c), spec)
+    ref = _matmul_host.matmul(np.asarray(a), np.asarray(b), np.asarray(bias), np.asarray(c), spec)
     assert np.allclose(out, ref)
 
 
@@ -288,7 +288,7 @@ def test_call_key_covers_what_validation_and_plans_depend_on(emulated, rng):
 
 def test_memoized_calls_validate_and_answer_like_first_calls(emulated, rng, monkeypatch):
     import gpulinalg
-    from gpulinalg.dense import _matmul
+    from gpulinalg.dense import _matmul_api as _matmul
     a, b = _fake(rng.standard_normal((7, 5))), _fake(rng.standard_normal((5, 6)))
     bias = _fake(rng.standard_normal(6))
     with gpulinalg.config(backend="cpu"):

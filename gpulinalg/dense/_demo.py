@@ -5,7 +5,7 @@ import numpy as np
 
 from .._demo import timed as _timed
 from .._runtime import last_run
-from ._matmul import matmul, matmul_backward
+from ._matmul_api import matmul, matmul_backward
 
 
 

@@ -1,4 +1,10 @@
-"""The public functions: validation, then one call to the dispatcher."""
+"""The public functions :func:`matmul` and :func:`matmul_backward`: validation, then one call
+to the dispatcher with the GPU engine (``_matmul_cuda``) and the CPU engine (``_matmul_host``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
 
 import numpy as np
 
@@ -6,46 +12,14 @@ from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
 from .._runtime.dispatch import dispatch
 from .._runtime.validation import check_finite as _check_finite
-from . import _calls, _cpu, _gpu
-from ._epilogs import ACTIVATIONS, MatmulAux, aux_shape
-from ._plans import COMPUTE_TYPES
+from . import _calls, _matmul_cuda, _matmul_host
+from ._results import Gradients, MatmulAux
+from ._spec import ACTIVATIONS, COMPUTE_TYPES, WORKSPACE_LIMIT, Spec, aux_shape
 
 __all__ = ["matmul", "matmul_backward"]
 
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
-_WORKSPACE = 64 << 20  # the most workspace a plan may take (see _plans.WORKSPACE_LIMIT)
 _dtype_names = {}
-
-
-class Spec:
-    """Everything but the arrays that both twins need (a plain object: the dispatcher skips it).
-
-    ``plan`` is where the GPU twin leaves the cuBLASLt plan of a call whose operands it used as
-    given (see :data:`_calls`); it is not one of the fields :meth:`replace` copies.
-    """
-
-    _FIELDS = ("activation", "alpha", "beta", "return_aux", "compute_type", "autotune",
-               "bias_form", "transposed", "out_shape", "batch_shape")
-    __slots__ = _FIELDS + ("plan",)
-
-    def __init__(self, activation=None, alpha=1.0, beta=0.0, return_aux=False, compute_type=None,
-                 autotune=False, bias_form=None, transposed=True, out_shape=(), batch_shape=()):
-        self.activation, self.alpha, self.beta = activation, alpha, beta
-        self.return_aux = return_aux
-        self.compute_type, self.autotune, self.bias_form = compute_type, autotune, bias_form
-        self.transposed, self.out_shape, self.batch_shape = transposed, out_shape, batch_shape
-        self.plan = None
-
-    @property
-    def aux_dims(self):
-        """``(rows, cols)`` of the product as cuBLASLt lays it out (transposed or not)."""
-        m, n = self.out_shape[-2:]
-        return (n, m) if self.transposed else (m, n)
-
-    def replace(self, **changes):
-        kw = {n: getattr(self, n) for n in self._FIELDS}
-        kw.update(changes)
-        return Spec(**kw)
 
 
 def _dtype_name(x):
@@ -147,7 +121,7 @@ def _nbytes(*arrays):
 def _estimate(array_bytes):
     """Peak device bytes: the arrays plus cuBLASLt's workspace, which small products keep small
     (the figure also prices the host-to-GPU trip, so it must not be dominated by the cap)."""
-    return array_bytes + min(_WORKSPACE, array_bytes)
+    return array_bytes + min(WORKSPACE_LIMIT, array_bytes)
 
 
 def _size(shape):
@@ -157,8 +131,11 @@ def _size(shape):
     return size
 
 
-def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, return_aux=False,
-           compute_type=None, autotune=None, check_finite=False):
+def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gelu"] | None = None,
+           alpha: float | complex = 1.0, c: Any = None, beta: float | complex = 0.0,
+           return_aux: bool = False, compute_type: str | None = None,
+           autotune: bool | None = None, check_finite: bool = False
+           ) -> Any | tuple[Any, MatmulAux | None]:
     """Fused ``act(alpha * a @ b + beta * c + bias)``: cuBLASLt epilogs on the GPU, NumPy on CPU.
 
     Parameters
@@ -197,6 +174,20 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
         In the inputs' package and dtype.
     aux : MatmulAux or None
         Only with ``return_aux=True``.
+
+    See Also
+    --------
+    matmul_backward : the gradients, from the aux this returns.
+    plan_cache_info, clear_plan_cache : the per-thread cache of cuBLASLt plans.
+
+    Notes
+    -----
+    On the GPU, a NumPy-shaped bias of shape ``(N,)`` is served by planning the transposed
+    product ``b.T @ a.T`` (cuBLASLt adds its bias per row of the column-major result); no operand
+    is copied. Plans are cached per thread, keyed by shapes, strides, dtypes, pointer
+    alignments, epilog, compute type, autotuning and device; repeated calls on CuPy arrays of
+    the same layout also skip validation. Half-precision inputs are computed in float32 and
+    rounded once, on both backends.
 
     Examples
     --------
@@ -245,8 +236,9 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, c=None, beta=0.0, ret
 
 
 def _dispatch(a, b, bias, c, spec, nbytes, flops):
-    return dispatch("dense.matmul", _gpu.matmul, _cpu.matmul, (a, b, bias, c, spec),
-                    nbytes=nbytes, flops=flops, like=a, same_package=True, own_stream=False)
+    return dispatch("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul,
+                    (a, b, bias, c, spec), nbytes=nbytes, flops=flops, like=a, same_package=True,
+                    own_stream=False)
 
 
 def _empty(a, spec):
@@ -272,8 +264,10 @@ def _host_dtype(a):
     return np.dtype(a.dtype)
 
 
-def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, compute_type=None,
-                    autotune=None):
+def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = None,
+                    activation: Literal["relu", "gelu"] | None = None,
+                    bias: bool | Literal["column"] = False, compute_type: str | None = None,
+                    autotune: bool | None = None) -> Gradients:
     """Gradients of :func:`matmul`'s ``act(a @ b + bias)`` with cuBLASLt's backward epilogs.
 
     Parameters
@@ -301,6 +295,10 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
     -------
     Gradients
         ``(grad_a, grad_b, grad_bias)``; ``grad_bias`` is ``None`` when ``bias=False``.
+
+    See Also
+    --------
+    matmul : the forward pass (``return_aux=True`` gives ``aux``).
 
     Examples
     --------
@@ -343,7 +341,8 @@ def matmul_backward(grad_out, a, b, *, aux=None, activation=None, bias=False, co
                 out_shape=out_shape, batch_shape=batch)
     size = _size(out_shape)
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
-    return dispatch("dense.matmul_backward", _gpu.matmul_backward, _cpu.matmul_backward,
+    return dispatch("dense.matmul_backward", _matmul_cuda.matmul_backward,
+                    _matmul_host.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
                     flops=4.0 * size * k, like=a, own_stream=False)
 

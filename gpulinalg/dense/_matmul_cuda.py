@@ -1,4 +1,4 @@
-"""The GPU side: NumPy-shaped fused products mapped onto cuBLASLt through cached nvmath plans.
+"""The GPU engine: NumPy-shaped fused products mapped onto cuBLASLt through cached nvmath plans.
 
 cuBLASLt adds its bias along the columns of the column-major ``M x N`` result (one value per
 row). A NumPy bias of shape ``(N,)`` (one value per column) is therefore served by planning the
@@ -6,19 +6,45 @@ transposed product ``b.T @ a.T`` (``N x M``): its column-major result, read tran
 C-ordered ``(M, N)`` answer, and no operand is copied (the plan is made on views; a hit reuses
 the same pointers and allocates the result in ``(M, N)`` layout directly). A ``(M, 1)`` bias
 uses the direct product, whose result comes back in Fortran order.
+
+The few cases cuBLASLt cannot fuse run :mod:`gpulinalg.dense._fused_xp` on CuPy arrays, with
+CuPy's bit packing (:func:`pack_bits`, :func:`unpack_bits`). Receives CuPy arrays; same
+signatures as the CPU engine (:mod:`gpulinalg.dense._matmul_host`).
 """
 
-from . import _cpu
-from ._epilogs import ACTIVATIONS, MatmulAux, forward_epilog
-from ._plans import gemm, lookup, rerun, run
-from ._results import Gradients
+from . import _fused_xp
+from ._epilogs_xp import RELU_BITORDER
+from ._plans_cuda import gemm, lookup, rerun, run
+from ._results import Gradients, MatmulAux
+from ._spec import ACTIVATIONS, forward_epilog
 
-__all__ = ["matmul", "matmul_backward"]
+__all__ = ["matmul", "matmul_backward", "pack_bits", "unpack_bits"]
 
 _UNFUSABLE_KINDS = "c"  # complex: cuBLASLt has no complex epilogs; bias goes through C
 #: (activation, bias?, aux?) -> epilog name, worked out once.
 _EPILOGS = {(act, bias, aux): forward_epilog(act, bias, aux)
             for act in ACTIVATIONS for bias in (False, True) for aux in (False, True)}
+
+
+def pack_bits(positive, pad_rows):
+    """Boolean ``(..., C, R)`` -> ``uint8`` ``(..., C, pad_rows)``: CuPy's ``packbits`` has no
+    axis, so a padded, flattened copy is packed."""
+    import cupy
+    batch, (cols, rows) = positive.shape[:-2], positive.shape[-2:]
+    bits = cupy.zeros((*batch, cols, pad_rows * 8), dtype=cupy.uint8)
+    bits[..., :rows] = positive
+    packed = cupy.packbits(bits.reshape(-1), bitorder=RELU_BITORDER)
+    return packed.reshape(*batch, cols, pad_rows)
+
+
+def unpack_bits(packed, rows):
+    """``uint8`` ``(..., C, P)`` -> boolean ``(..., C, rows)`` (flattened, as for packing)."""
+    import cupy
+    t = cupy.ascontiguousarray(packed)
+    batch, cols = t.shape[:-2], t.shape[-2]
+    bits = cupy.unpackbits(t.reshape(-1), bitorder=RELU_BITORDER)
+    bits = bits.reshape(*batch, cols, t.shape[-1] * 8)
+    return bits[..., :rows].astype(bool)
 
 
 def _t(x):
@@ -94,7 +120,7 @@ def _col_major(c):
 
 
 def matmul(a, b, bias, c, spec):
-    """GPU twin of :func:`gpulinalg.dense._cpu.matmul` (CuPy arrays in, CuPy arrays out).
+    """``act(alpha * a @ b + beta * c + bias)`` on cuBLASLt (CuPy arrays in, CuPy arrays out).
 
     ``spec.plan`` is the plan an earlier call with the same call key (``_matmul`` keeps such
     specs per thread) left there when its operands went to cuBLASLt as given: a repeat then
@@ -138,7 +164,7 @@ def _unfused(a, b, bias, c, spec):
     """Complex (no cuBLASLt epilogs) or ``K == 0``: bias folded into ``C``, or the generic twin."""
     import cupy
     if a.shape[-1] == 0 or spec.activation is not None:
-        return _cpu.matmul(a, b, bias, c, spec)
+        return _fused_xp.matmul(a, b, bias, c, spec, cupy, pack_bits)
     cc = None
     if bias is not None or (c is not None and spec.beta != 0.0):
         cc = cupy.zeros(spec.out_shape, dtype=a.dtype)
@@ -159,11 +185,12 @@ def _dz(grad_out, upstream, aux, spec):
     import cupy
     if upstream is None:
         g = grad_out
-        return _cpu.activation_grad(g, aux, spec.activation, cupy), None
+        return _fused_xp.activation_grad(g, aux, spec.activation, cupy, unpack_bits), None
     g1, w = upstream
     fused = spec.activation is not None and g1.dtype.kind not in _UNFUSABLE_KINDS
     if not fused:
-        return _cpu.activation_grad(cupy.matmul(g1, w), aux, spec.activation, cupy), None
+        return _fused_xp.activation_grad(cupy.matmul(g1, w), aux, spec.activation, cupy,
+                                         unpack_bits), None
     want_bias = spec.bias_form == ("n" if aux.transposed else "m1")
     epilog = "D" + spec.activation.upper() + ("_BGRAD" if want_bias else "")
     batch = spec.batch_shape
@@ -185,10 +212,10 @@ def _bias_from_bgrad(bgrad, form):
 
 
 def matmul_backward(grad_out, upstream, a, b, aux, spec):
-    """GPU twin of :func:`gpulinalg.dense._cpu.matmul_backward`."""
+    """The gradients of :func:`matmul` on cuBLASLt's backward epilogs (CuPy arrays)."""
     import cupy
     if a.dtype.kind in _UNFUSABLE_KINDS or a.shape[-1] == 0 or 0 in spec.out_shape:
-        return _cpu.matmul_backward(grad_out, upstream, a, b, aux, spec)
+        return _fused_xp.matmul_backward(grad_out, upstream, a, b, aux, spec, cupy, unpack_bits)
     dz, grad_bias = _dz(grad_out, upstream, aux, spec)
     dz = dz.astype(a.dtype, copy=False)
     batch = spec.batch_shape
@@ -210,6 +237,6 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
         grad_bias = _bias_from_bgrad(ea["bgradb"], "m1")
     elif form == "n":
         grad_bias = _bias_from_bgrad(eb["bgradb"], "n")
-    grad_a = _cpu.unbroadcast(ga, a.shape, cupy).astype(a.dtype, copy=False)
-    grad_b = _cpu.unbroadcast(gb, b.shape, cupy).astype(a.dtype, copy=False)
+    grad_a = _fused_xp.unbroadcast(ga, a.shape, cupy).astype(a.dtype, copy=False)
+    grad_b = _fused_xp.unbroadcast(gb, b.shape, cupy).astype(a.dtype, copy=False)
     return Gradients(grad_a, grad_b, grad_bias)

@@ -4,9 +4,8 @@ A plan is valid for one combination of shapes, strides, dtypes, pointer alignmen
 compute type, autotuning and device; that tuple is the cache key. On a hit only the operand
 pointers, ``alpha`` and ``beta`` change: the plan executes with one ``cublasLtMatmul`` call on the
 caller's current stream, with the descriptors and algorithm found when it was planned and a
-workspace of the planned size kept per stream.
-(``GPULINALG_NVMATH_EXECUTE=1`` makes hits go through nvmath's own ``reset_operands_unchecked`` +
-``execute`` instead, a slower path kept for comparison and diagnosis.)
+workspace of the planned size kept per stream. What a launch needs is read off nvmath's planned
+``Matmul`` by the adapter :mod:`gpulinalg.dense._nvmath_cuda` (its internals, version-checked).
 
 Each thread owns its cache, stream and cuBLASLt handle, so plans are never shared between
 threads. :func:`clear_plan_cache` frees the caller's plans at once and makes every other thread
@@ -14,18 +13,16 @@ drop its plans at its next lookup.
 """
 
 import collections
-import os
 import threading
 
 from .._runtime.config import get_config
 from .._runtime.streams import op_stream
-from . import _calls
+from . import _calls, _nvmath_cuda
 from ._results import PlanCacheInfo
+from ._spec import COMPUTE_TYPES, WORKSPACE_LIMIT
 
 __all__ = ["gemm", "clear_plan_cache", "plan_cache_info"]
 
-#: Most workspace bytes one plan may ask for (cuBLASLt recommends 32 MiB on Hopper).
-WORKSPACE_LIMIT = 64 << 20
 #: Products of fewer flops than this plan with at most SMALL_WORKSPACE_LIMIT bytes: there the
 #: host's time per call dominates, and the split-K algorithms a large workspace admits launch a
 #: second (reduction) kernel, which costs more host time than it saves on the GPU (512^3 fp32 on
@@ -36,23 +33,6 @@ AUTOTUNE_ITERATIONS = 5
 #: Workspaces one plan keeps, one per stream it ran on (more streams: the oldest are freed).
 MAX_STREAM_WORKSPACES = 4
 AUTOTUNE_CANDIDATES = 16  # heuristic candidates timed when autotuning (nvmath's default: 8)
-#: [True] sends hits through nvmath's reset_operands_unchecked + execute (set from the
-#: environment; the benchmark flips it to measure that path).
-PUBLIC_EXECUTE = [os.environ.get("GPULINALG_NVMATH_EXECUTE", "") == "1"]
-
-#: compute_type strings accepted at the edge -> cuBLAS ComputeType member names.
-COMPUTE_TYPES = {
-    "tf32": "COMPUTE_32F_FAST_TF32", "fast_tf32": "COMPUTE_32F_FAST_TF32",
-    "fast_fp16": "COMPUTE_32F_FAST_16F", "fast_bf16": "COMPUTE_32F_FAST_16BF",
-    "fp32": "COMPUTE_32F", "float32": "COMPUTE_32F", "pedantic": "COMPUTE_32F_PEDANTIC",
-    "fp16": "COMPUTE_16F", "float16": "COMPUTE_16F",
-    "fp64": "COMPUTE_64F", "float64": "COMPUTE_64F",
-}
-
-#: epilog handler name -> matmul-descriptor attribute its pointer goes to.
-_POINTER_ATTR = {"bias": "bias_pointer", "relu_aux": "epilogue_aux_pointer",
-                 "gelu_aux": "epilogue_aux_pointer", "drelu_bgrad": "bias_pointer",
-                 "dgelu_bgrad": "bias_pointer", "bgrada": "bias_pointer", "bgradb": "bias_pointer"}
 
 _generation = [0]
 _lock = threading.Lock()
@@ -68,15 +48,6 @@ class _Cache(threading.local):
 _cache = _Cache()
 
 
-def _setter(mm, name):
-    attr = _POINTER_ATTR[name]
-    ifc = mm.mm_desc_ifc
-    fast = getattr(ifc, f"set_{attr}_unchecked", None)
-    if fast is not None:
-        return fast
-    return lambda ptr: setattr(ifc, attr, ptr)
-
-
 class Plan:
     """A planned ``Matmul`` and what one execution needs besides the operands."""
 
@@ -86,29 +57,21 @@ class Plan:
 
     def __init__(self, mm, epilog):
         import cupy
-        import numpy as np
-        from nvmath.bindings import cublasLt
-        self.new_array, self.alloc, self.launch = cupy.ndarray, cupy.cuda.alloc, cublasLt.matmul
+        self.new_array, self.alloc = cupy.ndarray, cupy.cuda.alloc
         self.mm = mm
-        self.handle, self.desc = mm.handle, mm.mm_desc
-        self.layouts = (mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr, mm.d_layout_ptr)
-        self.alpha, self.beta = mm.alpha, mm.beta
-        self.scalar_ptrs = (mm.alpha.ctypes.data, mm.beta.ctypes.data)
+        parts = _nvmath_cuda.planned_parts(mm, epilog)
+        self.launch, self.handle, self.desc = parts["launch"], parts["handle"], parts["desc"]
+        self.layouts, self.alpha, self.beta = parts["layouts"], parts["alpha"], parts["beta"]
+        self.scalar_ptrs = parts["scalar_ptrs"]
         self.scalars = (None, None)  # the (alpha, beta) last written to the host scalars
-        algo = mm.cached_best_algorithm_struct
-        self._keep = algo
-        self.algo_ptr = algo.ctypes.data
-        rt = mm.result_traits
-        self.out = _buffer_spec(rt.result_shape, rt.result_strides, mm.d_dtype_name)
+        self._keep, self.algo_ptr = parts["algo"], parts["algo_ptr"]
+        self.out = parts["out"]
         shape, dtype, nbytes, strides = self.out  # the result read transposed: a @ b's layout
         self.out_t = ((*shape[:-2], shape[-1], shape[-2]), dtype, nbytes,
                       (*strides[:-2], strides[-1], strides[-2]))
-        self.outputs = tuple((h.name, *_buffer_spec(*h.attributes()), _setter(mm, h.name))
-                             for h in mm.epilog_output_handlers)
-        self.inputs = tuple((name, _setter(mm, name)) for name in mm.epilog_input_name_to_handler)
+        self.outputs, self.inputs = parts["outputs"], parts["inputs"]
         self.bound = {}
-        ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
-        self.ws_size = ws + 16 if ws > 0 and epilog else ws  # nvmath pads epilog workspaces
+        self.ws_size = parts["ws_size"]
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
         self.key = None  # the cache key while the plan is cached; None once freed
 
@@ -119,8 +82,6 @@ class Plan:
         is the transpose of the planned C and the result is returned transposed (as a view-free
         array of the transposed layout).
         """
-        if PUBLIC_EXECUTE[0]:
-            return self._run_public(a, b, c, alpha, beta, inputs, stream, transposed)
         if alpha != self.scalars[0] or beta != self.scalars[1]:  # written only on change
             self.alpha[0] = alpha
             self.beta[0] = beta
@@ -152,35 +113,10 @@ class Plan:
                     self.algo_ptr, ws_ptr, self.ws_size, stream)
         return out, extra
 
-    def _run_public(self, a, b, c, alpha, beta, inputs, stream, transposed):
-        mm = self.mm
-        self.bound.clear()  # nvmath sets the descriptor's pointers and scalars itself here
-        self.scalars = (None, None)
-        if transposed:  # nvmath needs the planned operands themselves: views
-            a, b, c = _t(a), _t(b), _t(c)
-        mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha,
-                                    beta=beta if c is not None else None,
-                                    epilog_inputs=dict(inputs) if inputs else None, stream=stream)
-        result = mm.execute(stream=stream)
-        mm.release_operands()
-        out, extra = result if isinstance(result, tuple) else (result, {})
-        return (_t(out) if transposed else out), extra
-
     def free(self):
         self.key = None
         self.ws = {}
         self.mm.free()
-
-
-def _buffer_spec(shape, strides, dtype_name):
-    """``(shape, dtype, nbytes, byte strides)`` of a dense buffer with element ``strides``."""
-    from nvmath.internal.tensor_ifc_cupy import CupyTensor
-    dtype = CupyTensor.name_to_dtype[dtype_name]  # nvmath's own name -> dtype map (bfloat16 too)
-    shape = tuple(int(n) for n in shape)
-    size = 1
-    for n in shape:
-        size *= n
-    return shape, dtype, size * dtype.itemsize, tuple(int(s) * dtype.itemsize for s in strides)
 
 
 def _current_stream():
@@ -282,6 +218,7 @@ def _insert(cache, key, plan):
 
 
 def _build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream):
+    _nvmath_cuda.check_nvmath()  # first: an unknown nvmath fails loudly before anything runs
     from nvmath.bindings import cublas
     from nvmath.linalg.advanced import Matmul, MatmulEpilog
 
@@ -322,8 +259,14 @@ def _drop_all(cache):
     cache.generation = _generation[0]
 
 
-def clear_plan_cache():
+def clear_plan_cache() -> None:
     """Free the calling thread's cached matmul plans; other threads drop theirs on next use.
+
+    Also forgets the calling thread's memo of validated calls (:mod:`gpulinalg.dense._calls`).
+
+    See Also
+    --------
+    plan_cache_info
 
     Examples
     --------
@@ -338,8 +281,13 @@ def clear_plan_cache():
     _calls.clear()
 
 
-def plan_cache_info():
+def plan_cache_info() -> PlanCacheInfo:
     """:class:`PlanCacheInfo` (hits, misses, evictions, size, maxsize) of the calling thread.
+
+    See Also
+    --------
+    clear_plan_cache
+    gpulinalg.set_config : ``plan_cache_size`` bounds each thread's cache.
 
     Examples
     --------

@@ -1,17 +1,18 @@
-"""The CPU twin: the same fused products in NumPy, with the GPU's semantics and aux layout.
+"""The fused products written once for any array module (``xp``: NumPy or CuPy).
 
-Every function here is written against the array namespace of its inputs, so the GPU code reuses
-it on CuPy arrays for the few cases cuBLASLt cannot fuse (``K == 0``, complex with a bias).
-Half-precision inputs are computed in float32 and rounded once at the end, as cuBLASLt does.
+The CPU engine runs them on NumPy arrays; the GPU engine on CuPy arrays for the few cases
+cuBLASLt cannot fuse (``K == 0``, complex with a bias) and for the elementwise steps of its
+backward pass. Each engine passes its ``xp`` and, where the ReLU mask is (un)packed, its own
+bit (un)packing (see :mod:`gpulinalg.dense._epilogs_xp`). Half-precision inputs are computed in
+float32 and rounded once at the end, as cuBLASLt does.
 """
 
 import numpy as np
 
-from .._runtime.validation import namespace
-from ._epilogs import gelu, gelu_grad, pack_aux, preactivation, relu_mask
+from ._epilogs_xp import gelu, gelu_grad, pack_aux, preactivation, relu_mask
 from ._results import Gradients
 
-__all__ = ["matmul", "matmul_backward"]
+__all__ = ["matmul", "matmul_backward", "activation_grad", "unbroadcast", "bias_grad"]
 
 _HALF = {"float16", "bfloat16"}
 
@@ -21,9 +22,8 @@ def _work(x):
     return x.astype(np.float32) if x.dtype.name in _HALF else x
 
 
-def preactivation_of(a, b, bias, c, spec):
+def preactivation_of(a, b, bias, c, spec, xp):
     """``alpha * a @ b + beta * c + bias`` in the working dtype, shape ``(..., M, N)``."""
-    xp = namespace(a)
     z = xp.matmul(_work(a), _work(b))
     if spec.alpha != 1.0:
         z *= spec.alpha
@@ -42,24 +42,24 @@ def _activate(z, activation, xp, inplace=False):
     return z
 
 
-def matmul(a, b, bias, c, spec):
+def matmul(a, b, bias, c, spec, xp, pack_bits):
     """``act(alpha * a @ b + beta * c + bias)``; ``(out, aux)`` when ``spec.return_aux``."""
-    xp = namespace(a)
-    z = preactivation_of(a, b, bias, c, spec)
+    z = preactivation_of(a, b, bias, c, spec, xp)
     out = _activate(z, spec.activation, xp, inplace=not spec.return_aux).astype(a.dtype, copy=False)
     if not spec.return_aux:
         return out
     if spec.activation is None:
         return out, None
-    return out, pack_aux(spec.activation, z.astype(a.dtype, copy=False), spec.transposed, xp)
+    return out, pack_aux(spec.activation, z.astype(a.dtype, copy=False), spec.transposed, xp,
+                         pack_bits)
 
 
-def activation_grad(g, aux, activation, xp):
+def activation_grad(g, aux, activation, xp, unpack_bits):
     """``dL/dZ`` from ``dL/dOut`` (``g``) and the forward aux."""
     if activation is None:
         return g
     if activation == "relu":
-        return g * relu_mask(aux, xp)
+        return g * relu_mask(aux, xp, unpack_bits)
     return g * gelu_grad(_work(preactivation(aux, xp)), xp)
 
 
@@ -83,11 +83,10 @@ def bias_grad(dz, form, xp):
     return total.sum(axis=-1, keepdims=True)
 
 
-def matmul_backward(grad_out, upstream, a, b, aux, spec):
+def matmul_backward(grad_out, upstream, a, b, aux, spec, xp, unpack_bits):
     """``Gradients(grad_a, grad_b, grad_bias)`` of :func:`matmul`'s forward pass."""
-    xp = namespace(a)
     g = _work(grad_out) if upstream is None else xp.matmul(_work(upstream[0]), _work(upstream[1]))
-    dz = activation_grad(g, aux, spec.activation, xp)
+    dz = activation_grad(g, aux, spec.activation, xp, unpack_bits)
     grad_a = unbroadcast(xp.matmul(dz, xp.swapaxes(_work(b), -1, -2)), a.shape, xp)
     grad_b = unbroadcast(xp.matmul(xp.swapaxes(_work(a), -1, -2), dz), b.shape, xp)
     grad_bias = None if spec.bias_form is None else bias_grad(dz, spec.bias_form, xp)

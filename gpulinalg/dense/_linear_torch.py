@@ -1,14 +1,19 @@
 """``FusedLinear``: ``nn.Linear`` + activation whose forward and backward are fused products.
 
+A torch-only layer (``_<family>_torch``): ``nn.Module`` / ``autograd.Function`` wrappers that call
+the public functions of ``_matmul_api`` (which dispatch as for any caller), never an engine.
 Imported only on first use of ``gpulinalg.dense.FusedLinear`` (it needs torch).
 """
 
+from __future__ import annotations
+
 import math
+from typing import Literal
 
 import torch
 from torch import nn
 
-from ._matmul import matmul, matmul_backward
+from ._matmul_api import matmul, matmul_backward
 
 __all__ = ["FusedLinear"]
 
@@ -55,6 +60,11 @@ class FusedLinear(nn.Module):
     device, dtype : optional
         As for ``nn.Linear``.
 
+    See Also
+    --------
+    gpulinalg.dense.matmul : the fused forward product.
+    gpulinalg.dense.matmul_backward : the fused backward products.
+
     Examples
     --------
     >>> import torch
@@ -66,8 +76,10 @@ class FusedLinear(nn.Module):
     True
     """
 
-    def __init__(self, in_features, out_features, bias=True, activation=None, device=None,
-                 dtype=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 activation: Literal["relu", "gelu"] | None = None,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None
+                 ) -> None:
         super().__init__()
         if activation not in (None, "relu", "gelu"):
             raise ValueError(f"activation must be None, 'relu' or 'gelu', got {activation!r}")
@@ -80,18 +92,18 @@ class FusedLinear(nn.Module):
             self.register_parameter("bias", None)
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         """The initialisation of ``nn.Linear``."""
         nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         grad_wanted = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (x, self.weight, self.bias))
         return _FusedLinearFunction.apply(x, self.weight, self.bias, self.activation, grad_wanted)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, activation={self.activation!r}")
