@@ -249,40 +249,6 @@ def test_nvmath_execute_path_agrees(rng, activation):
     assert cupy.allclose(again[0], direct[1][0])
 
 
-def test_plan_run_pointer_plumbing():
-    """Plan.run hands cuBLASLt the planned operands' pointers and allocates the right layout."""
-    plan = object.__new__(_plans.Plan)
-    launched, allocated = [], []
-    import types
-    plan.new_array = lambda shape, dtype, mem, strides: types.SimpleNamespace(
-        shape=shape, strides=strides, data=types.SimpleNamespace(ptr=mem))
-    plan.alloc = lambda n: allocated.append(n) or 1000 + len(allocated)
-    plan.launch = lambda *args: launched.append(args)
-    plan.handle, plan.desc, plan.layouts = 7, 8, (11, 12, 13, 14)
-    plan.alpha, plan.beta = np.zeros(1), np.zeros(1)
-    plan.scalar_ptrs, plan.algo_ptr = (21, 22), 23
-    plan.out = ((2, 3, 5), np.dtype("float32"), 120, (60, 4, 12))  # batch of column-major 3x5
-    plan.out_t = ((2, 5, 3), np.dtype("float32"), 120, (60, 12, 4))
-    plan.outputs, plan.inputs, plan.bound = (), (), {}
-    plan.ws_size, plan.ws = 0, None
-    plan.scalars = (None, None)
-
-    class Arr:
-        def __init__(self, ptr):
-            self.data = type("P", (), {"ptr": ptr})()
-    out, extra = plan.run(Arr(100), Arr(200), None, 2.0, 0.0, None, 99, transposed=True)
-    assert out.shape == (2, 5, 3) and out.strides == (60, 12, 4) and extra == {}
-    args = launched[-1]
-    assert args[3] == 100 and args[5] == 200 and args[8] == 0 and args[-1] == 99
-    assert args[10] == out.data.ptr
-    assert plan.alpha[0] == 2.0 and allocated == [120]
-    plan.alpha[0] = 5.0  # the host scalars are written only when alpha or beta change
-    plan.run(Arr(100), Arr(200), None, 2.0, 0.0, None, 99, transposed=True)
-    assert plan.alpha[0] == 5.0
-    plan.run(Arr(100), Arr(200), None, 3.0, 0.5, None, 99, transposed=True)
-    assert (plan.alpha[0], plan.beta[0]) == (3.0, 0.5)
-
-
 @pytest.mark.gpu
 def test_one_plan_on_two_streams_keeps_a_workspace_per_stream(rng):
     """Hits run on the caller's current stream; two streams never share a plan's workspace."""
