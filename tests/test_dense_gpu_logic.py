@@ -179,8 +179,8 @@ def test_backward_mapping_matches_twin(emulated, rng, shapes, activation, form, 
     m, n = shapes[0][-2], shapes[1][-1]
     bias = None if form is None else _fake(rng.standard_normal(n if form == "n" else (m, 1)))
     spec = _spec(a, b, activation, form)
-    _, aux = _matmul_host.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
-                         None, spec)
+    _, aux = _matmul_host.matmul(np.asarray(a), np.asarray(b),
+                                 None if bias is None else np.asarray(bias), None, spec)
     if aux is not None:
         aux = aux._replace(data=_fake(aux.data))
     batch = spec.batch_shape
@@ -233,8 +233,8 @@ def test_a_repeat_runs_the_plan_left_on_its_spec(emulated, rng, form, return_aux
     for x, y in zip(first if return_aux else (first,), second if return_aux else (second,)):
         x, y = (np.asarray(v.data if hasattr(v, "rows") else v) for v in (x, y))
         assert np.array_equal(x, y)
-    ref = _matmul_host.matmul(np.asarray(a), np.asarray(b), None if bias is None else np.asarray(bias),
-                      None, spec)
+    ref = _matmul_host.matmul(np.asarray(a), np.asarray(b),
+                              None if bias is None else np.asarray(bias), None, spec)
     assert np.allclose(second[0] if return_aux else second, ref[0] if return_aux else ref)
 
 

@@ -1,9 +1,9 @@
 """A per-thread memo of validated ``matmul`` calls on CuPy arrays (the per-call hot path).
 
 What ``matmul`` works out before it dispatches (packages, dtypes, shapes, bias form, options,
-the dispatcher's size estimates: its :class:`~gpulinalg.dense._matmul.Spec`) depends only on the
+the dispatcher's size estimates: its :class:`~gpulinalg.dense._spec.Spec`) depends only on the
 operands' types, shapes, strides, dtypes and the options. A repeat of a call with the same
-key finds that work here instead of redoing it, and the GPU twin finds on the memoized spec the
+key finds that work here instead of redoing it, and the GPU engine finds on the memoized spec the
 cuBLASLt plan an earlier call left there (the key also holds the operands' pointer alignment and
 device, so it is as strict as the plan cache's own key). Specs are per thread because plans are.
 
@@ -26,7 +26,7 @@ class _Memo(threading.local):
 
 
 _memo = _Memo()
-_ndarray = []  # [cupy.ndarray] once CuPy is imported
+_ndarray: list = []  # [cupy.ndarray] once CuPy is imported
 
 
 def _layout(x):

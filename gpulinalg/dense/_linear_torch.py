@@ -83,11 +83,11 @@ class FusedLinear(nn.Module):
         super().__init__()
         if activation not in (None, "relu", "gelu"):
             raise ValueError(f"activation must be None, 'relu' or 'gelu', got {activation!r}")
-        factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.activation = in_features, out_features, activation
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, device=device,
+                                                dtype=dtype))
         if bias:
-            self.bias = nn.Parameter(torch.empty(out_features, **factory))
+            self.bias = nn.Parameter(torch.empty(out_features, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -19,7 +19,7 @@ from ._spec import ACTIVATIONS, COMPUTE_TYPES, WORKSPACE_LIMIT, Spec, aux_shape
 __all__ = ["matmul", "matmul_backward"]
 
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
-_dtype_names = {}
+_dtype_names: dict = {}
 
 
 def _dtype_name(x):
@@ -317,7 +317,7 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     if isinstance(grad_out, (tuple, list)):
         upstream, grad_out = (_coerce(grad_out[0]), _coerce(grad_out[1])), None
     a, b, grad_out = _coerce(a), _coerce(b), _coerce(grad_out)
-    pairs = (("grad_out", grad_out), ("a", a), ("b", b))
+    pairs: tuple = (("grad_out", grad_out), ("a", a), ("b", b))
     if upstream is not None:
         pairs += (("grad_out[0]", upstream[0]), ("grad_out[1]", upstream[1]))
     if aux is not None:

@@ -122,7 +122,7 @@ def _col_major(c):
 def matmul(a, b, bias, c, spec):
     """``act(alpha * a @ b + beta * c + bias)`` on cuBLASLt (CuPy arrays in, CuPy arrays out).
 
-    ``spec.plan`` is the plan an earlier call with the same call key (``_matmul`` keeps such
+    ``spec.plan`` is the plan an earlier call with the same call key (``_matmul_api`` keeps such
     specs per thread) left there when its operands went to cuBLASLt as given: a repeat then
     goes straight to the launch.
     """
@@ -161,7 +161,8 @@ def _forward_result(done, spec):
 
 
 def _unfused(a, b, bias, c, spec):
-    """Complex (no cuBLASLt epilogs) or ``K == 0``: bias folded into ``C``, or the generic twin."""
+    """Complex (no cuBLASLt epilogs) or ``K == 0``: bias folded into ``C``, or
+    :mod:`~gpulinalg.dense._fused_xp` on CuPy arrays."""
     import cupy
     if a.shape[-1] == 0 or spec.activation is not None:
         return _fused_xp.matmul(a, b, bias, c, spec, cupy, pack_bits)

@@ -29,7 +29,7 @@ _POINTER_ATTR = {"bias": "bias_pointer", "relu_aux": "epilogue_aux_pointer",
                  "gelu_aux": "epilogue_aux_pointer", "drelu_bgrad": "bias_pointer",
                  "dgelu_bgrad": "bias_pointer", "bgrada": "bias_pointer", "bgradb": "bias_pointer"}
 
-_checked = []  # [True] once check_nvmath() passed in this process
+_checked: list = []  # [True] once check_nvmath() passed in this process
 
 
 def _version():
