@@ -147,3 +147,25 @@ def test_workspace_queries_answer_on_the_device(xp_gpu):
         for dtype in ("<f4", "<f8", "<c8", "<c16"):
             got = _cusolver._queried(routine, 3000, 500, dtype, 0)  # raises if refused
             assert isinstance(got, int) and got >= 0
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_overwrite_a_too_big_for_a_copy_factors_in_place(xp_gpu, rng, lower):
+    # The layout the fast kernel does not want (C order for lower=True, F for lower=False):
+    # with room for the input but not for a working copy, the dispatcher's oversize route
+    # factors the caller's array in place with the other triangle's kernel.
+    host_a = spd(rng, 1024, np.float64)
+    a = xp_gpu.asarray(host_a, order="C" if lower else "F")
+    pool = xp_gpu.get_default_memory_pool()
+    old = pool.get_limit()
+    pool.set_limit(size=pool.used_bytes() + a.nbytes)
+    try:
+        with gpulinalg.config(backend="gpu"):
+            c = cholesky(a, lower=lower, overwrite_a=True, check_finite=False)
+        rec = gpulinalg.last_run()
+    finally:
+        pool.set_limit(size=old)
+    assert rec.backend == "gpu-out-of-core" and not rec.fell_back
+    assert c.data.ptr == a.data.ptr
+    ref = np.linalg.cholesky(host_a)
+    assert np.allclose(c.get(), ref if lower else ref.T, atol=1e-10)

@@ -174,7 +174,8 @@ def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
     if layout == "view":
         src = dev(base)[::2, ::2]
     b = random(rng, (8, 3), dtype)
-    x = plain(_triangular_cuda.solve_triangular(src, dev(b), trans, lower, unit, False, np.dtype(dtype)))
+    x = plain(_triangular_cuda.solve_triangular(src, dev(b), trans, lower, unit, False,
+                                                np.dtype(dtype)))
     ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     assert np.allclose(x, ref, atol=1e-3)
 
@@ -182,10 +183,11 @@ def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
 def test_solve_triangular_batched_broadcast(emu, rng):
     a = np.tril(random(rng, (3, 5, 5), np.float64)) + 5 * np.eye(5)
     b = random(rng, (2, 1, 5, 2), np.float64)
-    x = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False, np.dtype("f8")))
+    x = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                                np.dtype("f8")))
     assert x.shape == (2, 3, 5, 2) and np.allclose(a @ x, b)
-    v = plain(_triangular_cuda.solve_triangular(dev(a), dev(b[0, 0, :, 0]), 1, True, False, False,
-                                     np.dtype("f8")))
+    v = plain(_triangular_cuda.solve_triangular(dev(a), dev(b[0, 0, :, 0]), 1, True, False,
+                                                False, np.dtype("f8")))
     assert v.shape == (3, 5)
     assert np.allclose(np.einsum("bji,bj->bi", a, v), b[0, 0, :, 0])
 
@@ -245,7 +247,8 @@ def test_solve_triangular_singular(emu):
     a = np.tril(np.ones((2, 4, 4)))
     a[1, 2, 2] = 0
     with pytest.raises(SingularMatrixError, match=r"\(1,\).*entry 2"):
-        _triangular_cuda.solve_triangular(dev(a), dev(np.ones(4)), 0, True, False, False, np.dtype("f8"))
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones(4)), 0, True, False, False,
+                                          np.dtype("f8"))
 
 
 def test_workspace_query_path(emu, monkeypatch):

@@ -16,7 +16,8 @@ from ._cusolver_cuda import workspace_bytes
 __all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
 
 
-def cholesky(a, lower=True, *, overwrite_a=False, check_finite=True):
+def cholesky(a: Any, lower: bool = True, *, overwrite_a: bool = False,
+             check_finite: bool = True) -> Any:
     """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them).
 
     Parameters
@@ -40,6 +41,19 @@ def cholesky(a, lower=True, *, overwrite_a=False, check_finite=True):
     gpulinalg.NotPositiveDefiniteError
         With ``.minor`` (1-based order of the failing leading minor) and ``.batch_index``.
 
+    See Also
+    --------
+    cho_factor : the factor for :func:`cho_solve` and :func:`logdet_cholesky`.
+    scipy.linalg.cholesky : the LAPACK routine behind the CPU engine.
+
+    Notes
+    -----
+    The GPU engine runs cuSOLVER ``Xpotrf`` (``potrfBatched`` for stacks of matrices up to
+    order 256) on a working copy laid out for the faster lower-triangle kernel; with
+    ``overwrite_a`` a GPU input is factored in place when it has that layout, or when the
+    working copy would not fit in device memory. The default ``lower=True`` differs from
+    SciPy's.
+
     Examples
     --------
     >>> import numpy as np
@@ -52,7 +66,8 @@ def cholesky(a, lower=True, *, overwrite_a=False, check_finite=True):
     return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
 
 
-def cho_factor(a, lower=True, *, overwrite_a=False, check_finite=True):
+def cho_factor(a: Any, lower: bool = True, *, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Any, bool]:
     """Cholesky factor for :func:`cho_solve` and :func:`logdet_cholesky`, as SciPy's.
 
     Parameters
@@ -68,6 +83,12 @@ def cho_factor(a, lower=True, *, overwrite_a=False, check_finite=True):
         The factor in the triangle named by ``lower``; the other triangle keeps ``a``'s
         entries (as in SciPy: do not rely on them).
     lower : bool
+
+    See Also
+    --------
+    cho_solve : solve with the factor.
+    logdet_cholesky : ``log |det a|`` from the factor.
+    scipy.linalg.cho_factor : the same pair on the CPU.
 
     Examples
     --------
@@ -102,7 +123,8 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
         flops=flops, oversize_fn=in_place)
 
 
-def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
+def cho_solve(c_and_lower: tuple[Any, bool], b: Any, *, overwrite_b: bool = False,
+              check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` given the Cholesky factor of ``a`` from :func:`cho_factor`.
 
     Parameters
@@ -118,6 +140,16 @@ def cho_solve(c_and_lower, b, *, overwrite_b=False, check_finite=True):
     Returns
     -------
     x : array of ``b``'s shape (with the broadcast batch)
+
+    See Also
+    --------
+    cho_factor : the factor this solves with.
+    scipy.linalg.cho_solve : the same solve on the CPU.
+
+    Notes
+    -----
+    The GPU engine runs cuSOLVER ``Xpotrs``, or two batched cuBLAS triangular solves for
+    stacks of matrices up to order 256.
 
     Examples
     --------
@@ -152,7 +184,7 @@ def _pair(c_and_lower):
     return c_and_lower
 
 
-def logdet_cholesky(c_and_lower):
+def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     """``log |det a|`` from the Cholesky factor of ``a``: ``2 * sum(log(diag(c)))``.
 
     Parameters
@@ -164,6 +196,10 @@ def logdet_cholesky(c_and_lower):
     -------
     logdet : float, or (...) array for a batch
         In the real dtype of ``c`` and ``c``'s package.
+
+    See Also
+    --------
+    cho_factor : the factor this reads.
 
     Examples
     --------

@@ -1,6 +1,8 @@
 """QR factorization: validation and one dispatch to :mod:`._qr_cuda` (cuSOLVER ``Xgeqrf`` and
 ``orgqr``) or :mod:`._factor_host` (SciPy)."""
 
+from typing import Any, Literal
+
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
@@ -15,7 +17,8 @@ __all__ = ["qr"]
 MODES = ("reduced", "complete", "r")
 
 
-def qr(a, mode="reduced", *, check_finite=True):
+def qr(a: Any, mode: Literal["reduced", "complete", "r"] = "reduced", *,
+       check_finite: bool = True) -> QRResult | Any:
     """QR factorization ``a = Q @ R`` of a matrix or a batch of matrices, as NumPy's.
 
     Parameters
@@ -30,6 +33,17 @@ def qr(a, mode="reduced", *, check_finite=True):
     -------
     QRResult(Q, R), or R alone for ``mode="r"``
         In ``a``'s package; float32 in, float32 out; integers compute in float64.
+
+    See Also
+    --------
+    numpy.linalg.qr : the same modes and results on the CPU.
+    scipy.linalg.qr : the LAPACK routine behind the CPU engine.
+
+    Notes
+    -----
+    The GPU engine runs cuSOLVER ``Xgeqrf`` and forms Q with ``orgqr``/``ungqr``; the CPU
+    engine runs LAPACK ``geqrf``/``orgqr`` through SciPy. Neither fixes the signs of R's
+    diagonal, so Q and R may differ in sign between engines (``Q @ R`` does not).
 
     Examples
     --------

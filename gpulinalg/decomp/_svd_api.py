@@ -2,6 +2,8 @@
 (cuSOLVER ``Xgesvd``, ``Xgesvdp`` or ``gesvdj``, with a QR step first for tall or wide
 matrices) or :mod:`._factor_host` (SciPy)."""
 
+from typing import Any, Literal
+
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
@@ -14,7 +16,9 @@ from ._svd_drivers import resolve_driver
 
 __all__ = ["svd"]
 
-def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=True):
+def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
+        driver: Literal["auto", "gesvd", "gesvdj", "gesvdp"] = "auto", *,
+        check_finite: bool = True) -> SVDResult | Any:
     """Singular value decomposition ``a = U @ diag(S) @ Vh`` of a matrix or a batch.
 
     Parameters
@@ -42,6 +46,17 @@ def svd(a, full_matrices=False, compute_uv=True, driver="auto", *, check_finite=
     SVDResult(U, S, Vh), or S alone when ``compute_uv=False``
         ``S`` is real, descending. Signs are deterministic: the largest-magnitude entry of each
         row of ``Vh`` is real and positive (``svd_flip`` convention), on both backends.
+
+    See Also
+    --------
+    truncated_svd : the leading singular triplets only.
+    scipy.linalg.svd : the LAPACK routines behind the CPU engine.
+
+    Notes
+    -----
+    Unlike SciPy, the signs are deterministic (the ``svd_flip`` convention of scikit-learn),
+    so both engines return the same ``U`` and ``Vh`` for matrices with distinct singular
+    values.
 
     Examples
     --------

@@ -18,8 +18,9 @@ __all__ = ["svd", "VERIFY_FACTOR"]
 #: Above ``JACOBI_MAX_DIM`` (:mod:`._svd_drivers`), ``auto`` runs the polar-decomposition
 #: kernel ``gesvdp`` (the fastest) and verifies its result a posteriori:
 #: ``||A - U S V^H||_F <= VERIFY_FACTOR k eps ||A||_F`` and ``||I - U^H U||_F``,
-#: ``||I - V^H V||_F <= VERIFY_FACTOR k eps`` (three k^3 products on the square factor). When the check fails (gesvdp is not backward stable with singular values
-#: near zero), the factor is recomputed with ``gesvd`` (QR iteration, backward stable).
+#: ``||I - V^H V||_F <= VERIFY_FACTOR k eps`` (three k^3 products on the square factor).
+#: When the check fails (gesvdp is not backward stable with singular values near zero), the
+#: factor is recomputed with ``gesvd`` (QR iteration, backward stable).
 #: Values-only calls, and full U without the QR step, use ``gesvd`` directly.
 VERIFY_FACTOR = 5.0
 

@@ -24,7 +24,8 @@ class SVDPlan:
     verify: bool = False  # check the kernel's result; recompute with gesvd when it fails
 
 
-def resolve_driver(m, n, driver="auto", compute_uv=True, full_matrices=False):
+def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True,
+                   full_matrices: bool = False) -> SVDPlan:
     """Resolve ``driver`` for an ``m x n`` matrix into an :class:`SVDPlan`.
 
     Examples

@@ -1,6 +1,8 @@
 """Triangular solves, as ``scipy.linalg.solve_triangular``: validation and one dispatch to
 :mod:`._triangular_cuda` (cuBLAS ``trsm``) or :mod:`._factor_host` (SciPy)."""
 
+from typing import Any, Literal
+
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
@@ -13,8 +15,9 @@ __all__ = ["solve_triangular"]
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
 
 
-def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
-                     check_finite=True):
+def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
+                     lower: bool = False, unit_diagonal: bool = False,
+                     overwrite_b: bool = False, check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` (or ``a.T``, ``a.H``) for triangular ``a``, as SciPy's.
 
     Parameters
@@ -40,6 +43,17 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     ------
     gpulinalg.SingularMatrixError
         A zero on the diagonal (unless ``unit_diagonal``), on both backends.
+
+    See Also
+    --------
+    cho_solve : two triangular solves with a Cholesky factor.
+    scipy.linalg.solve_triangular : the same solve on the CPU.
+
+    Notes
+    -----
+    The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks of matrices up to order
+    256) on ``a``'s own memory: a C-ordered matrix is solved as the transposed column-major
+    one. A zero on the diagonal is found before the solve on both engines.
 
     Examples
     --------
