@@ -113,7 +113,7 @@ class _Handles:
 
 
 _local = threading.local()
-_all_handles = []  # every thread's dict, for atexit
+_all_handles: list[dict] = []  # every thread's dict, for atexit
 _all_lock = threading.Lock()
 
 

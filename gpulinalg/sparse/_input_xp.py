@@ -2,8 +2,8 @@
 
 Canonical means what SciPy calls ``has_canonical_format``: column indices sorted within each
 row and duplicates summed. The arrays stay in the input's package (NumPy for SciPy and CPU
-torch, CuPy for CuPy and CUDA torch); the dispatcher moves them where the work runs. Written once for
-NumPy and CuPy arrays; the module is found from the arrays (:func:`xp_of`).
+torch, CuPy for CuPy and CUDA torch); the dispatcher moves them where the work runs.
+Written once for NumPy and CuPy arrays; the module is found from the arrays (:func:`xp_of`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._runtime.arrays import Kind, is_array, kind_of, to_kind
+from .._runtime.arrays import Kind, is_array, kind_of, on_gpu, to_device, to_host, to_kind
 
 __all__ = ["CSRInput", "as_csr", "xp_of", "wrap_csr", "pattern_values", "structure",
            "check_values"]
@@ -36,10 +36,9 @@ class CSRInput(NamedTuple):
 
 
 def xp_of(x):
-    """NumPy or CuPy, whichever holds ``x``."""
+    """NumPy or CuPy, whichever holds ``x`` (looked up in ``sys.modules``: imports nothing)."""
     if kind_of(x) is Kind.CUPY:
-        import cupy
-        return cupy
+        return sys.modules["cupy"]
     return np
 
 
@@ -73,12 +72,9 @@ def _from_torch(t, fmt):
     if t.ndim != 2:
         raise ValueError(f"A must be a 2-D sparse tensor, got shape {tuple(t.shape)}")
 
-    def conv(x):
-        x = x.detach()
-        if x.device.type == "cuda":
-            import cupy
-            return cupy.from_dlpack(x.contiguous())
-        return x.resolve_conj().contiguous().numpy()
+    def conv(x):  # zero-copy where it can: a CUDA tensor to CuPy, a CPU tensor to NumPy
+        x = x.detach().contiguous()
+        return to_device(x) if on_gpu(x) else to_host(x)
     if fmt == "coo":
         idx = conv(t._indices())
         return "coo", idx[0], idx[1], conv(t._values()), False

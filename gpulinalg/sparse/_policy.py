@@ -11,6 +11,7 @@ import math
 import warnings
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._runtime.errors import ResidualWarning
 from ._results import NotPositiveDefiniteWarning
@@ -24,13 +25,13 @@ CHECKS = ("raise", "warn", "ignore")
 DEFAULT_REFINE_STEPS = 5
 
 
-def check_method(method):
+def check_method(method: str) -> None:
     """Raise ``ValueError`` unless ``method`` is one of :data:`METHODS`."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
-def default_tol(n: int, dtype) -> float:
+def default_tol(n: int, dtype: DTypeLike) -> float:
     """Default backward-error tolerance: ``max(100, 10 sqrt(n)) * eps(dtype)``.
 
     Examples
@@ -42,7 +43,7 @@ def default_tol(n: int, dtype) -> float:
     return float(max(100.0, 10.0 * math.sqrt(max(n, 1))) * np.finfo(np.dtype(dtype)).eps)
 
 
-def validate_policy(check, tol, refine):
+def validate_policy(check: str, tol: float | None, refine: str | bool | int | None) -> int:
     """Check the ``check`` / ``tol`` / ``refine`` arguments; return ``refine`` as a step count."""
     if check not in CHECKS:
         raise ValueError(f"check must be one of {CHECKS}, got {check!r}")

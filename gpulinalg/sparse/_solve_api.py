@@ -207,7 +207,7 @@ class SparseFactorization:
     def __init__(self, factor: Any, fallback: str | None = None) -> None:
         self._factor, self._twin, self._fallback = factor, None, fallback
         self._counts = {"solves": 0, "refactorizations": 0}
-        self._last = {}
+        self._last: dict[str, Any] = {}
 
     @classmethod
     def _create(cls, csr, data, method, reordering):
