@@ -9,8 +9,8 @@ from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct, E
                                               Matern, RationalQuadratic, WhiteKernel)
 
 import gpulinalg
-from gpulinalg.gp import GaussianProcessRegressor, _kernels_gpu
-from gpulinalg.gp._kernels_gpu import compile_kernel
+from gpulinalg.gp import GaussianProcessRegressor, _kernels_xp
+from gpulinalg.gp._kernels_xp import compile_kernel
 
 # Documented tolerances (see GaussianProcessRegressor's Notes).
 LML_RTOL, GRAD_RTOL, PRED_RTOL, THETA_ATOL = 1e-9, 1e-6, 1e-7, 1e-4
@@ -49,7 +49,7 @@ def rel(a, b):
 @pytest.mark.parametrize("block", [None, 50])
 def test_kernel_plan_matches_sklearn(name, block, rng, monkeypatch):
     if block:
-        monkeypatch.setattr(_kernels_gpu, "BLOCK_ELEMENTS", block)  # many row blocks
+        monkeypatch.setattr(_kernels_xp, "BLOCK_ELEMENTS", block)  # many row blocks
     x = rng.standard_normal((23, 3)) + 10.0  # off-centre: the GEMM distances must cope
     z = rng.standard_normal((7, 3)) + 10.0
     k = KERNELS[name](3).clone_with_theta(rng.uniform(-1, 1, len(KERNELS[name](3).theta)))
@@ -245,7 +245,7 @@ def test_jitter_path(backend, rng):
     with pytest.warns(gpulinalg.IllConditionedWarning, match="jitter") as rec:
         gp.fit(x, y)
     retries = [w for w in rec if "retrying" in str(w.message)]
-    start = gpulinalg.gp._core.JITTER_START * np.finfo(np.float64).eps
+    start = gpulinalg.gp._solve_xp.JITTER_START * np.finfo(np.float64).eps
     assert len(retries) >= 2 and np.isclose(gp.jitter_, start * 10 ** (len(retries) - 1))
     assert np.isfinite(gp.log_marginal_likelihood_value_)
     mean = gp.predict(x)
@@ -367,19 +367,25 @@ def test_gpu_pool_limit_routes_to_cpu(rng, xp_gpu):
 
 # -- K^-1 by strips ---------------------------------------------------------------------------
 
+def _strips(monkeypatch, full_max, **settings):
+    """``L^-1`` by one solve up to ``full_max`` on both engines; other ``_fit_xp`` settings."""
+    from gpulinalg.gp import _engine_cuda, _engine_host, _fit_xp
+    monkeypatch.setattr(_engine_cuda, "FULL_SOLVE_MAX_N", full_max)
+    monkeypatch.setattr(_engine_host, "FULL_SOLVE_MAX_N", full_max)
+    for name, value in settings.items():
+        monkeypatch.setattr(_fit_xp, name, value)
+    return _fit_xp
+
+
 @pytest.mark.parametrize("full_max", [0, 1 << 20])  # strip solves / one solve against I
 @pytest.mark.parametrize("n, strips", [(100, 16), (257, 7), (33, 40)])
 def test_cholesky_inverse_by_strips(n, strips, full_max, rng, monkeypatch):
     from gpulinalg import decomp
-    from gpulinalg.gp import _gpu
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
-    monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
-    monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
-    monkeypatch.setattr(_gpu, "STRIPS", strips)
+    from gpulinalg.gp import _engine_host
+    fit_xp = _strips(monkeypatch, full_max, STRIP_MIN_N=1, STRIP_MIN_WIDTH=1, STRIPS=strips)
     a = rng.standard_normal((n, n))
     K = a @ a.T / n + np.eye(n)
-    inv = _gpu.cholesky_inverse(decomp.cho_factor(K, lower=True))
+    inv = fit_xp.cholesky_inverse(_engine_host, decomp.cho_factor(K, lower=True)[0])
     np.testing.assert_allclose(inv, np.linalg.inv(K), atol=1e-12)
     assert np.array_equal(inv, inv.T)
 
@@ -388,13 +394,13 @@ def test_cholesky_inverse_by_strips(n, strips, full_max, rng, monkeypatch):
 @pytest.mark.parametrize("full_max", [0, 1 << 20])
 def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
     from gpulinalg import decomp
-    from gpulinalg.gp import _gpu
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
+    from gpulinalg.gp import _engine_cuda
+    fit_xp = _strips(monkeypatch, full_max)
     n = 4196  # 8 strips
     a = rng.standard_normal((n, 64))
     K = a @ a.T / 64 + np.eye(n)
-    inv = _gpu.cholesky_inverse(decomp.cho_factor(xp_gpu.asarray(K), lower=True))
+    inv = fit_xp.cholesky_inverse(_engine_cuda,
+                                  decomp.cho_factor(xp_gpu.asarray(K), lower=True)[0])
     eps = np.finfo(np.float64).eps
     residual = float(xp_gpu.abs(xp_gpu.asarray(K) @ inv - xp_gpu.eye(n)).max())
     assert residual < 30 * n * eps * np.linalg.norm(K, 2)
@@ -403,11 +409,9 @@ def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
 @pytest.mark.gpu
 @pytest.mark.parametrize("full_max", [0, 1 << 20])
 def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full_max):
-    from gpulinalg.gp import _gpu
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
+    fit_xp = _strips(monkeypatch, full_max)
     x, y = data(rng, n=4296, d=3)
-    assert x.shape[0] >= _gpu.STRIP_MIN_N
+    assert x.shape[0] >= fit_xp.STRIP_MIN_N
     k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
     gp = GaussianProcessRegressor(k, optimizer=None)
     with gpulinalg.config(backend="cpu"):
@@ -424,12 +428,7 @@ def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full
 @pytest.mark.parametrize("name", ["rbf-ard", "product", "matern05", "rq", "dot"])
 def test_strip_gradient_matches_sklearn(name, full_max, rng, monkeypatch):
     """The large-n gradient path (L^-1 by strips, lower triangle only) on a small problem."""
-    from gpulinalg.gp import _gpu
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_MAX_N", full_max)
-    monkeypatch.setattr(_gpu, "FULL_SOLVE_ON_CPU", True)
-    monkeypatch.setattr(_gpu, "STRIP_MIN_N", 1)
-    monkeypatch.setattr(_gpu, "STRIP_MIN_WIDTH", 1)
-    monkeypatch.setattr(_gpu, "STRIPS", 7)
+    _strips(monkeypatch, full_max, STRIP_MIN_N=1, STRIP_MIN_WIDTH=1, STRIPS=7)
     x, y = data(rng, n=45, t=2)
     k = KERNELS[name](2)
     ref = SKGPR(k, optimizer=None).fit(x, y)
@@ -444,7 +443,7 @@ def test_strip_gradient_matches_sklearn(name, full_max, rng, monkeypatch):
 @pytest.mark.gpu
 def test_gpu_resident_predict_with_a_cpu_kernel(rng, xp_gpu):
     """A kernel evaluated by scikit-learn, on a training set large enough to stay on the GPU."""
-    from gpulinalg.gp._regressor import RESIDENT_MIN_N
+    from gpulinalg.gp._regressor_api import RESIDENT_MIN_N
     x, y = data(rng, n=RESIDENT_MIN_N + 100, d=1)
     k = ExpSineSquared(1.0, 3.0) + WhiteKernel(0.1)
     with gpulinalg.config(backend="gpu"):

@@ -7,7 +7,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg.gp import exact_gp_solve
-from gpulinalg.gp._core import JITTER_START, JITTER_TRIES
+from gpulinalg.gp._solve_xp import JITTER_START, JITTER_TRIES
 
 
 def spd(rng, n, noise=1e-2):

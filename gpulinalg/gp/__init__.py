@@ -6,14 +6,15 @@
 * :func:`exact_gp_solve` — the functional core for a kernel matrix you built yourself.
 """
 
-from ._core import GPSolveResult, exact_gp_solve
+from ._results import GPSolveResult
+from ._solve_api import exact_gp_solve
 
 __all__ = ["GaussianProcessRegressor", "exact_gp_solve", "GPSolveResult"]
 
 
 def __getattr__(name):
     if name == "GaussianProcessRegressor":
-        from ._regressor import GaussianProcessRegressor
+        from ._regressor_api import GaussianProcessRegressor
         globals()[name] = GaussianProcessRegressor
         return GaussianProcessRegressor
     raise AttributeError(f"module 'gpulinalg.gp' has no attribute {name!r}")

@@ -1,32 +1,28 @@
-"""GPU bodies of the GP operations, written against the array namespace of their inputs.
+"""The bodies of the regressor's operations (log marginal likelihood and its gradient, the
+final factorization of ``fit``, ``predict``), written once for any array module.
 
-The dispatcher hands them CuPy arrays; the CPU functions in :mod:`._cpu` run the same bodies on
-NumPy arrays with the nested ``gpulinalg.decomp`` calls pinned to the CPU. Kernel matrices come
-from a :class:`~._kernels_gpu.KernelPlan` when the kernel has one, else they arrive precomputed
-by scikit-learn (``k``, ``k_grad``).
+The dispatcher's GPU function (:mod:`._engine_cuda`) runs them on CuPy arrays and its CPU
+function (:mod:`._engine_host`) on NumPy arrays, each passing its linear-algebra engine ``la``:
+decomp's internal layer (``cholesky``, ``cho_solve``, ``solve_triangular``, ``logdet``, arrays
+already on the right device) and ``FULL_SOLVE_MAX_N``, the largest order at which that device
+makes ``L^-1`` by one solve against the identity (see :func:`inverse_strips`). Kernel matrices
+come from a :class:`~._kernels_xp.KernelPlan` when the kernel has one, else they arrive
+precomputed by scikit-learn (``k``, ``k_grad``).
 """
 
 import math
 import warnings
 
-import numpy as np
-
 from .._runtime.errors import NotPositiveDefiniteError
 from .._runtime.validation import namespace
-from ._core import solve_body
-from ._kernels_gpu import BLOCK_ELEMENTS
+from ._kernels_xp import BLOCK_ELEMENTS
+from ._solve_xp import solve_body
 
-__all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse"]
+__all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse", "inverse_strips"]
 
 #: From ``STRIP_MIN_N`` points on, ``K^-1`` is made by strips (see :func:`inverse_strips`):
 #: ``n // STRIP_MIN_WIDTH`` of them, at least 2 and at most ``STRIPS``.
 STRIP_MIN_N, STRIP_MIN_WIDTH, STRIPS = 1024, 512, 16
-#: On the GPU, up to this order the strips of ``L^-1`` are views of one triangular solve
-#: against the whole identity: n^3 flops in one large call ran faster on the H200 than n^3/3
-#: flops in strip solves (``python -m benchmarks.gp_phases``: 1.6 vs 3.2 ms at n = 2000,
-#: 20 vs 37 ms at 8000, 108 vs 110 ms at 16000). Not on the CPU, where the strips' third of
-#: the flops wins (2.8 against 3.2 s at n = 4000) unless ``FULL_SOLVE_ON_CPU`` says otherwise.
-FULL_SOLVE_MAX_N, FULL_SOLVE_ON_CPU = 16384, False
 
 
 def _kernel_matrix(x, k, noise, plan, *, lazy=False):
@@ -64,37 +60,36 @@ def _contract_fallback(w_rows, k_grad):
     return total
 
 
-def lml_body(x, y, noise, k, k_grad, *, plan, eval_gradient):
+def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     """Log marginal likelihood (and gradient in log-hyperparameters) of a GP on ``(x, y)``.
 
     Like scikit-learn, a kernel matrix that is not positive definite gives ``-inf`` (and a zero
     gradient) so that the optimizer steps back, rather than jitter. The likelihood stays a
     0-d array of the inputs' package (no device synchronization for it).
     """
-    from .. import decomp
     n_theta = plan.n_theta if plan is not None else (k_grad.shape[2] if eval_gradient else 0)
     K, bad = _kernel_matrix(x, k, noise, plan, lazy=True)
     xp = namespace(K)
     try:  # NaN or Inf in K always fails the factorization (NaN reaches the diagonal)
-        c = decomp.cho_factor(K, lower=True, overwrite_a=True, check_finite=False)
+        L = la.cholesky(K, True, True, False, K.dtype)  # cho_factor: other triangle kept
     except NotPositiveDefiniteError:
         _raise_if_bad(bad)
         return -math.inf, (xp.zeros(n_theta, dtype=K.dtype) if eval_gradient else None)
     del K
     y2 = y.reshape(y.shape[0], -1)
     n, t = y2.shape
-    a = decomp.cho_solve(c, y2, check_finite=False)
-    lml = (-0.5 * (y2 * a).sum() - 0.5 * t * decomp.logdet_cholesky(c)
+    a = la.cho_solve(L, True, y2, False, L.dtype)
+    lml = (-0.5 * (y2 * a).sum() - 0.5 * t * la.logdet(L, L.dtype)
            - 0.5 * t * n * math.log(2.0 * math.pi))
     _raise_if_bad(bad)  # for a factorization that a NaN did not stop, should one ever
     if not eval_gradient:
         return lml, None
     if plan is not None and n >= STRIP_MIN_N:
-        strips = inverse_strips(c[0])
-        del c
+        strips = inverse_strips(la, L)
+        del L
         return lml, 0.5 * _strip_gradient(strips, a, t, x, plan)
-    kinv = cholesky_inverse(c)
-    del c
+    kinv = cholesky_inverse(la, L)
+    del L
 
     def w_rows(i0, i1):
         w = a[i0:i1] @ a.T
@@ -130,19 +125,17 @@ def _starts(strips, n):
     return [n - s.shape[0] for s in strips]
 
 
-def inverse_strips(L):
+def inverse_strips(la, L):
     """Column strips of ``L^-1`` for lower triangular ``L``: ``strips[j]`` holds rows ``j0:`` of
-    columns ``j0:j1`` (the rows above are zero). On the GPU up to ``FULL_SOLVE_MAX_N`` they are
-    views of one :func:`gpulinalg.decomp.solve_triangular` against the identity; otherwise each
-    strip is a solve on the trailing part of ``L`` only, n^3/3 flops in all (as LAPACK's
-    ``trtri``)."""
-    from .. import decomp
+    columns ``j0:j1`` (the rows above are zero). Up to ``la.FULL_SOLVE_MAX_N`` (the engine's
+    choice: one large call pays on the GPU) they are views of one triangular solve against the
+    identity; otherwise each strip is a solve on the trailing part of ``L`` only, n^3/3 flops
+    in all (as LAPACK's ``trtri``)."""
     xp, n, dtype = namespace(L), L.shape[0], L.dtype
     count = min(STRIPS, max(2, n // STRIP_MIN_WIDTH))
     step = -(-n // count)
-    if n <= FULL_SOLVE_MAX_N and (xp is not np or FULL_SOLVE_ON_CPU):
-        linv = decomp.solve_triangular(L, xp.eye(n, dtype=dtype), lower=True, overwrite_b=True,
-                                       check_finite=False)
+    if n <= la.FULL_SOLVE_MAX_N:
+        linv = la.solve_triangular(L, xp.eye(n, dtype=dtype), 0, True, False, True, dtype)
         return [linv[j0:, j0:min(j0 + step, n)] for j0 in range(0, n, step)]
     strips = []
     for j0 in range(0, n, step):
@@ -150,26 +143,24 @@ def inverse_strips(L):
         e = xp.zeros((n - j0, j1 - j0), dtype=dtype)
         diag = xp.arange(j1 - j0)
         e[diag, diag] = 1.0
-        strips.append(decomp.solve_triangular(L[j0:, j0:], e, lower=True, overwrite_b=True,
-                                              check_finite=False))
+        strips.append(la.solve_triangular(L[j0:, j0:], e, 0, True, False, True, dtype))
     return strips
 
 
-def cholesky_inverse(c):
-    """``K^-1`` (full, symmetric) from ``c = (L, True)``, the lower Cholesky factor of ``K``.
+def cholesky_inverse(la, L):
+    """``K^-1`` (full, symmetric) from ``L``, the lower Cholesky factor of ``K``.
 
     Below ``STRIP_MIN_N``: one ``cho_solve`` against the identity (2 n^3 flops). From there on,
     by column strips: each strip of ``L^-1`` is a triangular solve on the trailing
     part of ``L`` only (n^3/3 flops in all, as LAPACK's ``trtri``), and each block of
     ``K^-1 = L^-T L^-1`` at or below the diagonal one product of two strips (n^3/3 flops, as
-    ``lauum``), mirrored above it. Both steps are :mod:`gpulinalg.decomp` solves and GEMMs.
+    ``lauum``), mirrored above it. Both steps are ``la``'s solves and GEMMs. Only the lower
+    triangle of ``L`` is read.
     """
-    from .. import decomp
-    L = c[0]
     xp, n, dtype = namespace(L), L.shape[0], L.dtype
     if n < STRIP_MIN_N:
-        return decomp.cho_solve(c, xp.eye(n, dtype=dtype), overwrite_b=True, check_finite=False)
-    strips = inverse_strips(L)
+        return la.cho_solve(L, True, xp.eye(n, dtype=dtype), True, dtype)
+    strips = inverse_strips(la, L)
     starts = _starts(strips, n)
     kinv = xp.empty((n, n), dtype=dtype)
     for ji, j0 in enumerate(starts):
@@ -183,10 +174,10 @@ def cholesky_inverse(c):
     return kinv
 
 
-def fit_body(x, y, noise, k, *, plan, jitter):
+def fit_body(la, x, y, noise, k, *, plan, jitter):
     """Cholesky factor, ``alpha_`` and log marginal likelihood of the fitted GP (with jitter)."""
     K = _kernel_matrix(x, k, noise, plan)
-    return solve_body(K, y, jitter=jitter)
+    return solve_body(la, K, y, jitter=jitter)
 
 
 def _query_rows(m, n):
@@ -194,13 +185,12 @@ def _query_rows(m, n):
     return [(i, min(i + step, m)) for i in range(0, m, step)]
 
 
-def predict_body(xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
+def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
     """Posterior mean and, for ``mode`` "std" or "cov", its standard deviation or covariance.
 
     Follows scikit-learn's ``GaussianProcessRegressor.predict`` (undoing ``normalize_y`` and
     squeezing single-output shapes), in row blocks of the query points for "mean" and "std".
     """
-    from .. import decomp
     xp = namespace(L)
     m, center = (xq.shape[0] if xq is not None else kq.shape[0]), None
     if plan is not None:
@@ -211,7 +201,7 @@ def predict_body(xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
         means.append(kt @ a)
         if mode == "mean":
             continue
-        v = decomp.solve_triangular(L, kt.T, lower=True, check_finite=False)
+        v = la.solve_triangular(L, kt.T, 0, True, False, False, L.dtype)
         if mode == "cov":
             vs.append(v)
             continue

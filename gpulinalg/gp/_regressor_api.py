@@ -1,29 +1,43 @@
 """``GaussianProcessRegressor``: scikit-learn's exact GP regression, with the O(n^3) work and the
-kernel matrices on the GPU."""
+kernel matrices on the GPU.
+
+Each of ``log_marginal_likelihood``, the final factorization of ``fit`` and ``predict`` is one
+dispatch to the GPU and CPU functions of :mod:`._engine_cuda` / :mod:`._engine_host`; the
+host-only pieces (the optimizer, ``normalize_y``, the prior, ``sample_y``'s draws) are in
+:mod:`._regressor_host`.
+"""
 
 import numbers
-import warnings
+from collections.abc import Callable
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
-import scipy.optimize
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Kernel
 from sklearn.utils import check_random_state
 
 from .._runtime import arrays as _arrays
-from .._runtime import device as _device
-from .._runtime.config import Backend, get_config
 from .._runtime.dispatch import dispatch
-from . import _cpu, _gpu
-from ._kernels_gpu import BLOCK_ELEMENTS, compile_kernel
+from . import _engine_cuda, _engine_host, _regressor_host
+from ._kernels_xp import BLOCK_ELEMENTS, compile_kernel
 
 __all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N"]
 
 #: Training sets at least this large keep ``X_train_``, ``L_`` and ``alpha_`` on the GPU between
-#: ``predict`` calls (when the GPU serves this thread), instead of uploading them each time.
+#: ``predict`` calls (when the dispatcher runs them there), instead of uploading them each time.
 RESIDENT_MIN_N = 2048
+
+
+class _Training:
+    """The fitted ``(x, L_, alpha_)`` (NumPy) for ``predict``'s dispatch, in one object that the
+    dispatcher passes through unmoved: the CPU function reads ``host``; the GPU function
+    uploads them and, with ``keep``, leaves the copies in ``device`` for the next call."""
+
+    __slots__ = ("host", "device", "keep")
+
+    def __init__(self, host, keep):
+        self.host, self.device, self.keep = host, None, keep
 
 
 def _validate_data(est, *args, **kwargs):
@@ -111,8 +125,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     (True, True)
     """
 
-    def __init__(self, kernel=None, *, alpha=1e-10, optimizer="fmin_l_bfgs_b",
-                 n_restarts_optimizer=0, normalize_y=False, random_state=None):
+    def __init__(self, kernel: Kernel | None = None, *, alpha: float | Any = 1e-10,
+                 optimizer: str | Callable | None = "fmin_l_bfgs_b",
+                 n_restarts_optimizer: int = 0, normalize_y: bool = False,
+                 random_state: int | np.random.RandomState | None = None) -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
@@ -155,7 +171,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         return alpha if np.iterable(alpha) else float(alpha)
 
-    def fit(self, X, y):
+    def fit(self, X: Any, y: Any) -> "GaussianProcessRegressor":
         """Fit the GP: optimize the kernel's hyperparameters, then factor the kernel matrix.
 
         Parameters
@@ -175,16 +191,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             _arrays.is_array(y) else y
         X, y = _validate_data(self, X, y, multi_output=True, y_numeric=True,
                               ensure_2d=vector, dtype="numeric" if vector else None)
-        y = np.asarray(y, dtype=np.float64)
-        if self.normalize_y:
-            self._y_train_mean = np.atleast_1d(np.mean(y, axis=0))
-            std = np.atleast_1d(np.std(y, axis=0))
-            std[std < 10 * np.finfo(std.dtype).eps] = 1.0  # constant targets: no scaling
-            self._y_train_std = std
-            y = (y - np.mean(y, axis=0)) / (std if y.ndim == 2 else std[0])
-        else:
-            shape = (y.shape[1],) if y.ndim == 2 else 1
-            self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
+        y, self._y_train_mean, self._y_train_std = _regressor_host.normalized_targets(
+            np.asarray(y, dtype=np.float64), self.normalize_y)
         self._noise(y.shape[0])
         self.X_train_, self.y_train_ = np.copy(X), np.copy(y)
         self._device = None
@@ -220,12 +228,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     def _constrained_optimization(self, obj_func, initial_theta, bounds):
         if self.optimizer == "fmin_l_bfgs_b":
-            res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B",
-                                          jac=True, bounds=bounds)
-            if res.status != 0:
-                warnings.warn(f"lbfgs failed to converge (status={res.status}): {res.message}",
-                              ConvergenceWarning, stacklevel=4)
-            return res.x, res.fun
+            return _regressor_host.minimize_lbfgsb(obj_func, initial_theta, bounds)
         if callable(self.optimizer):
             return self.optimizer(obj_func, initial_theta, bounds=bounds)
         raise ValueError(f"Unknown optimizer {self.optimizer}.")
@@ -245,16 +248,17 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, 0, False, plan is None)
         try:
-            return dispatch("gp.fit", _gpu.fit_body, _cpu.fit_body, (x, y, self._noise(n), k),
-                            {"plan": plan, "jitter": "auto"}, nbytes=nbytes, flops=flops,
-                            like=y)
+            return dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
+                            (x, y, self._noise(n), k), {"plan": plan, "jitter": "auto"},
+                            nbytes=nbytes, flops=flops, like=y)
         except np.linalg.LinAlgError as exc:
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
 
-    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
+    def log_marginal_likelihood(self, theta: Any = None, eval_gradient: bool = False,
+                                clone_kernel: bool = True) -> float | tuple[float, np.ndarray]:
         """Log marginal likelihood of ``theta`` on the training data (scikit-learn's semantics).
 
         Parameters
@@ -289,29 +293,28 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y = self.y_train_
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, n_theta, eval_gradient, plan is None)
-        lml, grad = dispatch("gp.log_marginal_likelihood", _gpu.lml_body, _cpu.lml_body,
-                             (x, y, self._noise(n), k, kg),
+        lml, grad = dispatch("gp.log_marginal_likelihood",
+                             _engine_cuda.log_marginal_likelihood,
+                             _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
                              {"plan": plan, "eval_gradient": eval_gradient},
                              nbytes=nbytes, flops=flops, like=y)
         return (float(lml), np.asarray(grad, dtype=np.float64)) if eval_gradient else float(lml)
 
     # -- prediction -----------------------------------------------------------------------
 
-    def _resident(self, x):
-        """Training arrays for ``predict``: kept on the GPU while the GPU serves this model."""
-        host = (x, self.L_, self.alpha_)
-        if (self.L_.shape[0] < RESIDENT_MIN_N or get_config().backend is Backend.CPU
-                or not _device.gpu_is_real()):
-            return host
-        cached = getattr(self, "_device", None)
-        if cached is None or cached[0] is not self.L_:
-            from .._runtime.streams import op_stream
-            with op_stream():  # uploads ordered before the work of the thread's stream
-                self._device = cached = (self.L_, tuple(
-                    None if a is None else _arrays.to_device(a) for a in host))
-        return cached[1]
+    def _training(self, x):
+        """The fitted arrays for ``predict``'s dispatch. From ``RESIDENT_MIN_N`` points on, one
+        holder per ``L_`` is kept in ``_device``, so that the GPU copies its GPU function makes
+        (only when the dispatcher picks the GPU) serve the next calls."""
+        if self.L_.shape[0] < RESIDENT_MIN_N:
+            return _Training((x, self.L_, self.alpha_), keep=False)
+        held = getattr(self, "_device", None)
+        if not isinstance(held, _Training) or held.host[1] is not self.L_:
+            held = self._device = _Training((x, self.L_, self.alpha_), keep=True)
+        return held
 
-    def predict(self, X, return_std=False, return_cov=False):
+    def predict(self, X: Any, return_std: bool = False,
+                return_cov: bool = False) -> Any:
         """Posterior mean at ``X``, with its standard deviation or covariance if asked.
 
         Unfitted, predicts from the GP prior, as scikit-learn does.
@@ -348,12 +351,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _predict_prior(self, X, return_std, return_cov):
         kernel = self.kernel if self.kernel is not None else \
             C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
-        y_mean = np.zeros(shape=(X.shape[0] if hasattr(X, "shape") else len(X), 1)).squeeze()
-        if return_cov:
-            return y_mean, kernel(X)
-        if return_std:
-            return y_mean, np.sqrt(kernel.diag(X))
-        return y_mean
+        return _regressor_host.prior(kernel, X, return_std, return_cov)
 
     def _predict_posterior(self, X, mode, like):
         plan, x = self._plan(self.kernel_)
@@ -364,20 +362,22 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             kq = np.asarray(self.kernel_(X, self.X_train_), dtype=np.float64)
             kdiag = np.asarray(self.kernel_.diag(X), dtype=np.float64) if mode == "std" else None
             kqq = np.asarray(self.kernel_(X), dtype=np.float64) if mode == "cov" else None
-        x, L, a = self._resident(x)
+        train = self._training(x)
         n, m = self.L_.shape[0], (X.shape[0] if hasattr(X, "shape") else len(X))
         t = self.alpha_.shape[1] if self.alpha_.ndim == 2 else 1
         rows = min(m, max(1, BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
         nbytes = 8 * (n * n + 4 * rows * n + m * (t + 2) + (m * m if mode == "cov" else 0))
-        flops = 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
+        # A resident model's training arrays need no transfer: always worth the GPU when there.
+        flops = None if train.keep else 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
         mean, extra = dispatch(
-            "gp.predict", _gpu.predict_body, _cpu.predict_body,
-            (xq, x, L, a, self._y_train_std, self._y_train_mean, kq, kdiag, kqq),
+            "gp.predict", _engine_cuda.predict, _engine_host.predict,
+            (xq, train, self._y_train_std, self._y_train_mean, kq, kdiag, kqq),
             {"plan": plan, "mode": mode}, nbytes=nbytes, flops=flops,
             like=like if like is not None else self.L_)
         return mean if mode == "mean" else (mean, extra)
 
-    def sample_y(self, X, n_samples=1, random_state=0):
+    def sample_y(self, X: Any, n_samples: int = 1,
+                 random_state: int | np.random.RandomState | None = 0) -> np.ndarray:
         """Draw samples from the GP (posterior once fitted, prior before) at ``X``.
 
         Parameters
@@ -393,7 +393,4 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         rng = check_random_state(random_state)
         y_mean, y_cov = self.predict(_arrays.to_host(X) if _arrays.is_array(X) else X,
                                      return_cov=True)
-        if y_mean.ndim == 1:
-            return rng.multivariate_normal(y_mean, y_cov, n_samples).T
-        return np.hstack([rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[
-            :, np.newaxis] for t in range(y_mean.shape[1])])
+        return _regressor_host.draw_samples(rng, y_mean, y_cov, n_samples)

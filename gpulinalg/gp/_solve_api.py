@@ -1,0 +1,113 @@
+"""The front door of the exact-GP solve: :func:`exact_gp_solve` validates, then dispatches once
+to the GPU or CPU function of :mod:`._engine_cuda` / :mod:`._engine_host`."""
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .._runtime import arrays as _arrays
+from .._runtime.dispatch import dispatch
+from .._runtime.errors import IllConditionedWarning
+from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
+from . import _engine_cuda, _engine_host
+from ._results import GPSolveResult
+from ._solve_xp import check_jitter
+
+__all__ = ["exact_gp_solve"]
+
+
+def exact_gp_solve(K: Any, y: Any, *,
+                   jitter: str | float | None = "auto") -> GPSolveResult:
+    """Solve an exact Gaussian process given its kernel matrix ``K`` (noise included) and ``y``.
+
+    Factors ``K = L L^T`` (retrying with diagonal jitter when that fails), then returns
+    ``alpha = K^-1 y``, ``L``, ``log|K|`` and the log marginal likelihood.
+
+    Parameters
+    ----------
+    K : (n, n) array_like
+        Symmetric positive definite kernel matrix (NumPy, CuPy or torch). Not modified.
+    y : (n,) or (n, t) array_like
+        Targets; ``t`` columns are ``t`` independent outputs sharing ``K``.
+    jitter : "auto", float or None, default "auto"
+        ``"auto"``: when the Cholesky fails, retry with ``JITTER_START * eps * mean(diag(K))``
+        on the diagonal, growing tenfold for up to ``JITTER_TRIES`` retries, with an
+        :class:`~gpulinalg.IllConditionedWarning` at each retry. A number: add exactly that.
+        ``None``: no jitter.
+
+    Returns
+    -------
+    GPSolveResult
+        ``(alpha, L, logdet, log_marginal_likelihood, jitter)``; arrays in ``K``'s package.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        When no tried jitter makes ``K`` positive definite.
+    ValueError
+        Shapes that do not match, or NaN/Inf in ``K`` or ``y``.
+
+    Notes
+    -----
+    Runs in float64 unless both ``K`` and ``y`` are float32; float32 is honoured with an
+    :class:`~gpulinalg.IllConditionedWarning`, since kernel matrices are often too ill
+    conditioned for single precision.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.gp import exact_gp_solve
+    >>> x = np.linspace(0, 1, 20)
+    >>> K = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / 0.1 ** 2) + 1e-2 * np.eye(20)
+    >>> y = np.sin(6 * x)
+    >>> res = exact_gp_solve(K, y)
+    >>> bool(np.allclose(K @ res.alpha, y)), bool(np.allclose(res.L @ res.L.T, K))
+    (True, True)
+    >>> bool(np.isclose(res.logdet, np.linalg.slogdet(K)[1]))
+    True
+    """
+    K = as_array(K, "K", min_ndim=2, max_ndim=2)
+    y = as_array(y, "y", min_ndim=1, max_ndim=2)
+    check_square(K, "K")
+    if y.shape[0] != K.shape[0]:
+        raise ValueError(f"y must have {K.shape[0]} rows to match K {tuple(K.shape)}, "
+                         f"got shape {tuple(y.shape)}")
+    check_finite(K, "K")
+    check_finite(y, "y")
+    dtype = _gp_dtype(K, y)
+    check_jitter(jitter)  # validate before any work
+    n, width = K.shape[0], (y.shape[1] if y.ndim == 2 else 1)
+    if n == 0:
+        xp = namespace(K)
+        return GPSolveResult(xp.zeros(y.shape, dtype=dtype), xp.zeros((0, 0), dtype=dtype),
+                             0.0, 0.0, 0.0)
+    k, yc = _as_dtype(K, dtype, copy=True), _as_dtype(y, dtype, copy=False)
+    itemsize = np.dtype(dtype).itemsize
+    return dispatch("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
+                    _engine_host.exact_gp_solve, (k, yc), {"jitter": jitter},
+                    nbytes=(2 * n * n + 2 * n * width) * itemsize, flops=n ** 3 / 3 + 2 * n * n,
+                    like=K)
+
+
+def _gp_dtype(*arrays):
+    from .._runtime.validation import _np_dtype
+    dt = float_dtype(*[_np_dtype(a) for a in arrays], allowed=(np.float32, np.float64))
+    if dt == np.float32:
+        warnings.warn("gpulinalg.gp: computing in float32 as asked; kernel matrices are often "
+                      "too ill conditioned for single precision (expect jitter or large "
+                      "errors); pass float64 arrays for float64", IllConditionedWarning,
+                      stacklevel=3)
+    return dt
+
+
+def _as_dtype(a, dtype, copy):
+    """``a`` in ``dtype`` as a C-contiguous array of its own package (a copy when ``copy``)."""
+    kind = _arrays.kind_of(a)
+    if kind is _arrays.Kind.TORCH:
+        a = _arrays.to_kind(a, _arrays.Kind.NUMPY) if a.device.type == "cpu" else \
+            _arrays.to_device(a)
+        return _as_dtype(a, dtype, copy)
+    xp = namespace(a)
+    out = xp.ascontiguousarray(a, dtype=dtype)
+    return out.copy() if copy and out is a else out

@@ -1,0 +1,97 @@
+"""The exact-GP solve, written once for any array module: a Cholesky with diagonal-jitter
+retries, ``alpha = K^-1 y``, ``log|K|`` and the log marginal likelihood.
+
+The factorizations and solves are those of ``la``, the linear-algebra engine the dispatcher's
+GPU or CPU function passes in (:mod:`._engine_cuda` or :mod:`._engine_host`: decomp's internal
+layer, arrays already on the right device, no second validation or dispatch).
+"""
+
+import math
+import warnings
+
+import numpy as np
+
+from .._runtime.errors import IllConditionedWarning, NotPositiveDefiniteError
+from .._runtime.validation import namespace
+from ._results import GPSolveResult
+
+__all__ = ["JITTER_START", "JITTER_TRIES", "check_jitter", "jitter_schedule", "cholesky_jitter",
+           "gaussian_lml", "solve_body"]
+
+#: First jitter of the ``"auto"`` schedule, in units of ``eps(dtype) * mean(diag(K))``.
+JITTER_START = 100.0
+#: Retries of the ``"auto"`` schedule; the jitter grows tenfold at each one.
+JITTER_TRIES = 6
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def check_jitter(jitter):
+    """``"auto"``, or the one shift that ``jitter`` (a number >= 0 or None) asks for."""
+    if isinstance(jitter, str):
+        if jitter != "auto":
+            raise ValueError(f"jitter must be 'auto', a number >= 0 or None, got {jitter!r}")
+        return jitter
+    value = 0.0 if jitter is None else float(jitter)
+    if not value >= 0 or not math.isfinite(value):
+        raise ValueError(f"jitter must be 'auto', a number >= 0 or None, got {jitter!r}")
+    return value
+
+
+def jitter_schedule(k, jitter):
+    """The diagonal shifts to try in turn on kernel matrix ``k``.
+
+    ``"auto"``: none first, then ``JITTER_START * eps * mean(diag(k))`` growing tenfold for
+    ``JITTER_TRIES`` retries. A number: that shift only. ``None`` or 0: no shift.
+    """
+    jitter = check_jitter(jitter)
+    if jitter != "auto":
+        return [jitter]
+    scale = float(abs(namespace(k).diagonal(k).mean())) if k.shape[0] else 1.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    start = JITTER_START * float(np.finfo(k.dtype).eps) * scale
+    return [0.0] + [start * 10.0 ** i for i in range(JITTER_TRIES)]
+
+
+def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False):
+    """Lower Cholesky factor of ``k + j I`` for the first ``j`` of the jitter schedule that works.
+
+    Warns (:class:`~gpulinalg.IllConditionedWarning`) before each retry with the jitter added;
+    raises :class:`~gpulinalg.NotPositiveDefiniteError` when every try fails. ``k`` is left as it
+    was unless ``overwrite_k``. Returns ``(L, jitter_used)``.
+    """
+    schedule = jitter_schedule(k, jitter)
+    n, failure = k.shape[0], None
+    for i, j in enumerate(schedule):
+        if failure is not None:
+            warnings.warn(f"gpulinalg.gp: Cholesky failed (leading minor {failure.minor}); "
+                          f"retrying with jitter {j:.3g} added to the diagonal",
+                          IllConditionedWarning, stacklevel=3)
+        last = i == len(schedule) - 1
+        kj = k if overwrite_k and last else k.copy()
+        if j:
+            kj.reshape(-1)[::n + 1] += j
+        try:
+            return la.cholesky(kj, True, True, True, kj.dtype), j
+        except NotPositiveDefiniteError as exc:
+            failure = exc
+    raise NotPositiveDefiniteError(
+        failure.minor, message=f"kernel matrix is not positive definite even with jitter "
+        f"{schedule[-1]:.3g} on the diagonal (leading minor {failure.minor} failed); "
+        "increase the noise term (alpha or a WhiteKernel)") from failure
+
+
+def gaussian_lml(y2, a2, logdet):
+    """Log marginal likelihood summed over the columns of ``y2`` (n x t) given ``a2 = K^-1 y2``."""
+    n, t = y2.shape
+    return -0.5 * float((y2 * a2).sum()) - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
+
+
+def solve_body(la, k, y, *, jitter):
+    """:func:`gpulinalg.gp.exact_gp_solve` on ``la``'s device (``k`` is the call's own copy)."""
+    L, used = cholesky_jitter(la, k, jitter, overwrite_k=True)
+    alpha = la.cho_solve(L, True, y, False, L.dtype)
+    logdet = float(la.logdet(L, L.dtype))
+    y2 = y.reshape(y.shape[0], -1)
+    lml = gaussian_lml(y2, alpha.reshape(y2.shape), logdet)
+    return GPSolveResult(alpha, L, logdet, lml, float(used))
