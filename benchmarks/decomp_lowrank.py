@@ -97,18 +97,20 @@ def _phase_rows(a, k, case, reps):
     Cholesky-QR pass on each side, Householder QR of the short block (for comparison)."""
     import cupy
 
-    from gpulinalg.decomp import _randomized
-    from gpulinalg.decomp._sketch import gaussian, orthonormalize
+    from gpulinalg.decomp import _randomized_xp
+    from gpulinalg.decomp._sketch_cuda import engine
+    from gpulinalg.decomp._sketch_xp import gaussian, orthonormalize
     l = k + 10
-    op = _randomized.LinearOperator(cupy, a, transpose=a.shape[0] > a.shape[1])
-    z = gaussian(cupy, (op.shape[1], l), a.dtype, 1)
+    gpu = engine()
+    op = _randomized_xp.LinearOperator(gpu, a, transpose=a.shape[0] > a.shape[1])
+    z = gaussian(gpu, (op.shape[1], l), a.dtype, 1)
     y = op.matmat(z)
     phases = {
         "phase: range finder (7 power iterations)":
-            lambda: _randomized._range_finder(op, l, 7, "CholQR", 1),
+            lambda: _randomized_xp._range_finder(op, l, 7, "CholQR", 1),
         "phase: one GEMM pass A @ Z": lambda: op.matmat(z),
-        "phase: CholQR pass, short side": lambda: orthonormalize(cupy, y, "CholQR"),
-        "phase: CholQR pass, long side": lambda: orthonormalize(cupy, z, "CholQR"),
+        "phase: CholQR pass, short side": lambda: orthonormalize(gpu, y, "CholQR"),
+        "phase: CholQR pass, long side": lambda: orthonormalize(gpu, z, "CholQR"),
         "phase: Householder QR, short side (cupy.linalg.qr)": lambda: cupy.linalg.qr(y),
     }
     return [row(SUITE, case, name, time_gpu(fn, **reps)) for name, fn in phases.items()]

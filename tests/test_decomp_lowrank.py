@@ -8,8 +8,8 @@ import scipy.sparse as sp
 import gpulinalg
 from gpulinalg import FallbackWarning
 from gpulinalg._runtime import testing
-from gpulinalg.decomp import _truncated
-from gpulinalg.decomp._truncated import LowRankSVDResult, resolve_plan, truncated_svd
+from gpulinalg.decomp import _truncated_cuda, _truncated_host
+from gpulinalg.decomp._truncated_api import LowRankSVDResult, resolve_plan, truncated_svd
 
 from _lowrank_emulator import chol_inverse_mirror
 
@@ -256,9 +256,10 @@ def test_oversize_routes_to_out_of_core(rng, monkeypatch):
 
     def streamed(x, plan):
         calls.append(x.shape)
-        return _truncated._cpu(x, plan.__class__(**{**plan.__dict__, "out_of_core": True}))
+        return _truncated_host.truncated_svd(
+            x, plan.__class__(**{**plan.__dict__, "out_of_core": True}))
 
-    monkeypatch.setattr(_truncated, "_gpu_streamed", streamed)
+    monkeypatch.setattr(_truncated_cuda, "truncated_svd_streamed", streamed)
     with testing.fake_gpu(free=10_000, total=1 << 30), gpulinalg.config(backend="gpu"):
         r = truncated_svd(a, 3, random_state=0, method="randomized")
     testing.reset_gpu_state()
@@ -309,13 +310,16 @@ def test_fused_cholesky_inverse_algorithm(rng, dtype):
                            * np.eye(7)).conj().T
     assert np.allclose(rinv @ r, np.eye(7), atol=1e-4)  # cond(G + shift) ~ 1e11
     assert np.allclose(np.triu(rinv), rinv)
+    q = y[:, :6] @ chol_inverse_mirror(g[:6, :6], 1e-14)  # full rank: an orthonormal basis
+    assert np.allclose(q.conj().T @ q, np.eye(6), atol=1e-10)
+    assert np.isnan(chol_inverse_mirror(-np.eye(2), 0.0)).all()  # every shift fails: NaNs
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("order", [7, 40, "max"])
 def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
-    from gpulinalg.decomp._cholinv import SHARED_BYTES, chol_inverse, max_order
+    from gpulinalg.decomp._cholinv_cuda import SHARED_BYTES, chol_inverse, max_order
     cplx = np.dtype(dtype).kind == "c"
     l = max_order(dtype) if order == "max" else order
     assert 2 * l * l * (16 if cplx else 8) <= SHARED_BYTES
@@ -337,7 +341,9 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("u_based", [False, True])
 def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_based):
-    from gpulinalg.decomp import _ritz, _sketch
+    from gpulinalg.decomp import _ritz_cuda, _sketch_cuda, _sketch_host
+    from gpulinalg.decomp._sketch_xp import svd_flip
+    gpu, host = _sketch_cuda.engine(), _sketch_host.ENGINE
     U = rng.standard_normal((700, 9)).astype(dtype)
     Vh = rng.standard_normal((9, 1000)).astype(dtype)
     rows = U.T if u_based else Vh
@@ -347,23 +353,23 @@ def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_ba
     for step in (1, 2):  # contiguous, then strided views
         du = xp_gpu.asarray(np.repeat(U, step, axis=0))[::step]
         dvh = xp_gpu.asarray(np.repeat(Vh, step, axis=1))[:, ::step]
-        gu, gvh = _sketch.svd_flip(xp_gpu, du, dvh, u_based)
-        ru, rvh = _sketch.svd_flip(np, U, Vh, u_based)
+        gu, gvh = svd_flip(gpu, du, dvh, u_based)
+        ru, rvh = svd_flip(host, U, Vh, u_based)
         assert np.array_equal(gu.get(), ru) and np.array_equal(gvh.get(), rvh)
-        iu, ivh = _sketch.svd_flip(xp_gpu, du, dvh, u_based, overwrite=True)
+        iu, ivh = svd_flip(gpu, du, dvh, u_based, overwrite=True)
         assert iu is du and ivh is dvh  # scaled in place
         assert np.array_equal(du.get(), ru) and np.array_equal(dvh.get(), rvh)
-    flipped = _ritz.flip_signs(xp_gpu.asarray(rows)).get()
+    flipped = _ritz_cuda.flip_signs(xp_gpu.asarray(rows)).get()
     assert flipped[0] == 1 and flipped[1] == -1 and flipped[2] == 1
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lift_kernel(xp_gpu, rng, dtype):
-    from gpulinalg.decomp import _ritz
+    from gpulinalg.decomp import _ritz_cuda
     q = rng.standard_normal((300, 42)).astype(dtype)
     btd, w = rng.standard_normal((500, 42)), rng.standard_normal((85, 32))
-    u, s, vh = _ritz.lift(xp_gpu.asarray(q), xp_gpu.asarray(btd), xp_gpu.asarray(w), 32)
+    u, s, vh = _ritz_cuda.lift(xp_gpu.asarray(q), xp_gpu.asarray(btd), xp_gpu.asarray(w), 32)
     assert u.dtype == s.dtype == vh.dtype == dtype
     tol = 1e-5 if dtype == np.float32 else 1e-12
     assert np.allclose(u.get(), q.astype(np.float64) @ w[:42], rtol=tol, atol=tol)

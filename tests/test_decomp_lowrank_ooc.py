@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg.decomp import _ooc
-from gpulinalg.decomp._pca import PCA
-from gpulinalg.decomp._truncated import truncated_svd
+from gpulinalg.decomp import _ooc_host
+from gpulinalg.decomp._pca_api import PCA
+from gpulinalg.decomp._truncated_api import truncated_svd
 
 
 class Dataset:
@@ -29,7 +29,7 @@ def known(rng, m, n, s):
 
 @pytest.fixture
 def small_panels(monkeypatch):
-    monkeypatch.setattr(_ooc, "CPU_PANEL_BYTES", 64 * 8 * 60)
+    monkeypatch.setattr(_ooc_host, "CPU_PANEL_BYTES", 64 * 8 * 60)
 
 
 @pytest.fixture

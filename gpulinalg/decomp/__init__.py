@@ -14,7 +14,7 @@ from ._svd_api import svd
 from ._triangular_api import solve_triangular
 
 #: The low-rank family lives in its own files and loads on first use.
-_LAZY = {"truncated_svd": "._truncated", "PCA": "._pca"}
+_LAZY = {"truncated_svd": "._truncated_api", "PCA": "._pca_api"}
 
 __all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
            "logdet_cholesky", "QRResult", "SVDResult", *_LAZY]

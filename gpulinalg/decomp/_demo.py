@@ -79,7 +79,7 @@ def pca_step(small):
     from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA as SkPCA
 
-    from ._pca import PCA
+    from ._pca_api import PCA
     X = load_digits().data.astype(np.float32)
     if not small:
         rng = np.random.default_rng(4)

@@ -6,16 +6,21 @@ The class follows scikit-learn's estimator protocol (``get_params``/``set_params
 (tags, ``NotFittedError``, global ``transform_output``).
 """
 
+from __future__ import annotations
+
 import inspect
 import sys
+from typing import Any
 
 import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime import validation as _v
-from . import _ooc
-from ._pca_fit import SOLVERS, fit_cpu, fit_gpu, fit_streamed_gpu, resolve_solver
+from . import _pca_cuda, _pca_host
+from ._ooc_source import HostMatrix
+from ._pca_solvers import SOLVERS, FitConfig, resolve_solver
+from ._sketch_options import seed_of
 
 __all__ = ["PCA"]
 
@@ -29,10 +34,10 @@ class _Estimator:
         return sorted(p.name for p in sig.parameters.values()
                       if p.name != "self" and p.kind != p.VAR_KEYWORD)
 
-    def get_params(self, deep=True):
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._get_param_names()}
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> _Estimator:
         valid = self._get_param_names()
         for key, value in params.items():
             if key not in valid:
@@ -121,8 +126,11 @@ class PCA(_Estimator):
     True
     """
 
-    def __init__(self, n_components=None, *, whiten=False, svd_solver="auto",
-                 n_oversamples=10, iterated_power="auto", random_state=None):
+    def __init__(self, n_components: int | float | None = None, *, whiten: bool = False,
+                 svd_solver: str = "auto", n_oversamples: int = 10,
+                 iterated_power: int | str = "auto",
+                 random_state: None | int | np.random.Generator | np.random.RandomState = None
+                 ) -> None:
         self.n_components = n_components
         self.whiten = whiten
         self.svd_solver = svd_solver
@@ -131,12 +139,12 @@ class PCA(_Estimator):
         self.random_state = random_state
 
     # ---- fitting ----------------------------------------------------------------------------
-    def fit(self, X, y=None):
+    def fit(self, X: Any, y: Any = None) -> PCA:
         """Fit the model on ``X`` (n_samples, n_features). Returns ``self``."""
         self._fit(X, want_scores=False)
         return self
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit, and return the projections of ``X`` (computed from the same SVD)."""
         scores = self._fit(X, want_scores=True)
         if scores is None:
@@ -152,9 +160,9 @@ class PCA(_Estimator):
         host = kind == "host"
         nbytes = _fit_bytes(X.shape, cfg, host)
         result = _dispatch.dispatch(
-            "decomp.pca_fit", fit_gpu, fit_cpu, (X, cfg), nbytes=nbytes,
+            "decomp.pca_fit", _pca_cuda.fit, _pca_host.fit, (X, cfg), nbytes=nbytes,
             flops=4.0 * n_samples * n_features * min(n_samples, n_features),
-            oversize_fn=fit_streamed_gpu if host else None, like=like)
+            oversize_fn=_pca_cuda.fit_streamed if host else None, like=like)
         self._store(result, solver, n_samples, n_features)
         return result.get("scores")
 
@@ -177,43 +185,43 @@ class PCA(_Estimator):
         self.n_features_in_ = int(n_features)
 
     # ---- using the model --------------------------------------------------------------------
-    def transform(self, X):
+    def transform(self, X: Any) -> Any:
         """Project ``X`` on the components: ``(X - mean_) @ components_.T`` (whitened if asked)."""
         self._check_fitted()
         X, _, like = _validate(X, self, reset=False)
-        xp = _v.namespace(self.components_)
-        comp, mean = self.components_, self.mean_
-        scale = None
-        if self.whiten:
-            scale = 1.0 / xp.sqrt(xp.maximum(self.explained_variance_, np.finfo(comp.dtype).tiny))
-        host = isinstance(X, _ooc.HostMatrix)
-        out = _dispatch.dispatch("decomp.pca_transform", _transform_fn, _transform_fn,
-                                 (X, comp, mean, scale), nbytes=_transform_bytes(X, comp),
-                                 oversize_fn=_transform_streamed if host else None, like=like)
+        comp = self.components_
+        ev = self.explained_variance_ if self.whiten else None
+        host = isinstance(X, HostMatrix)
+        out = _dispatch.dispatch("decomp.pca_transform", _pca_cuda.transform, _pca_host.transform,
+                                 (X, comp, self.mean_, ev), nbytes=_transform_bytes(X, comp),
+                                 oversize_fn=_pca_cuda.transform_streamed if host else None,
+                                 like=like)
         return self._wrap(out, X)
 
-    def inverse_transform(self, X):
-        """Map projections back to feature space: ``X @ components_ + mean_``."""
+    def inverse_transform(self, X: Any) -> Any:
+        """Map projections back to feature space: ``X @ components_ + mean_`` (the components
+        scaled by ``sqrt(explained_variance_)`` when whitened); in the package of
+        ``components_``."""
         self._check_fitted()
         X = _v.as_array(X, "X", min_ndim=2, max_ndim=2)
         comp = self.components_
         if X.shape[1] != comp.shape[0]:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} has "
                              f"{comp.shape[0]} components")
-        xp = _v.namespace(comp)
-        if _v.namespace(X) is not xp:
-            X = _arrays.to_kind(X, _arrays.kind_of(comp), comp)
-        X = X.astype(comp.dtype, copy=False)
-        if self.whiten:
-            return X @ (xp.sqrt(self.explained_variance_)[:, None] * comp) + self.mean_
-        return X @ comp + self.mean_
+        m, (k, n) = X.shape[0], comp.shape
+        ev = self.explained_variance_ if self.whiten else None
+        return _dispatch.dispatch(
+            "decomp.pca_inverse_transform", _pca_cuda.inverse_transform,
+            _pca_host.inverse_transform, (X, comp, self.mean_, ev),
+            nbytes=(m * k + k * n + m * n + 2 * n) * comp.dtype.itemsize, flops=2.0 * m * k * n,
+            like=comp)
 
-    def get_feature_names_out(self, input_features=None):
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``["pca0", "pca1", ...]``."""
         self._check_fitted()
         return np.asarray([f"pca{i}" for i in range(self.n_components_)], dtype=object)
 
-    def set_output(self, *, transform=None):
+    def set_output(self, *, transform: str | None = None) -> PCA:
         """Output container of ``transform``/``fit_transform``: ``"default"`` or ``"pandas"``."""
         if transform not in (None, "default", "pandas"):
             raise ValueError(f"transform must be 'default', 'pandas' or None, got {transform!r}")
@@ -246,7 +254,7 @@ def _validate(X, est, reset=True):
     if _arrays.kind_of(X) is None and hasattr(X, "shape") and hasattr(X, "dtype") \
             and hasattr(X, "__getitem__") and len(X.shape) == 2 and \
             np.dtype(X.dtype).kind in "biuf":
-        X = _ooc.HostMatrix(X, _v.float_dtype(np.dtype(X.dtype), allowed=(np.float32, np.float64)))
+        X = HostMatrix(X, _v.float_dtype(np.dtype(X.dtype), allowed=(np.float32, np.float64)))
         _check_shape(X.shape, est, reset)
         return X, "host", None
     X = _as_float_array(X)
@@ -263,7 +271,7 @@ def _validate(X, est, reset=True):
     if _arrays.on_gpu(X):
         return X, "array", like
     host = _arrays.to_host(X)
-    return _ooc.HostMatrix(host, host.dtype), "host", like if like is not None else host
+    return HostMatrix(host, host.dtype), "host", like if like is not None else host
 
 
 def _as_float_array(X):
@@ -299,8 +307,6 @@ def _check_shape(shape, est, reset):
 
 
 def _fit_config(est, solver, k, dtype, want_scores):
-    from ._pca_fit import FitConfig
-    from ._sketch import seed_of
     power = est.iterated_power
     if power != "auto" and (isinstance(power, bool) or not isinstance(power, (int, np.integer))
                             or power < 0):
@@ -329,21 +335,3 @@ def _fit_bytes(shape, cfg, host):
 def _transform_bytes(X, comp):
     m, n = X.shape
     return int((m * n + m * comp.shape[0] + comp.size) * comp.dtype.itemsize * 2)
-
-
-def _transform_fn(X, comp, mean, scale):
-    """``(X - mean) @ comp.T [* scale]`` on whichever package the arrays are in."""
-    if isinstance(X, _ooc.HostMatrix):
-        if _v.namespace(comp) is np and not X.in_memory:
-            return _ooc.streamed_project(_ooc.NumpyStreamer(X), comp, mean, scale)
-        X = X.materialize()
-        xp = _v.namespace(comp)
-        if xp is not np:
-            X = xp.asarray(X)
-    out = (X.astype(comp.dtype, copy=False) - mean) @ comp.T
-    return out * scale[None, :] if scale is not None else out
-
-
-def _transform_streamed(X, comp, mean, scale):
-    """Projections of a host matrix larger than the GPU budget, panel by panel."""
-    return _ooc.streamed_project(_ooc.CupyStreamer(X), comp, mean, scale)

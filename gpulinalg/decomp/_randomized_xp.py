@@ -1,4 +1,5 @@
-"""Randomized SVD (Halko, Martinsson & Tropp 2011, Alg. 4.4 + 5.1) for NumPy and CuPy.
+"""Randomized SVD (Halko, Martinsson & Tropp 2011, Alg. 4.4 + 5.1), written once for any
+array module (an :class:`~gpulinalg.decomp._lowrank_engine.Engine` supplies what differs).
 
 The formulation is GEMM-heavy and syncs once:
 
@@ -14,9 +15,7 @@ The formulation is GEMM-heavy and syncs once:
 
 import numpy as np
 
-from . import _ritz
-from ._sketch import (from_host, gaussian, hermitian, high_precision, orthonormalize,
-                      svd_flip, to_host)
+from ._sketch_xp import gaussian, hermitian, high_precision, orthonormalize, svd_flip
 
 __all__ = ["LinearOperator", "randomized_svd", "residual_norm", "GRAM_MIN_RATIO",
            "BASIS_ORTH_TOL"]
@@ -32,12 +31,14 @@ BASIS_ORTH_TOL = 10
 class LinearOperator:
     """``A`` (dense or sparse, NumPy/SciPy or CuPy) seen as products with thin blocks.
 
+    ``engine`` is the :class:`~gpulinalg.decomp._lowrank_engine.Engine` of ``A``'s memory;
     ``transpose=True`` makes the operator ``A^T`` without copying.
     """
 
-    def __init__(self, xp, a, *, transpose=False):
-        self.xp = xp
-        self.sparse = not isinstance(a, (np.ndarray, getattr(xp, "ndarray", np.ndarray)))
+    def __init__(self, engine, a, *, transpose=False):
+        self.engine = engine
+        self.xp = engine.xp
+        self.sparse = hasattr(a, "tocsr")  # SciPy or CuPy sparse matrix
         self.a = a.T if transpose else a
         self.shape = tuple(self.a.shape)
         self.dtype = np.dtype(a.dtype)
@@ -66,44 +67,45 @@ def randomized_svd(op, k, l, n_iter, normalizer, seed):
     rank-deficient sketch, which Cholesky QR cannot complete), is repeated with Householder
     normalization.
     """
-    xp = op.xp
+    engine = op.engine
     m, n = op.shape
     flip = m > n
     if flip:
-        op = LinearOperator(xp, op.a, transpose=True)
+        op = LinearOperator(engine, op.a, transpose=True)
     q = _range_finder(op, l, n_iter, normalizer, seed)
     bt = op.rmatmat(q)
-    out = _rayleigh_ritz(xp, q, bt, k, check_basis=normalizer == "CholQR")
+    out = _rayleigh_ritz(engine, q, bt, k, check_basis=normalizer == "CholQR")
     if out is None and normalizer != "QR":
         normalizer = "QR"
         q = _range_finder(op, l, n_iter, normalizer, seed)
         bt = op.rmatmat(q)
-        out = _rayleigh_ritz(xp, q, bt, k)
+        out = _rayleigh_ritz(engine, q, bt, k)
     U, S, Vh, route = out
     if flip:
         U, Vh = Vh.T, U.T
-    U, Vh = svd_flip(xp, U, Vh, overwrite=True)  # both made by _rayleigh_ritz
+    U, Vh = svd_flip(engine, U, Vh, overwrite=True)  # both made by _rayleigh_ritz
     return U, S, Vh, {"normalizer": normalizer, "rayleigh_ritz": route, "n_iter": n_iter,
                       "sketch": l}
 
 
 def _range_finder(op, l, n_iter, normalizer, seed):
     """Orthonormal ``Q`` (``m x l``) for the range of ``(A A^H)^q A Omega``."""
-    xp = op.xp
-    omega = gaussian(xp, (op.shape[1], l), op.dtype, seed)
+    engine = op.engine
+    omega = gaussian(engine, (op.shape[1], l), op.dtype, seed)
     y = op.matmat(omega)
     for _ in range(n_iter):
-        q = orthonormalize(xp, y, normalizer)
-        z = orthonormalize(xp, op.rmatmat(q), normalizer)
+        q = orthonormalize(engine, y, normalizer)
+        z = orthonormalize(engine, op.rmatmat(q), normalizer)
         y = op.matmat(z)
     if normalizer == "CholQR":  # three passes: orthonormal to working precision, GEMM-bound
-        return orthonormalize(xp, y, "CholQR", passes=3)
-    return orthonormalize(xp, y, "QR")
+        return orthonormalize(engine, y, "CholQR", passes=3)
+    return orthonormalize(engine, y, "QR")
 
 
-def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
+def _rayleigh_ritz(engine, q, bt, k, check_basis=False):
     """SVD of ``B = bt^H`` (``l x n``) lifted by ``q``; ``None`` when the sketch is not finite
     (or, with ``check_basis``, ``q`` is not orthonormal)."""
+    xp, to_host = engine.xp, engine.to_host
     dtype = q.dtype
     hi = high_precision(dtype)
     btd = xp.ascontiguousarray(bt, dtype=hi)
@@ -120,28 +122,29 @@ def _rayleigh_ritz(xp, q, bt, k, check_basis=False):
         if not err <= BASIS_ORTH_TOL * l * np.finfo(dtype).eps:
             return None
     if dtype not in (np.float32, np.complex64):
-        return _rayleigh_ritz_qr(xp, q, bt, k)
+        return _rayleigh_ritz_qr(engine, q, bt, k)
     lam, w = np.linalg.eigh(gram)
     lam, w = lam[::-1], w[:, ::-1]
     if not (k == 0 or lam[k - 1] > (GRAM_MIN_RATIO ** 2) * lam[0]):
-        return _rayleigh_ritz_qr(xp, q, bt, k)
+        return _rayleigh_ritz_qr(engine, q, bt, k)
     sig = np.sqrt(lam[:k])
     l = w.shape[0]
-    packed = from_host(xp, np.concatenate([w[:, :k], w[:, :k] / sig, sig[None]]))  # one trip
-    if xp is not np and dtype in _ritz.TYPES and packed.nbytes <= _ritz.MAX_W_BYTES:
-        U, S, Vh = _ritz.lift(xp.ascontiguousarray(q), btd, packed, k)  # one kernel
-        return U, S, Vh, "gram"
+    packed = engine.from_host(np.concatenate([w[:, :k], w[:, :k] / sig, sig[None]]))  # one trip
+    lifted = engine.lift(q, btd, packed, k)  # one kernel, where there is one
+    if lifted is not None:
+        return (*lifted, "gram")
     U = q @ packed[:l].astype(dtype)
     Vh = hermitian(btd @ packed[l:2 * l]).astype(dtype)
     return U, packed[2 * l].real.astype(dtype.char.lower()), Vh, "gram"
 
 
-def _rayleigh_ritz_qr(xp, q, bt, k):
-    qb, r = xp.linalg.qr(bt)
-    u_r, s, vh_r = np.linalg.svd(hermitian(to_host(r).astype(high_precision(q.dtype))))
-    U = q @ from_host(xp, np.ascontiguousarray(u_r[:, :k])).astype(q.dtype)
-    Vh = from_host(xp, np.ascontiguousarray(vh_r[:k])).astype(q.dtype) @ hermitian(qb)
-    return U, from_host(xp, s[:k].astype(q.dtype.char.lower())), Vh, "qr"
+def _rayleigh_ritz_qr(engine, q, bt, k):
+    from_host = engine.from_host
+    qb, r = engine.xp.linalg.qr(bt)
+    u_r, s, vh_r = np.linalg.svd(hermitian(engine.to_host(r).astype(high_precision(q.dtype))))
+    U = q @ from_host(np.ascontiguousarray(u_r[:, :k])).astype(q.dtype)
+    Vh = from_host(np.ascontiguousarray(vh_r[:k])).astype(q.dtype) @ hermitian(qb)
+    return U, from_host(s[:k].astype(q.dtype.char.lower())), Vh, "qr"
 
 
 def residual_norm(op, U, S, Vh, *, n_probe=4, n_power=3, seed=0):
@@ -151,7 +154,7 @@ def residual_norm(op, U, S, Vh, *, n_probe=4, n_power=3, seed=0):
     the estimate by about ``(sigma_2(E)/sigma_1(E))^2``); with ``n_power=3`` it is typically
     within a few percent.
     """
-    xp = op.xp
+    engine = op.engine
     n = op.shape[1]
     if n == 0 or op.shape[0] == 0:
         return 0.0
@@ -164,8 +167,8 @@ def residual_norm(op, U, S, Vh, *, n_probe=4, n_power=3, seed=0):
     def apply_h(y):
         return op.rmatmat(y) - hermitian(sv) @ (uh @ y)
 
-    x = orthonormalize(xp, gaussian(xp, (n, min(n_probe, n)), op.dtype, seed), "QR")
+    x = orthonormalize(engine, gaussian(engine, (n, min(n_probe, n)), op.dtype, seed), "QR")
     for _ in range(n_power):
-        x = orthonormalize(xp, apply_h(apply(x)), "QR")
-    y = to_host(apply(x)).astype(high_precision(op.dtype))
+        x = orthonormalize(engine, apply_h(apply(x)), "QR")
+    y = engine.to_host(apply(x)).astype(high_precision(op.dtype))
     return float(np.linalg.norm(y, 2)) if y.size else 0.0

@@ -7,7 +7,8 @@
 
 import numpy as np
 
-from ._sketch import svd_flip
+from ._sketch_cuda import engine
+from ._sketch_xp import svd_flip
 
 __all__ = ["gesvdr", "gesvdr_bytes"]
 
@@ -61,5 +62,5 @@ def gesvdr(a, k, p, n_iter):
         U, Vh = V.conj(), U.T
     else:
         U, Vh = U, V.conj().T
-    U, Vh = svd_flip(cupy, cupy.ascontiguousarray(U), cupy.ascontiguousarray(Vh))
+    U, Vh = svd_flip(engine(), cupy.ascontiguousarray(U), cupy.ascontiguousarray(Vh))
     return U, S, Vh
