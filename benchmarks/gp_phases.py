@@ -1,7 +1,7 @@
 """Where one GP log-marginal-likelihood + gradient evaluation spends its time, on the GPU.
 
 ``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
-``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._gpu.lml_body` on its own (kernel
+``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own (kernel
 matrix, Cholesky, the strips of ``L^-1``, the strip-wise gradient), the whole evaluation, and,
 for comparison, ``K^-1`` through cuSOLVER's ``potri`` and ``L^-1`` through ``Xtrtri`` or one
 triangular solve against the identity. Prints one JSON line per figure.
@@ -68,8 +68,8 @@ def run(sizes=(8000, 16000)):
     import cupy
 
     from gpulinalg import decomp
-    from gpulinalg.gp import _gpu
-    from gpulinalg.gp._kernels_gpu import compile_kernel
+    from gpulinalg.gp import _engine_cuda, _fit_xp
+    from gpulinalg.gp._kernels_xp import compile_kernel
     for n in sizes:
         x, y, _, _ = make_data(n)
         k = kernel()
@@ -86,13 +86,15 @@ def run(sizes=(8000, 16000)):
         K = plan.matrix(xd)
         emit("cho_factor", time_gpu(lambda: decomp.cho_factor(K, check_finite=False), **reps))
         c = decomp.cho_factor(K, check_finite=False)
-        emit("inverse strips (L^-1)", time_gpu(lambda: _gpu.inverse_strips(c[0]), **reps))
-        strips = _gpu.inverse_strips(c[0])
+        emit("inverse strips (L^-1)", time_gpu(
+            lambda: _fit_xp.inverse_strips(_engine_cuda, c[0]), **reps))
+        strips = _fit_xp.inverse_strips(_engine_cuda, c[0])
         a = decomp.cho_solve(c, yd.reshape(-1, 1), check_finite=False)
         emit("strip gradient", time_gpu(
-            lambda: _gpu._strip_gradient(strips, a, 1, xd, plan), **reps))
+            lambda: _fit_xp._strip_gradient(strips, a, 1, xd, plan), **reps))
         del strips
-        emit("cholesky_inverse (strips)", time_gpu(lambda: _gpu.cholesky_inverse(c), **reps))
+        emit("cholesky_inverse (strips)", time_gpu(
+            lambda: _fit_xp.cholesky_inverse(_engine_cuda, c[0]), **reps))
         emit("potri (K^-1 from L)", time_gpu(lambda: _potri(c[0].copy(order="F")), **reps))
         emit("Xtrtri (L^-1)", time_gpu(lambda: _trtri(c[0].copy(order="F")), **reps))
         emit("trsm against I (L^-1)", time_gpu(lambda: _trsm_identity(c[0]), **reps))
@@ -102,7 +104,7 @@ def run(sizes=(8000, 16000)):
         emit("Xtrtri vs trsm: max |diff| / max |L^-1|", {"median_s": float(
             cupy.abs(cupy.tril(lt) - ref).max() / cupy.abs(ref).max())})
         del lt, ref
-        emit("lml+grad", time_gpu(lambda: _gpu.lml_body(
+        emit("lml+grad", time_gpu(lambda: _engine_cuda.log_marginal_likelihood(
             xd, yd, noise, None, None, plan=plan, eval_gradient=True), **reps))
         del K, c, a
         cupy.get_default_memory_pool().free_all_blocks()

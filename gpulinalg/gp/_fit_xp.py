@@ -18,7 +18,8 @@ from .._runtime.validation import namespace
 from ._kernels_xp import BLOCK_ELEMENTS
 from ._solve_xp import solve_body
 
-__all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse", "inverse_strips"]
+__all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse", "inverse_strips",
+           "Operations"]
 
 #: From ``STRIP_MIN_N`` points on, ``K^-1`` is made by strips (see :func:`inverse_strips`):
 #: ``n // STRIP_MIN_WIDTH`` of them, at least 2 and at most ``STRIPS``.
@@ -226,3 +227,27 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
         var[negative] = 0.0
     var = var[:, None] * (scale ** 2)[None, :]
     return mean, xp.sqrt(var[:, 0] if var.shape[1] == 1 else var)
+
+
+class Operations:
+    """gp's four operations on one linear-algebra engine ``la``: the dispatcher's GPU functions
+    (``la`` = :mod:`._engine_cuda`) or CPU functions (``la`` = :mod:`._engine_host`), with the
+    same signatures. ``la.training(train)`` gives predict the fitted ``(x, L, alpha)`` on its
+    device."""
+
+    def __init__(self, la):
+        self.la = la
+
+    def exact_gp_solve(self, k, y, *, jitter):
+        return solve_body(self.la, k, y, jitter=jitter)
+
+    def log_marginal_likelihood(self, x, y, noise, k, k_grad, *, plan, eval_gradient):
+        return lml_body(self.la, x, y, noise, k, k_grad, plan=plan, eval_gradient=eval_gradient)
+
+    def fit(self, x, y, noise, k, *, plan, jitter):
+        return fit_body(self.la, x, y, noise, k, plan=plan, jitter=jitter)
+
+    def predict(self, xq, train, scale, shift, kq, kdiag, kqq, *, plan, mode):
+        x, L, a = self.la.training(train)
+        return predict_body(self.la, xq, x, L, a, scale, shift, kq, kdiag, kqq, plan=plan,
+                            mode=mode)

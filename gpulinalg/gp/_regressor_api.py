@@ -32,7 +32,8 @@ RESIDENT_MIN_N = 2048
 class _Training:
     """The fitted ``(x, L_, alpha_)`` (NumPy) for ``predict``'s dispatch, in one object that the
     dispatcher passes through unmoved: the CPU function reads ``host``; the GPU function
-    uploads them and, with ``keep``, leaves the copies in ``device`` for the next call."""
+    uploads them and, with ``keep``, leaves the copies in ``device`` for the next call (see
+    ``training`` in :mod:`._engine_host` and :mod:`._engine_cuda`)."""
 
     __slots__ = ("host", "device", "keep")
 
