@@ -70,7 +70,7 @@ def _is_fixed(bounds):
 
 class _Leaf:
     #: The kernel's hyperparameter names in scikit-learn's order (sorted, as ``dir`` lists them).
-    names = ()
+    names: tuple[str, ...] = ()
 
     def __init__(self, kernel):
         self.free = [name for name in self.names
@@ -141,7 +141,7 @@ class _DotProduct(_Leaf):
 class _Stationary(_Leaf):
     """A kernel of the scaled distance ``r = |(x - y) / l|``; ``dK/dlog l_d = h(r) D_d^2``."""
 
-    names = ("length_scale",)
+    names: tuple[str, ...] = ("length_scale",)
 
     def __init__(self, kernel, n_features):
         super().__init__(kernel)
