@@ -228,3 +228,16 @@ def test_sticky_error_in_the_memory_query_routes_to_cpu(fake_gpu, monkeypatch):
         with pytest.raises(testing.SimulatedCUDAError):
             run(calls, np.ones(2))
     testing.reset_gpu_state()
+
+
+def test_record_is_kept_when_the_call_raises():
+    def boom(x):
+        raise ValueError("bad input deep inside")
+
+    with gpulinalg.config(backend="cpu"):
+        _dispatch.dispatch("test.ok", lambda x: x, lambda x: x, (np.ones(2),))
+        with pytest.raises(ValueError):
+            _dispatch.dispatch("test.boom", boom, boom, (np.ones(2),))
+    rec = gpulinalg.last_run()
+    assert rec.op == "test.boom" and rec.backend == "cpu"
+    assert rec.details["raised"] == "ValueError: bad input deep inside"

@@ -243,10 +243,11 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
          own_stream=True, dev="cpu"):
     _local.details = details = {}
     start = time.perf_counter()
+    if route == "cpu":
+        dev = "cpu"
     try:
         if route == "cpu":
             result = _call_cpu(fn, args, kwargs, convert)
-            dev = "cpu"
         else:
             prov = _device._installed.provider
             if prov is not None:  # a provider installed by a test or the demo
@@ -258,6 +259,10 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
                 result = fn(*args, **kwargs)
         if convert:
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
+    except BaseException as exc:  # the record says what ran, also when it raised
+        details["raised"] = f"{type(exc).__name__}: {exc}"
+        _local.record = (op, route, dev, fell_back, reason, time.perf_counter() - start, details)
+        raise
     finally:
         _local.details = None
     seconds = time.perf_counter() - start
