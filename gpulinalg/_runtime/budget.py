@@ -31,7 +31,7 @@ CPU_FLOPS = 100e9
 FREE_CACHE_S = 0.25
 FREE_CACHE_FRACTION = 0.25
 
-_readings = {}  # device index -> (monotonic time, free bytes, total bytes)
+_readings: dict = {}  # device index -> (monotonic time, free bytes, total bytes)
 
 
 def nbytes_of(*specs):

@@ -21,6 +21,7 @@ import dis
 import sys
 import threading
 from enum import Enum
+from typing import Any
 
 __all__ = ["Backend", "Fallback", "SparseGPUSolver", "Settings", "config", "config_context",
            "get_config", "set_config"]
@@ -97,13 +98,13 @@ _override: contextvars.ContextVar = contextvars.ContextVar("gpulinalg_config", d
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Settings))
 
 
-def get_config():
+def get_config() -> Settings:
     """Return the :class:`Settings` in force for the calling thread (or asyncio task)."""
     settings = _override.get()
     return _default if settings is None else settings
 
 
-def set_config(**changes):
+def set_config(**changes: Any) -> Settings:
     """Change the process default settings (what every context without a block of its own sees).
 
     Parameters
@@ -155,20 +156,19 @@ class config_context:
     'auto'
     """
 
-    def __init__(self, **changes):
+    def __init__(self, **changes: Any) -> None:
         _check_names(changes, type(self).__name__)
         dataclasses.replace(_default, **changes)  # validate the values before anything runs
         self._changes = changes
-        self._tokens = []
+        self._tokens: list = []
 
-    def __enter__(self):
+    def __enter__(self) -> Settings:
         settings = dataclasses.replace(get_config(), **self._changes)
         self._tokens.append(_override.set(settings))
         return settings
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _override.reset(self._tokens.pop())
-        return False
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
@@ -208,7 +208,7 @@ class config(config_context):
     'auto'
     """
 
-    def __init__(self, **changes):
+    def __init__(self, **changes: Any) -> None:
         super().__init__(**changes)
         form = _use_of_result(sys._getframe(1))
         self._state = "pending"
@@ -218,7 +218,7 @@ class config(config_context):
         elif form == "with":
             self._state = "entered"
 
-    def __enter__(self):
+    def __enter__(self) -> Settings:
         self._state = "entered"
         return super().__enter__()
 
@@ -230,7 +230,7 @@ class config(config_context):
 
 _WITH_OPS = frozenset({"BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"})
 _DISCARD_OPS = frozenset({"POP_TOP", "PRINT_EXPR", "CALL_INTRINSIC_1"})
-_uses = {}  # (code, offset) -> "with" | "statement" | "kept"
+_uses: dict = {}  # (code, offset) -> "with" | "statement" | "kept"
 
 
 def _use_of_result(frame):

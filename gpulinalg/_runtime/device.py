@@ -11,7 +11,7 @@ __all__ = ["GPUInfo", "gpu_available", "gpu_is_real", "gpus", "memory_info", "di
 log = logging.getLogger("gpulinalg")
 
 _lock = threading.Lock()
-_state = {"probed": False, "gpus": (), "why_not": None, "disabled": None}
+_state: dict = {"probed": False, "gpus": (), "why_not": None, "disabled": None}
 
 
 class _Installed(threading.local):
@@ -91,7 +91,7 @@ def _ensure():
                 log.debug("GPU discovery: %s", _state["gpus"] or _state["why_not"])
 
 
-def gpus():
+def gpus() -> tuple[GPUInfo, ...]:
     """Return the tuple of :class:`GPUInfo` found (empty without a usable GPU)."""
     prov = _installed.provider
     if prov is not None and prov.info is not None:
@@ -100,7 +100,7 @@ def gpus():
     return _state["gpus"]
 
 
-def gpu_available():
+def gpu_available() -> bool:
     """True when a GPU is present, CuPy works and the GPU has not been disabled."""
     prov = _installed.provider
     if prov is not None and prov.info is not None:
@@ -110,7 +110,7 @@ def gpu_available():
     return bool(_state["gpus"]) and _state["disabled"] is None
 
 
-def gpu_is_real():
+def gpu_is_real() -> bool:
     """True when :func:`gpu_available` and GPU functions receive CuPy arrays (no simulated GPU
     is installed in the calling thread): the one question production code may ask about the
     device beyond what the dispatcher decided."""
@@ -120,7 +120,7 @@ def gpu_is_real():
     return gpu_available()
 
 
-def unavailable_reason():
+def unavailable_reason() -> str | None:
     """Why :func:`gpu_available` is False (``None`` when it is True)."""
     if gpu_available():
         return None
@@ -141,7 +141,7 @@ def disable_gpu(reason):
     return first
 
 
-def memory_info(device=None):
+def memory_info(device: int | None = None) -> tuple[int, int]:
     """Return ``(free, total)`` bytes of ``device`` (default: the current one).
 
     ``free`` counts both the driver's free memory and the bytes CuPy's default pool holds but
@@ -164,7 +164,7 @@ def _free_total(cupy):
     return int(free + cupy.get_default_memory_pool().free_bytes()), int(total)
 
 
-def current_device():
+def current_device() -> int:
     """Index of the calling thread's current CUDA device (0 without a GPU)."""
     prov = _installed.provider
     if prov is not None and prov.simulated:

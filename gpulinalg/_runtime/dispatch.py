@@ -66,7 +66,7 @@ def _reason_text(reason):
     return reason[0].format(*reason[1:]) if type(reason) is tuple else reason
 
 
-def last_run():
+def last_run() -> "RunRecord | None":
     """The :class:`RunRecord` of the calling thread's last operation (``None`` before any).
 
     The dispatcher keeps the record's fields as a plain tuple; the record is made when asked
@@ -86,7 +86,7 @@ def last_run():
     return rec
 
 
-def note(**details):
+def note(**details: object) -> None:
     """Let the running operation add details (iterations, residuals...) to its record."""
     pending = getattr(_local, "details", None)
     if pending is not None:

@@ -9,7 +9,7 @@ import threading
 __all__ = ["raw_kernel", "elementwise_kernel"]
 
 _lock = threading.Lock()
-_cache = {}
+_cache: dict = {}
 
 
 def raw_kernel(name, source, types, options=(), shared_bytes=None):

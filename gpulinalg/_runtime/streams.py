@@ -25,7 +25,7 @@ LIBRARIES = {
 _BINDS_STREAM = {"cublas", "cusolverDn", "cusolverSp", "cudss"}
 
 _registry_lock = threading.Lock()
-_registry = {}  # (thread ident, device, library) -> handle, for atexit
+_registry: dict = {}  # (thread ident, device, library) -> handle, for atexit
 
 
 class _ThreadResources:

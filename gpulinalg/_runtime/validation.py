@@ -74,7 +74,7 @@ def check_finite(a, name="a"):
         raise ValueError(f"{name} must not contain infs or NaNs")
 
 
-_ALL_FINITE = []
+_ALL_FINITE: list = []
 
 
 def _cupy_all_finite(a):
