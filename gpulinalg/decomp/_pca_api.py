@@ -112,6 +112,19 @@ class PCA(_Estimator):
     fit_svd_solver_ : str
         The solver ``svd_solver="auto"`` resolved to.
 
+    See Also
+    --------
+    gpulinalg.decomp.truncated_svd : the randomized SVD the ``randomized`` solver runs, without
+        centering (and for sparse input).
+    sklearn.decomposition.PCA : the reference estimator.
+
+    Notes
+    -----
+    Signs are deterministic: the largest-magnitude entry of each row of ``components_`` is
+    positive. A host matrix that is not in memory (``np.memmap``, an h5py or zarr dataset) is
+    fitted and transformed out of core, streamed in row panels; so is one larger than the GPU
+    budget. Fitted attributes are arrays of the package ``fit`` was given (NumPy or CuPy).
+
     Examples
     --------
     >>> import numpy as np
@@ -140,7 +153,9 @@ class PCA(_Estimator):
 
     # ---- fitting ----------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> PCA:
-        """Fit the model on ``X`` (n_samples, n_features). Returns ``self``."""
+        """Fit the model on ``X`` (n_samples, n_features). Returns ``self``.
+
+        ``y`` is ignored (scikit-learn's signature)."""
         self._fit(X, want_scores=False)
         return self
 
