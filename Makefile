@@ -3,8 +3,16 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# torch is optional (the torch tests skip without it); the CPU build is enough for them.
+# torch is optional (the torch tests skip without it); the CPU build is enough for them, and on
+# Linux PyPI's default torch wheel is the multi-GB CUDA build, so the CPU index is used.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# The GPU engine for `make demo`: the extra that matches the NVIDIA driver's CUDA major version
+# (none without a driver: the demo then runs on NumPy/SciPy and needs only scikit-learn).
+GPU_EXTRA ?= $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/cuda\1/p' | head -n 1)
+DEMO_EXTRAS ?= sklearn$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))
+DEMO_ARGS ?=
+comma := ,
 
 .PHONY: test demo docs bench venv clean
 
@@ -17,15 +25,19 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.torch: | $(BIN)/python
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" || echo "torch not installed: its tests skip"
+	$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)" \
+		|| echo "torch not installed: its tests skip"
 	touch $@
 
 test: $(VENV)/.installed-test $(VENV)/.torch
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-demo: $(VENV)/.installed-test
+# Without a GPU: small sizes, under a minute on 2 cores. With one: the full tour.
+# `make demo DEMO_ARGS=--full` runs the big tour anywhere, `DEMO_ARGS=--small` the short one.
+demo: $(VENV)/.installed-$(DEMO_EXTRAS)
 	$(BIN)/python -m gpulinalg info
-	$(BIN)/python -m gpulinalg demo
+	@echo
+	$(BIN)/python -m gpulinalg demo $(DEMO_ARGS)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks all --json benchmarks/results/latest.json

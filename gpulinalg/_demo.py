@@ -1,78 +1,225 @@
-"""``gpulinalg demo``: a short tour that says where each step ran and how long it took.
+"""``gpulinalg demo``: a short tour that says where each step ran, how long it took warm, what the
+first (cold) call cost, and how that compares with NumPy / SciPy / scikit-learn.
 
 Each submodule contributes a ``step(small)`` function in its ``_demo`` module that returns rows
-``{"step", "where", "seconds", "reference", "reference_seconds", "check"}``.
+built by :func:`compare` (or dicts with the same keys: ``step``, ``where``, ``seconds``,
+``cold_seconds``, ``runs``, ``reference``, ``reference_seconds``, ``check``).
+
+Timing: the first call of a step is its cold call (plans, kernels, handles, page faults) and is
+reported on its own; the step's time is the median of several warm calls after it. The reference
+gets one untimed warm-up call, then the median of as many calls.
 """
 
 import importlib
+import statistics
+import sys
 import time
+import traceback
 import warnings
 
 import numpy as np
 
-from ._runtime import config, gpu_available, last_run, testing
+from ._runtime import config, last_run, testing
+from ._runtime import device as _device
 from ._runtime.dispatch import dispatch
 from ._runtime.errors import FallbackWarning
 
 STEP_MODULES = ("dense", "decomp", "sparse", "gp")
+#: Optional packages a step may need, and the extra that installs them.
+OPTIONAL = {"sklearn": "gpulinalg[sklearn]", "torch": "gpulinalg[torch]"}
+#: (most warm runs, seconds of warm runs per side) by tour size.
+_RUNS = {"small": (5, 0.4), "full": (7, 3.0)}
+
+
+class _Tour:
+    size = "small"
+
+
+_tour = _Tour()
+
+
+def _sync():
+    if "cupy" in sys.modules and _device.gpu_is_real():
+        sys.modules["cupy"].cuda.Device().synchronize()
 
 
 def timed(fn):
-    """``(fn(), seconds it took)``: the stopwatch of every demo step."""
+    """``(fn(), seconds it took)``, GPU work included: the stopwatch of every demo step."""
+    _sync()
     t0 = time.perf_counter()
     out = fn()
+    _sync()
     return out, time.perf_counter() - t0
+
+
+def _median_runs(fn, out):
+    """Time warm calls of ``fn`` (at least one; more while the tour's time per side lasts);
+    return ``(last output, median seconds, number of runs)``."""
+    most, budget = _RUNS[_tour.size]
+    times = []
+    while True:
+        out, t = timed(fn)
+        times.append(t)
+        if len(times) >= most or sum(times) + statistics.median(times) > budget:
+            break
+    return out, statistics.median(times), len(times)
+
+
+def where(rec=None):
+    """Where a run happened, short: ``gpu``, ``gpu/cudss``, ``cpu``; the reason is added when it
+    is news (a fallback, or the CPU chosen although a GPU is there). Without a GPU the reason is
+    printed once at the top of the tour instead."""
+    rec = last_run() if rec is None else rec
+    text = rec.backend
+    library = (rec.details or {}).get("library")
+    if library:
+        text += f"/{library}"
+    if rec.fell_back or (rec.backend == "cpu" and _device.gpu_available()):
+        text += f" ({rec.reason})"
+    return text
+
+
+def compare(name, ours, reference, reference_name, check, place=None):
+    """One row of the tour: run ``ours`` cold, then warm; ``reference`` warm; check the outputs.
+
+    Parameters
+    ----------
+    name : str
+    ours, reference : callable
+        Zero-argument callables: the gpulinalg way and the NumPy/SciPy/scikit-learn way.
+    reference_name : str
+    check : callable
+        ``check(our_output, reference_output) -> bool``.
+    place : callable, optional
+        Called right after the cold call; returns the row's ``where`` (default :func:`where`).
+    """
+    first, cold = timed(ours)
+    here = (place or where)()
+    got, seconds, runs = _median_runs(ours, first)
+    reference()  # the reference's untimed warm-up
+    expected, ref_seconds, _ = _median_runs(reference, None)
+    return dict(step=name, where=here, seconds=seconds, cold_seconds=cold, runs=runs,
+                reference=reference_name, reference_seconds=ref_seconds,
+                check=bool(check(got, expected)))
 
 
 def runtime_step(small):
     """The dispatcher at work: a normal run, then an injected GPU out-of-memory fallback."""
     from ._runtime.validation import namespace
-    n = 500 if small else 2000
+    n = 1000 if small else 4000
     a = np.random.default_rng(0).standard_normal((n, n))
     fro = lambda x: float(namespace(x).linalg.norm(x))  # noqa: E731 - both backends, as numpy's
-    fro(a)  # first touch of the pages, and the one-time GPU discovery below, stay out of it
-    dispatch("runtime.frobenius", fro, fro, (a[:2, :2],))
-    t0 = time.perf_counter()
+    ours = lambda: dispatch("runtime.frobenius", fro, fro, (a,), flops=2 * a.size,  # noqa: E731
+                            nbytes=a.nbytes)
+    rows = [compare(f"Frobenius norm {n}x{n}", ours, lambda: np.linalg.norm(a),
+                    "numpy.linalg.norm", lambda x, y: np.isclose(x, y))]
     ref = np.linalg.norm(a)
-    t_ref = time.perf_counter() - t0
-    got = dispatch("runtime.frobenius", fro, fro, (a,), flops=2 * a.size, nbytes=a.nbytes)
-    rec = last_run()
-    rows = [dict(step=f"Frobenius norm {n}x{n}", where=f"{rec.backend} ({rec.reason})",
-                 seconds=rec.seconds, reference="numpy.linalg.norm", reference_seconds=t_ref,
-                 check=bool(np.isclose(got, ref)))]
     with testing.fake_gpu(), testing.inject_fault("oom"), config(backend="gpu"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            got = dispatch("runtime.frobenius", fro, fro, (a,), nbytes=a.nbytes)
+            got, seconds = timed(lambda: dispatch("runtime.frobenius", fro, fro, (a,),
+                                                  nbytes=a.nbytes))
     rec = last_run()
     warned = any(issubclass(w.category, FallbackWarning) for w in caught)
-    rows.append(dict(step="same, GPU made to run out of memory", where=f"{rec.backend} "
-                     f"(fell_back={rec.fell_back}, FallbackWarning={warned})",
-                     seconds=rec.seconds, reference="numpy.linalg.norm", reference_seconds=t_ref,
-                     check=bool(np.isclose(got, ref)) and rec.fell_back and warned))
+    rows.append(dict(step="same, pretend GPU out of memory: fallback",
+                     where=f"{rec.backend} (fell back: {rec.fell_back}, FallbackWarning: "
+                     f"{warned})", seconds=seconds, check=bool(np.isclose(got, ref))
+                     and rec.fell_back and warned))
     return rows
 
 
 def _steps():
     yield "runtime", runtime_step
     for name in STEP_MODULES:
-        try:
-            module = importlib.import_module(f"gpulinalg.{name}._demo")
-        except ModuleNotFoundError:
-            continue
+        module = importlib.import_module(f"gpulinalg.{name}._demo")
         yield name, module.step
 
 
-def run_demo(small=False, out=None):
-    print(f"gpulinalg demo — GPU available: {gpu_available()}", file=out)
+def _fmt_time(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def ratio(seconds, reference_seconds, reference):
+    """``"3.2× faster than scipy.linalg.svd"`` or ``"1.4× slower than ..."``, from warm medians."""
+    if not seconds or not reference_seconds:
+        return ""
+    r = reference_seconds / seconds
+    return f"{r:.1f}× faster than {reference}" if r >= 1 else \
+        f"{1 / r:.1f}× slower than {reference}"
+
+
+_COLUMNS = f"  {'check':<6} {'step':<44} {'where':<12} {'warm':>9} {'first call':>10}  comparison"
+
+
+def format_row(row):
+    """One printed line; a second one when where the step ran needs explaining."""
+    short, _, note = row["where"].partition(" (")
+    cold = row.get("cold_seconds")
+    line = (f"  {'ok' if row['check'] else 'FAILED':<6} {row['step']:<44} {short:<12} "
+            f"{_fmt_time(row['seconds']):>9} {_fmt_time(cold) if cold else '':>10}  "
+            f"{ratio(row['seconds'], row.get('reference_seconds'), row.get('reference'))}")
+    if note and not note.startswith("no GPU"):  # without a GPU, the reason heads the tour
+        line += f"\n{'':9}({note}"
+    return line.rstrip()
+
+
+def _header(size, status, out):
+    most = _RUNS[size][0]
+    print(f"gpulinalg demo, {size} sizes — {status.line}", file=out)
+    if status.hint:
+        print(f"  ({status.hint})", file=out)
+    print(f"warm: median of up to {most} runs after the first call; first call: the cold one, "
+          "with its planning and loading", file=out)
+    print("\n" + _COLUMNS, file=out)
+    return status
+
+
+def _skip_reason(exc):
+    top = (exc.name or "").split(".")[0]
+    return f"skipped: needs {top} (pip install '{OPTIONAL[top]}')" if top in OPTIONAL else None
+
+
+class _Status:
+    """What the tour's first line says without :func:`gpulinalg._info.gpu_status` (the command
+    line passes that one in; the submodules, which import this module, may not import it)."""
+
+    def __init__(self):
+        self.usable = _device.gpu_available()
+        self.line = "GPU" if self.usable else f"no GPU: {_device.unavailable_reason()}"
+        self.hint = None
+
+
+def run_demo(size="auto", out=None, status=None):
+    """Run the tour (``size``: ``"small"``, ``"full"`` or ``"auto"``: full sizes when a GPU is
+    usable, small ones otherwise); print it to ``out``; return the exit status (0: all passed).
+    ``status``: the machine's diagnosis (:func:`gpulinalg._info.gpu_status`) for the first line.
+    """
+    out = sys.stdout if out is None else out
+    t_start = time.perf_counter()
+    if size == "auto":
+        size = "full" if _device.gpu_available() else "small"
+    status = _header(size, status or _Status(), out)
+    _tour.size = size
     ok = True
     for name, step in _steps():
-        print(f"\n[{name}]", file=out)
-        for row in step(small):
+        print(f"[{name}]", file=out, flush=True)
+        try:
+            rows = step(size == "small")
+        except Exception as exc:  # a step that breaks fails the tour; the others still run
+            reason = _skip_reason(exc) if isinstance(exc, ModuleNotFoundError) else None
+            ok &= reason is not None
+            print(f"  {reason or 'FAILED with an error:'}", file=out)
+            if reason is None:
+                print(traceback.format_exc(limit=-3), file=out)
+            continue
+        for row in rows:
             ok &= bool(row["check"])
-            ref = row.get("reference_seconds")
-            speed = f"  ({ref / row['seconds']:.1f}x vs {row['reference']})" if ref else ""
-            print(f"  {row['step']:<44} {row['seconds'] * 1e3:9.2f} ms on {row['where']}"
-                  f"{speed}  check={'ok' if row['check'] else 'FAILED'}", file=out)
-    print("\nall checks passed" if ok else "\nSOME CHECKS FAILED", file=out)
+            print(format_row(row), file=out, flush=True)
+    took = time.perf_counter() - t_start
+    print(f"\n{'all checks passed' if ok else 'SOME CHECKS FAILED'} ({took:.0f} s; "
+          f"{'GPU' if status.usable else 'CPU only'})", file=out)
     return 0 if ok else 1

@@ -1,17 +1,34 @@
-"""What ``gpulinalg info`` reports: package versions, GPUs, CUDA libraries, the ``auto`` choice."""
+"""What ``gpulinalg info`` reports: versions, the BLAS, GPUs, CUDA libraries, the ``auto`` choice,
+and, when no GPU is usable, why (one short line) and what to do about it.
 
-import importlib
+:func:`gpu_status` is the one diagnosis; ``gpulinalg demo`` prints its line once at the top.
+"""
+
+import ctypes
+import ctypes.util
+import dataclasses
 import importlib.metadata as md
+import os
+import platform
+import sys
 
 from ._runtime import device as _device
 
-PACKAGES = ("numpy", "scipy", "cupy", "nvmath", "torch")
-_DISTS = {"cupy": ("cupy-cuda12x", "cupy-cuda13x", "cupy"), "nvmath": ("nvmath-python",)}
+#: ``report["versions"]`` keys and the distributions that provide them (first one installed).
+DISTRIBUTIONS = {
+    "gpulinalg": ("gpulinalg",), "numpy": ("numpy",), "scipy": ("scipy",),
+    "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"), "nvmath": ("nvmath-python",),
+    "cuda-bindings": ("cuda-bindings",), "torch": ("torch",), "scikit-learn": ("scikit-learn",),
+    "dask": ("dask",), "threadpoolctl": ("threadpoolctl",),
+}
 CUDA_LIBRARIES = ("cublas", "cublasLt", "cusolver", "cusparse", "cudss")
+#: What each module's GPU engine loses without a library (the rest of gpulinalg still uses the GPU).
+_NEEDED_BY = {"cublas": "dense, decomp", "cublasLt": "dense", "cusolver": "decomp, gp, sparse",
+              "cusparse": "sparse", "cudss": "sparse (cuSOLVER-Sp instead)"}
 
 
 def _version(name):
-    for dist in _DISTS.get(name, (name,)):
+    for dist in DISTRIBUTIONS.get(name, (name,)):
         try:
             return md.version(dist)
         except md.PackageNotFoundError:
@@ -22,18 +39,134 @@ def _version(name):
 def _cudss_version():
     try:
         from nvmath.bindings import cudss
-        parts = [cudss.get_property(i) for i in range(3)]
-        return ".".join(str(p) for p in parts)
+        return ".".join(str(cudss.get_property(i)) for i in range(3))
     except Exception:  # no nvmath, no libcudss, or a cuDSS that cannot load
         return "absent"
 
 
-def _libraries():
-    found = {}
+def driver_cuda_version():
+    """The CUDA version the NVIDIA driver supports, as ``(major, minor)``; ``None`` without a
+    driver. Asks the driver library itself (``cuDriverGetVersion``), not CuPy."""
+    names = {"win32": ["nvcuda.dll"], "darwin": []}.get(
+        sys.platform, ["libcuda.so.1", ctypes.util.find_library("cuda")])
+    for name in filter(None, names):
+        try:
+            lib = ctypes.CDLL(name)
+            version = ctypes.c_int(0)
+            if lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+                continue
+        except (OSError, AttributeError):
+            continue
+        return divmod(version.value, 1000)[0], version.value % 1000 // 10
+    return None
+
+
+def _cupy_cuda_major():
+    """``(major, None)`` of the CUDA CuPy is built for, or ``(None, why)`` without CuPy."""
+    for major, dist in ((13, "cupy-cuda13x"), (12, "cupy-cuda12x")):
+        try:
+            md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        try:
+            import cupy  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken install raising anything
+            return None, f"CuPy does not import ({type(exc).__name__})"
+        return major, None
+    return None, "CuPy is not installed"
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUStatus:
+    """The diagnosis behind ``auto``'s choice.
+
+    ``usable``: a GPU will be used; ``line``: one short line for people; ``hint``: what to do
+    (``None`` when nothing needs doing); ``case``: a stable key (``ok``, ``no-driver``,
+    ``driver-too-old``, ``no-cupy``, ``no-device``, ``disabled``, ``library-missing``);
+    ``detail``: the runtime's own message.
+    """
+
+    usable: bool
+    case: str
+    line: str
+    hint: object = None
+    detail: object = None
+
+
+def _extra(driver):
+    return "gpulinalg[cuda13]" if driver[0] >= 13 else "gpulinalg[cuda12]"
+
+
+def classify(driver, cupy_major, cupy_problem, gpus, disabled, missing, detail=None,
+             visible=None, system=None):
+    """Turn the facts into a :class:`GPUStatus` (a pure function, so every case is testable).
+
+    ``driver``: ``(major, minor)`` or ``None``; ``cupy_major``: CUDA major CuPy is built for
+    (``None`` with ``cupy_problem`` saying why); ``gpus``: the GPUs found; ``disabled``: the
+    reason the GPU was turned off, or ``None``; ``missing``: CUDA libraries not found;
+    ``visible``: ``$CUDA_VISIBLE_DEVICES`` or ``None``; ``system``: ``platform.system()``.
+    """
+    if gpus and disabled is None:
+        names = ", ".join(sorted({g.name for g in gpus}))
+        if missing:
+            lost = "; ".join(f"{m} ({_NEEDED_BY.get(m, '?')} on the CPU)" for m in missing)
+            extra = _extra(driver) if driver else "gpulinalg[cuda12] or [cuda13]"
+            return GPUStatus(True, "library-missing", f"GPU: {names}; missing {lost}",
+                             f"pip install '{extra}'", detail)
+        return GPUStatus(True, "ok", f"GPU: {names}", None, detail)
+    if disabled is not None:
+        return GPUStatus(False, "disabled", f"no GPU: disabled after a CUDA error ({disabled})",
+                         "restart the process; if it recurs, report it with `gpulinalg info`",
+                         detail)
+    if driver is None:
+        where = "macOS has no CUDA" if system == "Darwin" else "no NVIDIA driver found"
+        return GPUStatus(False, "no-driver", f"no GPU: {where}; running on the CPU (NumPy/SciPy)",
+                         None if system == "Darwin" else
+                         "for a GPU: install the NVIDIA driver, then "
+                         "pip install 'gpulinalg[cuda12]' or 'gpulinalg[cuda13]'", detail)
+    cuda = f"CUDA {driver[0]}.{driver[1]}"
+    if cupy_major is None:
+        return GPUStatus(False, "no-cupy", f"no GPU: driver found ({cuda}) but no GPU engine "
+                         f"({cupy_problem})", f"pip install '{_extra(driver)}'", detail)
+    if cupy_major > driver[0]:
+        return GPUStatus(False, "driver-too-old", f"no GPU: the driver supports {cuda}, CuPy is "
+                         f"built for CUDA {cupy_major}",
+                         f"pip install '{_extra(driver)}' (or update the NVIDIA driver)", detail)
+    if visible is not None and not visible.strip():
+        return GPUStatus(False, "no-device", "no GPU: CUDA_VISIBLE_DEVICES is empty",
+                         "unset CUDA_VISIBLE_DEVICES to use the GPU", detail)
+    hint = "check `nvidia-smi`"
+    if visible is not None:
+        hint += f" and CUDA_VISIBLE_DEVICES={visible!r}"
+    return GPUStatus(False, "no-device", f"no GPU: driver found ({cuda}) but no CUDA device "
+                     "answers", hint, detail)
+
+
+def _missing_libraries(libraries):
+    return [k for k, v in libraries.items() if v.startswith("absent")]
+
+
+def gpu_status(libraries=None):
+    """Diagnose this machine: a :class:`GPUStatus` (probes the driver, CuPy and the devices
+    once; the CUDA libraries only when a GPU is found and ``libraries`` is not given)."""
+    gpus = _device.gpus()
+    driver = driver_cuda_version()
+    cupy_major, cupy_problem = _cupy_cuda_major() if driver is not None else (None, None)
+    if gpus and libraries is None:
+        libraries = find_libraries()
+    missing = _missing_libraries(libraries) if gpus else []
+    return classify(driver, cupy_major, cupy_problem, gpus, _device.disabled_reason(), missing,
+                    detail=_device.unavailable_reason(),
+                    visible=os.environ.get("CUDA_VISIBLE_DEVICES"), system=platform.system())
+
+
+def find_libraries():
+    """``{library: path or 'absent (why)'}`` for the CUDA libraries the GPU engines load."""
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
     except Exception:
         return {name: "absent (cuda-pathfinder not installed)" for name in CUDA_LIBRARIES}
+    found = {}
     for name in CUDA_LIBRARIES:
         try:
             found[name] = load_nvidia_dynamic_lib(name).abs_path or "loaded"
@@ -42,11 +175,30 @@ def _libraries():
     return found
 
 
-def collect():
-    """Return the ``info`` report as a JSON-ready dict."""
-    versions = {name: _version(name) for name in PACKAGES}
-    versions["cudss"] = _cudss_version() if versions["nvmath"] != "absent" else "absent"
-    gpus = []
+def blas_info():
+    """The BLAS NumPy uses and its thread count: threadpoolctl when installed (it sees the
+    library actually loaded), else NumPy's build configuration (threads unknown)."""
+    import numpy as np
+    try:
+        from threadpoolctl import threadpool_info
+        pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    except Exception:  # not installed, or a platform it cannot inspect
+        pools = []
+    if pools:
+        p = pools[0]
+        return {"name": p.get("internal_api"), "version": p.get("version"),
+                "threads": p.get("num_threads"), "source": "threadpoolctl",
+                "path": p.get("filepath")}
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return {"name": blas.get("name"), "version": blas.get("version"), "threads": None,
+                "source": "numpy.show_config", "path": None}
+    except Exception:  # NumPy < 1.25 has no mode="dicts"
+        return {"name": "unknown", "version": None, "threads": None, "source": None, "path": None}
+
+
+def _gpus():
+    out = []
     for g in _device.gpus():
         entry = {"index": g.index, "name": g.name,
                  "compute_capability": ".".join(map(str, g.compute_capability)),
@@ -56,22 +208,46 @@ def collect():
         except Exception as exc:  # a device that stopped answering
             entry["free_bytes"] = None
             entry["error"] = str(exc)
-        gpus.append(entry)
-    auto = "gpu" if _device.gpu_available() else "cpu"
-    return {"versions": versions, "gpus": gpus, "libraries": _libraries(),
-            "auto_backend": auto, "why_not_gpu": _device.unavailable_reason()}
+        out.append(entry)
+    return out
+
+
+def collect():
+    """Return the ``info`` report as a JSON-ready dict."""
+    versions = {name: _version(name) for name in DISTRIBUTIONS}
+    versions["python"] = platform.python_version()
+    versions["cudss"] = _cudss_version() if versions["nvmath"] != "absent" else "absent"
+    libraries = find_libraries()
+    status = gpu_status(libraries)
+    driver = driver_cuda_version()
+    return {"gpulinalg": versions["gpulinalg"], "python": versions["python"],
+            "platform": f"{platform.system()} {platform.machine()}", "versions": versions,
+            "blas": blas_info(), "driver_cuda": None if driver is None else "%d.%d" % driver,
+            "gpus": _gpus(), "libraries": libraries,
+            "auto_backend": "gpu" if status.usable else "cpu",
+            "gpu_status": status.line, "gpu_case": status.case, "hint": status.hint,
+            "why_not_gpu": None if status.usable else status.detail}
 
 
 def format_text(report):
-    lines = ["gpulinalg " + importlib.import_module("gpulinalg").__version__, "", "packages:"]
-    lines += [f"  {k:<8} {v}" for k, v in report["versions"].items()]
+    """The report for people: versions first, then what ``auto`` does and why, then the hint."""
+    v = report["versions"]
+    lines = [f"gpulinalg {report['gpulinalg']}  (Python {report['python']}, "
+             f"{report['platform']})", "", "packages:"]
+    lines += [f"  {k:<14} {val}" for k, val in v.items() if k not in ("gpulinalg", "python")]
+    b = report["blas"]
+    threads = "threads unknown" if b["threads"] is None else f"{b['threads']} threads"
+    lines.append(f"BLAS (NumPy): {b['name']} {b['version'] or ''} ({threads})".replace("  ", " "))
+    driver = report["driver_cuda"]
+    lines.append(f"NVIDIA driver: {'CUDA ' + driver if driver else 'none found'}")
     lines.append("GPUs:" if report["gpus"] else "GPUs: none")
     for g in report["gpus"]:
         free = "?" if g["free_bytes"] is None else f"{g['free_bytes'] / 2**30:.1f}"
         lines.append(f"  [{g['index']}] {g['name']} (sm {g['compute_capability']}), "
                      f"{free} / {g['total_bytes'] / 2**30:.1f} GiB free")
     lines.append("CUDA libraries:")
-    lines += [f"  {k:<9} {v}" for k, v in report["libraries"].items()]
-    why = f" ({report['why_not_gpu']})" if report["why_not_gpu"] else ""
-    lines.append(f"backend 'auto' would choose: {report['auto_backend']}{why}")
+    lines += [f"  {k:<9} {val}" for k, val in report["libraries"].items()]
+    lines.append(f"backend 'auto' chooses: {report['auto_backend']} — {report['gpu_status']}")
+    if report["hint"]:
+        lines.append(f"hint: {report['hint']}")
     return "\n".join(lines)
