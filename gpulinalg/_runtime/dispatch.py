@@ -17,7 +17,7 @@ from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
 from .streams import op_stream as _op_stream
 
-__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky"]
+__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -57,6 +57,7 @@ def _new_record(op, backend, device, fell_back, reason, seconds, details):
 class _Local(threading.local):
     record = None  # class defaults: lookups on the hot path never raise AttributeError
     details = None
+    granted = None
 
 
 _local = _Local()
@@ -91,6 +92,19 @@ def note(**details: object) -> None:
     pending = getattr(_local, "details", None)
     if pending is not None:
         pending.update(details)
+
+
+def granted_bytes():
+    """Device bytes the dispatcher found available for the out-of-core run in progress on this
+    thread (``None`` outside one): a streaming GPU function sizes its panels from this figure
+    instead of asking the budget again.
+
+    Examples
+    --------
+    >>> granted_bytes() is None
+    True
+    """
+    return _local.granted
 
 
 def is_sticky(exc):
@@ -230,6 +244,7 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
     if ok:
         return "gpu", ("estimate {} B fits in {} B", nbytes, avail), False, dev
     if oversize_fn is not None:
+        _local.granted = avail
         return ("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
                 False, dev)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
@@ -265,6 +280,7 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
         raise
     finally:
         _local.details = None
+        _local.granted = None
     seconds = time.perf_counter() - start
     _local.record = (op, route, dev, fell_back, reason, seconds, details)  # see last_run()
     level = logging.WARNING if fell_back else logging.DEBUG

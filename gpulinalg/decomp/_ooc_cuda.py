@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .._runtime import budget as _budget
+from .._runtime import dispatch as _dispatch
 from .._runtime.dispatch import note
 from ._sketch_cuda import engine
 from ._sketch_xp import high_precision
@@ -39,7 +39,9 @@ class CupyStreamer:
         self.wire = _wire_dtype(matrix)
         # two device buffers, the float64 panel, its products with the sketch (l <= 256)
         row = max(n, 1) * (2 * self.wire.itemsize + self.hi.itemsize) + 2 * 256 * 8
-        rows = panel_rows or int(_budget.available_bytes() * BUDGET_FRACTION) // row
+        granted = _dispatch.granted_bytes()  # measured by the dispatcher for this run
+        budget = GPU_PANEL_MAX_BYTES * 4 if granted is None else granted
+        rows = panel_rows or int(budget * BUDGET_FRACTION) // row
         rows = min(rows, max(1, GPU_PANEL_MAX_BYTES // (max(n, 1) * self.wire.itemsize)))
         self.panel_rows = int(min(max(rows, 256), max(m, 1)))
         self.pinned = [cupyx.empty_pinned((self.panel_rows, n), self.wire) for _ in range(2)]
