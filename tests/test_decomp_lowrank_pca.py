@@ -126,3 +126,16 @@ def test_cupy_in_cupy_attributes(xp_gpu, data):
     assert isinstance(Z, xp_gpu.ndarray)
     ref = SkPCA(4).fit(data)
     assert np.allclose(p.explained_variance_.get(), ref.explained_variance_, rtol=1e-4)
+
+
+def test_torch_tensors_in_and_out():
+    torch = pytest.importorskip("torch")
+    from gpulinalg.decomp import PCA
+    x = torch.from_numpy(np.random.default_rng(3).standard_normal((200, 12)))
+    pca = PCA(n_components=3).fit(x)
+    z = pca.transform(x)
+    assert isinstance(z, torch.Tensor) and tuple(z.shape) == (200, 3)
+    back = pca.inverse_transform(z)
+    assert isinstance(back, torch.Tensor) and tuple(back.shape) == (200, 12)
+    ref = PCA(n_components=3).fit(x.numpy())
+    np.testing.assert_allclose(z.numpy(), ref.transform(x.numpy()), atol=1e-10)

@@ -349,4 +349,5 @@ def _fit_bytes(shape, cfg, host):
 
 def _transform_bytes(X, comp):
     m, n = X.shape
-    return int((m * n + m * comp.shape[0] + comp.size) * comp.dtype.itemsize * 2)
+    k, n_comp = comp.shape  # components_ may be a torch tensor, whose .size is a method
+    return int((m * n + m * k + k * n_comp) * comp.dtype.itemsize * 2)
