@@ -22,9 +22,10 @@ DISTRIBUTIONS = {
     "dask": ("dask",), "threadpoolctl": ("threadpoolctl",),
 }
 CUDA_LIBRARIES = ("cublas", "cublasLt", "cusolver", "cusparse", "cudss")
-#: What each module's GPU engine loses without a library (the rest of gpulinalg still uses the GPU).
-_NEEDED_BY = {"cublas": "dense, decomp", "cublasLt": "dense", "cusolver": "decomp, gp, sparse",
-              "cusparse": "sparse", "cudss": "sparse (cuSOLVER-Sp instead)"}
+#: Who needs each library on the GPU (without cuDSS, sparse uses cuSOLVER-Sp).
+_NEEDED_BY = {"cublas": "needed by dense, decomp", "cublasLt": "needed by dense",
+              "cusolver": "needed by decomp, gp, sparse", "cusparse": "needed by sparse",
+              "cudss": "sparse uses cuSOLVER-Sp"}
 
 
 def _version(name):
@@ -109,7 +110,7 @@ def classify(driver, cupy_major, cupy_problem, gpus, disabled, missing, detail=N
     if gpus and disabled is None:
         names = ", ".join(sorted({g.name for g in gpus}))
         if missing:
-            lost = "; ".join(f"{m} ({_NEEDED_BY.get(m, '?')} on the CPU)" for m in missing)
+            lost = "; ".join(f"{m} ({_NEEDED_BY.get(m, 'a CUDA library')})" for m in missing)
             extra = _extra(driver) if driver else "gpulinalg[cuda12] or [cuda13]"
             return GPUStatus(True, "library-missing", f"GPU: {names}; missing {lost}",
                              f"pip install '{extra}'", detail)
