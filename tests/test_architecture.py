@@ -250,3 +250,11 @@ def test_public_functions_carry_type_hints():
         elif sig.return_annotation is inspect.Signature.empty and fn.__name__ != "__init__":
             missing.append(qualname + " (return)")
     assert missing == []
+
+
+def test_type_checker_passes():
+    """mypy over the package (settings in pyproject.toml): the hints are checked, not decoration."""
+    pytest.importorskip("mypy")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"],
+                          cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
