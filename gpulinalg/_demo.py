@@ -103,6 +103,23 @@ def compare(name, ours, reference, reference_name, check, place=None):
                 check=bool(check(got, expected)))
 
 
+def rows_of(functions, small):
+    """The rows of ``fn(small)`` for each function (each returns a row or a list of rows); one
+    that needs a missing optional package (scikit-learn, torch) gives a row saying so."""
+    rows = []
+    for fn in functions:
+        try:
+            got = fn(small)
+        except ModuleNotFoundError as exc:
+            reason = _skip_reason(exc)
+            if reason is None:
+                raise
+            got = dict(step=fn.__name__.removesuffix("_step"), where=f"skipped ({reason[9:]})",
+                       seconds=None, check=True)
+        rows.extend(got if isinstance(got, list) else [got])
+    return rows
+
+
 def runtime_step(small):
     """The dispatcher at work: a normal run, then an injected GPU out-of-memory fallback."""
     from ._runtime.validation import namespace

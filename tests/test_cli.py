@@ -192,3 +192,21 @@ def test_demo_without_a_gpu_picks_small_sizes_and_passes():
     assert "FAILED" not in text and "all checks passed" in text
     assert re.search(r"\d+\.\d× (faster|slower) than \w", text)
     assert not re.search(r"\dx vs ", text)  # the old unlabelled ratio
+
+
+def test_rows_of_marks_a_row_needing_a_missing_package_skipped():
+    def pca_step(small):
+        raise ModuleNotFoundError("No module named 'sklearn.decomposition'",
+                                  name="sklearn.decomposition")
+
+    def qr_step(small):
+        return _row(True)
+
+    def broken_step(small):
+        raise ModuleNotFoundError("No module named 'gpulinalg.nope'", name="gpulinalg.nope")
+    rows = _demo.rows_of([qr_step, pca_step], True)
+    assert [r["step"] for r in rows] == ["x", "pca"] and all(r["check"] for r in rows)
+    line = _demo.format_row(rows[1])
+    assert "skipped" in line and "pip install 'gpulinalg[sklearn]'" in line
+    with pytest.raises(ModuleNotFoundError):
+        _demo.rows_of([broken_step], True)
