@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import venv
 import zipfile
 
@@ -95,16 +94,20 @@ def test_wheel_installs_and_runs_in_a_clean_venv(wheel, tmp_path):
     # NumPy and SciPy from this environment, and nothing else from it
     core = tmp_path / "core"
     core.mkdir()
-    here = pathlib.Path(sysconfig.get_paths()["purelib"])
-    for entry in here.iterdir():
-        if re.match(r"^(numpy|scipy)([-.]|$)", entry.name, re.I):
-            os.symlink(entry, core / entry.name)
+    import numpy
+    import scipy
+    for module in (numpy, scipy):  # the package, its .libs and its .dist-info, where they are
+        home = pathlib.Path(module.__file__).resolve().parent.parent
+        for entry in home.iterdir():
+            if re.match(rf"^{module.__name__}([-.]|$)", entry.name, re.I) and \
+                    not (core / entry.name).exists():
+                os.symlink(entry, core / entry.name)
     pathlib.Path(site, "core.pth").write_text(str(core) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # this checkout stays out
     run = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
                           "--no-deps", "--no-index", str(wheel)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     smoke = subprocess.run([str(py), "-c", SMOKE], capture_output=True, text=True,
                            cwd=tmp_path, env={**env, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
     assert smoke.returncode == 0, smoke.stderr
