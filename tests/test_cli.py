@@ -210,3 +210,18 @@ def test_rows_of_marks_a_row_needing_a_missing_package_skipped():
     assert "skipped" in line and "pip install 'gpulinalg[sklearn]'" in line
     with pytest.raises(ModuleNotFoundError):
         _demo.rows_of([broken_step], True)
+
+
+def test_compare_times_a_reference_slower_than_the_budget_once(monkeypatch):
+    monkeypatch.setattr(_demo._tour, "size", "small")
+    monkeypatch.setitem(_demo._RUNS, "small", (5, 0.0))  # every call outlasts the budget
+    calls = {"ours": 0, "ref": 0}
+
+    def count(name):
+        def fn():
+            calls[name] += 1
+            return 1
+        return fn
+    row = _demo.compare("step", count("ours"), count("ref"), "X", lambda a, b: a == b,
+                        place=lambda: "cpu")
+    assert calls == {"ours": 2, "ref": 1} and row["runs"] == 1 and row["check"]
