@@ -53,7 +53,7 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-def _median_runs(fn, out):
+def _median_runs(fn):
     """Time warm calls of ``fn`` (at least one; more while the tour's time per side lasts);
     return ``(last output, median seconds, number of runs)``."""
     most, budget = _RUNS[_tour.size]
@@ -94,12 +94,12 @@ def compare(name, ours, reference, reference_name, check, place=None):
     place : callable, optional
         Called right after the cold call; returns the row's ``where`` (default :func:`where`).
     """
-    first, cold = timed(ours)
+    _, cold = timed(ours)
     here = (place or where)()
-    got, seconds, runs = _median_runs(ours, first)
+    got, seconds, runs = _median_runs(ours)
     expected, ref_seconds = timed(reference)  # the reference's warm-up...
     if ref_seconds <= _RUNS[_tour.size][1]:  # ...untimed, unless one call outlasts the budget
-        expected, ref_seconds, _ = _median_runs(reference, None)
+        expected, ref_seconds, _ = _median_runs(reference)
     return dict(step=name, where=here, seconds=seconds, cold_seconds=cold, runs=runs,
                 reference=reference_name, reference_seconds=ref_seconds,
                 check=bool(check(got, expected)))
