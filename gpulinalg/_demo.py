@@ -171,14 +171,14 @@ def ratio(seconds, reference_seconds, reference):
         f"{1 / r:.1f}× slower than {reference}"
 
 
-_COLUMNS = f"  {'check':<6} {'step':<44} {'where':<12} {'warm':>9} {'first call':>10}  comparison"
+_COLUMNS = f"  {'check':<6} {'step':<42} {'where':<12} {'warm':>9} {'first call':>10}  comparison"
 
 
 def format_row(row):
     """One printed line; a second one when where the step ran needs explaining."""
     short, _, note = row["where"].partition(" (")
     cold = row.get("cold_seconds")
-    line = (f"  {'ok' if row['check'] else 'FAILED':<6} {row['step']:<44} {short:<12} "
+    line = (f"  {'ok' if row['check'] else 'FAILED':<6} {row['step']:<42} {short:<12} "
             f"{_fmt_time(row['seconds']):>9} {_fmt_time(cold) if cold else '':>10}  "
             f"{ratio(row['seconds'], row.get('reference_seconds'), row.get('reference'))}")
     if note and not note.startswith("no GPU"):  # without a GPU, the reason heads the tour
