@@ -241,3 +241,22 @@ def test_record_is_kept_when_the_call_raises():
     rec = gpulinalg.last_run()
     assert rec.op == "test.boom" and rec.backend == "cpu"
     assert rec.details["raised"] == "ValueError: bad input deep inside"
+
+
+def test_fallback_warning_points_at_the_callers_line(fake_gpu):
+    import inspect
+    with testing.inject_fault("oom"), pytest.warns(gpulinalg.FallbackWarning) as caught:
+        line = inspect.currentframe().f_lineno + 1
+        _dispatch.dispatch("test.op", lambda x: x, lambda x: x, (np.ones(2),))
+    assert caught[0].filename == __file__ and caught[0].lineno == line
+
+
+def test_shortcut_is_recorded_and_honours_backend_gpu():
+    with gpulinalg.config(backend="cpu"):
+        assert _dispatch.shortcut("test.empty", 7) == 7
+    rec = gpulinalg.last_run()
+    assert (rec.op, rec.backend, rec.fell_back) == ("test.empty", "none", False)
+    if not gpulinalg.gpu_available():
+        with gpulinalg.config(backend="gpu"), pytest.raises(gpulinalg.GPUUnavailableError):
+            _dispatch.shortcut("test.empty", 7)
+        assert gpulinalg.last_run().details["raised"] == "GPUUnavailableError"

@@ -8,16 +8,16 @@ import logging
 import sys
 import threading
 import time
-import warnings
 
 from . import arrays as _arrays
 from . import budget as _budget
 from . import device as _device
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
+from .errors import warn as _warn
 from .streams import op_stream as _op_stream
 
-__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note"]
+__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note", "shortcut"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -35,7 +35,7 @@ class RunRecord:
     """What the last operation of a thread did (see :func:`gpulinalg.last_run`)."""
 
     op: str
-    backend: str  # "gpu", "gpu-out-of-core" or "cpu"
+    backend: str  # "gpu", "gpu-out-of-core", "cpu", or "none" (answered without running)
     device: object  # GPU index, or "cpu"
     fell_back: bool
     reason: str
@@ -92,6 +92,28 @@ def note(**details: object) -> None:
     pending = getattr(_local, "details", None)
     if pending is not None:
         pending.update(details)
+
+
+def shortcut(op, result, reason="empty input: nothing to compute"):
+    """Return ``result`` of a call answered without running anything (empty input, ``k = 0``),
+    recorded like any other call: :func:`last_run` says so (backend ``"none"``), and
+    ``backend="gpu"`` without a usable GPU still raises :class:`GPUUnavailableError`, as the
+    same call with data would.
+
+    Examples
+    --------
+    >>> import gpulinalg
+    >>> shortcut("decomp.qr", ()) == ()
+    True
+    >>> gpulinalg.last_run().backend, gpulinalg.last_run().reason
+    ('none', 'empty input: nothing to compute')
+    """
+    if get_config().backend is _GPU and not _device.gpu_available():
+        _local.record = (op, "none", "cpu", False, reason, 0.0, {"raised": "GPUUnavailableError"})
+        raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: "
+                                  f"{_device.unavailable_reason()}")
+    _local.record = (op, "none", "none", False, reason, 0.0, {})
+    return result
 
 
 def granted_bytes():
@@ -178,7 +200,7 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         if not is_sticky(exc):
             raise
         route, reason, fell_back = "cpu", _on_sticky(op, exc, settings), True
-        warnings.warn(f"gpulinalg: {op} ran on the CPU: {reason}", FallbackWarning, stacklevel=2)
+        _warn(f"gpulinalg: {op} ran on the CPU: {reason}", FallbackWarning)
     if route == "cpu":
         return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
     fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
@@ -195,7 +217,7 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         if not is_sticky(exc):
             raise
         why = _on_sticky(op, exc, settings)
-    warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=3)
+    _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
 
 
@@ -204,7 +226,7 @@ def _on_sticky(op, exc, settings):
     _free_pools_quietly()
     why = f"sticky CUDA error ({type(exc).__name__}: {exc}); GPU disabled for this process"
     if _device.disable_gpu(why):
-        warnings.warn(f"gpulinalg: {why}", FallbackWarning, stacklevel=4)
+        _warn(f"gpulinalg: {why}", FallbackWarning)
         log.error("%s: %s", op, why)
     if settings.fallback is _RAISE:
         raise exc
@@ -250,7 +272,7 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
     if settings.fallback is _RAISE:
         raise MemoryError(f"{op}: {why} and fallback='raise'")
-    warnings.warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning, stacklevel=4)
+    _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return "cpu", why, True, "cpu"
 
 

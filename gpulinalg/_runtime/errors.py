@@ -57,3 +57,18 @@ class ResidualWarning(RuntimeWarning):
 
 class IllConditionedWarning(RuntimeWarning):
     """The input is ill conditioned; results may be inaccurate (like SciPy's ``LinAlgWarning``)."""
+
+
+_PACKAGE_DIR = __file__.rsplit("_runtime", 1)[0]  # .../gpulinalg/
+
+
+def warn(message, category, *, skip=0):
+    """``warnings.warn`` pointing at the first frame outside gpulinalg (the user's line), however
+    deep inside the library the warning is raised (pandas' ``find_stack_level`` idea; Python
+    3.12's ``skip_file_prefixes`` does the same)."""
+    import sys
+    import warnings
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of warn()
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + skip)
