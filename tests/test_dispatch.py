@@ -260,3 +260,26 @@ def test_shortcut_is_recorded_and_honours_backend_gpu():
         with gpulinalg.config(backend="gpu"), pytest.raises(gpulinalg.GPUUnavailableError):
             _dispatch.shortcut("test.empty", 7)
         assert gpulinalg.last_run().details["raised"] == "GPUUnavailableError"
+
+
+def test_dask_input_takes_the_dask_route_and_stays_lazy():
+    da = pytest.importorskip("dask.array")
+    x = da.ones((6, 4), chunks=(3, 4))
+    calls = []
+
+    def host(a):
+        calls.append("host")
+        return a
+
+    out = _dispatch.dispatch("test.dask", host, host, (x,), dask_fn=lambda a: a * 2)
+    assert isinstance(out, da.Array) and calls == []
+    rec = gpulinalg.last_run()
+    assert (rec.op, rec.backend, rec.device) == ("test.dask", "dask", "dask")
+    np.testing.assert_array_equal(out.compute(), np.full((6, 4), 2.0))
+
+
+def test_dask_input_without_a_dask_route_is_refused_not_computed():
+    da = pytest.importorskip("dask.array")
+    x = da.ones((4, 4), chunks=2)
+    with pytest.raises(TypeError, match="does not take Dask arrays"):
+        _dispatch.dispatch("test.nodask", lambda a: a, lambda a: a, (x,))

@@ -35,7 +35,7 @@ class RunRecord:
     """What the last operation of a thread did (see :func:`gpulinalg.last_run`)."""
 
     op: str
-    backend: str  # "gpu", "gpu-out-of-core", "cpu", or "none" (answered without running)
+    backend: str  # "gpu", "gpu-out-of-core", "cpu", "dask" (a lazy graph), or "none"
     device: object  # GPU index, or "cpu"
     fell_back: bool
     reason: str
@@ -157,7 +157,8 @@ def _free_pools():
 
 
 def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
-             oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True):
+             oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True,
+             dask_fn=None):
     """Run operation ``op`` on the GPU or the CPU and return its result in the caller's package.
 
     Parameters
@@ -188,8 +189,14 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         by events (:class:`~gpulinalg._runtime.streams.op_stream`), as libraries whose handle is
         bound to a stream need. ``False``: on the caller's current stream itself, for functions
         that name their stream in every call (cuBLASLt), saving the two event hand-offs.
+    dask_fn : callable, optional
+        The Dask route: when an argument is a ``dask.array.Array``, it is called instead (same
+        signature) and returns lazy Dask arrays built on the user's cluster; without one, Dask
+        input raises ``TypeError`` (it is never computed behind the caller's back).
     """
     kwargs = kwargs or {}
+    if "dask" in sys.modules and _any_dask(args, kwargs):  # one dict lookup without Dask
+        return _run_dask(op, dask_fn, args, kwargs)
     settings = get_config()
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
         _arrays.caller_kind(*args, *kwargs.values())
@@ -219,6 +226,32 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         why = _on_sticky(op, exc, settings)
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+
+
+def _any_dask(args, kwargs):
+    array_type = getattr(sys.modules.get("dask.array"), "Array", None)
+    if array_type is None:
+        return False
+    return any(isinstance(x, array_type) for x in (*args, *kwargs.values()))
+
+
+def _run_dask(op, dask_fn, args, kwargs):
+    """Build the lazy graph of ``dask_fn`` (nothing runs until the caller computes it)."""
+    if dask_fn is None:
+        raise TypeError(f"{op} does not take Dask arrays; pass a NumPy, CuPy or torch array "
+                        "(dask_array.compute() gives one), or see docs/dask.md for what does")
+    _local.details = details = {}
+    start = time.perf_counter()
+    try:
+        result = dask_fn(*args, **kwargs)
+    except BaseException as exc:
+        details["raised"] = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        _local.details = None
+        _local.record = (op, "dask", "dask", False, "Dask array input: lazy graph for the "
+                         "user's cluster", time.perf_counter() - start, details)
+    return result
 
 
 def _on_sticky(op, exc, settings):
