@@ -242,3 +242,107 @@ def test_float32_precision(rng, compute_type):
         assert err < 1e-5
     else:
         assert err < 1e-2
+
+
+# -- issue 18: byte order, NaN policy, answers without running, warnings at the caller ------
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16"])
+def test_big_endian_inputs_are_converted(backend, rng, dtype):
+    a = rng.standard_normal((5, 4)).astype(dtype)
+    b = rng.standard_normal((4, 3)).astype(dtype)
+    bias = rng.standard_normal(3).astype(dtype)
+    a0, b0 = a.copy(), b.copy()
+    out = matmul(a, b, bias=bias)
+    native = np.dtype(dtype).newbyteorder("=")
+    assert out.dtype == native and out.dtype.isnative
+    ref = a.astype(native) @ b.astype(native) + bias.astype(native)
+    assert np.allclose(out, ref, rtol=10 * np.finfo(native).eps * 4, atol=0)
+    assert a.dtype == np.dtype(dtype) and np.array_equal(a, a0) and np.array_equal(b, b0)
+
+
+def test_big_endian_mixed_with_native_and_backward(backend, rng):
+    from gpulinalg.dense import matmul_backward
+    a = rng.standard_normal((6, 4)).astype(">f8")
+    b = rng.standard_normal((4, 3))  # native float64: the same dtype in another byte order
+    out, aux = matmul(a, b, activation="relu", return_aux=True)
+    assert np.allclose(out, np.maximum(a.astype("<f8") @ b, 0))
+    g = np.ones((6, 3), ">f8")
+    grads = matmul_backward(g, a, b, aux=aux, activation="relu")
+    mask = (a.astype("<f8") @ b) > 0
+    assert np.allclose(grads.grad_a, (g * mask) @ b.T)
+    assert grads.grad_a.dtype.isnative and grads.grad_b.dtype.isnative
+
+
+@pytest.mark.parametrize("where", ["a", "b", "bias", "c"])
+def test_nan_propagates_silently_by_default(backend, where):
+    """The documented policy: check_finite=False, so NaN in gives NaN out, no error or warning
+    (as numpy/cupy/torch matmul); only the rows/columns the NaN reaches are NaN."""
+    import warnings
+    arrays = dict(a=np.ones((3, 4)), b=np.ones((4, 2)), bias=np.ones(2), c=np.ones((3, 2)))
+    arrays[where][(0,) * arrays[where].ndim] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = matmul(arrays["a"], arrays["b"], bias=arrays["bias"], c=arrays["c"], beta=1.0)
+    expect = np.zeros((3, 2), bool)
+    expect[{"a": (0, slice(None)), "b": (slice(None), 0), "bias": (slice(None), 0),
+            "c": (0, 0)}[where]] = True
+    assert np.array_equal(np.isnan(out), expect)
+
+
+def test_nan_in_unused_c_does_not_propagate(backend):
+    c = np.full((3, 2), np.nan)
+    out = matmul(np.ones((3, 4)), np.ones((4, 2)), c=c, beta=0.0)
+    assert np.array_equal(out, np.full((3, 2), 4.0))
+
+
+@pytest.mark.parametrize("shapes, reason", [
+    (((0, 4), (4, 3)), "empty input"), (((4, 2), (2, 0)), "empty input"),
+    (((3, 0, 4), (4, 3)), "empty input"), (((4, 0), (0, 3)), "K = 0")])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_answers_without_running_are_recorded(backend, shapes, reason, activation):
+    a, b = np.ones(shapes[0], np.float32), np.ones(shapes[1], np.float32)
+    out, aux = matmul(a, b, activation=activation, return_aux=True)
+    rec = gpulinalg.last_run()
+    assert (rec.op, rec.backend, rec.fell_back) == ("dense.matmul", "none", False)
+    assert rec.reason.startswith(reason)
+    assert out.shape == np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2],
+                                                                             b.shape[-1])
+    assert out.dtype == np.float32 and not out.any()
+    if activation == "relu":
+        assert not relu_mask(aux).any()
+    elif activation == "gelu":
+        assert not preactivation(aux).any()
+
+
+def test_k0_with_bias_still_runs(backend):
+    out = matmul(np.ones((4, 0)), np.ones((0, 3)), bias=np.arange(3.0), activation="relu")
+    assert np.array_equal(out, np.tile(np.arange(3.0), (4, 1)))
+    assert gpulinalg.last_run().backend in ("cpu", "gpu")
+
+
+@pytest.mark.parametrize("form", [False, True, "column"])
+def test_backward_of_an_empty_product_is_recorded(backend, form):
+    from gpulinalg.dense import matmul_backward
+    a, b = np.ones((4, 2)), np.ones((2, 0))
+    grads = matmul_backward(np.ones((4, 0)), a, b, bias=form)
+    assert gpulinalg.last_run().backend == "none"
+    assert grads.grad_a.shape == (4, 2) and not grads.grad_a.any()
+    assert grads.grad_b.shape == (2, 0)
+    want = {False: None, True: (0,), "column": (4, 1)}[form]
+    assert (grads.grad_bias is None) if want is None else grads.grad_bias.shape == want
+
+
+@pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU answer")
+def test_shortcut_keeps_backend_gpu_strict():
+    with gpulinalg.config(backend="gpu"), pytest.raises(gpulinalg.GPUUnavailableError):
+        matmul(np.ones((0, 3)), np.ones((3, 2)))
+    assert gpulinalg.last_run().details.get("raised") == "GPUUnavailableError"
+
+
+def test_fallback_warning_points_at_the_caller(fake_gpu, rng):
+    from gpulinalg._runtime import testing
+    a, b = _operands(rng, (6, 5), (5, 4), np.float64)
+    with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
+        with pytest.warns(gpulinalg.FallbackWarning) as record:
+            matmul(a, b)
+    assert [w.filename for w in record] == [__file__]

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
-from .._runtime.dispatch import dispatch
+from .._runtime.dispatch import dispatch, shortcut
 from .._runtime.validation import check_finite as _check_finite
 from . import _calls, _matmul_cuda, _matmul_host
 from ._results import Gradients, MatmulAux
@@ -20,14 +20,32 @@ __all__ = ["matmul", "matmul_backward"]
 
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
 _dtype_names: dict = {}
+#: Byte-swapped (non-native) NumPy dtypes met so far: their arrays are converted to native
+#: byte order before anything runs, as every other family does (``>f8`` is float64).
+_SWAPPED: set = set()
 
 
 def _dtype_name(x):
     dt = x.dtype
     name = _dtype_names.get(dt)
     if name is None:
-        name = _dtype_names[dt] = str(dt).replace("torch.", "")
+        name = _dtype_names[dt] = _name_of(dt)
     return name
+
+
+def _name_of(dt):
+    """The name of dtype ``dt`` in :data:`DTYPES`' spelling (``>f8`` is ``float64``)."""
+    if isinstance(dt, np.dtype) and not dt.isnative:
+        _SWAPPED.add(dt)
+        dt = dt.newbyteorder("=")
+    return str(dt).replace("torch.", "")
+
+
+def _native(x):
+    """``x`` in native byte order (a copy only for a byte-swapped NumPy array)."""
+    if type(x) is np.ndarray and x.dtype in _SWAPPED:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
 
 
 def _arrays_of(named):
@@ -165,8 +183,9 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     autotune : bool, optional
         Time cuBLASLt's candidate algorithms when the plan is made; the winner is cached with the
         plan. Default: ``gpulinalg.get_config().autotune``.
-    check_finite : bool
-        Raise ``ValueError`` when an input holds NaN or Inf (one reduction per input).
+    check_finite : bool, default False
+        Raise ``ValueError`` when an input holds NaN or Inf (one reduction per input). Off by
+        default, unlike SciPy's solvers: see Notes.
 
     Returns
     -------
@@ -189,6 +208,20 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     the same layout also skip validation. Half-precision inputs are computed in float32 and
     rounded once, on both backends.
 
+    **NaN and Inf propagate by default.** ``check_finite`` defaults to ``False``, as in
+    ``numpy.matmul``, ``cupy.matmul`` and ``torch.matmul``: NaN or Inf in ``a``, ``b``,
+    ``bias`` or a used ``c`` give NaN/Inf in the result (IEEE arithmetic, on both backends),
+    without an error or a warning. A check would read every input once more (a reduction as
+    large as the inputs, and a device-to-host synchronization for its answer) on every call,
+    which costs more than the product itself for the small products of a training step. Pass
+    ``check_finite=True`` to get SciPy's ``ValueError`` instead. With ``beta == 0``, ``c`` is
+    not read at all, so NaN in an unused ``c`` does not propagate (as in cuBLAS).
+
+    Byte-swapped NumPy inputs (``'>f8'`` on a little-endian machine) are converted to native
+    byte order first; the result is native. A product that needs no arithmetic (a zero-sized
+    result, or ``K == 0`` without ``bias`` and ``c``) is answered without running anything:
+    :func:`gpulinalg.last_run` then reports backend ``"none"``.
+
     Examples
     --------
     >>> import numpy as np
@@ -198,6 +231,16 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     >>> bias = rng.standard_normal(5)
     >>> np.allclose(matmul(a, b, bias=bias, activation="relu"), np.maximum(a @ b + bias, 0))
     True
+
+    NaN propagates unless ``check_finite=True`` asks for the check:
+
+    >>> a[0, 0] = np.nan
+    >>> bool(np.isnan(matmul(a, b)[0]).all())
+    True
+    >>> matmul(a, b, check_finite=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: a must not contain infs or NaNs
     """
     tune = get_config().autotune if autotune is None else bool(autotune)
     key = None if check_finite else _calls.call_key(a, b, bias, c, activation, alpha, beta,
@@ -208,6 +251,8 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
             return _dispatch(a, b, bias, c, *known)
     a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
     dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
+    if _SWAPPED:  # only once a byte-swapped array was ever seen
+        a, b, bias, c = _native(a), _native(b), _native(bias), _native(c)
     _options(activation, compute_type, dtype)
     batch, m, k, n = _shapes(a, b)
     out_shape = (*batch, m, n)
@@ -225,7 +270,9 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     spec = Spec(activation, _scalar(alpha, "alpha", dtype), _scalar(beta, "beta", dtype),
                 bool(return_aux), compute_type, tune, form, form != "m1", out_shape, batch)
     if 0 in out_shape:
-        return _empty(a, spec)
+        return shortcut("dense.matmul", _zeros(a, spec))
+    if k == 0 and bias is None and (c is None or spec.beta == 0.0):
+        return shortcut("dense.matmul", _zeros(a, spec), "K = 0: the product is zero")
     size = _size(out_shape)
     arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
         (0 if c is None else c.nbytes)
@@ -241,9 +288,11 @@ def _dispatch(a, b, bias, c, spec, nbytes, flops):
                     own_stream=False)
 
 
-def _empty(a, spec):
-    """The (empty) answer of a product with a zero-sized result, in ``a``'s package."""
-    out = _arrays.to_kind(np.empty(spec.out_shape, dtype=_host_dtype(a)), _arrays.kind_of(a), a)
+def _zeros(a, spec):
+    """The answer of a product that needs no arithmetic, in ``a``'s package and on its device:
+    a zero-sized result, or ``act(0) = 0`` when ``K == 0`` without bias or ``c`` (its aux then
+    says ``Z = 0`` everywhere: no ReLU bit set, a zero GELU pre-activation)."""
+    out = _arrays.to_kind(np.zeros(spec.out_shape, dtype=_host_dtype(a)), _arrays.kind_of(a), a)
     if not spec.return_aux:
         return out
     if spec.activation is None:
@@ -260,6 +309,8 @@ def _empty(a, spec):
 def _host_dtype(a):
     if _arrays.kind_of(a) is _arrays.Kind.TORCH:
         import torch
+        if a.dtype == torch.bfloat16:  # NumPy has none: ml_dtypes' (the bits torch shares)
+            return _arrays.bfloat16()
         return torch.empty(0, dtype=a.dtype).numpy().dtype
     return np.dtype(a.dtype)
 
@@ -323,6 +374,10 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     if aux is not None:
         pairs += (("aux.data", aux.data if aux.activation == "gelu" else None),)
     dtype = _arrays_of(pairs)
+    if _SWAPPED:
+        a, b, grad_out = _native(a), _native(b), _native(grad_out)
+        if upstream is not None:
+            upstream = (_native(upstream[0]), _native(upstream[1]))
     _options(activation, compute_type, dtype)
     batch, m, k, n = _shapes(a, b)
     out_shape = (*batch, m, n)
@@ -339,12 +394,24 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
                 autotune=get_config().autotune if autotune is None else bool(autotune),
                 bias_form=form, transposed=True if aux is None else aux.transposed,
                 out_shape=out_shape, batch_shape=batch)
+    if 0 in out_shape:
+        return shortcut("dense.matmul_backward", _zero_grads(a, b, form, m, n))
     size = _size(out_shape)
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     return dispatch("dense.matmul_backward", _matmul_cuda.matmul_backward,
                     _matmul_host.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
                     flops=4.0 * size * k, like=a, own_stream=False)
+
+
+def _zero_grads(a, b, form, m, n):
+    """The gradients when the result is empty (nothing reaches ``a``, ``b`` or the bias)."""
+    kind, dt = _arrays.kind_of(a), _host_dtype(a)
+
+    def zeros(shape):
+        return _arrays.to_kind(np.zeros(shape, dtype=dt), kind, a)
+    grad_bias = None if form is None else zeros((n,) if form == "n" else (m, 1))
+    return Gradients(zeros(tuple(a.shape)), zeros(tuple(b.shape)), grad_bias)
 
 
 def _backward_bias_form(bias, aux):
