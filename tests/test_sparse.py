@@ -181,10 +181,21 @@ def test_logdet_one_by_one(backend):
         np.testing.assert_allclose(fac.logdet().logabsdet, np.log(4.0))
 
 
-def test_logdet_needs_symmetric_method(backend, rng):
-    with factorize(unsymmetric(10, rng)) as fac:
-        with pytest.raises(ValueError, match="cholesky or ldlt"):
-            fac.logdet()
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_logdet_lu_matches_slogdet(backend, rng, dtype):
+    """LU log-determinants (issue 14): U's diagonal and both permutations' parities, also for
+    a negative determinant and a matrix that needs row pivoting (zero diagonal)."""
+    needs_cudss(backend)
+    a = unsymmetric(40, rng, dtype).tolil()
+    a[0, 0], a[3, 3] = 0.0, 0.0  # pivoting must move rows
+    a = a.tocsr()
+    a.eliminate_zeros()
+    for m in (a, sp.csr_matrix(-a.toarray()[::-1])):  # a different sign and row order
+        with factorize(m, method="lu") as fac:
+            sign, logabs = fac.logdet()
+        ref = np.linalg.slogdet(m.toarray())
+        np.testing.assert_allclose(sign, ref.sign, atol=1e-10)
+        np.testing.assert_allclose(logabs, ref.logabsdet, rtol=1e-10)
 
 
 def test_refinement_lowers_backward_error(backend, rng):

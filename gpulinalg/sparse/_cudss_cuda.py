@@ -31,6 +31,7 @@ import numpy as np
 
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from ._csr_cuda import device_csr
+from ._factor_xp import parity
 from ._residual_xp import norm_inf
 from ._results import new_timings
 
@@ -184,6 +185,8 @@ class CuDSSFactor:
     """A cuDSS factorization of one canonical CSR matrix (CuPy arrays, current device)."""
 
     backend = "cudss"
+    #: cuDSS before 1.0 has no transposed solve: :func:`~._factor_xp.solve_op` factors Aᵀ
+    native_trans = False
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         self.n, self.method = int(n), method
@@ -193,6 +196,8 @@ class CuDSSFactor:
         self.matrix_type = MATRIX_TYPES[(method, self.dtype.kind == "c")]
         self.timings = new_timings()
         self.perturbed, self.solver, self.multithreaded = 0, None, False
+        #: smallest/largest |pivot| (LU, LDLᵀ; not read for Cholesky, which fails instead)
+        self.pivot_ratio = None
         self._per_column, self._factor_nnz = False, None
         #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)
         self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
@@ -248,9 +253,13 @@ class CuDSSFactor:
             self.perturbed = self._tiny_pivots()
 
     def _tiny_pivots(self):
-        """Pivots at cuDSS's perturbation threshold (``pivot_eps * ||A||_inf``)."""
+        """Pivots at cuDSS's perturbation threshold (``pivot_eps * ||A||_inf``); also keeps
+        the smallest/largest pivot magnitude for the condition rule (the diagonal is read
+        here anyway)."""
         from nvmath.bindings import cudss
         d = abs(_data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n))
+        top = float(d.max()) if d.size else 0.0
+        self.pivot_ratio = float(d.min()) / top if top > 0 else 0.0
         return int((d <= 10.0 * self.pivot_eps * self.anorm).sum())
 
     @property
@@ -313,15 +322,41 @@ class CuDSSFactor:
             raise
 
     def slogdet(self):
-        """(sign, log|det|) from the factor diagonal: L's for Cholesky, D's for LDLᵀ."""
+        """(sign, log|det|) from the factor diagonal: L's for Cholesky, D's for LDLᵀ, U's for
+        LU with the parities of cuDSS's final row and column permutations (sign ``None`` when
+        cuDSS does not report them)."""
         from nvmath.bindings import cudss
         d = _data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n)
         if self.method == "cholesky":
             return 1.0, float(2.0 * np.log(abs(d)).sum())
         if d.size and not d.all():
-            return 0.0, -np.inf
-        dr = d.real if self.dtype.kind == "c" else d
-        return float(np.prod(np.sign(dr))), float(np.log(abs(dr)).sum())
+            return (0j if self.dtype.kind == "c" else 0.0), -np.inf
+        if self.method == "ldlt":
+            dr = d.real if self.dtype.kind == "c" else d
+            return float(np.prod(np.sign(dr))), float(np.log(abs(dr)).sum())
+        absd = abs(d)
+        perm_sign = self._permutation_sign()
+        if perm_sign is None:  # the caller takes the sign from a host factorization
+            return None, float(np.log(absd).sum())
+        phase = np.prod(d / absd) * perm_sign
+        sign = complex(phase) if self.dtype.kind == "c" else float(np.sign(phase.real))
+        return sign, float(np.log(absd).sum())
+
+    def _permutation_sign(self):
+        """``sign(P_row) sign(P_col)`` of the factorization ``P_row A P_col = L U``, from
+        cuDSS's final permutations (reordering and pivoting, ``CUDSS_DATA_PERM_ROW`` /
+        ``PERM_COL``); ``None`` where this cuDSS does not report them."""
+        from nvmath.bindings import cudss
+        signs = 1.0
+        for param in (cudss.DataParam.PERM_ROW, cudss.DataParam.PERM_COL):
+            try:
+                p = _data_get(self.solver, param, np.int32, self.n)
+            except cudss.cuDSSError:
+                return None
+            if not np.array_equal(np.sort(p), np.arange(self.n)):
+                return None
+            signs *= parity(p)
+        return signs
 
     def matrix(self):
         return self.m.get()

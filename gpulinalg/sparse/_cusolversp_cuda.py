@@ -5,6 +5,13 @@
 These routines factor and solve in one call for one right-hand side and keep no factor, so a
 "factorization" here holds the matrix on the device, checks at creation that it factors
 (one probe solve), and factors again for every right-hand side. ``slogdet`` is not available.
+
+Singularity: both routines stop at the first pivot (``R(j,j)`` for QR, ``L(j,j)`` for
+Cholesky) whose magnitude is at most ``tol`` and report its index in ``singularity``; ``tol`` is
+``sqrt(n) eps ||A||_inf`` (:data:`SINGULAR_TOL_ULPS`), the size of a pivot that is zero up to
+rounding. A report raises :class:`~gpulinalg.SingularMatrixError` (``NotPositiveDefiniteError``
+for Cholesky). Solves with ``Aᵀ`` / ``Aᴴ`` of a QR factorization run on ``Aᵀ``
+(:func:`~gpulinalg.sparse._factor_xp.solve_op`).
 """
 
 from __future__ import annotations
@@ -19,19 +26,23 @@ from ._csr_cuda import device_csr
 from ._residual_xp import norm_inf
 from ._results import new_timings
 
-__all__ = ["CuSolverSpFactor", "REORDERINGS"]
+__all__ = ["CuSolverSpFactor", "REORDERINGS", "SINGULAR_TOL_ULPS"]
 
 #: dtype -> routine prefix (one table instead of an s/d/c/z chain)
 PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 #: reordering name -> cuSOLVER-Sp ``reorder`` argument
 REORDERINGS = {"none": 0, "symrcm": 1, "symamd": 2, "metis": 3}
+#: singularity threshold ``tol`` in units of ``sqrt(n) eps ||A||_inf``
+SINGULAR_TOL_ULPS = 1.0
 
 
 class CuSolverSpFactor:
     """cuSOLVER-Sp one-call solves over one canonical CSR matrix (CuPy arrays)."""
 
     backend = "cusolversp"
+    #: the one-call routines solve with A only: :func:`~._factor_xp.solve_op` uses Aᵀ
+    native_trans = False
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
         from nvmath.bindings import cusolverSp, cusparse
@@ -71,7 +82,8 @@ class CuSolverSpFactor:
         cusolverSp.set_stream(handle, stream.ptr)
         bf = cupy.asfortranarray(b.astype(self.dtype, copy=False).reshape(self.n, -1))
         x = cupy.empty_like(bf, order="F")
-        tol = float(np.finfo(self.dtype).eps * max(self.anorm, 1e-300))
+        tol = float(SINGULAR_TOL_ULPS * np.sqrt(self.n) * np.finfo(self.dtype).eps
+                    * max(self.anorm, 1e-300))
         sing = np.full(1, -1, dtype=np.int32)
         m = self.m
         for j in range(bf.shape[1]):

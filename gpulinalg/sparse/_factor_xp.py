@@ -9,20 +9,48 @@ A *factor* is an engine object (:class:`~gpulinalg.sparse._superlu_host.SuperLUF
 :class:`~gpulinalg.sparse._cudss_cuda.CuDSSFactor`,
 :class:`~gpulinalg.sparse._cusolversp_cuda.CuSolverSpFactor`) with ``m`` (the CSR matrix where
 the factor lives), ``anorm``, ``method``, ``reordering``, ``timings``, ``factor_nnz``,
-``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``.
+``perturbed``, ``solve_raw(b)``, ``refactor(data)``, ``slogdet()``, ``matrix()`` and ``free()``;
+optionally ``native_trans`` (``solve_raw(b, trans)`` solves with ``Aᵀ``/``Aᴴ`` itself) and
+``pivot_ratio`` (smallest over largest pivot magnitude, where the engine holds the pivots).
+
+Solves with ``Aᵀ`` or ``Aᴴ`` (:func:`solve_op`): SuperLU solves them natively; a symmetric
+(Hermitian) factorization (Cholesky, LDLᵀ) uses ``Aᴴ = A`` and ``Aᵀ = conj(A)``; a GPU LU (or
+QR) factorizes ``Aᵀ`` on the first such solve, with the same engine, keeps it next to the
+factor, and refactorizes it with the factor's new values on the first such solve after a
+refactorization.
 """
 
 from __future__ import annotations
 
 from .._runtime.dispatch import note
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from ._condition_xp import assess, norm1, rcond_of
 from ._input_xp import CSRInput, check_values, pattern_values, structure, xp_of
 from ._policy import default_tol
 from ._residual_xp import solve_checked
 from ._results import describe
 
 __all__ = ["resolve_method", "build", "checked_solve", "factorize_with", "solve_once_with",
-           "refactorize"]
+           "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
+           "SYMMETRIC_METHODS"]
+
+#: methods whose factorization is of a symmetric (Hermitian for complex) matrix: A = Aᴴ
+SYMMETRIC_METHODS = ("cholesky", "ldlt")
+
+
+def parity(perm):
+    """+1 or -1: the sign of permutation ``perm`` (a host integer array), from its cycles."""
+    n = len(perm)
+    seen = [False] * n
+    cycles = 0
+    for i in range(n):
+        if not seen[i]:
+            cycles += 1
+            j = i
+            while not seen[j]:
+                seen[j] = True
+                j = int(perm[j])
+    return -1 if (n - cycles) % 2 else 1
 
 
 def resolve_method(m, method):
@@ -80,25 +108,98 @@ def build(factor_cls, csr_matrix, indptr, indices, data, n, method, reordering=N
     return factor_cls(indptr, indices, data, n, "ldlt", reordering=reordering), why
 
 
-def checked_solve(factor, b, *, check, tol, max_steps, what):
-    """Solve ``factor`` for ``b`` with residual check and refinement: ``(x, report)``."""
+def transposed(factor):
+    """A factorization of ``Aᵀ`` by ``factor``'s engine, made on first use and kept on
+    ``factor`` (its values follow ``factor``'s refactorizations)."""
+    m = factor.m
+    kept = getattr(factor, "transpose_factor", None)
+    version = getattr(factor, "values_version", 0)
+    if kept is None:
+        xp = xp_of(m.data)
+        tag = type(m)((xp.arange(1, m.nnz + 1, dtype=xp.float64), m.indices, m.indptr),
+                      shape=m.shape)
+        tt = tag.T.tocsr()
+        tt.sort_indices()
+        gather = tt.data.astype(xp.int64) - 1
+        t = type(factor)(tt.indptr, tt.indices, m.data[gather], factor.n, factor.method)
+        kept = factor.transpose_factor = [t, gather, version]
+    elif kept[2] != version:
+        kept[0].refactor(m.data[kept[1]])
+        kept[2] = version
+    return kept[0]
+
+
+def solve_op(factor, b, trans="N"):
+    """Solve ``op(A) x = b`` with ``factor``: ``op`` is ``A`` (``"N"``), ``Aᵀ`` (``"T"``) or
+    ``Aᴴ`` (``"H"``); ``b`` of shape (n,) or (n, k) in the factor's dtype and package."""
+    if trans == "N":
+        return factor.solve_raw(b)
+    if getattr(factor, "native_trans", False):
+        return factor.solve_raw(b, trans)
+    if factor.method in SYMMETRIC_METHODS:
+        if trans == "H" or factor.dtype.kind != "c":
+            return factor.solve_raw(b)
+        return factor.solve_raw(b.conj()).conj()  # Aᵀ = conj(A) for Hermitian A
+    t = transposed(factor)
+    if trans == "T" or factor.dtype.kind != "c":
+        return t.solve_raw(b)
+    return t.solve_raw(b.conj()).conj()  # Aᴴ x = b  <=>  Aᵀ conj(x) = conj(b)
+
+
+def rcond(factor):
+    """Estimated reciprocal 1-norm condition number of ``factor``'s matrix (kept until the
+    next refactorization; see :mod:`~gpulinalg.sparse._condition_xp`)."""
+    return rcond_of(factor, lambda v: solve_op(factor, v),
+                    lambda v: solve_op(factor, v, "H"))
+
+
+def _op_matrix(factor, trans):
+    """``(op(A), ||op(A)||_inf)`` for the residual of a solve with ``op(A)``."""
+    m = factor.m
+    if trans == "N":
+        return m, factor.anorm
+    norm = getattr(factor, "anorm1", None)
+    if norm is None:
+        norm = factor.anorm1 = norm1(m)
+    return (m.T if trans == "T" else m.conj().T), norm
+
+
+def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
+    """Solve ``op(A) x = b`` with ``factor`` (``trans`` as :func:`solve_op`), with residual
+    check, refinement and the condition rule: ``(x, report)``."""
     tol = default_tol(factor.n, factor.dtype) if tol is None else float(tol)
     xp = xp_of(factor.m.data)
     b = xp.asarray(b)
     if b.dtype.kind == "c" and factor.dtype.kind != "c":
-        xr, rep = checked_solve(factor, b.real.copy(), check=check, tol=tol,
-                                max_steps=max_steps, what=what)
-        xi, rep_i = checked_solve(factor, b.imag.copy(), check=check, tol=tol,
-                                  max_steps=max_steps, what=what)
-        rep["backward_error"] = max(rep["backward_error"], rep_i["backward_error"])
-        rep["warning"] = rep.get("warning") or rep_i.get("warning")
+        kw = dict(check=check, tol=tol, max_steps=max_steps, what=what, trans=trans)
+        xr, rep = checked_solve(factor, b.real.copy(), **kw)
+        xi, rep_i = checked_solve(factor, b.imag.copy(), **kw)
+        for key in ("backward_error", "growth"):
+            rep[key] = max(rep[key], rep_i[key])
+        for key in ("warning", "ill_conditioned"):
+            rep[key] = rep.get(key) or rep_i.get(key)
         return xr + 1j * xi, rep
     b = b.astype(factor.dtype, copy=False)
-    x, report = solve_checked(factor.solve_raw, factor.m, b, factor.anorm, tol=tol, check=check,
-                              max_steps=max_steps, what=what, perturbed=factor.perturbed,
+    op, anorm = _op_matrix(factor, trans)
+    x, report = solve_checked(lambda v: solve_op(factor, v, trans), op, b, anorm, tol=tol,
+                              check=check, max_steps=max_steps, what=what,
+                              perturbed=factor.perturbed,
                               pivot_eps=getattr(factor, "pivot_eps", None))
+    message = assess(factor, report["growth"], check, what, lambda v: solve_op(factor, v),
+                     lambda v: solve_op(factor, v, "H"))
+    if message:
+        report["ill_conditioned"] = message
     note(**describe(factor))
     return x, report
+
+
+def release(factor):
+    """Free ``factor`` and the ``Aᵀ`` factorization kept with it, if any."""
+    kept = getattr(factor, "transpose_factor", None)
+    if kept is not None:
+        kept[0].free()
+        factor.transpose_factor = None
+    factor.free()
 
 
 def factorize_with(factor_cls, csr_matrix, indptr, indices, data, *, n, method,
@@ -115,7 +216,7 @@ def solve_once_with(factor_cls, csr_matrix, indptr, indices, data, b, *, n, meth
         x, report = checked_solve(factor, b, check=check, tol=tol, max_steps=max_steps,
                                   what=f"sparse.solve ({factor.method})")
     finally:
-        factor.free()
+        release(factor)
     report["method_fallback"] = why
     return x, report
 
@@ -127,5 +228,7 @@ def refactorize(factor, values):
     csr = CSRInput(m.indptr, m.indices, m.data, factor.n, factor.dest, factor.input_nnz)
     data = pattern_values(csr, values)
     check_values(data, "values")
+    factor.values_version = getattr(factor, "values_version", 0) + 1
+    factor.rcond_estimate = factor.anorm1 = None
     factor.refactor(data.astype(factor.dtype, copy=False))
     note(**describe(factor))

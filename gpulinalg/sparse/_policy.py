@@ -8,12 +8,11 @@ from what the engines reported.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .._runtime.errors import ResidualWarning
+from .._runtime.errors import IllConditionedWarning, ResidualWarning, warn
 from ._results import NotPositiveDefiniteWarning
 
 __all__ = ["METHODS", "CHECKS", "DEFAULT_REFINE_STEPS", "check_method", "validate_policy",
@@ -58,13 +57,19 @@ def validate_policy(check: str, tol: float | None, refine: str | bool | int | No
     raise ValueError(f"refine must be 'auto', a bool or a step count >= 0, got {refine!r}")
 
 
-def emit(report, stacklevel=3):
-    """Issue the :class:`~gpulinalg.ResidualWarning` a ``check="warn"`` solve left in ``report``."""
+def emit(report):
+    """Issue the warnings a ``check="warn"`` solve left in ``report``: the
+    :class:`~gpulinalg.IllConditionedWarning` of a numerically singular matrix and the
+    :class:`~gpulinalg.ResidualWarning` of a backward error above tolerance, both pointing at
+    the user's line."""
+    if report and report.get("ill_conditioned"):
+        warn(report["ill_conditioned"], IllConditionedWarning)
     if report and report.get("warning"):
-        warnings.warn(report["warning"], ResidualWarning, stacklevel=stacklevel)
+        warn(report["warning"], ResidualWarning)
 
 
-def warn_fallback(message, stacklevel=3):
-    """Issue the :class:`NotPositiveDefiniteWarning` of an ``auto`` Cholesky that became LDLᵀ."""
+def warn_fallback(message):
+    """Issue the :class:`NotPositiveDefiniteWarning` of an ``auto`` Cholesky that became LDLᵀ
+    (pointing at the user's line)."""
     if message:
-        warnings.warn(message, NotPositiveDefiniteWarning, stacklevel=stacklevel)
+        warn(message, NotPositiveDefiniteWarning)

@@ -68,7 +68,8 @@ def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturb
     """Solve with ``solve_fn``, measure, refine while above ``tol``, then act per ``check``.
 
     Returns ``(x, report)``; ``report`` (also noted in :func:`gpulinalg.last_run`) holds
-    ``backward_error``, ``backward_error_initial``, ``refinement_steps``, ``tol``.
+    ``backward_error``, ``backward_error_initial``, ``refinement_steps``, ``tol`` and
+    ``growth`` (``||A|| ||x|| / ||b||``, a lower bound on the condition number).
     ``perturbed`` is the number of pivots the factorization replaced by ``pivot_eps`` (cuDSS).
     With any, the matrix is singular, and :class:`~gpulinalg.SingularMatrixError` raised, when
     ``||A|| ||x|| / ||b||`` (a lower bound on the condition number) reaches ``0.01 / pivot_eps``:
@@ -91,11 +92,11 @@ def solve_checked(solve_fn, m, b, anorm, *, tol, check, max_steps, what, perturb
         x, berr, steps = x_new, berr_new, steps + 1
         if stalled:
             break
+    g = growth(x, b, anorm)
     report = {"backward_error": berr, "backward_error_initial": first,
-              "refinement_steps": steps, "tol": tol}
+              "refinement_steps": steps, "tol": tol, "growth": g}
     note(**report)
     if perturbed and pivot_eps:
-        g = growth(x, b, anorm)
         if g >= 0.01 / pivot_eps:
             raise SingularMatrixError(
                 f"{what}: the matrix is numerically singular: {perturbed} pivot(s) were at the "

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.config import config_context
-from .._runtime.dispatch import dispatch, note
+from .._runtime.dispatch import dispatch, note, shortcut
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
 from ._input_xp import as_csr, check_values
@@ -31,6 +31,8 @@ FLOPS_PER_N15 = 200.0
 Method = Literal["auto", "cholesky", "ldlt", "lu", "qr"]
 Check = Literal["raise", "warn", "ignore"]
 Refine = Union[Literal["auto"], bool, int]
+Trans = Literal["N", "T", "H"]
+TRANS = ("N", "T", "H")
 
 
 def _rhs(b, n):
@@ -41,9 +43,10 @@ def _rhs(b, n):
     return b
 
 
-def _empty_result(b, dtype):
+def _empty_result(op, b, dtype):
+    """The answer for an empty system, recorded through :func:`dispatch.shortcut`."""
     out = np.zeros(tuple(b.shape), dtype=dtype)
-    return _arrays.to_kind(out, _arrays.kind_of(b), b)
+    return shortcut(op, _arrays.to_kind(out, _arrays.kind_of(b), b))
 
 
 def _nbytes(nnz, n, nrhs, dtype):
@@ -69,8 +72,12 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
         back to LDLᵀ with a :class:`NotPositiveDefiniteWarning` if it is not positive definite;
         LDLᵀ for other symmetric matrices; LU otherwise.
     check : {"raise", "warn", "ignore"}
-        What to do when the backward error stays above ``tol`` after refinement: raise
-        :class:`ResidualError`, warn :class:`~gpulinalg.ResidualWarning`, or nothing.
+        What to do when the backward error stays above ``tol`` after refinement (raise
+        :class:`ResidualError`, warn :class:`~gpulinalg.ResidualWarning`, or nothing), and
+        when the matrix is numerically singular, its estimated reciprocal condition number
+        below ``eps`` (raise :class:`~gpulinalg.SingularMatrixError`, warn
+        :class:`~gpulinalg.IllConditionedWarning`, or nothing). A pivot the engine finds zero
+        raises :class:`~gpulinalg.SingularMatrixError` whatever ``check`` says.
     tol : float, optional
         Backward-error tolerance; default ``max(100, 10 sqrt(n)) * eps(dtype)``.
     refine : "auto", bool or int
@@ -87,9 +94,17 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     NotPositiveDefiniteError
         ``method="cholesky"`` on a matrix that is not positive definite.
     SingularMatrixError
-        The matrix is singular.
+        The matrix is singular (a zero pivot), or numerically singular (estimated reciprocal
+        condition number below ``eps``) and ``check="raise"``.
     ResidualError
         ``check="raise"`` and the backward error stays above ``tol``.
+
+    Warns
+    -----
+    IllConditionedWarning
+        ``check="warn"`` and the matrix is numerically singular.
+    ResidualWarning
+        ``check="warn"`` and the backward error stays above ``tol``.
 
     Examples
     --------
@@ -114,7 +129,10 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     ``gpulinalg.config(sparse_gpu_solver=...)``), and on the CPU with SciPy's SuperLU. Every
     solve measures its normwise backward error and refines iteratively while it is above
     ``tol``; ``gpulinalg.last_run().details`` holds the method, library, backward errors and
-    refinement steps.
+    refinement steps. Singular and ill-conditioned matrices are detected by one rule on every
+    engine (``docs/sparse.md``): the engine's zero pivots, then, when the growth
+    ``||A|| ||x|| / ||b||`` or a tiny pivot points at trouble, a 1-norm condition estimate
+    through the factorization's solves (``last_run().details["rcond"]``).
     """
     check_method(method)
     steps = validate_policy(check, tol, refine)
@@ -123,7 +141,7 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     dtype = float_dtype(np.dtype(csr.data.dtype), _np_dtype(b))
     check_values(csr.data)
     if csr.n == 0 or b.size == 0:
-        return _empty_result(b, dtype)
+        return _empty_result("sparse.solve", b, dtype)
     nrhs = 1 if b.ndim == 1 else b.shape[1]
     x, report = dispatch(
         "sparse.solve", _engine_cuda.solve_once, _superlu_host.solve_once,
@@ -190,7 +208,8 @@ def factorize(A: Any, *, method: Method = "auto",
     check_values(csr.data)
     dtype = float_dtype(np.dtype(csr.data.dtype))
     if csr.n == 0:
-        return SparseFactorization(_superlu_host.EmptyFactor(dtype, method))
+        return shortcut("sparse.factorize",
+                        SparseFactorization(_superlu_host.EmptyFactor(dtype, method)))
     fac = SparseFactorization._create(csr, csr.data.astype(dtype, copy=False), method,
                                       reordering)
     warn_fallback(fac._fallback)
@@ -280,30 +299,110 @@ class SparseFactorization:
         return {"backend": self._route(), **describe(factor), **self._counts,
                 "method_fallback": self._fallback, **self._last}
 
-    def solve(self, b: Any, *, check: Check = "raise", tol: float | None = None,
-              refine: Refine = "auto") -> Any:
-        """Solve ``A x = b`` with the factors; ``b`` of shape (n,) or (n, nrhs).
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, n)``: with :attr:`dtype` and :meth:`matvec`, what
+        :func:`scipy.sparse.linalg.aslinearoperator` needs to wrap the factorization."""
+        n = self.n
+        return (n, n)
 
-        Residual check and refinement as in :func:`solve`; ``x`` comes back in ``b``'s
-        package and device.
+    def solve(self, b: Any, trans: Trans = "N", *, check: Check = "raise",
+              tol: float | None = None, refine: Refine = "auto") -> Any:
+        """Solve ``A x = b``, ``Aᵀ x = b`` or ``Aᴴ x = b`` with the factors.
+
+        Parameters
+        ----------
+        b : array, shape (n,) or (n, nrhs)
+            NumPy, CuPy or torch; ``x`` comes back in ``b``'s package and device.
+        trans : {"N", "T", "H"}
+            The system to solve, as :meth:`scipy.sparse.linalg.SuperLU.solve`: ``A``,
+            ``Aᵀ`` or ``Aᴴ``. SuperLU solves the transposes natively; a Cholesky or LDLᵀ
+            factorization uses ``Aᴴ = A``; a GPU LU factorizes ``Aᵀ`` on its first
+            transposed solve and keeps it (refactorized with the factorization).
+        check, tol, refine
+            Residual check, refinement and the singularity rule, as in :func:`solve`.
+
+        Returns
+        -------
+        x : array, shape like ``b``
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp, gpulinalg
+        >>> A = sp.csr_matrix(np.array([[4.0, 1.0, 0.0], [2.0, 5.0, 1.0], [0.0, 3.0, 6.0]]))
+        >>> fac = gpulinalg.sparse.factorize(A)
+        >>> x = fac.solve(np.ones(3), trans="T")
+        >>> bool(np.allclose(A.T @ x, np.ones(3)))
+        True
         """
         factor = self._alive()
+        if trans not in TRANS:
+            raise ValueError(f"trans must be one of {TRANS}, got {trans!r}")
         steps = validate_policy(check, tol, refine)
         b = _rhs(b, factor.n)
         dtype = float_dtype(factor.dtype, _np_dtype(b))
         if factor.n == 0 or b.size == 0:
-            return _empty_result(b, dtype)
-        kwargs = dict(check=check, tol=tol, max_steps=steps,
-                      what=f"SparseFactorization.solve ({factor.method})")
+            return _empty_result("sparse.SparseFactorization.solve", b, dtype)
+        op = {"N": "", "T": "ᵀ", "H": "ᴴ"}[trans]
+        kwargs = dict(check=check, tol=tol, max_steps=steps, trans=trans,
+                      what=f"SparseFactorization.solve ({factor.method}, A{op} x = b)")
         nrhs = 1 if b.ndim == 1 else b.shape[1]
         x, report = self._dispatch(
             "solve", lambda b, **kw: _factor_xp.checked_solve(self._factor, b, **kw),
             lambda b, **kw: _factor_xp.checked_solve(self._cpu_factor(), b, **kw),
             (b,), kwargs, nbytes=6 * factor.n * nrhs * dtype.itemsize, like=b)
         self._counts["solves"] += 1
-        self._last = {k: v for k, v in report.items() if k != "warning"}
+        self._last = {k: v for k, v in report.items()
+                      if k not in ("warning", "ill_conditioned")}
         emit(report)
         return x
+
+    def matvec(self, x: Any) -> Any:
+        """``A⁻¹ x``: the factorization as an operator that approximates ``A⁻¹``, as a
+        preconditioner ``M`` of :func:`scipy.sparse.linalg.cg` / ``gmres`` expects.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp, scipy.sparse.linalg as spla, gpulinalg
+        >>> A = sp.diags([-1.0, 4.0, -1.0], [-1, 0, 1], shape=(30, 30), format="csr")
+        >>> M = spla.aslinearoperator(gpulinalg.sparse.factorize(A))
+        >>> x, info = spla.cg(A, np.ones(30), M=M)
+        >>> info, bool(np.allclose(A @ x, np.ones(30)))
+        (0, True)
+        """
+        return self.solve(x)
+
+    def rmatvec(self, x: Any) -> Any:
+        """``A⁻ᴴ x`` (the adjoint of :meth:`matvec`)."""
+        return self.solve(x, trans="H")
+
+    def matmat(self, x: Any) -> Any:
+        """``A⁻¹ X`` for ``X`` of shape (n, k)."""
+        return self.solve(x)
+
+    def rmatmat(self, x: Any) -> Any:
+        """``A⁻ᴴ X`` for ``X`` of shape (n, k)."""
+        return self.solve(x, trans="H")
+
+    def rcond(self) -> float:
+        """Estimated reciprocal condition number ``1 / (||A||_1 ||A⁻¹||_1)``.
+
+        Hager and Higham's 1-norm estimator (LAPACK ``xGECON``'s) through this
+        factorization's solves with ``A`` and ``Aᴴ``: a few solves, kept until the next
+        :meth:`refactorize`. Solves apply the singularity rule with it (``docs/sparse.md``).
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp, gpulinalg
+        >>> A = sp.diags([1.0, 10.0, 100.0], format="csr")
+        >>> float(gpulinalg.sparse.factorize(A).rcond())
+        0.01
+        """
+        factor = self._alive()
+        if factor.n == 0:
+            return float("inf")
+        return self._dispatch("rcond", lambda: _factor_xp.rcond(self._factor),
+                              lambda: _factor_xp.rcond(self._cpu_factor()), convert=False)
 
     def refactorize(self, values: Any) -> None:
         """Factorize new values on the same sparsity pattern, reusing the analysis.
@@ -321,7 +420,7 @@ class SparseFactorization:
             twin = self._cpu_factor()
             _factor_xp.refactorize(twin, values)
             if twin is not factor:
-                factor.free()
+                _factor_xp.release(factor)
                 self._factor, self._twin = twin, None
         self._dispatch("refactorize", lambda values: _factor_xp.refactorize(factor, values),
                        cpu, (values,),
@@ -331,21 +430,36 @@ class SparseFactorization:
     def logdet(self) -> LogDetResult:
         """``(sign, logabsdet)`` of the factorized matrix, as :func:`numpy.linalg.slogdet`.
 
-        Available for Cholesky and LDLᵀ factorizations (for Cholesky ``sign`` is 1).
+        From the factors' diagonal: L's for Cholesky (``sign`` 1), D's for LDLᵀ, U's with the
+        row and column permutations' parities for LU (``sign`` complex of modulus 1 for a
+        complex matrix). A singular factor gives ``(0, -inf)``.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp, gpulinalg
+        >>> A = sp.csr_matrix(np.array([[0.0, 2.0, 0.0], [3.0, 0.0, 1.0], [0.0, 1.0, 4.0]]))
+        >>> sign, logabsdet = gpulinalg.sparse.factorize(A, method="lu").logdet()
+        >>> ref = np.linalg.slogdet(A.toarray())
+        >>> bool(sign == ref.sign), bool(np.isclose(logabsdet, ref.logabsdet))
+        (True, True)
         """
-        factor = self._alive()
-        if factor.method not in ("cholesky", "ldlt"):
-            raise ValueError(f"logdet() needs a cholesky or ldlt factorization, this one is "
-                             f"{factor.method!r}")
-        sign, logabs = self._dispatch("logdet", lambda: self._factor.slogdet(),
-                                      lambda: self._cpu_factor().slogdet(), convert=False)
+        self._alive()
+
+        def gpu():
+            sign, logabs = self._factor.slogdet()
+            if sign is None:  # the engine does not report its pivoting: the sign from SuperLU
+                sign = self._cpu_factor().slogdet()[0]
+                note(logdet_sign="superlu")
+            return sign, logabs
+        sign, logabs = self._dispatch("logdet", gpu, lambda: self._cpu_factor().slogdet(),
+                                      convert=False)
         return LogDetResult(sign, logabs)
 
     def free(self) -> None:
         """Release the factors (device memory, cuDSS objects); the object is unusable after."""
         for f in (self._factor, self._twin):
             if f is not None:
-                f.free()
+                _factor_xp.release(f)
         self._factor = self._twin = None
 
     def __enter__(self) -> SparseFactorization:

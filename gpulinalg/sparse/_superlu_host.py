@@ -28,7 +28,7 @@ import numpy as np
 
 from .._runtime.arrays import to_host
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._factor_xp import factorize_with, solve_once_with
+from ._factor_xp import factorize_with, parity, solve_once_with
 from ._input_xp import wrap_csr
 from ._residual_xp import norm_inf
 from ._results import new_timings
@@ -51,21 +51,6 @@ def csr_matrix(indptr, indices, data, n):
     return wrap_csr(scipy.sparse, indptr, indices, data, n)
 
 
-def _parity(perm):
-    """+1 or -1: the sign of permutation ``perm`` (from its cycle count)."""
-    n = perm.size
-    seen = np.zeros(n, dtype=bool)
-    cycles = 0
-    for i in range(n):
-        if not seen[i]:
-            cycles += 1
-            j = i
-            while not seen[j]:
-                seen[j] = True
-                j = perm[j]
-    return -1 if (n - cycles) % 2 else 1
-
-
 class SuperLUFactor:
     """A SuperLU factorization of one canonical CSR matrix (NumPy arrays)."""
 
@@ -80,7 +65,7 @@ class SuperLUFactor:
         self.reordering = reordering or spec
         self.timings = new_timings()
         self.perturbed = 0
-        self.lu = None
+        self.lu = self._ratio = None
         self._order = None  # (q, permuted pattern, gather index): set by the first refactor
         self._q = None  # the permutation the current factor was made under, if any
         self._factor()
@@ -124,7 +109,7 @@ class SuperLUFactor:
             raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
                                       f"(SuperLU: {exc})") from None
         self._q = q
-        self._udiag = None
+        self._udiag = self._ratio = None
         if self.method == "cholesky":
             self._check_positive()
         # SuperLU orders and factors in one call: all of it counts as factorization.
@@ -151,15 +136,32 @@ class SuperLUFactor:
     def factor_nnz(self):
         return int(self.lu.nnz)
 
-    def solve_raw(self, b):
+    #: SuperLU solves with Aᵀ and Aᴴ itself (``trans``)
+    native_trans = True
+
+    @property
+    def pivot_ratio(self):
+        """Smallest over largest pivot magnitude (U's diagonal), once per factorization."""
+        if self._ratio is None:
+            d = abs(self._diagonal())
+            top = float(d.max()) if d.size else 0.0
+            self._ratio = float(d.min()) / top if top > 0 else 0.0
+        return self._ratio
+
+    def solve_raw(self, b, trans="N"):
         t0 = time.perf_counter()
         b = np.asarray(b, dtype=self.dtype)
         q = self._q
         if q is None:
-            x = self.lu.solve(b)
-        else:  # factored as A[q][:, q] (symmetric methods) or A[:, q]: x[q] = y
+            x = self.lu.solve(b, trans=trans)
+        elif self._symmetric_pivots:  # factored B = A[q][:, q]: op(A) x = b <=> op(B) x[q] = b[q]
             x = np.empty_like(b)
-            x[q] = self.lu.solve(b[q] if self._symmetric_pivots else b)
+            x[q] = self.lu.solve(b[q], trans=trans)
+        elif trans == "N":  # factored B = A[:, q]: x[q] = B⁻¹ b
+            x = np.empty_like(b)
+            x[q] = self.lu.solve(b, trans=trans)
+        else:  # op(B) = op(A)[q]: op(A) x = b <=> op(B) x = b[q]
+            x = self.lu.solve(b[q], trans=trans)
         self.timings["solve_seconds"] = time.perf_counter() - t0
         return x
 
@@ -173,9 +175,9 @@ class SuperLUFactor:
             return (0.0 if d.dtype.kind != "c" else 0j), -np.inf
         absd = abs(d)
         logabs = float(np.log(absd).sum())
-        phase = np.prod(d / absd) * _parity(self.lu.perm_r) * _parity(self.lu.perm_c)
+        phase = np.prod(d / absd) * parity(self.lu.perm_r) * parity(self.lu.perm_c)
         if self._q is not None and not self._symmetric_pivots:
-            phase = phase * _parity(self._q)  # det(A[:, q]) = det(A) sign(q)
+            phase = phase * parity(self._q)  # det(A[:, q]) = det(A) sign(q)
         sign = complex(phase) if d.dtype.kind == "c" else float(np.sign(phase.real))
         return sign, logabs
 
