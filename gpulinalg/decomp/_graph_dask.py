@@ -1,0 +1,77 @@
+"""What the Dask engines (``*_dask``) share: the lazy import of Dask, the tile kernels of the
+chunks' array package, and building a :class:`dask.array.Array` from a graph layer.
+
+Dask is imported inside functions only: ``import gpulinalg`` (and this module) work without it.
+"""
+
+import numpy as np
+
+from .._runtime import arrays as _arrays
+from .._runtime import validation as _v
+
+__all__ = ["dask_array", "is_dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
+           "tokenize", "persist"]
+
+
+def dask_array():
+    """``dask.array`` (imported on first use)."""
+    import dask.array as da
+    return da
+
+
+def is_dask_array(x):
+    """True for a :class:`dask.array.Array` (told by its type's module: nothing is imported)."""
+    return type(x).__module__.split(".")[0] == "dask" and type(x).__name__ == "Array"
+
+
+def tiles_for(a):
+    """The tile kernels (``_tiles_host`` or ``_tiles_cuda``) of ``a``'s chunks, from its meta.
+
+    Raises ``TypeError`` for chunks that are neither NumPy nor CuPy arrays."""
+    kind = _arrays.kind_of(a._meta)
+    if kind is _arrays.Kind.NUMPY:
+        from . import _tiles_host
+        return _tiles_host
+    if kind is _arrays.Kind.CUPY:
+        from . import _tiles_cuda
+        return _tiles_cuda
+    raise TypeError("Dask arrays need NumPy or CuPy chunks, got chunks of type "
+                    f"{type(a._meta).__module__}.{type(a._meta).__name__}")
+
+
+def work_dtype(a):
+    """The dtype the computation runs in (float32/64, complex64/128; integers -> float64)."""
+    return _v.float_dtype(np.dtype(a.dtype))
+
+
+def meta_of(a, ndim, dtype):
+    """An empty array of ``ndim`` dimensions and ``dtype`` in the package of ``a``'s chunks."""
+    return _v.namespace(a._meta).empty((0,) * ndim, dtype=dtype)
+
+
+def tokenize(*args):
+    from dask.base import tokenize as _tokenize
+    return _tokenize(*args)
+
+
+def new_array(name, dsk, deps, shape, chunks, meta):
+    """A Dask array of the layer ``dsk`` (keys ``(name, i, ...)``) over the collections
+    ``deps``."""
+    from dask.array import Array
+    from dask.highlevelgraph import HighLevelGraph
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=list(deps))
+    return Array(graph, name, chunks=chunks, shape=shape, meta=meta)
+
+
+def persist(x, enabled):
+    """``x`` computed and held by the cluster (``persist`` then wait), when ``enabled``; ``x``
+    as it is otherwise. Lets a multi-pass algorithm read its input once per pass."""
+    if not enabled:
+        return x
+    x = x.persist()
+    try:
+        from distributed import futures_of, wait
+    except ImportError:  # the local schedulers persist synchronously
+        return x
+    wait(futures_of(x))
+    return x
