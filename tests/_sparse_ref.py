@@ -75,3 +75,30 @@ def berr(a, x, b):
     r = b - a @ x
     anorm = abs(a).sum(axis=1).max()
     return float(np.max(abs(r).max(axis=0) / (anorm * abs(x).max(axis=0) + abs(b).max(axis=0))))
+
+
+def neumann1d(n, dtype=np.float64):
+    """1-D Neumann Laplacian: tridiagonal, diagonal 1, 2, ..., 2, 1; singular (ones span its
+    null space), symmetric with a positive diagonal, so ``auto`` tries Cholesky (issue 18)."""
+    d = np.full(n, 2.0)
+    d[0] = d[-1] = 1.0
+    off = -np.ones(n - 1)
+    return sp.diags([off, d, off], [-1, 0, 1], format="csr").astype(dtype)
+
+
+def numerically_singular(n=20, seed=0):
+    """Dense-equivalent n x n matrix (as CSR) whose last row is 0.3 row 3 + 0.7 row 7:
+    cond ~ 1e16-1e19 in float64 (issue 18)."""
+    a = np.random.default_rng(seed).standard_normal((n, n))
+    a[-1] = 0.3 * a[3] + 0.7 * a[7]
+    return sp.csr_matrix(a)
+
+
+def graded(n, cond, seed=0):
+    """Unsymmetric n x n CSR with 2-norm condition number ``cond`` (U diag(s) Vᵀ, s graded
+    geometrically), for conditioning tests that must stay silent or must warn."""
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    s = np.logspace(0, -np.log10(cond), n)
+    return sp.csr_matrix((u * s) @ v.T)

@@ -16,6 +16,10 @@ The rule (``docs/sparse.md``, "Singular and ill-conditioned systems"):
   ``check="warn"`` warns :class:`~gpulinalg.IllConditionedWarning`, ``check="ignore"`` does
   nothing (and estimates nothing).
 
+A factorization that replaced tiny pivots (cuDSS's pivot perturbation, ``pivot_eps``) is of a
+nearby matrix whose rcond cannot fall far below ``pivot_eps``: the engine then sets
+``rcond_floor`` (``RCOND_FLOOR_PIVOTS * pivot_eps``) and that, not ``eps``, is the limit.
+
 The estimate costs a handful of solves, so a solve runs it only when a free sign points at
 trouble: the growth ``||A||_inf ||x||_inf / ||b||_inf`` (a lower bound on ``cond_inf(A)``) is at
 least :data:`GROWTH_TRIGGER` ``/ sqrt(eps)``, or the smallest pivot the engine already holds is
@@ -122,11 +126,15 @@ def assess(factor, growth, check, what, solve, solve_h):
         return None
     rcond = rcond_of(factor, solve, solve_h)
     eps = float(np.finfo(np.dtype(factor.dtype)).eps)
+    floor = getattr(factor, "rcond_floor", None) or 0.0
+    limit = max(eps, floor)
     note(rcond=rcond)
-    if rcond >= eps:
+    if rcond >= limit:
         return None
+    what_limit = (f"eps = {eps:.3g}" if limit == eps else
+                  f"{limit:.3g}, the resolution left by the perturbed pivots")
     msg = (f"{what}: the matrix is numerically singular: its estimated reciprocal condition "
-           f"number {rcond:.3g} is below eps = {eps:.3g}; the result may be meaningless")
+           f"number {rcond:.3g} is below {what_limit}; the result may be meaningless")
     if check == "raise":
         raise SingularMatrixError(msg)
     return msg

@@ -45,6 +45,9 @@ REORDERINGS = {"default": 0, "btf_colamd": 1, "colamd": 2, "amd": 3}
 #: cuDSS's pivot epsilon for LU/LDLᵀ, in units of the dtype's eps (cuDSS's fp64 default ~1e-13)
 PIVOT_EPS_ULPS = 500
 
+#: with perturbed pivots, rcond below this many pivot_eps is numerically singular
+RCOND_FLOOR_PIVOTS = 100
+
 #: (method, complex) -> cuDSS matrix type name
 MATRIX_TYPES = {
     ("cholesky", False): "SPD", ("cholesky", True): "HPD",
@@ -197,7 +200,7 @@ class CuDSSFactor:
         self.timings = new_timings()
         self.perturbed, self.solver, self.multithreaded = 0, None, False
         #: smallest/largest |pivot| (LU, LDLᵀ; not read for Cholesky, which fails instead)
-        self.pivot_ratio = None
+        self.pivot_ratio = self.rcond_floor = None
         self._per_column, self._factor_nnz = False, None
         #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)
         self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
@@ -251,6 +254,8 @@ class CuDSSFactor:
                                       f"(info = {info}): the matrix is singular")
         if self.method != "cholesky":
             self.perturbed = self._tiny_pivots()
+            # a perturbed factor cannot show an rcond far below pivot_eps (docs/sparse.md)
+            self.rcond_floor = RCOND_FLOOR_PIVOTS * self.pivot_eps if self.perturbed else None
 
     def _tiny_pivots(self):
         """Pivots at cuDSS's perturbation threshold (``pivot_eps * ||A||_inf``); also keeps
