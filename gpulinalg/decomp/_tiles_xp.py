@@ -13,6 +13,7 @@ from ._sketch_xp import hermitian
 
 __all__ = ["complex_gaussian", "node_qr", "root_qr", "down", "column_peaks", "peaks_phase",
            "scale_columns", "matmul_small", "update", "right_trsm", "zeros", "logdiag",
+           "solve_step", "total",
            "hermitian"]
 
 
@@ -127,3 +128,19 @@ def logdiag(l):
     xp = namespace(l)
     d = xp.diagonal(l)
     return 2 * xp.sum(xp.log(xp.abs(d)))
+
+
+def solve_step(trsm_fn, trans, l_diag, b, ls, ys):
+    """One block row of a blocked triangular solve: ``trsm(l_diag, b - sum(op(ls[j]) @ ys[j]))``
+    with ``op`` the identity (``trans=0``, forward) or ``^H`` (``trans=2``, backward)."""
+    for lj, yj in zip(ls, ys):
+        b = b - (hermitian(lj) if trans else lj) @ yj
+    return trsm_fn(l_diag, b, trans)
+
+
+def total(*parts):
+    """The sum of 0-d arrays (one per diagonal tile)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
