@@ -2,14 +2,13 @@
 
 Each function has the same signature and results as its GPU twin in :mod:`._tiles_cuda`; the
 graph builders pick the twin from the chunks' array package once, when they build the graph.
-They wrap decomp's CPU engine (:mod:`._factor_host`) and the CPU Gaussian generator
-(:mod:`._sketch_host`, the same numbers as the GPU's for a seed).
+They call SciPy's LAPACK wrappers directly (one matrix per call, no batching) and the CPU
+Gaussian generator (:mod:`._sketch_host`, the same numbers as the GPU's for a seed).
 """
 
 import numpy as np
 
-from .._runtime.errors import NotPositiveDefiniteError
-from . import _factor_host
+from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from ._sketch_host import gaussian_real
 from ._tiles_xp import complex_gaussian
 
@@ -22,26 +21,35 @@ def qr(x):
     k = min(m, n)
     if k == 0:
         return np.zeros((m, k), x.dtype), np.zeros((k, n), x.dtype)
-    q, r = _factor_host.qr(x, "reduced", x.dtype)
+    import scipy.linalg
+    q, r = scipy.linalg.qr(x, mode="economic", check_finite=False)
     return q, r
 
 
 def potrf(x, offset):
     """Lower Cholesky factor of the diagonal tile ``x`` whose first row is row ``offset`` of the
     whole matrix; a failure names the leading minor of the whole matrix."""
+    from scipy.linalg import get_lapack_funcs
     if x.shape[0] == 0:
         return x.copy()
-    try:
-        return _factor_host.cholesky(x, True, False, True, x.dtype)
-    except NotPositiveDefiniteError as e:
-        raise NotPositiveDefiniteError(offset + e.minor) from None
+    potrf, = get_lapack_funcs(("potrf",), (x,))
+    c, info = potrf(x, lower=True, overwrite_a=False, clean=True)
+    if info < 0:
+        raise ValueError(f"potrf rejected argument {-info}")
+    bad = np.flatnonzero(~np.isfinite(np.diagonal(c)))
+    if info > 0 or bad.size:  # NaN on the diagonal: never hand back a silent NaN factor
+        raise NotPositiveDefiniteError(offset + (info if info > 0 else int(bad[0]) + 1))
+    return c
 
 
 def trsm(l, b, trans):
     """``L^-1 b`` (``trans=0``) or ``L^-H b`` (``trans=2``) for a lower triangular tile ``l``."""
+    import scipy.linalg
     if b.size == 0:
         return b.copy()
-    return _factor_host.solve_triangular(l, b, trans, True, False, False, b.dtype)
+    if np.any(np.diagonal(l) == 0):
+        raise SingularMatrixError("a diagonal entry of the triangular factor is zero")
+    return scipy.linalg.solve_triangular(l, b, trans=trans, lower=True, check_finite=False)
 
 
 def gaussian(shape, dtype, seed):
