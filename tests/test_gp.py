@@ -241,9 +241,11 @@ def test_jitter_path(backend, rng):
     fails the same way; fitted with jitter."""
     x, y = data(rng, n=12)
     x, y = np.vstack([x, x]), np.concatenate([y, y])
-    gp = GaussianProcessRegressor(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None)
+    gp = GaussianProcessRegressor(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None,
+                                  jitter="auto")
     with pytest.warns(gpulinalg.IllConditionedWarning, match="jitter") as rec:
         gp.fit(x, y)
+    assert all(w.filename == __file__ for w in rec)  # the warning points at the fit line
     retries = [w for w in rec if "retrying" in str(w.message)]
     start = gpulinalg.gp._solve_xp.JITTER_START * np.finfo(np.float64).eps
     assert len(retries) >= 2 and np.isclose(gp.jitter_, start * 10 ** (len(retries) - 1))
@@ -252,6 +254,9 @@ def test_jitter_path(backend, rng):
     assert np.isfinite(mean).all() and np.abs(mean - y).max() < 1e-3
     with pytest.raises(np.linalg.LinAlgError):  # scikit-learn cannot fit it at all
         SKGPR(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None).fit(x, y)
+    # nor can the default (jitter=None), with scikit-learn's message first
+    with pytest.raises(np.linalg.LinAlgError, match="not returning a positive definite"):
+        GaussianProcessRegressor(RBF(0.5), alpha=np.full(24, -1e-12), optimizer=None).fit(x, y)
 
 
 def test_inputs_not_modified_and_orders(rng):

@@ -11,9 +11,8 @@ precomputed by scikit-learn (``k``, ``k_grad``).
 """
 
 import math
-import warnings
 
-from .._runtime.errors import NotPositiveDefiniteError
+from .._runtime.errors import NotPositiveDefiniteError, warn
 from .._runtime.validation import namespace
 from ._kernels_xp import BLOCK_ELEMENTS
 from ._solve_xp import solve_body
@@ -222,8 +221,7 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
     var = xp.concatenate(variances)
     negative = var < 0
     if bool(negative.any()):
-        warnings.warn("Predicted variances smaller than 0. Setting those variances to 0.",
-                      stacklevel=3)
+        warn("Predicted variances smaller than 0. Setting those variances to 0.", UserWarning)
         var[negative] = 0.0
     var = var[:, None] * (scale ** 2)[None, :]
     return mean, xp.sqrt(var[:, 0] if var.shape[1] == 1 else var)

@@ -18,9 +18,10 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Kernel
 from sklearn.utils import check_random_state
 
 from .._runtime import arrays as _arrays
-from .._runtime.dispatch import dispatch
+from .._runtime.dispatch import dispatch, shortcut
 from . import _engine_cuda, _engine_host, _regressor_host
 from ._kernels_xp import BLOCK_ELEMENTS, compile_kernel
+from ._solve_xp import check_jitter
 
 __all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N"]
 
@@ -60,9 +61,10 @@ def _lml_cost(n, t, p, eval_gradient, fallback):
 class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     """Exact Gaussian-process regression (scikit-learn's API and kernels, on the GPU).
 
-    A drop-in for :class:`sklearn.gaussian_process.GaussianProcessRegressor`: the same
-    parameters, methods and fitted attributes, the same results within floating-point
-    tolerance. Kernel matrices and the log-marginal-likelihood gradient of ``RBF``, ``Matern``
+    A drop-in for :class:`sklearn.gaussian_process.GaussianProcessRegressor` (scikit-learn 1.9):
+    every parameter of its constructor with the same default, then gpulinalg's own
+    (``jitter``); the same methods and fitted attributes, the same results within
+    floating-point tolerance. Kernel matrices and the log-marginal-likelihood gradient of ``RBF``, ``Matern``
     (``nu`` 0.5, 1.5, 2.5, inf), ``RationalQuadratic``, ``WhiteKernel``, ``ConstantKernel``,
     ``DotProduct`` and their sums and products are computed on the GPU; any other kernel is
     evaluated by scikit-learn on the CPU. The Cholesky factorizations and solves go through
@@ -82,24 +84,40 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Extra optimizer runs from log-uniform random starts within the bounds.
     normalize_y : bool, default False
         Scale targets to zero mean and unit variance before fitting.
+    copy_X_train : bool, default True
+        Keep copies of the training data in ``X_train_`` and ``y_train_``; ``False`` keeps
+        references to the validated arrays (the caller's own when no conversion was needed).
+    n_targets : int >= 1 or None, default None
+        Number of target columns; ``fit`` checks ``y`` against it, and the prior (an unfitted
+        model's ``predict`` and ``sample_y``) has that many outputs (``None``: one).
     random_state : int, RandomState or None, default None
         Draws the restarts' starting points.
+    jitter : "auto", float >= 0 or None, default None
+        gpulinalg's addition, for ``fit``'s final factorization only. ``None``: none; a kernel
+        matrix that is not positive definite raises :class:`numpy.linalg.LinAlgError`, as in
+        scikit-learn. ``"auto"``: retry with growing diagonal jitter (see
+        :func:`gpulinalg.gp.exact_gp_solve`), with a warning at each retry. A number: add
+        exactly that.
 
     Attributes
     ----------
-    X_train_, y_train_ : ndarray
-        Training data (``y_train_`` normalized when ``normalize_y``).
+    X_train_, y_train_ : ndarray (or list of objects for ``X_train_``)
+        Training data as validated (``y_train_`` normalized when ``normalize_y``); copies
+        unless ``copy_X_train=False``.
     kernel_ : Kernel
         The kernel with the fitted hyperparameters.
     L_ : ndarray, shape (n_samples, n_samples)
         Lower Cholesky factor of ``k(X_train_) + alpha I (+ jitter_ I)``.
     alpha_ : ndarray, shape (n_samples,) or (n_samples, n_targets)
         Dual coefficients, ``K^-1 y_train_``.
-    log_marginal_likelihood_value_ : float
+    log_marginal_likelihood_value_ : numpy.float64
         Log marginal likelihood of ``kernel_.theta``.
     jitter_ : float
-        Diagonal jitter the final factorization needed on top of ``alpha`` (0.0 normally).
+        Diagonal jitter the final factorization added on top of ``alpha`` (0.0 unless
+        ``jitter`` asked for some).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when ``X`` had string column names (a pandas DataFrame).
 
     Notes
     -----
@@ -108,9 +126,11 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     mean and standard deviation to 1e-7 relative to their scale, optimized ``theta`` to 1e-4
     absolute (L-BFGS-B stops where the gradient is small, so runs agree only that far). As in
     scikit-learn, :meth:`log_marginal_likelihood` returns ``-inf`` where the kernel matrix is
-    not positive definite, which makes the optimizer step back; ``fit``'s final factorization
-    instead retries with jitter (see :func:`gpulinalg.gp.exact_gp_solve`) and records it in
-    ``jitter_``.
+    not positive definite, which makes the optimizer step back, and ``fit`` raises
+    :class:`numpy.linalg.LinAlgError` when the final kernel matrix is not positive definite;
+    ``jitter="auto"`` makes that factorization retry with jitter instead (recorded in
+    ``jitter_``). Where scikit-learn replaces a one-element ``alpha`` array by its element on
+    the estimator during ``fit``, this class leaves its parameters as they were given.
 
     Examples
     --------
@@ -129,13 +149,18 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def __init__(self, kernel: Kernel | None = None, *, alpha: float | Any = 1e-10,
                  optimizer: str | Callable | None = "fmin_l_bfgs_b",
                  n_restarts_optimizer: int = 0, normalize_y: bool = False,
-                 random_state: int | np.random.RandomState | None = None) -> None:
+                 copy_X_train: bool = True, n_targets: int | None = None,
+                 random_state: int | np.random.RandomState | None = None,
+                 jitter: str | float | None = None) -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
         self.normalize_y = normalize_y
+        self.copy_X_train = copy_X_train
+        self.n_targets = n_targets
         self.random_state = random_state
+        self.jitter = jitter
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -158,6 +183,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         n = self.n_restarts_optimizer
         if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n_restarts_optimizer must be an int >= 0, got {n!r}")
+        t = self.n_targets
+        if t is not None and (not isinstance(t, numbers.Integral) or isinstance(t, bool)
+                              or t < 1):
+            raise ValueError(f"n_targets must be an int >= 1 or None, got {t!r}")
+        for name in ("normalize_y", "copy_X_train"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        check_jitter(self.jitter)
 
     def _noise(self, n):
         alpha = self.alpha
@@ -192,18 +225,27 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             _arrays.is_array(y) else y
         X, y = _validate_data(self, X, y, multi_output=True, y_numeric=True,
                               ensure_2d=vector, dtype="numeric" if vector else None)
+        seen = y.shape[1] if y.ndim > 1 else 1
+        if self.n_targets is not None and seen != self.n_targets:
+            raise ValueError("The number of targets seen in `y` is different from the parameter "
+                             f"`n_targets`. Got {seen} != {self.n_targets}.")
         y, self._y_train_mean, self._y_train_std = _regressor_host.normalized_targets(
-            np.asarray(y, dtype=np.float64), self.normalize_y)
+            y, self.normalize_y)
         self._noise(y.shape[0])
-        self.X_train_, self.y_train_ = np.copy(X), np.copy(y)
+        copy = np.copy if self.copy_X_train else (lambda a: a)
+        self.X_train_, self.y_train_ = copy(X), copy(y)
         self._device = None
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             self._optimize()
         res = self._factor()
         if self.optimizer is None or self.kernel_.n_dims == 0:
-            self.log_marginal_likelihood_value_ = res.log_marginal_likelihood
+            self.log_marginal_likelihood_value_ = np.float64(res.log_marginal_likelihood)
         self.L_, self.alpha_, self.jitter_ = res.L, res.alpha, res.jitter
         return self
+
+    def _targets(self):
+        """``y_train_`` in float64, the engines' dtype (itself when it is float64 already)."""
+        return np.asarray(self.y_train_, dtype=np.float64)
 
     def _optimize(self):
         def obj_func(theta, eval_gradient=True):
@@ -225,7 +267,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         values = list(map(itemgetter(1), optima))
         self.kernel_.theta = optima[int(np.argmin(values))][0]
         self.kernel_._check_bounds_params()
-        self.log_marginal_likelihood_value_ = -float(np.min(values))
+        self.log_marginal_likelihood_value_ = -np.float64(np.min(values))
 
     def _constrained_optimization(self, obj_func, initial_theta, bounds):
         if self.optimizer == "fmin_l_bfgs_b":
@@ -243,16 +285,16 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return (plan, np.asarray(X, dtype=np.float64)) if plan is not None else (None, None)
 
     def _factor(self):
-        kernel, y = self.kernel_, self.y_train_
+        kernel, y = self.kernel_, self._targets()
         plan, x = self._plan(kernel)
         k = None if plan is not None else np.asarray(kernel(self.X_train_), dtype=np.float64)
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, 0, False, plan is None)
         try:
             return dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
-                            (x, y, self._noise(n), k), {"plan": plan, "jitter": "auto"},
+                            (x, y, self._noise(n), k), {"plan": plan, "jitter": self.jitter},
                             nbytes=nbytes, flops=flops, like=y)
-        except np.linalg.LinAlgError as exc:
+        except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
@@ -273,13 +315,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
         Returns
         -------
-        log_likelihood : float
+        log_likelihood : numpy.float64
         log_likelihood_gradient : (n_kernel_params,) ndarray, only with ``eval_gradient``
         """
         if theta is None:
             if eval_gradient:
                 raise ValueError("Gradient can only be evaluated for theta!=None")
-            return self.log_marginal_likelihood_value_
+            return shortcut("gp.log_marginal_likelihood", self.log_marginal_likelihood_value_,
+                            reason="theta=None: the value fit stored")
         if clone_kernel:
             kernel = self.kernel_.clone_with_theta(theta)
         else:
@@ -291,7 +334,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if plan is None:
             k, kg = kernel(self.X_train_, eval_gradient=True) if eval_gradient else \
                 (kernel(self.X_train_), None)
-        y = self.y_train_
+        y = self._targets()
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, n_theta, eval_gradient, plan is None)
         lml, grad = dispatch("gp.log_marginal_likelihood",
@@ -299,7 +342,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                              _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
                              {"plan": plan, "eval_gradient": eval_gradient},
                              nbytes=nbytes, flops=flops, like=y)
-        return (float(lml), np.asarray(grad, dtype=np.float64)) if eval_gradient else float(lml)
+        lml = np.float64(lml)  # scikit-learn's type (a Python float would lose to float32 math)
+        return (lml, np.asarray(grad, dtype=np.float64)) if eval_gradient else lml
 
     # -- prediction -----------------------------------------------------------------------
 
@@ -352,7 +396,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _predict_prior(self, X, return_std, return_cov):
         kernel = self.kernel if self.kernel is not None else \
             C(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
-        return _regressor_host.prior(kernel, X, return_std, return_cov)
+        return _regressor_host.prior(kernel, X, return_std, return_cov, self.n_targets)
 
     def _predict_posterior(self, X, mode, like):
         plan, x = self._plan(self.kernel_)
@@ -372,7 +416,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         flops = None if train.keep else 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
         mean, extra = dispatch(
             "gp.predict", _engine_cuda.predict, _engine_host.predict,
-            (xq, train, self._y_train_std, self._y_train_mean, kq, kdiag, kqq),
+            (xq, train, np.atleast_1d(self._y_train_std), np.atleast_1d(self._y_train_mean),
+             kq, kdiag, kqq),
             {"plan": plan, "mode": mode}, nbytes=nbytes, flops=flops,
             like=like if like is not None else self.L_)
         return mean if mode == "mean" else (mean, extra)

@@ -2,9 +2,9 @@
 CPU whatever the backend): SciPy's L-BFGS-B driving the dispatched log marginal likelihood,
 the ``normalize_y`` statistics, the GP prior, and the draws of ``sample_y``."""
 
-import warnings
-
 import numpy as np
+
+from .._runtime.errors import warn
 
 __all__ = ["minimize_lbfgsb", "normalized_targets", "prior", "draw_samples"]
 
@@ -16,32 +16,40 @@ def minimize_lbfgsb(obj_func, initial_theta, bounds):
     from sklearn.exceptions import ConvergenceWarning
     res = scipy.optimize.minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True,
                                   bounds=bounds)
-    if res.status != 0:
-        warnings.warn(f"lbfgs failed to converge (status={res.status}): {res.message}",
-                      ConvergenceWarning, stacklevel=5)
+    if res.status != 0:  # scikit-learn's message (sklearn.utils.optimize)
+        warn(f"lbfgs failed to converge after {res.nit} iteration(s) (status={res.status}):\n"
+             f"{res.message}\n", ConvergenceWarning)
     return res.x, res.fun
 
 
 def normalized_targets(y, normalize):
-    """``(y, mean, std)``: with ``normalize``, ``y`` scaled to zero mean and unit variance per
-    column (constant columns are not scaled); else ``y`` with mean 0 and std 1."""
+    """``(y, mean, std)`` as scikit-learn keeps them: with ``normalize``, ``y`` scaled to zero
+    mean and unit variance per column (``mean``/``std`` NumPy scalars for a 1-D ``y``, arrays
+    of one entry per column otherwise; a zero standard deviation, or one below ``10 eps`` in a
+    column, is replaced by 1); without, ``y`` unchanged with zeros and ones of shape
+    ``(n_targets,)`` (``(1,)`` for a 1-D ``y``)."""
     if not normalize:
         shape = (y.shape[1],) if y.ndim == 2 else 1
         return y, np.zeros(shape), np.ones(shape)
-    mean = np.atleast_1d(np.mean(y, axis=0))
-    std = np.atleast_1d(np.std(y, axis=0))
-    std[std < 10 * np.finfo(std.dtype).eps] = 1.0  # constant targets: no scaling
-    return (y - np.mean(y, axis=0)) / (std if y.ndim == 2 else std[0]), mean, std
+    mean, std = np.mean(y, axis=0), np.std(y, axis=0)
+    if np.isscalar(std):
+        std = std if std != 0.0 else np.float64(1.0)
+    else:
+        std[std < 10 * np.finfo(std.dtype).eps] = 1.0  # constant targets: no scaling
+    return (y - mean) / std, mean, std
 
 
-def prior(kernel, X, return_std, return_cov):
-    """scikit-learn's prediction from the GP prior (an unfitted model)."""
-    y_mean = np.zeros(shape=(X.shape[0] if hasattr(X, "shape") else len(X), 1)).squeeze()
-    if return_cov:
-        return y_mean, kernel(X)
-    if return_std:
-        return y_mean, np.sqrt(kernel.diag(X))
-    return y_mean
+def prior(kernel, X, return_std, return_cov, n_targets=None):
+    """scikit-learn's prediction from the GP prior (an unfitted model), with ``n_targets``
+    identical outputs (``None``: one, squeezed)."""
+    t = 1 if n_targets is None else n_targets
+    y_mean = np.zeros(shape=(X.shape[0] if hasattr(X, "shape") else len(X), t)).squeeze()
+    if not (return_cov or return_std):
+        return y_mean
+    spread = kernel(X) if return_cov else kernel.diag(X)
+    if t > 1:
+        spread = np.repeat(np.expand_dims(spread, -1), repeats=t, axis=-1)
+    return y_mean, (spread if return_cov else np.sqrt(spread))
 
 
 def draw_samples(rng, y_mean, y_cov, n_samples):

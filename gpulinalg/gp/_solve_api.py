@@ -1,14 +1,13 @@
 """The front door of the exact-GP solve: :func:`exact_gp_solve` validates, then dispatches once
 to the GPU or CPU function of :mod:`._engine_cuda` / :mod:`._engine_host`."""
 
-import warnings
 from typing import Any
 
 import numpy as np
 
 from .._runtime import arrays as _arrays
-from .._runtime.dispatch import dispatch
-from .._runtime.errors import IllConditionedWarning
+from .._runtime.dispatch import dispatch, shortcut
+from .._runtime.errors import IllConditionedWarning, warn
 from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
 from . import _engine_cuda, _engine_host
 from ._results import GPSolveResult
@@ -80,8 +79,8 @@ def exact_gp_solve(K: Any, y: Any, *,
     n, width = K.shape[0], (y.shape[1] if y.ndim == 2 else 1)
     if n == 0:
         xp = namespace(K)
-        return GPSolveResult(xp.zeros(y.shape, dtype=dtype), xp.zeros((0, 0), dtype=dtype),
-                             0.0, 0.0, 0.0)
+        return shortcut("gp.exact_gp_solve", GPSolveResult(
+            xp.zeros(y.shape, dtype=dtype), xp.zeros((0, 0), dtype=dtype), 0.0, 0.0, 0.0))
     k, yc = _as_dtype(K, dtype, copy=True), _as_dtype(y, dtype, copy=False)
     itemsize = np.dtype(dtype).itemsize
     return dispatch("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
@@ -94,10 +93,9 @@ def _gp_dtype(*arrays):
     from .._runtime.validation import _np_dtype
     dt = float_dtype(*[_np_dtype(a) for a in arrays], allowed=(np.float32, np.float64))
     if dt == np.float32:
-        warnings.warn("gpulinalg.gp: computing in float32 as asked; kernel matrices are often "
-                      "too ill conditioned for single precision (expect jitter or large "
-                      "errors); pass float64 arrays for float64", IllConditionedWarning,
-                      stacklevel=3)
+        warn("gpulinalg.gp: computing in float32 as asked; kernel matrices are often too ill "
+             "conditioned for single precision (expect jitter or large errors); pass float64 "
+             "arrays for float64", IllConditionedWarning)
     return dt
 
 

@@ -7,11 +7,10 @@ layer, arrays already on the right device, no second validation or dispatch).
 """
 
 import math
-import warnings
 
 import numpy as np
 
-from .._runtime.errors import IllConditionedWarning, NotPositiveDefiniteError
+from .._runtime.errors import IllConditionedWarning, NotPositiveDefiniteError, warn
 from .._runtime.validation import namespace
 from ._results import GPSolveResult
 
@@ -64,9 +63,8 @@ def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False):
     n, failure = k.shape[0], None
     for i, j in enumerate(schedule):
         if failure is not None:
-            warnings.warn(f"gpulinalg.gp: Cholesky failed (leading minor {failure.minor}); "
-                          f"retrying with jitter {j:.3g} added to the diagonal",
-                          IllConditionedWarning, stacklevel=3)
+            warn(f"gpulinalg.gp: Cholesky failed (leading minor {failure.minor}); "
+                 f"retrying with jitter {j:.3g} added to the diagonal", IllConditionedWarning)
         last = i == len(schedule) - 1
         kj = k if overwrite_k and last else k.copy()
         if j:

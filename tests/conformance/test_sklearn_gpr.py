@@ -1,0 +1,35 @@
+"""scikit-learn's own ``sklearn/gaussian_process/tests/test_gpr.py`` run against
+:class:`gpulinalg.gp.GaussianProcessRegressor` (the name its tests call is bound to ours).
+
+The backend is the CPU by default; ``GPULINALG_CONFORMANCE_BACKEND=gpu`` (or ``auto``) runs every
+test inside ``gpulinalg.config(backend=...)``, for the device machine. Only this test reads the
+variable. Expected failures and their reasons: docs/conformance/sklearn_gpr.md.
+"""
+
+import os
+
+import pytest
+
+pytest.importorskip("sklearn")
+
+import gpulinalg  # noqa: E402
+from gpulinalg.gp import GaussianProcessRegressor  # noqa: E402
+
+from _swap import export, load  # noqa: E402
+
+BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
+
+XFAIL: dict[str, str] = {}
+
+upstream = load("sklearn.gaussian_process.tests.test_gpr",
+                {"GaussianProcessRegressor": GaussianProcessRegressor}, xfail=XFAIL)
+globals().update(export(upstream))
+
+
+@pytest.fixture(autouse=True)
+def _conformance_backend():
+    """Every upstream test body runs with the chosen backend in force."""
+    if BACKEND == "gpu" and not gpulinalg.gpu_available():
+        pytest.skip("GPULINALG_CONFORMANCE_BACKEND=gpu needs an NVIDIA GPU")
+    with gpulinalg.config(backend=BACKEND):
+        yield
