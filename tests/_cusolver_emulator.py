@@ -85,7 +85,7 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate"):
+                 "concatenate", "ones_like"):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))

@@ -70,12 +70,12 @@ def test_large_factors_each_layout(backend, rng, dtype, lower, order):
 
 def test_cholesky_batched_and_view(backend, rng):
     a = spd(rng, 10, np.float64, batch=(2, 3))
-    c = host(cholesky(a))
-    assert c.shape == a.shape
-    assert backward_ratio(a, c @ _conj_t(c), np.float64) <= 30
+    c = host(cholesky(a))  # SciPy's default: the upper factor
+    assert c.shape == a.shape and np.allclose(np.tril(c, -1), 0)
+    assert backward_ratio(a, _conj_t(c) @ c, np.float64) <= 30
     big = spd(rng, 20, np.float64)
     view = big[::2, ::2]  # a principal submatrix: still SPD, non-contiguous
-    cv = host(cholesky(view))
+    cv = host(cholesky(view, lower=True))
     assert backward_ratio(view, cv @ cv.T, np.float64) <= 30
 
 
@@ -96,8 +96,53 @@ def test_nan_raises(backend):
     a[1, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         cholesky(a)
-    with pytest.raises(NotPositiveDefiniteError):  # never a silent NaN factor
-        cholesky(a, check_finite=False)
+    with pytest.raises(ValueError, match="holds NaN or Inf") as info:  # never a silent NaN
+        cholesky(a, check_finite=False)  # factor, nor a "leading minor not positive"
+    assert not isinstance(info.value, NotPositiveDefiniteError)
+    assert gpulinalg.last_run().details["raised"].startswith("ValueError")
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("where", ["diag", "off"])
+def test_nan_diagnosed_not_misreported(backend, rng, lower, where):
+    a = spd(rng, 8, np.float64, batch=(2,))
+    i, j = (5, 5) if where == "diag" else ((6, 2) if lower else (2, 6))
+    a[1, i, j] = np.nan
+    with pytest.raises(ValueError, match=r"batch entry \(1,\).*NaN or Inf"):
+        cholesky(a, lower=lower, check_finite=False)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        cho_factor(a[1], lower=lower, check_finite=False)
+    bad = a[1].copy()
+    bad[i, j] = 0.0
+    bad[3, 3] = -1.0  # a genuine failure is still reported as one
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(bad, lower=lower, check_finite=False)
+    assert info.value.minor == 4
+
+
+def test_nan_in_unread_triangle_is_ignored(backend, rng):
+    a = spd(rng, 6, np.float64)
+    a[0, 5] = np.nan  # upper triangle: not read with lower=True
+    c = host(cholesky(a, lower=True, check_finite=False))
+    assert np.allclose(c @ c.T, np.tril(a) + np.tril(a, -1).T)
+
+
+def test_nan_overwritten_in_place_is_a_linalg_error():
+    a = np.asfortranarray(np.eye(4))
+    a[2, 2] = np.nan
+    with gpulinalg.config(backend="cpu"), pytest.raises(gpulinalg.LinAlgError, match="NaN"):
+        cholesky(a, lower=True, overwrite_a=True, check_finite=False)
+
+
+def test_logdet_of_nan_factor_raises(backend):
+    c = np.eye(3)
+    c[2, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or Inf on its diagonal"):
+        logdet_cholesky((c, False))
+    cb = np.stack([np.eye(3), np.eye(3)])
+    cb[1, 0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"batch entry \(1,\)"):
+        logdet_cholesky((cb, True))
 
 
 def test_empty_and_1x1(backend):
@@ -122,8 +167,33 @@ def test_cholesky_dtypes_and_errors(backend):
 
 def test_overwrite_a(backend, rng):
     a = spd(rng, 8, np.float64)
-    ref = scipy.linalg.cholesky(a, lower=True)
+    ref = scipy.linalg.cholesky(a)
     assert np.allclose(host(cholesky(a.copy(), overwrite_a=True)), ref)
+
+
+def test_defaults_are_scipys(backend, rng):
+    a = spd(rng, 7, np.float64)
+    assert np.allclose(host(cholesky(a)), scipy.linalg.cholesky(a))
+    c, lower = cho_factor(a)
+    c_ref, lower_ref = scipy.linalg.cho_factor(a)
+    assert lower is lower_ref is False
+    assert np.allclose(np.triu(host(c)), np.triu(c_ref))
+    # the SciPy recipe of issue 14: U = cholesky(A); solve U^T y = b; solve U x = y
+    b = random(rng, (7,), np.float64)
+    u = cholesky(a)
+    x = solve_triangular(u, solve_triangular(u.T, b, lower=True))
+    assert np.linalg.norm(host(x) - np.linalg.solve(a, b)) <= 1e-12 * np.linalg.norm(host(x))
+
+
+def test_signatures_are_scipys():
+    import inspect
+    for ours, theirs in [(cholesky, scipy.linalg.cholesky), (cho_factor, scipy.linalg.cho_factor),
+                         (cho_solve, scipy.linalg.cho_solve),
+                         (solve_triangular, scipy.linalg.solve_triangular)]:
+        got = [(p.name, p.default, p.kind) for p in inspect.signature(ours).parameters.values()]
+        want = [(p.name, p.default, p.kind)
+                for p in inspect.signature(theirs).parameters.values()]
+        assert got == want, ours.__name__
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -234,7 +304,7 @@ def test_fallback_on_oom(rng, fake_gpu, fn):
 def test_torch_in_torch_out(rng):
     torch = pytest.importorskip("torch")
     a = torch.from_numpy(spd(rng, 6, np.float64))
-    c = cholesky(a)
+    c = cholesky(a, lower=True)
     assert isinstance(c, torch.Tensor) and torch.allclose(c @ c.T, a)
     x = cho_solve((c, True), torch.ones(6, dtype=torch.float64))
     assert isinstance(x, torch.Tensor) and torch.allclose(a @ x, torch.ones(6, dtype=a.dtype))

@@ -37,10 +37,13 @@ def test_svd_ratios(backend, rng, dtype, kind, shape):
     m, n = shape
     s_true = spectrum(kind, min(m, n), dtype)
     a = with_singular_values(rng, m, n, s_true, dtype)
-    res = svd(a)
+    res = svd(a)  # SciPy's default: full matrices
     assert isinstance(res, SVDResult)
-    assert res.U.shape == (m, min(m, n)) and res.Vh.shape == (min(m, n), n)
+    assert res.U.shape == (m, m) and res.Vh.shape == (n, n)
     _check(a, res, s_true, dtype)
+    econ = svd(a, full_matrices=False)
+    assert econ.U.shape == (m, min(m, n)) and econ.Vh.shape == (min(m, n), n)
+    _check(a, econ, s_true, dtype)
 
 
 @pytest.mark.gpu
@@ -92,7 +95,7 @@ def test_svd_deterministic_signs(backend, rng):
 @pytest.mark.parametrize("shape", [(2, 3, 12, 5), (3, 5, 12), (4, 6, 6)])
 def test_svd_batched(backend, rng, shape):
     a = random(rng, shape, np.float64)
-    u, s, vh = svd(a)
+    u, s, vh = svd(a, full_matrices=False)
     k = min(shape[-2:])
     assert u.shape == shape[:-2] + (shape[-2], k) and s.shape == shape[:-2] + (k,)
     for idx in np.ndindex(*shape[:-2]):
@@ -131,6 +134,49 @@ def test_svd_matches_scipy_on_cpu(rng):
     with gpulinalg.config(backend="cpu"):
         s = svd(a, compute_uv=False)
     assert np.allclose(s, scipy.linalg.svd(a, compute_uv=False))
+
+
+@pytest.mark.parametrize("lapack_driver", ["gesdd", "gesvd"])
+def test_svd_lapack_driver_on_cpu(rng, monkeypatch, lapack_driver):
+    import scipy.linalg
+    seen = []
+    real = scipy.linalg.svd
+    monkeypatch.setattr(scipy.linalg, "svd",
+                        lambda *a, **k: seen.append(k["lapack_driver"]) or real(*a, **k))
+    a = random(rng, (12, 7), np.float64)
+    with gpulinalg.config(backend="cpu"):
+        u, s, vh = svd(a, lapack_driver=lapack_driver)
+    assert seen == [lapack_driver]
+    assert np.allclose(u[:, :7] * s @ vh, a)
+
+
+def test_svd_lapack_driver_on_gpu_route(rng, fake_gpu, monkeypatch):
+    from gpulinalg.decomp import _svd_cuda
+    seen = []
+    monkeypatch.setattr(_svd_cuda, "svd", lambda a, full, uv, driver, *rest: seen.append(driver)
+                        or _factor_host_svd(a, full, uv, driver, *rest))
+    a = random(rng, (12, 7), np.float64)
+    with gpulinalg.config(backend="gpu"):
+        svd(a, lapack_driver="gesvd")  # gesvd asks for QR iteration on the GPU too
+        svd(a)
+        svd(a, lapack_driver="gesvd", driver="gesvdj")  # an explicit GPU driver wins
+    assert seen == ["gesvd", "auto", "gesvdj"]
+
+
+def _factor_host_svd(*args):
+    from gpulinalg.decomp import _factor_host
+    return _factor_host.svd(*args)
+
+
+def test_svd_signature_is_scipys():
+    import inspect
+
+    import scipy.linalg
+    ours = list(inspect.signature(svd).parameters.values())
+    theirs = list(inspect.signature(scipy.linalg.svd).parameters.values())
+    assert [(p.name, p.default) for p in ours[:len(theirs)]] == \
+        [(p.name, p.default) for p in theirs]
+    assert ours[len(theirs)].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_resolve_driver():

@@ -11,21 +11,23 @@ from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _cholesky_cuda, _factor_host
 from ._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare, real_dtype
+from ._cholesky_xp import logdet_checked
 from ._cusolver_cuda import workspace_bytes
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
 
 
-def cholesky(a: Any, lower: bool = True, *, overwrite_a: bool = False,
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
              check_finite: bool = True) -> Any:
-    """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them).
+    """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them), as SciPy's.
 
     Parameters
     ----------
     a : (..., n, n) array_like
         Only the triangle named by ``lower`` is read.
-    lower : bool, default True
-        Return the lower factor ``L`` (``a = L @ L^H``), else the upper ``U`` (``a = U^H @ U``).
+    lower : bool, default False
+        Return the lower factor ``L`` (``a = L @ L^H``), else the upper ``U`` (``a = U^H @ U``,
+        SciPy's default).
     overwrite_a : bool, default False
         Allow the factorization to reuse ``a``'s memory.
     check_finite : bool, default True
@@ -40,6 +42,9 @@ def cholesky(a: Any, lower: bool = True, *, overwrite_a: bool = False,
     ------
     gpulinalg.NotPositiveDefiniteError
         With ``.minor`` (1-based order of the failing leading minor) and ``.batch_index``.
+    ValueError
+        ``a`` holds NaN or Inf: checked up front with ``check_finite=True``; with
+        ``check_finite=False`` a factorization that fails is diagnosed (see Notes).
 
     See Also
     --------
@@ -51,29 +56,41 @@ def cholesky(a: Any, lower: bool = True, *, overwrite_a: bool = False,
     The GPU engine runs cuSOLVER ``Xpotrf`` (``potrfBatched`` for stacks of matrices up to
     order 256) on a working copy laid out for the faster lower-triangle kernel; with
     ``overwrite_a`` a GPU input is factored in place when it has that layout, or when the
-    working copy would not fit in device memory. The default ``lower=True`` differs from
-    SciPy's.
+    working copy would not fit in device memory.
+
+    With ``check_finite=False`` nothing is checked before the factorization. When it fails
+    (or leaves NaN on the factor's diagonal), the triangle that was read is checked then: NaN
+    or Inf there raises ``ValueError`` instead of a misleading "leading minor not positive"
+    (:class:`gpulinalg.LinAlgError` when ``a`` was factored in place and can no longer be
+    checked). A successful factorization costs nothing extra.
+
+    gpulinalg 0.1 defaulted to ``lower=True``; the default is SciPy's ``lower=False`` now
+    (docs/migration/decomp.md).
 
     Examples
     --------
     >>> import numpy as np
     >>> from gpulinalg.decomp import cholesky
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
-    >>> L = cholesky(a)
-    >>> bool(np.allclose(L @ L.T, a)), bool(np.allclose(L, np.tril(L)))
+    >>> U = cholesky(a)
+    >>> bool(np.allclose(U.T @ U, a)), bool(np.allclose(U, np.triu(U)))
     (True, True)
+    >>> L = cholesky(a, lower=True)
+    >>> bool(np.allclose(L @ L.T, a))
+    True
     """
     return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
 
 
-def cho_factor(a: Any, lower: bool = True, *, overwrite_a: bool = False,
+def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
                check_finite: bool = True) -> tuple[Any, bool]:
     """Cholesky factor for :func:`cho_solve` and :func:`logdet_cholesky`, as SciPy's.
 
     Parameters
     ----------
     a : (..., n, n) array_like
-    lower : bool, default True
+    lower : bool, default False
+        Factor in the lower triangle (``a = L L^H``), else the upper one (``a = U^H U``).
     overwrite_a : bool, default False
     check_finite : bool, default True
 
@@ -83,6 +100,11 @@ def cho_factor(a: Any, lower: bool = True, *, overwrite_a: bool = False,
         The factor in the triangle named by ``lower``; the other triangle keeps ``a``'s
         entries (as in SciPy: do not rely on them).
     lower : bool
+
+    Raises
+    ------
+    gpulinalg.NotPositiveDefiniteError, ValueError
+        As :func:`cholesky`.
 
     See Also
     --------
@@ -96,6 +118,8 @@ def cho_factor(a: Any, lower: bool = True, *, overwrite_a: bool = False,
     >>> from gpulinalg.decomp import cho_factor, cho_solve, logdet_cholesky
     >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
     >>> cf = cho_factor(a)
+    >>> cf[1]
+    False
     >>> x = cho_solve(cf, np.array([1.0, 2.0]))
     >>> bool(np.allclose(a @ x, [1.0, 2.0]))
     True
@@ -110,7 +134,7 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
     a, dtype = prepare(a, square=True, check_finite=check_finite)
     n = a.shape[-1]
     if a.size == 0:
-        return empty_result(a, (tuple(a.shape), dtype))[0]
+        return _dispatch.shortcut(op, empty_result(a, (tuple(a.shape), dtype))[0])
     batch = int(np.prod(a.shape[:-2], dtype=np.int64))
     flops = batch * n ** 3 / 3 * flops_scale(dtype)
     # The estimate holds the input and a working copy. An input already on the GPU that may be
@@ -123,7 +147,7 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
         flops=flops, oversize_fn=in_place)
 
 
-def cho_solve(c_and_lower: tuple[Any, bool], b: Any, *, overwrite_b: bool = False,
+def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
               check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` given the Cholesky factor of ``a`` from :func:`cho_factor`.
 
@@ -141,15 +165,29 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, *, overwrite_b: bool = Fals
     -------
     x : array of ``b``'s shape (with the broadcast batch)
 
+    Raises
+    ------
+    gpulinalg.SingularMatrixError
+        A zero on the diagonal of ``c``.
+
+    Warns
+    -----
+    gpulinalg.IllConditionedWarning
+        The reciprocal condition number of ``a`` is below the dtype's epsilon, by the rule of
+        :func:`solve_triangular` (with ``a = c^H c``, both bounds squared).
+
     See Also
     --------
     cho_factor : the factor this solves with.
+    solve_triangular : the conditioning rule, described in its Notes.
     scipy.linalg.cho_solve : the same solve on the CPU.
 
     Notes
     -----
     The GPU engine runs cuSOLVER ``Xpotrs``, or two batched cuBLAS triangular solves for
-    stacks of matrices up to order 256.
+    stacks of matrices up to order 256. Unlike SciPy's, it checks the conditioning of the
+    factor (a reduction over its diagonal and over ``b`` and ``x``: O(n k), one read-back of
+    three numbers on the GPU).
 
     Examples
     --------
@@ -168,12 +206,12 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, *, overwrite_b: bool = Fals
     batch = broadcast_batch(c.shape[:-2], b.shape[:-2] if not vec else ())
     shape = batch + ((c.shape[-1],) if vec else tuple(b.shape[-2:]))
     if c.shape[-1] == 0 or 0 in shape:
-        return empty_result(b, (shape, dtype))[0]
+        return _dispatch.shortcut("decomp.cho_solve", empty_result(b, (shape, dtype))[0])
     nb = int(np.prod(batch, dtype=np.int64))
     nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
     flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
     return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve, _factor_host.cho_solve,
-                              (c, bool(lower), b, bool(overwrite_b), dtype),
+                              (c, bool(lower), b, bool(overwrite_b), dtype, True),
                               nbytes=nbytes, flops=flops, like=b)
 
 
@@ -190,12 +228,18 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     Parameters
     ----------
     c_and_lower : tuple of ((..., n, n) array, bool)
-        The output of :func:`cho_factor` (or ``(cholesky(a), True)``).
+        The output of :func:`cho_factor` (or ``(cholesky(a), False)``).
 
     Returns
     -------
     logdet : float, or (...) array for a batch
         In the real dtype of ``c`` and ``c``'s package.
+
+    Raises
+    ------
+    ValueError
+        ``c``'s diagonal holds NaN or Inf (the result would be NaN or Inf): one flag per
+        matrix is read back to check.
 
     See Also
     --------
@@ -212,10 +256,10 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     c, _lower = _pair(c_and_lower)
     c, dtype = prepare(c, "c", square=True, check_finite=False)
     if c.shape[-1] == 0:
-        res = empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0]
+        res = _dispatch.shortcut("decomp.logdet_cholesky",
+                                 empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0])
     else:
-        res = _dispatch.dispatch("decomp.logdet_cholesky", _cholesky_cuda.logdet,
-                                 _factor_host.logdet,
+        res = _dispatch.dispatch("decomp.logdet_cholesky", logdet_checked, logdet_checked,
                                  (c, dtype), nbytes=nbytes_of((c.shape, dtype)),
                                  flops=c.shape[-1])
     return res[()] if isinstance(res, np.ndarray) else res

@@ -13,13 +13,13 @@ no validation, no dispatch, no budget question. Failures raise
 
 import numpy as np
 
-from .._runtime.errors import NotPositiveDefiniteError
 from .._runtime.kernels import elementwise_kernel
 from . import _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
-from ._cholesky_xp import logdet
+from ._cholesky_xp import failure, logdet
 from ._cusolver_cuda import BATCHED_MAX_N, Solver
 from ._triangular_cuda import finish_rhs, rhs_copy, stack_matrices, trsm_batched
+from ._triangular_xp import check_conditioning, rhs_scale
 
 __all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet"]
 
@@ -59,17 +59,28 @@ def _factor(a, w, order, zeroed, lower, clean):
         diag = cupy.diagonal(w, axis1=-2, axis2=-1)
         finite = cupy.isfinite(diag).all(axis=-1)  # fetched with the info codes
         codes, finite = sv.check("potrf", also=finite)
-    batch_shape = a.shape[:-2]
     bad = np.flatnonzero(codes > 0)
-    if bad.size:
-        raise NotPositiveDefiniteError(codes[bad[0]], batch_index(bad[0], batch_shape))
-    if not finite.all():  # NaN input with check_finite=False: no silent NaN factor
-        entry = int(np.flatnonzero(finite == 0)[0])
-        minor = int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
-        raise NotPositiveDefiniteError(minor, batch_index(entry, batch_shape))
+    nonfinite = np.flatnonzero(finite == 0)
+    if bad.size or nonfinite.size:  # the input is diagnosed only on failure
+        entry = int(bad[0] if bad.size else nonfinite[0])
+        minor = int(codes[entry]) if bad.size else \
+            int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
+        raise failure(minor, _entry(a, entry), lower, _shares(a, w),
+                      batch_index(entry, a.shape[:-2]))
     if clean and not zeroed:  # potrf reads and writes only its own triangle
         _zero_triangle(w, lower)
     return w.reshape(a.shape)
+
+
+def _entry(a, flat):
+    """Matrix ``flat`` of the stack ``a`` (..., n, n)."""
+    return a.reshape((-1,) + a.shape[-2:])[flat] if a.ndim > 2 else a
+
+
+def _shares(a, w):
+    """Whether the working stack ``w`` is ``a`` itself (factored in place: views of ``a``
+    start at its first element, new working copies elsewhere)."""
+    return w.data.ptr == a.data.ptr
 
 
 def _stack_view(a, order):
@@ -158,9 +169,20 @@ def _zero_triangle(w, lower):
     kernel(w.shape[-1], lower, w)
 
 
-def cho_solve(c, lower, b, overwrite_b, dtype):
+def cho_solve(c, lower, b, overwrite_b, dtype, check=False):
     """``a^-1 b`` from the CuPy Cholesky factor ``c`` (..., n, n) of ``a`` (the ``lower``
-    triangle is read); ``b`` (n,) or (..., n, k), batches broadcast. ``b`` is never written."""
+    triangle is read); ``b`` (n,) or (..., n, k), batches broadcast. ``b`` is never written.
+
+    ``check``: the conditioning rule of :mod:`._triangular_xp` after the solve (one
+    read-back of three numbers)."""
+    x = _cho_solve(c, lower, b, dtype)
+    if check:
+        import cupy
+        check_conditioning(c, rhs_scale(b, cupy), x, False, cupy, squared=True)
+    return x
+
+
+def _cho_solve(c, lower, b, dtype):
     import cupy
     x, batch, vec = rhs_copy(c, b, dtype)
     if len(x) > 1 and c.shape[-1] <= BATCHED_MAX_N:  # two batched triangular solves

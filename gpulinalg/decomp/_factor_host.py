@@ -7,92 +7,96 @@ those modules this is decomp's internal layer: no validation, no dispatch (``gp`
 
 import numpy as np
 
-from .._runtime.errors import NotPositiveDefiniteError
-from ._checks import batch_index, broadcast_batch, sub
-from ._cholesky_xp import logdet
+from ._checks import broadcast_batch, sub
+from ._cholesky_xp import check_potrf, logdet
 from ._results import QRResult, SVDResult
 from ._svd_xp import flip_signs
-from ._triangular_xp import check_nonsingular
+from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
 
 __all__ = ["qr", "svd", "cholesky", "cho_solve", "logdet", "solve_triangular"]
 
-_QR_MODES = {"reduced": "economic", "complete": "full", "r": "r"}
-_SVD_DRIVERS = {"gesvd": "gesvd"}  # every other driver is GPU-only: LAPACK gesdd stands in
-
 
 def _over_batch(fn, a, core_ndim=2):
-    """Apply ``fn`` to each matrix of ``a`` and stack the results (tuples component-wise)."""
+    """Apply ``fn`` to each matrix of ``a`` and stack the results (tuples component-wise,
+    nested tuples too: ``((qr, tau), r)``)."""
     if a.ndim == core_ndim:
         return fn(a)
     batch = a.shape[:a.ndim - core_ndim]
-    items = [fn(a[idx]) for idx in np.ndindex(*batch)]
+    return _stack([fn(a[idx]) for idx in np.ndindex(*batch)], batch)
+
+
+def _stack(items, batch):
     if isinstance(items[0], tuple):
-        parts = zip(*items)
-        stacked = [np.stack(p).reshape(batch + p[0].shape) for p in parts]
-        return type(items[0])(*stacked)
+        parts = [_stack(list(p), batch) for p in zip(*items)]
+        return type(items[0])(*parts) if hasattr(items[0], "_fields") else tuple(parts)
     return np.stack(items).reshape(batch + items[0].shape)
 
 
-def qr(a, mode, dtype):
+def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
+    """SciPy's ``qr`` of each matrix of ``a``; ``mode`` is ``"full"``, ``"economic"``, ``"r"``
+    or ``"raw"``; results as SciPy's (``QRResult`` for ``(Q, R)``)."""
     import scipy.linalg
     a = np.asarray(a, dtype=dtype)
-    k = min(a.shape[-2:])
+    overwrite = bool(overwrite_a) and a.ndim == 2
 
     def one(x):
-        out = scipy.linalg.qr(x, mode=_QR_MODES[mode], check_finite=False)
-        return out[0][:k] if mode == "r" else QRResult(*out)
+        out = scipy.linalg.qr(x, overwrite_a=overwrite, lwork=lwork, mode=mode,
+                              pivoting=pivoting, check_finite=False)
+        if mode in ("full", "economic"):
+            return QRResult(*out) if not pivoting else tuple(out)
+        return tuple(out)
     return _over_batch(one, a)
 
 
-def svd(a, full_matrices, compute_uv, driver, dtype):
+def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False):
+    """SciPy's ``svd`` with LAPACK ``lapack_driver`` (``driver`` picks the GPU kernel and is
+    not read here), with deterministic signs."""
     import scipy.linalg
     a = np.asarray(a, dtype=dtype)
-    lapack = _SVD_DRIVERS.get(driver, "gesdd")
+    overwrite = bool(overwrite_a) and a.ndim == 2
 
     def one(x):
         out = scipy.linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv,
-                               check_finite=False, lapack_driver=lapack)
+                               overwrite_a=overwrite, check_finite=False,
+                               lapack_driver=lapack_driver)
         return SVDResult(*out) if compute_uv else out
     res = _over_batch(one, a)
     return SVDResult(*flip_signs(res.U, res.S, res.Vh, np)) if compute_uv else res
 
 
 def cholesky(a, lower, overwrite_a, clean, dtype):
+    """LAPACK ``potrf`` of each matrix of ``a``; raises as :func:`._cholesky_xp.check_potrf`."""
     from scipy.linalg import get_lapack_funcs
     a = np.asarray(a, dtype=dtype)
     if a.ndim == 2:
         potrf, = get_lapack_funcs(("potrf",), (a,))
         c, info = potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean)
-        _check_potrf(info, c, None)
+        check_potrf(info, c, a, lower, np.may_share_memory(c, a), None, np)
         return c
     out = a if overwrite_a and a.flags.writeable else np.empty_like(a)
     batch = a.shape[:-2]
     for flat, idx in enumerate(np.ndindex(*batch)):
         potrf, = get_lapack_funcs(("potrf",), (a[idx],))
         c, info = potrf(a[idx], lower=lower, overwrite_a=False, clean=clean)
-        _check_potrf(info, c, batch_index(flat, batch))
+        check_potrf(info, c, a[idx], lower, False, (flat, batch), np)
         out[idx] = c
     return out
 
 
-def _check_potrf(info, c, where):
-    if info > 0:
-        raise NotPositiveDefiniteError(info, where)
-    if info < 0:
-        raise ValueError(f"potrf rejected argument {-info}")
-    bad = np.flatnonzero(~np.isfinite(np.diagonal(c)))
-    if bad.size:  # NaN on the diagonal: never hand back a silent NaN factor
-        raise NotPositiveDefiniteError(bad[0] + 1, where)
-
-
-def cho_solve(c, lower, b, overwrite_b, dtype):
+def cho_solve(c, lower, b, overwrite_b, dtype, check=False):
+    """LAPACK ``potrs`` with the factor ``c``; with ``check``, the conditioning rule of
+    :func:`._triangular_xp.check_conditioning` (``a = c^H c`` squares ``c``'s bound)."""
     from scipy.linalg import get_lapack_funcs
     c, b = np.asarray(c, dtype=dtype), np.asarray(b, dtype=dtype)
+    scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
     if c.ndim == 2 and b.ndim <= 2:
         potrs, = get_lapack_funcs(("potrs",), (c, b))
         x, info = potrs(c, b, lower=lower, overwrite_b=overwrite_b)
-        return x
-    return _batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
+    else:
+        x = _batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
+    if check:
+        check_conditioning(c, scale, x, False, np, squared=True)
+    return x
 
 
 def _batched_solve(solve_one, a, b):
@@ -107,17 +111,24 @@ def _batched_solve(solve_one, a, b):
     return out[..., 0] if vec else out
 
 
-def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False):
+    """SciPy's ``solve_triangular`` over the broadcast batch. A zero on the diagonal raises
+    :class:`gpulinalg.SingularMatrixError`; with ``check``, also the conditioning rule of
+    :func:`._triangular_xp.check_conditioning` (after the solve)."""
     import scipy.linalg
     a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
     if not unit_diagonal:
         check_nonsingular(a, np)
+    scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
 
     def one(aa, bb, overwrite=False):
         return scipy.linalg.solve_triangular(aa, bb, trans=trans, lower=lower,
                                              unit_diagonal=unit_diagonal,
                                              overwrite_b=overwrite, check_finite=False)
     if a.ndim == 2 and b.ndim <= 2:
-        return one(a, b, overwrite_b)
-    return _batched_solve(one, a, b)
-
+        x = one(a, b, overwrite_b)
+    else:
+        x = _batched_solve(one, a, b)
+    if check:
+        check_conditioning(a, scale, x, unit_diagonal, np)
+    return x

@@ -1,10 +1,12 @@
-"""QR factorization: validation and one dispatch to :mod:`._qr_cuda` (cuSOLVER ``Xgeqrf`` and
-``orgqr``) or :mod:`._factor_host` (SciPy)."""
+"""QR factorization, as ``scipy.linalg.qr``: validation and one dispatch to :mod:`._qr_cuda`
+(cuSOLVER ``Xgeqrf`` and ``orgqr``) or :mod:`._factor_host` (SciPy)."""
 
+import functools
 from typing import Any, Literal
 
 import numpy as np
 
+from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _qr_cuda
@@ -14,36 +16,62 @@ from ._results import QRResult
 
 __all__ = ["qr"]
 
-MODES = ("reduced", "complete", "r")
+MODES = ("full", "r", "economic", "raw")
+#: NumPy's names, refused with a pointer to SciPy's (gpulinalg 0.1 took them).
+_NUMPY_MODES = {"reduced": "economic", "complete": "full"}
 
 
-def qr(a: Any, mode: Literal["reduced", "complete", "r"] = "reduced", *,
-       check_finite: bool = True) -> QRResult | Any:
-    """QR factorization ``a = Q @ R`` of a matrix or a batch of matrices, as NumPy's.
+def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
+       mode: Literal["full", "r", "economic", "raw"] = "full", pivoting: bool = False,
+       check_finite: bool = True) -> tuple:
+    """QR factorization ``a = Q @ R`` (``a[:, P] = Q @ R`` with pivoting), as SciPy's, of a
+    matrix or a batch of matrices.
 
     Parameters
     ----------
-    a : (..., m, n) array_like
-    mode : {"reduced", "complete", "r"}, default "reduced"
-        ``reduced``: Q is (..., m, k), R is (..., k, n) with ``k = min(m, n)``;
-        ``complete``: Q is (..., m, m), R is (..., m, n); ``r``: only R, (..., k, n).
+    a : (..., M, N) array_like
+    overwrite_a : bool, default False
+        Allow the CPU engine to reuse ``a``'s memory (the GPU engine always factors a copy).
+    lwork : int, optional
+        LAPACK work array size (``None`` or ``-1``: the optimal size), passed to SciPy on the
+        CPU; on the GPU cuSOLVER sizes its own workspace and ``lwork`` is only checked against
+        LAPACK's minimum (``ValueError`` below it, on both backends).
+    mode : {"full", "r", "economic", "raw"}, default "full"
+        ``full``: Q (..., M, M), R (..., M, N); ``economic``: Q (..., M, K), R (..., K, N)
+        with ``K = min(M, N)``; ``r``: ``(R,)`` with R (..., M, N); ``raw``:
+        ``((qr, tau), R)``, LAPACK's Householder reflectors and scalars (``qr`` (..., M, N),
+        ``tau`` (..., K)) and R (..., K, N).
+    pivoting : bool, default False
+        Column pivoting (LAPACK ``geqp3``): ``P`` (..., N) int32 is appended to the result,
+        ``|diag(R)|`` is non-increasing, and ``a[..., :, P] = Q @ R``.
     check_finite : bool, default True
+        Raise ``ValueError`` if ``a`` holds NaN or Inf.
 
     Returns
     -------
-    QRResult(Q, R), or R alone for ``mode="r"``
-        In ``a``'s package; float32 in, float32 out; integers compute in float64.
+    tuple
+        ``QRResult(Q, R)``, ``(Q, R, P)``, ``(R,)``, ``(R, P)``, ``((qr, tau), R)`` or
+        ``((qr, tau), R, P)``, as SciPy's; arrays in ``a``'s package; float32 in, float32 out;
+        integers compute in float64.
 
     See Also
     --------
-    numpy.linalg.qr : the same modes and results on the CPU.
-    scipy.linalg.qr : the LAPACK routine behind the CPU engine.
+    scipy.linalg.qr : the same signature and results on the CPU.
+    numpy.linalg.qr : NumPy's modes (``"reduced"``, ``"complete"``).
 
     Notes
     -----
     The GPU engine runs cuSOLVER ``Xgeqrf`` and forms Q with ``orgqr``/``ungqr``; the CPU
-    engine runs LAPACK ``geqrf``/``orgqr`` through SciPy. Neither fixes the signs of R's
-    diagonal, so Q and R may differ in sign between engines (``Q @ R`` does not).
+    engine runs LAPACK through SciPy. Both use LAPACK's Householder convention, so ``raw``
+    results can be passed to LAPACK's ``ormqr`` on either side; signs of R's diagonal are
+    not normalized.
+
+    cuSOLVER has no column-pivoted QR: with ``pivoting=True`` the GPU route copies ``a`` to
+    the host, runs LAPACK ``geqp3`` there and copies the results back (NumPy inputs are not
+    offloaded at all). :func:`gpulinalg.last_run` says so in its details (``host_route``).
+
+    gpulinalg 0.1 followed NumPy (``mode="reduced"`` by default, ``mode="r"`` returning R
+    alone with K rows); see docs/migration/decomp.md.
 
     Examples
     --------
@@ -52,35 +80,77 @@ def qr(a: Any, mode: Literal["reduced", "complete", "r"] = "reduced", *,
     >>> a = np.random.default_rng(0).standard_normal((6, 4))
     >>> q, r = qr(a)
     >>> q.shape, r.shape
-    ((6, 4), (4, 4))
-    >>> bool(np.allclose(q @ r, a)), bool(np.allclose(q.T @ q, np.eye(4)))
+    ((6, 6), (6, 4))
+    >>> bool(np.allclose(q @ r, a)), bool(np.allclose(q.T @ q, np.eye(6)))
     (True, True)
-    >>> bool(np.allclose(np.abs(qr(a, mode="r")), np.abs(r)))
+    >>> q, r = qr(a, mode="economic")
+    >>> q.shape, r.shape
+    ((6, 4), (4, 4))
+    >>> q, r, p = qr(a, mode="economic", pivoting=True)
+    >>> bool(np.allclose(q @ r, a[:, p]))
     True
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    mode = _check_mode(mode)
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = tuple(a.shape[:-2])
     if a.size == 0:
-        return _empty(a, mode, batch, m, n, dtype)
-    q_cols = m if mode == "complete" else k
+        return _dispatch.shortcut("decomp.qr", _empty(a, mode, pivoting, batch, m, n, dtype))
+    q_cols = m if mode == "full" else k
+    _check_lwork(lwork, n, q_cols if mode in ("full", "economic") else 0)
     nb = int(np.prod(batch, dtype=np.int64))
     arrays = nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
                        (batch + (m, n), dtype))
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
+    gpu_fn = _qr_cuda.qr
+    if pivoting:  # no GPU kernel: the GPU route runs the CPU engine on host copies
+        gpu_fn = functools.partial(_qr_cuda.qr_on_host, host_qr=_factor_host.qr)
+        flops = 0  # so host inputs are never offloaded for nothing
     return _dispatch.dispatch(
-        "decomp.qr", _qr_cuda.qr, _factor_host.qr, (a, mode, dtype), flops=flops,
+        "decomp.qr", gpu_fn, _factor_host.qr,
+        (a, mode, bool(pivoting), lwork, bool(overwrite_a), dtype), flops=flops,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)))
 
 
-def _empty(a, mode, batch, m, n, dtype):
+def _check_mode(mode):
+    if mode == "qr":  # SciPy's undocumented alias of "full"
+        return "full"
+    if mode in MODES:
+        return mode
+    hint = (f" ({mode!r} is NumPy's name: use {_NUMPY_MODES[mode]!r})"
+            if mode in _NUMPY_MODES else "")
+    raise ValueError(f"Mode argument should be one of {list(MODES)}, got {mode!r}{hint}")
+
+
+def _check_lwork(lwork, n, q_cols):
+    """LAPACK's rule for ``lwork`` (``-1`` or ``None``: query), checked on both backends:
+    ``geqrf`` needs ``lwork >= n``, ``orgqr`` ``lwork >=`` the columns of Q."""
+    if lwork is None or lwork == -1:
+        return
+    need = max(n, q_cols, 1)
+    if int(lwork) != lwork or lwork < need:
+        raise ValueError(f"lwork must be None, -1 or an integer >= {need}, got {lwork!r}")
+
+
+def _empty(a, mode, pivoting, batch, m, n, dtype):
+    """SciPy's results for an empty ``a``: Q the identity in ``full`` mode."""
     k = min(m, n)
+    econ = mode in ("economic", "raw")
+    q, r = empty_result(a, (batch + (m, k if econ else m), dtype, not econ),
+                        (batch + ((k, n) if econ else (m, n)), dtype))
+    tail = (r,) if not pivoting else (r, _arange(a, batch, n))
     if mode == "r":
-        return empty_result(a, (batch + (k, n), dtype))[0]
-    if mode == "complete":
-        return QRResult(*empty_result(a, (batch + (m, m), dtype, True), (batch + (m, n), dtype)))
-    return QRResult(*empty_result(a, (batch + (m, k), dtype), (batch + (k, n), dtype)))
+        return tail
+    if mode == "raw":
+        qr_raw, tau = empty_result(a, (batch + (m, n), dtype), (batch + (k,), dtype))
+        return ((qr_raw, tau),) + tail
+    return QRResult(q, r) if not pivoting else (q,) + tail
+
+
+def _arange(a, batch, n):
+    """The identity permutation ``arange(n)`` (int32) over ``batch``, in ``a``'s package."""
+    kind = _arrays.kind_of(a) or _arrays.Kind.NUMPY
+    return _arrays.to_kind(np.broadcast_to(np.arange(n, dtype=np.int32), batch + (n,)).copy(),
+                           kind, a)

@@ -16,36 +16,52 @@ from ._svd_drivers import resolve_driver
 
 __all__ = ["svd"]
 
-def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
-        driver: Literal["auto", "gesvd", "gesvdj", "gesvdp"] = "auto", *,
-        check_finite: bool = True) -> SVDResult | Any:
-    """Singular value decomposition ``a = U @ diag(S) @ Vh`` of a matrix or a batch.
+LAPACK_DRIVERS = ("gesdd", "gesvd")
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+        check_finite: bool = True, lapack_driver: Literal["gesdd", "gesvd"] = "gesdd", *,
+        driver: Literal["auto", "gesvd", "gesvdj", "gesvdp"] = "auto") -> SVDResult | Any:
+    """Singular value decomposition ``a = U @ diag(S) @ Vh`` of a matrix or a batch, as SciPy's.
 
     Parameters
     ----------
-    a : (..., m, n) array_like
-    full_matrices : bool, default False
-        ``True``: U is (..., m, m) and Vh (..., n, n); else (..., m, k) and (..., k, n),
-        ``k = min(m, n)``.
+    a : (..., M, N) array_like
+    full_matrices : bool, default True
+        ``True``: U is (..., M, M) and Vh (..., N, N); else (..., M, K) and (..., K, N),
+        ``K = min(M, N)``.
     compute_uv : bool, default True
         ``False`` returns the singular values alone.
-    driver : {"auto", "gesvd", "gesvdj", "gesvdp"}, default "auto"
-        cuSOLVER kernel on the GPU: ``gesvd`` (QR iteration), ``gesvdj`` (Jacobi),
-        ``gesvdp`` (polar decomposition: for well-conditioned matrices only, it is not backward
-        stable when singular values approach zero; the perturbation it applies is recorded as
-        ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto`` takes ``gesvdj`` when
-        ``min(m, n) <= 32``; above, ``gesvdp`` with an a-posteriori check of backward error
-        and orthogonality, recomputing with ``gesvd`` when the check fails (values-only calls
-        use ``gesvd``). Whatever the driver, a matrix with
-        ``max(m, n) >= 1.5 min(m, n)`` is first reduced by QR and the kernel factors the small
-        R. On the CPU, ``gesvd`` selects LAPACK's gesvd and every other choice gesdd.
+    overwrite_a : bool, default False
+        Allow the CPU engine to reuse ``a``'s memory (the GPU engine always works on a copy).
     check_finite : bool, default True
+        Raise ``ValueError`` if ``a`` holds NaN or Inf.
+    lapack_driver : {"gesdd", "gesvd"}, default "gesdd"
+        LAPACK routine of the CPU engine (divide and conquer, or QR iteration). On the GPU,
+        ``"gesvd"`` with ``driver="auto"`` selects cuSOLVER's ``gesvd`` too (cuSOLVER has no
+        divide-and-conquer SVD, so ``"gesdd"`` leaves the choice to ``driver``).
+    driver : {"auto", "gesvd", "gesvdj", "gesvdp"}, default "auto"
+        cuSOLVER kernel on the GPU (not read on the CPU): ``gesvd`` (QR iteration),
+        ``gesvdj`` (Jacobi), ``gesvdp`` (polar decomposition: for well-conditioned matrices
+        only, it is not backward stable when singular values approach zero; the perturbation
+        it applies is recorded as ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto``
+        takes ``gesvdj`` when ``min(M, N) <= 32``; above, ``gesvdp`` with an a-posteriori
+        check of backward error and orthogonality, recomputing with ``gesvd`` when the check
+        fails (values-only calls use ``gesvd``). Whatever the driver, a matrix with
+        ``max(M, N) >= 1.5 min(M, N)`` is first reduced by QR and the kernel factors the
+        small R.
 
     Returns
     -------
     SVDResult(U, S, Vh), or S alone when ``compute_uv=False``
         ``S`` is real, descending. Signs are deterministic: the largest-magnitude entry of each
-        row of ``Vh`` is real and positive (``svd_flip`` convention), on both backends.
+        of the first K rows of ``Vh`` is real and positive (``svd_flip`` convention), on both
+        backends.
+
+    Raises
+    ------
+    gpulinalg.LinAlgError
+        The SVD did not converge.
 
     See Also
     --------
@@ -54,9 +70,12 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
 
     Notes
     -----
-    Unlike SciPy, the signs are deterministic (the ``svd_flip`` convention of scikit-learn),
-    so both engines return the same ``U`` and ``Vh`` for matrices with distinct singular
-    values.
+    A deliberate difference from SciPy: the signs are deterministic (the ``svd_flip``
+    convention of scikit-learn), so both engines return the same ``U`` and ``Vh`` for
+    matrices with distinct singular values; SciPy returns whatever signs LAPACK produced.
+    ``U @ diag(S) @ Vh`` and ``S`` are the same. gpulinalg 0.1 defaulted to
+    ``full_matrices=False`` and took the GPU driver as the fourth positional argument; see
+    docs/migration/decomp.md.
 
     Examples
     --------
@@ -65,16 +84,25 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
     >>> a = np.random.default_rng(0).standard_normal((8, 3))
     >>> u, s, vh = svd(a)
     >>> u.shape, s.shape, vh.shape
-    ((8, 3), (3,), (3, 3))
-    >>> bool(np.allclose(u * s @ vh, a)), bool(np.allclose(s, np.linalg.svd(a)[1]))
+    ((8, 8), (3,), (3, 3))
+    >>> bool(np.allclose(u[:, :3] * s @ vh, a)), bool(np.allclose(s, np.linalg.svd(a)[1]))
     (True, True)
+    >>> svd(a, full_matrices=False).U.shape
+    (8, 3)
     """
+    if not isinstance(lapack_driver, str):
+        raise TypeError(f"lapack_driver must be a string, got {type(lapack_driver).__name__}")
+    if lapack_driver not in LAPACK_DRIVERS:
+        raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
+    if driver == "auto" and lapack_driver == "gesvd":
+        driver = "gesvd"
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
     batch = tuple(a.shape[:-2])
     if a.size == 0:
-        return _empty(a, batch, m, n, full_matrices, compute_uv, dtype)
+        return _dispatch.shortcut("decomp.svd",
+                                  _empty(a, batch, m, n, full_matrices, compute_uv, dtype))
     nb = int(np.prod(batch, dtype=np.int64))
     big, k = max(m, n), min(m, n)
     u_cols = big if full_matrices else k
@@ -83,7 +111,8 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True,
     flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
     return _dispatch.dispatch(
         "decomp.svd", _svd_cuda.svd, _factor_host.svd,
-        (a, bool(full_matrices), bool(compute_uv), driver, dtype), flops=flops,
+        (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, bool(overwrite_a)),
+        flops=flops,
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
                         + workspace_bytes("geqrf", big, k, dtype)))
 

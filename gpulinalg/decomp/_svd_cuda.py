@@ -25,9 +25,11 @@ __all__ = ["svd", "VERIFY_FACTOR"]
 VERIFY_FACTOR = 5.0
 
 
-def svd(a, full_matrices, compute_uv, driver, dtype):
+def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False):
     """SVD of the CuPy stack ``a`` (..., m, n) with the kernel :func:`resolve_driver` picks:
-    ``SVDResult(U, S, Vh)`` with deterministic signs, or ``S`` alone."""
+    ``SVDResult(U, S, Vh)`` with deterministic signs, or ``S`` alone. ``lapack_driver`` and
+    ``overwrite_a`` are not read (the api maps ``lapack_driver="gesvd"`` to ``driver``; the
+    kernels run on a column-major copy)."""
     import cupy
     m, n = a.shape[-2:]
     wide = m < n

@@ -44,6 +44,11 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     gpulinalg.SingularMatrixError
         A zero on the diagonal (unless ``unit_diagonal``), on both backends.
 
+    Warns
+    -----
+    gpulinalg.IllConditionedWarning
+        The reciprocal condition number of ``op(a)`` is below the dtype's epsilon (see Notes).
+
     See Also
     --------
     cho_solve : two triangular solves with a Cholesky factor.
@@ -53,7 +58,19 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     -----
     The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks of matrices up to order
     256) on ``a``'s own memory: a C-ordered matrix is solved as the transposed column-major
-    one. A zero on the diagonal is found before the solve on both engines.
+    one.
+
+    Unlike SciPy's, this solve checks the conditioning, by one rule on both backends:
+
+    1. a zero on the diagonal raises :class:`gpulinalg.SingularMatrixError`;
+    2. ``rcond = 1 / max(max|a_ii| / min|a_ii|, max|a_ii| * max_j ||x_j|| / ||b_j||)``
+       (infinity norms; each term is a lower bound on the condition number of ``op(a)``)
+       below ``numpy.finfo(dtype).eps`` warns :class:`gpulinalg.IllConditionedWarning`.
+
+    The bound costs O(n + n k) (one read-back of three numbers on the GPU) and never warns
+    falsely, but it can miss ill-conditioning that neither the diagonal nor ``b`` reveals;
+    LAPACK's ``?trcon`` is sharper but costs 10 to 14 times the solve of one right-hand side.
+    The bound is recorded as ``rcond_bound`` in :func:`gpulinalg.last_run` details.
 
     Examples
     --------
@@ -75,7 +92,7 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
     shape = batch + ((a.shape[-1],) if vec else tuple(b.shape[-2:]))
     if a.shape[-1] == 0 or 0 in shape:
-        return empty_result(b, (shape, dtype))[0]
+        return _dispatch.shortcut("decomp.solve_triangular", empty_result(b, (shape, dtype))[0])
     nb = int(np.prod(batch, dtype=np.int64))
     k = 1 if vec else b.shape[-1]
     nbytes = nbytes_of((a.shape, dtype), (b.shape, dtype), (shape, dtype), (a.shape, dtype))
@@ -83,4 +100,4 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     return _dispatch.dispatch("decomp.solve_triangular", _triangular_cuda.solve_triangular,
                               _factor_host.solve_triangular,
                               (a, b, _TRANS[trans], bool(lower), bool(unit_diagonal),
-                               bool(overwrite_b), dtype), nbytes=nbytes, flops=flops, like=b)
+                               bool(overwrite_b), dtype, True), nbytes=nbytes, flops=flops, like=b)

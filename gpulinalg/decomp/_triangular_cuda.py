@@ -10,18 +10,29 @@ import numpy as np
 
 from ._checks import broadcast_batch, matrix_order, sub
 from ._cusolver_cuda import BATCHED_MAX_N, pointer_array, routines
-from ._triangular_xp import check_nonsingular
+from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
 
 __all__ = ["solve_triangular", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
 
 
-def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype):
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False):
     """``op(a)^-1 b`` for CuPy ``a`` (..., n, n) and ``b`` ((n,) or (..., n, k)); ``trans``
     0, 1 or 2 (N, T, C). Raises :class:`gpulinalg.SingularMatrixError` on a zero diagonal
-    entry unless ``unit_diagonal``. ``b`` is never written (a copy is solved in place)."""
+    entry unless ``unit_diagonal``. ``b`` is never written (a copy is solved in place).
+
+    ``check``: the conditioning rule of :mod:`._triangular_xp`, after the solve, with the
+    zero-diagonal check in the same single read-back (without ``check``, the zero check runs
+    before the solve)."""
     import cupy
-    if not unit_diagonal:
+    if not unit_diagonal and not check:
         check_nonsingular(a, cupy)
+    x = _solve(a, b, trans, lower, unit_diagonal, dtype)
+    if check:
+        check_conditioning(a, rhs_scale(b, cupy), x, unit_diagonal, cupy)
+    return x
+
+
+def _solve(a, b, trans, lower, unit_diagonal, dtype):
     x, batch, vec = rhs_copy(a, b, dtype)
     n = a.shape[-1]
     if len(x) > 1 and n <= BATCHED_MAX_N:

@@ -1,20 +1,90 @@
-"""Checks of triangular matrices written once for NumPy and CuPy (both engines run them)."""
+"""Checks of triangular matrices written once for NumPy and CuPy (both engines run them).
 
+The conditioning rule of the dense triangular solves (``solve_triangular``, ``cho_solve``),
+the same on both backends:
+
+1. a zero on the diagonal of the triangular matrix (unless ``unit_diagonal``) raises
+   :class:`gpulinalg.SingularMatrixError`: it is exactly singular;
+2. otherwise ``rcond``, an upper bound on the reciprocal condition number
+   ``1 / (||op(T)|| ||op(T)^-1||)`` (infinity norm) made from two lower bounds on the
+   condition number that cost O(n + n k), not O(n^2)::
+
+       max|t_ii| / min|t_ii|                         (the diagonal of T^-1 is 1 / t_ii)
+       max|t_ii| * max_j ||x_j||_inf / ||b_j||_inf   (||T|| >= max|t_ii|, x_j = T^-1 b_j)
+
+   is compared with the machine epsilon of the computation's dtype: ``rcond < eps`` warns
+   :class:`gpulinalg.IllConditionedWarning` (the solution may have no correct digit). For
+   ``cho_solve`` with ``a = c^H c`` both bounds are squared / use ``max|c_ii|^2``.
+
+The bound never raises a false alarm (the true condition number is at least as large); it
+can miss ill-conditioning that neither the diagonal nor this right-hand side reveals. LAPACK's
+``?trcon`` estimator is sharper but costs 10 to 14 times a solve with one right-hand side
+(measured, n = 1000 to 3000), more than the solve it would guard.
+"""
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .._runtime.errors import IllConditionedWarning, SingularMatrixError
+from .._runtime.errors import warn as _warn
 from ._checks import batch_index
 
-__all__ = ["check_nonsingular"]
+__all__ = ["check_nonsingular", "rhs_scale", "check_conditioning"]
+
+
+def _singular(flat, a):
+    n = a.shape[-1]
+    entry, pos = divmod(int(flat), n)
+    where = batch_index(entry, tuple(a.shape[:-2]))
+    at = "" if where is None else f" of batch entry {where}"
+    return SingularMatrixError(f"triangular matrix{at} is singular: diagonal entry "
+                               f"{pos} is zero")
 
 
 def check_nonsingular(a, xp):
     """Raise :class:`gpulinalg.SingularMatrixError` when a triangular ``a`` (or a stack) has
     a zero on its diagonal: a triangular solve would return infs/NaNs silently."""
-    from .._runtime.errors import SingularMatrixError
     zero = xp.diagonal(a, axis1=-2, axis2=-1) == 0
     if bool(zero.any()):
-        flat = int(xp.flatnonzero(zero.reshape(-1))[0])
-        n = a.shape[-1]
-        entry, pos = divmod(flat, n)
-        where = batch_index(entry, tuple(a.shape[:-2]))
-        at = "" if where is None else f" of batch entry {where}"
-        raise SingularMatrixError(f"triangular matrix{at} is singular: diagonal entry "
-                                  f"{pos} is zero")
+        raise _singular(xp.flatnonzero(zero.reshape(-1))[0], a)
+
+
+def rhs_scale(b, xp):
+    """``max_i |b_ij|`` per right-hand side (float64; shape ``(..., k)``, ``(1,)`` for a
+    vector): taken before a solve that may overwrite ``b``."""
+    b2 = b[:, None] if b.ndim == 1 else b
+    return xp.abs(b2).max(axis=-2).astype(np.float64)
+
+
+def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False):
+    """Apply the module's rule to the triangular ``a`` (..., n, n) after solving
+    ``op(a) x = b`` (``scale``: :func:`rhs_scale` of ``b``); one read-back of three numbers.
+
+    ``squared``: ``a`` is a Cholesky factor and the system matrix ``a^H a`` (``cho_solve``).
+    The bound is noted as ``rcond_bound`` in :func:`gpulinalg.last_run`.
+    """
+    d = xp.abs(xp.diagonal(a, axis1=-2, axis2=-1)).astype(np.float64)  # (abatch, n)
+    if unit_diagonal:
+        d = xp.ones_like(d)
+    zero = (d == 0).reshape(-1)
+    dmax, dmin = d.max(axis=-1), d.min(axis=-1)
+    x2 = x[..., None] if x.ndim == a.ndim - 1 else x
+    xn = xp.abs(x2).max(axis=-2).astype(np.float64)  # (batch, k)
+    growth = xp.where(scale > 0, xn / xp.where(scale > 0, scale, 1.0), 0.0).max(axis=-1)
+    diag_bound = dmax / xp.where(dmin > 0, dmin, 1.0)
+    rhs_bound = dmax * growth  # broadcasts a's batch against the solution's
+    if squared:
+        diag_bound, rhs_bound = diag_bound * diag_bound, dmax * rhs_bound
+    cond = xp.maximum(diag_bound.max(), rhs_bound.max())
+    any_zero, first_zero, cond = xp.stack(
+        [zero.any().astype(np.float64), xp.argmax(zero).astype(np.float64), cond]).tolist()
+    if any_zero:
+        raise _singular(int(first_zero), a)
+    rcond = 1.0 / cond if cond > 0 else float("inf")
+    _dispatch.note(rcond_bound=rcond)
+    eps = float(np.finfo(x.dtype).eps)
+    if rcond < eps:
+        what = "Cholesky factor's matrix" if squared else "triangular matrix"
+        _warn(f"gpulinalg: ill-conditioned {what}: reciprocal condition number <= "
+              f"{rcond:.3g} < eps = {eps:.3g}; the solution may be inaccurate",
+              IllConditionedWarning)
