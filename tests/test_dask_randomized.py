@@ -1,0 +1,142 @@
+"""Randomized SVD and PCA of Dask arrays chunked both ways (groundwork for issue 17; called
+directly, not yet through ``truncated_svd`` / ``PCA``), on a 2-worker CPU cluster with NumPy
+chunks, against NumPy, the single-GPU engine's CPU twin and scikit-learn."""
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+from gpulinalg.decomp import _randomized_dask as rsvd  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def _low_rank(rng, m, n, dtype=np.float64, r=30, decay=0.7):
+    cplx = np.dtype(dtype).kind == "c"
+
+    def basis(k):
+        z = rng.standard_normal((k, r)) + (1j * rng.standard_normal((k, r)) if cplx else 0)
+        return np.linalg.qr(z)[0]
+    s = decay ** np.arange(r)
+    return ((basis(m) * s) @ basis(n).conj().T).astype(dtype), s
+
+
+@pytest.mark.parametrize("dtype, chunks", [
+    (np.float64, (37, 23)), (np.float64, (200, 90)), (np.complex128, (64, 90)),
+    (np.complex128, (71, 31)), (np.float32, (64, 47)), (np.complex64, (200, 47))])
+def test_randomized_svd_recovers_the_spectrum(client, rng, dtype, chunks):
+    a, s = _low_rank(rng, 200, 90, dtype, decay=0.5)
+    x = da.from_array(a, chunks=chunks)
+    res = rsvd.randomized_svd(x, 5, n_iter=2, random_state=0, error_estimate=True)
+    assert all(isinstance(v, da.Array) for v in res)
+    assert res.U.chunks[0] == x.chunks[0] and res.Vh.chunks[1] == x.chunks[1]
+    U, S, Vh, err = client.compute(list(res), sync=True)
+    tol = 1e-10 if np.dtype(dtype).itemsize * (2 if np.dtype(dtype).kind == "f" else 1) >= 16 \
+        else 1e-4
+    np.testing.assert_allclose(S, s[:5], rtol=tol)
+    assert S.dtype == np.empty(0, dtype).real.dtype and U.dtype == dtype
+    np.testing.assert_allclose(U.conj().T @ U, np.eye(5), atol=tol)
+    np.testing.assert_allclose(U.conj().T @ a, S[:, None] * Vh, atol=tol * 10)
+    assert abs(float(err) - s[5]) <= 0.05 * s[5]
+    peak = Vh[np.arange(5), np.argmax(np.abs(Vh), axis=1)]
+    assert np.all(peak.real > 0) and np.allclose(peak.imag, 0, atol=tol)
+
+
+def test_matches_the_single_gpu_engine_on_its_cpu_twin(client, rng):
+    from gpulinalg.decomp import truncated_svd
+    a, _ = _low_rank(rng, 150, 60)
+    U, S, Vh = client.compute(list(rsvd.randomized_svd(da.from_array(a, chunks=(75, 30)), 4,
+                                                       n_iter=3, random_state=3)), sync=True)
+    ref = truncated_svd(a, 4, method="exact")
+    np.testing.assert_allclose(S, ref.S, rtol=1e-10)
+    np.testing.assert_allclose(U, ref.U, atol=1e-8)  # same signs
+    np.testing.assert_allclose(Vh, ref.Vh, atol=1e-8)
+
+
+def test_same_seed_same_result_whatever_the_scheduler(client, rng):
+    a = rng.standard_normal((80, 40))
+    x = da.from_array(a, chunks=(30, 15))
+    r1 = client.compute(list(rsvd.randomized_svd(x, 3, n_iter=1, random_state=7)), sync=True)
+    r2 = dask.compute(*rsvd.randomized_svd(x, 3, n_iter=1, random_state=7), scheduler="sync")
+    for p, q in zip(r1, r2):
+        np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("normalizer", ["none", "QR", "qr"])
+def test_persist_between_passes_and_normalizers(client, rng, normalizer):
+    a, s = _low_rank(rng, 120, 50)
+    x = da.from_array(a, chunks=(50, 20))
+    U, S, Vh = rsvd.randomized_svd(x, 3, n_iter=2, random_state=1, persist=True,
+                                   power_iteration_normalizer=normalizer)
+    np.testing.assert_allclose(S.compute(), s[:3], rtol=1e-8)
+
+
+def test_k_zero_and_empty(client):
+    x = da.from_array(np.ones((10, 6)), chunks=(4, 4))
+    U, S, Vh = client.compute(list(rsvd.randomized_svd(x, 0)), sync=True)
+    assert U.shape == (10, 0) and S.shape == (0,) and Vh.shape == (0, 6)
+    e = da.from_array(np.ones((0, 6)), chunks=(4, 4))
+    U, S, Vh, err = client.compute(list(rsvd.randomized_svd(e, 0, error_estimate=True)),
+                                   sync=True)
+    assert U.shape == (0, 0) and float(err) == 0.0
+
+
+def test_bad_arguments():
+    x = da.ones((10, 6), chunks=5)
+    with pytest.raises(ValueError, match="power_iteration_normalizer"):
+        rsvd.randomized_svd(x, 2, power_iteration_normalizer="LU")
+    with pytest.raises(ValueError, match="k must be"):
+        rsvd.randomized_svd(x, 7)
+
+
+def test_pca_matches_scikit_learn(client, rng):
+    skl = pytest.importorskip("sklearn.decomposition")
+    a, _ = _low_rank(rng, 300, 40, r=20, decay=0.8)
+    a = a + 5.0 + 1e-7 * rng.standard_normal(a.shape)  # a mean far from 0: centring matters
+    x = da.from_array(a, chunks=(150, 20))
+    out = rsvd.pca(x, 4, iterated_power=3, random_state=0)
+    assert all(isinstance(out[k], da.Array) for k in ("components", "mean", "U"))
+    keys = [k for k, v in out.items() if isinstance(v, da.Array)]
+    got = dict(zip(keys, client.compute([out[k] for k in keys], sync=True)))
+    ref = skl.PCA(4, svd_solver="full").fit(a)
+    np.testing.assert_allclose(got["components"], ref.components_, atol=1e-8)
+    for name in ("explained_variance", "explained_variance_ratio", "singular_values", "mean",
+                 "noise_variance"):
+        np.testing.assert_allclose(got[name], getattr(ref, name + "_"), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(got["U"] * got["singular_values"], ref.transform(a), atol=1e-8)
+    scores = rsvd.transform(x, got["components"], got["mean"])
+    assert isinstance(scores, da.Array)
+    np.testing.assert_allclose(scores.compute(), ref.transform(a), atol=1e-8)
+
+
+def test_pca_never_forms_the_centred_matrix(client, rng, monkeypatch):
+    a = rng.standard_normal((60, 40)) + 3.0
+    x = da.from_array(a, chunks=(20, 40))
+    seen = []
+    sub = da.Array.__sub__
+
+    def spy(self, other):
+        seen.append(tuple(self.shape))
+        return sub(self, other)
+    monkeypatch.setattr(da.Array, "__sub__", spy)
+    out = rsvd.pca(x, 2, random_state=0, iterated_power=1)
+    assert seen and (60, 40) not in seen  # only thin (m, l) / (n, l) blocks are shifted
+    assert type(out["components"]._meta) is np.ndarray
+
+
+def test_complex_pca_centres_with_the_conjugate_mean(client, rng):
+    a = rng.standard_normal((50, 8)) + 1j * rng.standard_normal((50, 8)) + (2 - 1j)
+    out = rsvd.pca(da.from_array(a, chunks=(25, 5)), 3, random_state=0, iterated_power=6)
+    s, ev = dask.compute(out["singular_values"], out["explained_variance"])
+    s_ref = np.linalg.svd(a - a.mean(axis=0), compute_uv=False)
+    np.testing.assert_allclose(s, s_ref[:3], rtol=1e-6)
+    np.testing.assert_allclose(ev, s_ref[:3] ** 2 / 49, rtol=1e-6)
