@@ -1,4 +1,5 @@
-"""scikit-learn's estimator checks on gpulinalg.gp.GaussianProcessRegressor."""
+"""scikit-learn's estimator checks (``check_estimator``, one test per check) on
+gpulinalg.gp.GaussianProcessRegressor, on both backends (the ``backend`` fixture)."""
 
 import pytest
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
@@ -9,6 +10,7 @@ from gpulinalg.gp import GaussianProcessRegressor
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks([GaussianProcessRegressor(),
-                          GaussianProcessRegressor(RBF() + WhiteKernel(), normalize_y=True)])
-def test_sklearn_compatible(estimator, check):
+                          GaussianProcessRegressor(RBF() + WhiteKernel(), normalize_y=True),
+                          GaussianProcessRegressor(copy_X_train=False)])
+def test_sklearn_compatible(estimator, check, backend):
     check(estimator)
