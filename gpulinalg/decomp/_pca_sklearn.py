@@ -1,0 +1,76 @@
+"""The one adapter between :class:`gpulinalg.decomp.PCA` and scikit-learn: it imports
+scikit-learn (only when ``PCA`` is first used), makes the class with scikit-learn's bases, and
+holds every use of scikit-learn's private names (parameter constraints, feature-name checks),
+checked against :data:`KNOWN_VERSIONS` by the test suite."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = ["build", "check_feature_names", "not_fitted", "KNOWN_VERSIONS", "INSTALL_HINT"]
+
+#: scikit-learn releases (major, minor) whose private names used here were checked.
+KNOWN_VERSIONS = ((1, 4), (1, 5), (1, 6), (1, 7), (1, 8), (1, 9))
+INSTALL_HINT = "pip install 'gpulinalg[sklearn]'"
+
+
+def _constraints() -> dict:
+    from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+    return {
+        "n_components": [Interval(numbers.Integral, 0, None, closed="left"),
+                         Interval(RealNotInt, 0, 1, closed="neither"), StrOptions({"mle"}),
+                         None],
+        "copy": ["boolean"],
+        "whiten": ["boolean"],
+        "svd_solver": [StrOptions({"auto", "full", "covariance_eigh", "arpack", "randomized"})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "iterated_power": [StrOptions({"auto"}), Interval(numbers.Integral, 0, None,
+                                                          closed="left")],
+        "n_oversamples": [Interval(numbers.Integral, 1, None, closed="left")],
+        # gpulinalg's extras: the CholQR normalizer, numpy Generators as random_state
+        "power_iteration_normalizer": [StrOptions({"auto", "QR", "LU", "none", "CholQR"})],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+
+def build(body: type, name: str, module: str) -> type:
+    """``body`` made a scikit-learn estimator (``BaseEstimator`` with the transformer mixins,
+    as ``sklearn.decomposition.PCA``); without scikit-learn, a class whose construction raises
+    an ImportError naming the extra to install."""
+    try:
+        from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin,
+                                  TransformerMixin)
+        constraints = _constraints()
+    except ImportError as exc:
+        return _unavailable(name, module, exc)
+    namespace = {"__doc__": body.__doc__, "__module__": module, "__qualname__": name,
+                 "_parameter_constraints": constraints,
+                 # set_output wraps only the methods a class defines itself
+                 "transform": body.transform, "fit_transform": body.fit_transform}
+    return type(name, (body, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator),
+                namespace)
+
+
+def _unavailable(name, module, exc):
+    message = f"gpulinalg.decomp.{name} needs scikit-learn ({exc}): {INSTALL_HINT}"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ImportError(message)
+
+    return type(name, (), {"__init__": __init__, "__module__": module, "__qualname__": name,
+                           "__doc__": message})
+
+
+def check_feature_names(est: Any, X: Any, reset: bool) -> None:
+    """scikit-learn's ``feature_names_in_`` bookkeeping (set on fit, checked after)."""
+    from sklearn.utils.validation import _check_feature_names
+    _check_feature_names(est, X, reset=reset)
+
+
+def not_fitted(name: str) -> Exception:
+    from sklearn.exceptions import NotFittedError
+    return NotFittedError(f"This {name} instance is not fitted yet. Call 'fit' with "
+                          "appropriate arguments before using this estimator.")
