@@ -4,6 +4,7 @@ to the dispatcher with the GPU engine (``_matmul_cuda``) and the CPU engine (``_
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Literal
 
 import numpy as np
@@ -292,6 +293,16 @@ def _zeros(a, spec):
     """The answer of a product that needs no arithmetic, in ``a``'s package and on its device:
     a zero-sized result, or ``act(0) = 0`` when ``K == 0`` without bias or ``c`` (its aux then
     says ``Z = 0`` everywhere: no ReLU bit set, a zero GELU pre-activation)."""
+    with _device_of(a):
+        return _zeros_here(a, spec)
+
+
+def _device_of(a):
+    """A context on the GPU of CuPy array ``a`` (results go there, not to the current GPU)."""
+    return a.device if _arrays.kind_of(a) is _arrays.Kind.CUPY else contextlib.nullcontext()
+
+
+def _zeros_here(a, spec):
     out = _arrays.to_kind(np.zeros(spec.out_shape, dtype=_host_dtype(a)), _arrays.kind_of(a), a)
     if not spec.return_aux:
         return out
@@ -395,7 +406,8 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
                 bias_form=form, transposed=True if aux is None else aux.transposed,
                 out_shape=out_shape, batch_shape=batch)
     if 0 in out_shape:
-        return shortcut("dense.matmul_backward", _zero_grads(a, b, form, m, n))
+        with _device_of(a):
+            return shortcut("dense.matmul_backward", _zero_grads(a, b, form, m, n))
     size = _size(out_shape)
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     return dispatch("dense.matmul_backward", _matmul_cuda.matmul_backward,
