@@ -97,10 +97,11 @@ def _setup(name, kind):
         return lambda: dec.solve_triangular(tri, b, lower=True), (tri, b)
     if name in ("decomp.cho_solve", "decomp.logdet_cholesky"):
         with gpulinalg.config(backend="cpu"):
-            c = cv(dec.cho_factor(d["spd"])[0])
+            factor, lower = dec.cho_factor(d["spd"])
+        c = cv(factor)
         if name == "decomp.cho_solve":
-            return lambda: dec.cho_solve((c, True), b), (c, b)
-        return lambda: dec.logdet_cholesky((c, True)), (c,)
+            return lambda: dec.cho_solve((c, lower), b), (c, b)
+        return lambda: dec.logdet_cholesky((c, lower)), (c,)
     if name == "decomp.truncated_svd":
         return lambda: tuple(dec.truncated_svd(a, 5, random_state=0, out_of_core=False)), (a,)
     if name == "decomp.PCA.fit":
@@ -292,7 +293,8 @@ _STICKY = textwrap.dedent(r'''
         out["kernel"] = [type(exc).__name__, str(exc), getattr(exc, "status", None)]
     calls = [
         ("dense.matmul", lambda: dense.matmul(a, a), lambda: a @ a, "gpu"),
-        ("decomp.cholesky", lambda: decomp.cholesky(spd), lambda: np.linalg.cholesky(spd), "auto"),
+        ("decomp.cholesky", lambda: decomp.cholesky(spd, lower=True),
+         lambda: np.linalg.cholesky(spd), "auto"),
         ("decomp.qr", lambda: decomp.qr(a)[1], lambda: None, "auto"),
         ("sparse.solve", lambda: sparse.solve(lap, np.ones(2000)),
          lambda: spla.spsolve(lap, np.ones(2000)), "auto"),
