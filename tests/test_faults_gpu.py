@@ -475,8 +475,6 @@ def test_to_host_reads_sparse_and_nested():
         [[1.0, 1.0], [0.0], None]
 
 
-@pytest.mark.xfail(strict=False, reason="the dispatcher warns twice on the first sticky error "
-                   "(once when disabling the GPU, once for the CPU run); issue 18 asks for one")
 def test_first_sticky_error_warns_once(fake_gpu):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -255,12 +255,15 @@ def _run_dask(op, dask_fn, args, kwargs):
 
 
 def _on_sticky(op, exc, settings):
-    """Disable the GPU (warning once per process); re-raise under ``fallback="raise"``."""
+    """Disable the GPU for the process and return why; re-raise under ``fallback="raise"``
+    (warning then that the GPU is gone, since no CPU run will say it). The caller warns once
+    for the CPU run, so the first sticky error gives one warning, not two."""
     _free_pools_quietly()
     why = f"sticky CUDA error ({type(exc).__name__}: {exc}); GPU disabled for this process"
     if _device.disable_gpu(why):
-        _warn(f"gpulinalg: {why}", FallbackWarning)
         log.error("%s: %s", op, why)
+        if settings.fallback is _RAISE:
+            _warn(f"gpulinalg: {why}", FallbackWarning)
     if settings.fallback is _RAISE:
         raise exc
     return why
