@@ -225,3 +225,32 @@ def test_compare_times_a_reference_slower_than_the_budget_once(monkeypatch):
     row = _demo.compare("step", count("ours"), count("ref"), "X", lambda a, b: a == b,
                         place=lambda: "cpu")
     assert calls == {"ours": 2, "ref": 1} and row["runs"] == 1 and row["check"]
+
+
+@pytest.mark.parametrize("shape", [(37, 19, 50), (50, 19, 37), (8, 3, 8), (1, 5, 130)])
+def test_demo_unpacks_the_relu_mask_of_every_aux_layout(shape):
+    """The dense step's backward reference takes its mask from the forward's aux."""
+    import numpy as np
+
+    from gpulinalg.dense import matmul
+    from gpulinalg.dense._demo import relu_mask
+    m, k, n = shape
+    rng = np.random.default_rng(m * n)
+    x, w, b = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal(n)
+    y, aux = matmul(x, w, bias=b, activation="relu", return_aux=True)
+    mask = relu_mask(aux)
+    assert mask.shape == (m, n) and mask.dtype == bool
+    np.testing.assert_array_equal(mask, y > 0)
+
+
+def test_demo_unpacks_an_untransposed_aux():
+    import numpy as np
+
+    from gpulinalg.dense import MatmulAux
+    from gpulinalg.dense._demo import relu_mask
+    mask = np.random.default_rng(0).random((21, 6)) > 0.5
+    packed = np.packbits(mask, axis=0, bitorder="little")  # (3, 6): bit r % 8 of byte r // 8
+    data = np.zeros((16, 6), np.uint8)
+    data[:3] = packed
+    aux = MatmulAux("relu", np.asfortranarray(data), False, 21, 6)
+    np.testing.assert_array_equal(relu_mask(aux), mask)
