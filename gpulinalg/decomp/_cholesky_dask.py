@@ -150,7 +150,7 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     real = np.empty(0, c.dtype).real.dtype
     name = f"gpulinalg-logdet-{tokenize(c)}"
     t = c.numblocks[0]
-    dsk = {(f"{name}-d", k): (_tiles_xp.logdiag, (c.name, k, k)) for k in range(t)}
+    dsk: dict = {(f"{name}-d", k): (_tiles_xp.logdiag, (c.name, k, k)) for k in range(t)}
     dsk[(name,)] = (_tiles_xp.total, *[(f"{name}-d", k) for k in range(t)]) if t else \
         (_tiles_xp.zeros, meta_of(c, 0, real), ())
     return new_array(name, dsk, [c], (), (), meta_of(c, 0, real))

@@ -29,9 +29,9 @@ from ._graph_dask import meta_of, new_array, persist, tiles_for, tokenize, work_
 from ._results import SVDResult
 from ._sketch_options import _MASK64
 from ._truncated_plan import LowRankSVDResult, resolve_plan
-from ._tsqr_dask import tsqr
+from ._tsqr_dask import flip_signs, tsqr
 
-__all__ = ["randomized_svd", "pca", "transform", "residual_norm", "flip_signs", "gaussian"]
+__all__ = ["randomized_svd", "pca", "transform", "residual_norm", "gaussian"]
 
 _NORMALIZERS = {"auto": "QR", "qr": "QR", "none": "none"}
 
@@ -69,24 +69,6 @@ def gaussian(a, n_rows, row_chunks, l, dtype, seed):
         s = int(np.random.SeedSequence([seed & _MASK64, i]).generate_state(1, np.uint64)[0])
         dsk[(name, i, 0)] = (tiles.gaussian, (int(rows), l), np.dtype(dtype), s)
     return new_array(name, dsk, [], (n_rows, l), (tuple(row_chunks), (l,)), meta_of(a, 2, dtype))
-
-
-def flip_signs(u, vh):
-    """``(U, Vh)`` with the largest-magnitude entry of each row of ``Vh`` made real and positive
-    (``U``'s columns take the inverse phase): one small reduction over ``Vh``'s blocks."""
-    k = int(vh.shape[0])
-    if k == 0 or int(vh.shape[1]) == 0:
-        return u, vh
-    if vh.numblocks[0] != 1:
-        vh = vh.rechunk({0: -1})
-    name = f"gpulinalg-flip-{tokenize(u, vh)}"
-    dsk = {(f"{name}-peak", j): (_tiles_xp.column_peaks, (vh.name, 0, j), k, True)
-           for j in range(vh.numblocks[1])}
-    dsk[(name, 0)] = (_tiles_xp.peaks_phase, *[(f"{name}-peak", j)
-                                               for j in range(vh.numblocks[1])])
-    phase = new_array(name, dsk, [vh], (k,), ((k,),), meta_of(vh, 1, vh.dtype))
-    conj = phase.conj() if vh.dtype.kind == "c" else phase
-    return u * phase[None, :], vh * conj[:, None]
 
 
 def _check(a):

@@ -25,7 +25,7 @@ from . import _tiles_xp
 from ._graph_dask import meta_of, new_array, tiles_for, tokenize, work_dtype
 from ._results import QRResult, SVDResult
 
-__all__ = ["tsqr", "qr", "svd", "SPLIT_EVERY"]
+__all__ = ["tsqr", "qr", "svd", "flip_signs", "SPLIT_EVERY"]
 
 #: Default fan-in of the reduction tree: at most this many ``R`` factors are stacked per QR.
 SPLIT_EVERY = 16
@@ -164,7 +164,6 @@ def svd(a: Any, full_matrices: bool = False, compute_uv: bool = True, *,
 def _svd_wide(a, compute_uv, split_every):
     """``a = (a^H)^H``: the TSQR SVD of the tall ``a^H`` with the roles of U and Vh swapped;
     signs re-fixed on the (small) ``Vh``."""
-    from ._randomized_dask import flip_signs
     v, s, uh = tsqr(a.conj().T if a.dtype.kind == "c" else a.T, compute_svd=True,
                     split_every=split_every)
     if not compute_uv:
@@ -172,3 +171,21 @@ def _svd_wide(a, compute_uv, split_every):
     u, vh = uh.conj().T, v.conj().T
     u, vh = flip_signs(u, vh)
     return SVDResult(u, s, vh)
+
+
+def flip_signs(u, vh):
+    """``(U, Vh)`` with the largest-magnitude entry of each row of ``Vh`` made real and positive
+    (``U``'s columns take the inverse phase): one small reduction over ``Vh``'s blocks."""
+    k = int(vh.shape[0])
+    if k == 0 or int(vh.shape[1]) == 0:
+        return u, vh
+    if vh.numblocks[0] != 1:
+        vh = vh.rechunk({0: -1})
+    name = f"gpulinalg-flip-{tokenize(u, vh)}"
+    dsk = {(f"{name}-peak", j): (_tiles_xp.column_peaks, (vh.name, 0, j), k, True)
+           for j in range(vh.numblocks[1])}
+    dsk[(name, 0)] = (_tiles_xp.peaks_phase, *[(f"{name}-peak", j)
+                                               for j in range(vh.numblocks[1])])
+    phase = new_array(name, dsk, [vh], (k,), ((k,),), meta_of(vh, 1, vh.dtype))
+    conj = phase.conj() if vh.dtype.kind == "c" else phase
+    return u * phase[None, :], vh * conj[:, None]
