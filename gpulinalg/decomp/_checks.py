@@ -10,7 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
-           "sub", "flops_scale", "matrix_order", "check_rhs"]
+           "sub", "flops_scale", "matrix_order", "check_rhs", "flag"]
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
@@ -91,3 +91,11 @@ def check_rhs(a, b):
         raise ValueError(f"incompatible dimensions: a is {tuple(a.shape)}, "
                          f"b is {tuple(b.shape)}")
 
+
+
+def flag(value, name):
+    """``value`` as a bool; ``TypeError`` unless it is a bool or an integer (as LAPACK's
+    wrappers in SciPy refuse other objects for their ``overwrite_*`` flags)."""
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__}")

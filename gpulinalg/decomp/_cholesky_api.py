@@ -10,7 +10,8 @@ from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _cholesky_cuda, _factor_host
-from ._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare, real_dtype
+from ._checks import (broadcast_batch, check_rhs, empty_result, flag, flops_scale, prepare,
+                      real_dtype)
 from ._cholesky_xp import logdet_checked
 from ._cusolver_cuda import workspace_bytes
 
@@ -131,6 +132,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
 
 
 def _factor(op, a, lower, overwrite_a, check_finite, clean):
+    overwrite_a = flag(overwrite_a, "overwrite_a")
     a, dtype = prepare(a, square=True, check_finite=check_finite)
     n = a.shape[-1]
     if a.size == 0:

@@ -10,7 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _qr_cuda
-from ._checks import empty_result, flops_scale, prepare
+from ._checks import empty_result, flag, flops_scale, prepare
 from ._cusolver_cuda import workspace_bytes
 from ._results import QRResult
 
@@ -91,6 +91,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     True
     """
     mode = _check_mode(mode)
+    overwrite_a, pivoting = flag(overwrite_a, "overwrite_a"), flag(pivoting, "pivoting")
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     k = min(m, n)

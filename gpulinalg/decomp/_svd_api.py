@@ -9,7 +9,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _svd_cuda
-from ._checks import empty_result, flops_scale, prepare, real_dtype
+from ._checks import empty_result, flag, flops_scale, prepare, real_dtype
 from ._cusolver_cuda import workspace_bytes
 from ._results import SVDResult
 from ._svd_drivers import resolve_driver
@@ -96,6 +96,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
         raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
     if driver == "auto" and lapack_driver == "gesvd":
         driver = "gesvd"
+    overwrite_a = flag(overwrite_a, "overwrite_a")
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)

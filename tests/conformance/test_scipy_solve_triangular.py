@@ -1,0 +1,34 @@
+"""SciPy's own tests of ``solve_triangular`` (the class ``TestSolveTriangular`` of
+``scipy.linalg.tests.test_basic``), run with gpulinalg's function bound to that name. Only that
+class is collected. docs/conformance/scipy_linalg.md lists what does not pass, and why.
+
+``GPULINALG_CONFORMANCE_BACKEND=gpu`` (read here only, never by the package) runs every swapped
+call under ``gpulinalg.config_context(backend="gpu")``; the default is ``cpu``.
+"""
+
+import functools
+import os
+
+import gpulinalg
+from gpulinalg import decomp
+
+from _swap import export, load
+
+BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
+CLASSES = ("TestSolveTriangular",)
+
+
+def on_backend(fn):
+    """``fn`` run under ``config_context(backend=BACKEND)``."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with gpulinalg.config_context(backend=BACKEND):
+            return fn(*args, **kwargs)
+    return run
+
+
+XFAIL: dict = {}
+
+upstream = load("scipy.linalg.tests.test_basic",
+                {"solve_triangular": on_backend(decomp.solve_triangular)}, xfail=XFAIL)
+globals().update({k: v for k, v in export(upstream).items() if k in CLASSES})
