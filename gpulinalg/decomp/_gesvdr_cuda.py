@@ -7,6 +7,7 @@
 
 import numpy as np
 
+from ._randomized_xp import NOT_FINITE
 from ._sketch_cuda import engine
 from ._sketch_xp import svd_flip
 
@@ -55,8 +56,13 @@ def gesvdr(a, k, p, n_iter):
         cupy.cuda.get_current_stream().synchronize()  # the host workspace must outlive it
     finally:
         cusolverDn.destroy_params(params)
-    if int(info.get()[0]) < 0:
-        raise ValueError(f"Xgesvdr rejected argument {-int(info.get()[0])}")
+    # one transfer: cuSOLVER's info and whether the singular values are finite
+    status, bad = (int(x) for x in cupy.stack(
+        [info[0], (~cupy.isfinite(s[:k])).any().astype(np.int32)]).get())
+    if status < 0:
+        raise ValueError(f"Xgesvdr rejected argument {-status}")
+    if bad:
+        raise ValueError(NOT_FINITE.format(dtype=dtype.name))
     U, S, V = u[:, :k], s[:k], v[:, :k]
     if wide:  # A^T = U S V^H  =>  A = conj(V) S U^T
         U, Vh = V.conj(), U.T

@@ -19,7 +19,7 @@ panels), ``matrix``, ``hi`` (the accumulation dtype), ``panel_rows``, and the me
 
 import numpy as np
 
-from ._randomized_xp import GRAM_MIN_RATIO
+from ._randomized_xp import GRAM_MIN_RATIO, NOT_FINITE
 from ._sketch_xp import flip_by_phase, gaussian, hermitian, orthonormalize
 
 __all__ = ["streamed_svd", "streamed_moments", "streamed_gram", "streamed_residual_norm",
@@ -150,7 +150,10 @@ def _final_pass(streamer, z, mean, bar):
 
 def _ritz_from_gram(ys, gram, k, out_dtype):
     """SVD of ``ys`` (``m x l``, host) from its Gram matrix, or by Householder QR when the Gram
-    matrix cannot resolve ``sigma_k`` to the output precision."""
+    matrix cannot resolve ``sigma_k`` to the output precision. A non-finite Gram matrix
+    (NaN or infinity in a matrix streamed with ``check_finite=False``) raises ValueError."""
+    if not np.isfinite(gram).all():
+        raise ValueError(NOT_FINITE.format(dtype=np.dtype(out_dtype).name))
     lam, w = np.linalg.eigh(gram)
     lam, w = lam[::-1], w[:, ::-1]
     single = out_dtype in (np.float32, np.complex64)

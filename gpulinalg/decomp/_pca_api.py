@@ -136,7 +136,8 @@ class _PCA:
         """Fit, and return the projections of ``X`` (from the same SVD where the solver
         computes one)."""
         scores = self._fit(X, want_scores=True)
-        return self._transform(X) if scores is None else scores
+        out = self._transform(X) if scores is None else scores
+        return _pca_sklearn.wrap_output(self, out, X)
 
     def _fit(self, X, want_scores):
         self._validate_params()  # type: ignore[attr-defined]  # scikit-learn's, with its errors
@@ -173,7 +174,7 @@ class _PCA:
     def transform(self, X: Any) -> Any:
         """Project ``X`` on the components: ``(X - mean_) @ components_.T`` (divided by
         ``sqrt(explained_variance_)`` when whitened). Sparse ``X`` is never densified."""
-        return self._transform(X)
+        return _pca_sklearn.wrap_output(self, self._transform(X), X)
 
     def _transform(self, X):
         self._check_fitted()

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build", "check_feature_names", "not_fitted", "KNOWN_VERSIONS", "INSTALL_HINT"]
+__all__ = ["build", "check_feature_names", "not_fitted", "wrap_output", "KNOWN_VERSIONS",
+           "INSTALL_HINT"]
 
 #: scikit-learn releases (major, minor) whose private names used here were checked.
 KNOWN_VERSIONS = ((1, 4), (1, 5), (1, 6), (1, 7), (1, 8), (1, 9))
@@ -46,10 +47,11 @@ def build(body: type, name: str, module: str) -> type:
         constraints = _constraints()
     except ImportError as exc:
         return _unavailable(name, module, exc)
+    # transform/fit_transform stay on ``body``: scikit-learn's set_output wrapper (applied
+    # only to methods a class defines itself) would put its own frame between the user's line
+    # and gpulinalg's warnings; the methods call :func:`wrap_output` instead.
     namespace = {"__doc__": body.__doc__, "__module__": module, "__qualname__": name,
-                 "_parameter_constraints": constraints,
-                 # set_output wraps only the methods a class defines itself
-                 "transform": body.transform, "fit_transform": body.fit_transform}
+                 "_parameter_constraints": constraints}
     return type(name, (body, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator),
                 namespace)
 
@@ -68,6 +70,16 @@ def check_feature_names(est: Any, X: Any, reset: bool) -> None:
     """scikit-learn's ``feature_names_in_`` bookkeeping (set on fit, checked after)."""
     from sklearn.utils.validation import _check_feature_names
     _check_feature_names(est, X, reset=reset)
+
+
+def wrap_output(est: Any, out: Any, X: Any) -> Any:
+    """``out`` in the container ``set_output`` / ``sklearn.set_config(transform_output=...)``
+    asks for (unchanged for "default"; a pandas or polars frame of host data otherwise)."""
+    from sklearn.utils._set_output import _get_output_config, _wrap_data_with_container
+    if _get_output_config("transform", est)["dense"] == "default":
+        return out
+    from .._runtime import arrays as _arrays
+    return _wrap_data_with_container("transform", _arrays.to_host(out), X, est)
 
 
 def not_fitted(name: str) -> Exception:

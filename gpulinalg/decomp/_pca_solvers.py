@@ -129,11 +129,12 @@ def assess_dimension(spectrum: np.ndarray, rank: int, n_samples: int) -> float:
     pp = log(2.0 * np.pi) * (m + rank) / 2.0
     filled = np.array(spectrum, dtype=np.float64)
     filled[rank:] = v
-    i, j = np.triu_indices(n_features, 1)
-    keep = i < rank
-    i, j = i[keep], j[keep]
+    rows, cols = np.triu_indices(n_features, 1)
+    keep = rows < rank
+    rows, cols = rows[keep], cols[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.log((spectrum[i] - spectrum[j]) * (1.0 / filled[j] - 1.0 / filled[i]))
+        terms = np.log((spectrum[rows] - spectrum[cols])
+                       * (1.0 / filled[cols] - 1.0 / filled[rows]))
     pa = float(np.sum(terms + log(n_samples)))
     return pu + pl + pv + pp - pa / 2.0 - rank * log(n_samples) / 2.0
 

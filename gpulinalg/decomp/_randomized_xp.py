@@ -18,7 +18,12 @@ import numpy as np
 from ._sketch_xp import gaussian, hermitian, high_precision, orthonormalize, svd_flip
 
 __all__ = ["LinearOperator", "randomized_svd", "residual_norm", "GRAM_MIN_RATIO",
-           "BASIS_ORTH_TOL"]
+           "BASIS_ORTH_TOL", "NOT_FINITE", "check_finite_values"]
+
+#: The error of an SVD whose result is not finite (only reachable with ``check_finite=False``,
+#: or by overflow): a clear ValueError instead of NaNs.
+NOT_FINITE = ("the truncated SVD of a is not finite: a holds NaN or infinity (check_finite=False "
+              "skipped the input check), or its products overflow {dtype}")
 
 #: Smallest ``sigma_k / sigma_1`` the Gram route serves in single precision: below it the
 #: float64 Gram matrix no longer resolves ``sigma_k`` to single-precision accuracy.
@@ -80,12 +85,21 @@ def randomized_svd(op, k, l, n_iter, normalizer, seed):
         q = _range_finder(op, l, n_iter, normalizer, seed)
         bt = op.rmatmat(q)
         out = _rayleigh_ritz(engine, q, bt, k)
+    if out is None:  # not finite with Householder QR either: the input is
+        raise ValueError(NOT_FINITE.format(dtype=np.dtype(op.dtype).name))
     U, S, Vh, route = out
     if flip:
         U, Vh = Vh.T, U.T
     U, Vh = svd_flip(engine, U, Vh, overwrite=True)  # both made by _rayleigh_ritz
     return U, S, Vh, {"normalizer": normalizer, "rayleigh_ritz": route, "n_iter": n_iter,
                       "sketch": l}
+
+
+def check_finite_values(engine, s, dtype):
+    """Raise :data:`NOT_FINITE` when the singular values ``s`` are not all finite (one small
+    host copy: for the routes that do not already bring a Gram matrix to the host)."""
+    if not np.isfinite(engine.to_host(s)).all():
+        raise ValueError(NOT_FINITE.format(dtype=np.dtype(dtype).name))
 
 
 def _range_finder(op, l, n_iter, normalizer, seed):

@@ -77,7 +77,11 @@ def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 
     Notes
     -----
     Signs are deterministic (the largest-magnitude entry of each row of ``Vh`` is real and
-    positive), where ``scipy.sparse.linalg.svds`` leaves them to ARPACK/LOBPCG. A randomized
+    positive), where ``scipy.sparse.linalg.svds`` leaves them to ARPACK/LOBPCG. With
+    ``check_finite=False`` an input holding NaN or infinity raises a ValueError when the
+    result would not be finite (never NaN singular values); ``k = 0`` and empty inputs
+    return empty factors without running (``last_run().backend == "none"``; under
+    ``backend="gpu"`` without a GPU they raise as a call with data would). A randomized
     GPU run syncs with the host once, for an ``l x l`` Rayleigh-Ritz step (``l = k + p``).
     Equal integer ``random_state`` values give the same sketch on the CPU and the GPU, so the
     two agree to rounding.
@@ -171,4 +175,7 @@ def _empty(m, n, plan, like):
              np.zeros((k, n), plan.dtype)]
     kind = _arrays.kind_of(like) or _arrays.Kind.NUMPY
     out = [_arrays.to_kind(x, kind, like) for x in parts]
-    return LowRankSVDResult(*out, 0.0) if plan.error_estimate else SVDResult(*out)
+    result = LowRankSVDResult(*out, 0.0) if plan.error_estimate else SVDResult(*out)
+    reason = "k=0: nothing to compute" if k == 0 and m and n else \
+        "empty input: nothing to compute"
+    return _dispatch.shortcut("decomp.truncated_svd", result, reason)

@@ -3,7 +3,7 @@ array module (dense or sparse), or streamed from the host by either streamer."""
 
 from .._runtime import dispatch as _dispatch
 from ._ooc_xp import streamed_residual_norm, streamed_svd
-from ._randomized_xp import LinearOperator, randomized_svd, residual_norm
+from ._randomized_xp import LinearOperator, check_finite_values, randomized_svd, residual_norm
 from ._results import SVDResult
 from ._sketch_options import resolve_normalizer
 from ._sketch_xp import svd_flip
@@ -21,6 +21,7 @@ def _finish(op, U, S, Vh, plan, info):
 
 def _exact(engine, a, plan):
     u, s, vh = engine.svd(a)
+    check_finite_values(engine, s[:plan.k], a.dtype)  # LAPACK/cuSOLVER may return NaNs
     U, Vh = svd_flip(engine, u[:, :plan.k], vh[:plan.k])
     return U, s[:plan.k], Vh
 
