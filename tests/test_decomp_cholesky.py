@@ -332,3 +332,90 @@ def test_gpu_not_pd_in_large_batch(rng):
     with gpulinalg.config(backend="gpu"), pytest.raises(NotPositiveDefiniteError) as info:
         cholesky(a)
     assert info.value.batch_index == (3,) and info.value.minor == 11
+
+
+# -- issue 18: singular and ill-conditioned triangular systems, one rule on both backends -----
+
+def _kahan(n, dtype=np.float64):
+    """Unit upper triangular with -1 above the diagonal: a clean diagonal, cond ~ 2^n."""
+    return (np.eye(n) - np.triu(np.ones((n, n)), 1)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_solve_triangular_ill_conditioned_warns(backend, dtype):
+    from gpulinalg import IllConditionedWarning
+    a = _kahan(60, dtype)  # cond ~ 2^59 > 1/eps in both precisions
+    b = np.ones(60, dtype)
+    with pytest.warns(IllConditionedWarning, match="reciprocal condition number") as rec:
+        solve_triangular(a, b)
+    assert rec[0].filename == __file__  # points at the caller's line
+    assert gpulinalg.last_run().details["rcond_bound"] < np.finfo(dtype).eps
+    d = np.diag(np.geomspace(1.0, 1e-20, 5)).astype(np.float64)  # the diagonal alone tells
+    with pytest.warns(IllConditionedWarning):
+        solve_triangular(d, np.ones((5, 2)), lower=True)
+
+
+def test_solve_triangular_well_conditioned_is_quiet(backend, rng):
+    import warnings
+    a = np.triu(random(rng, (3, 30, 30), np.float64)) + 30 * np.eye(30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = solve_triangular(a, random(rng, (30, 4), np.float64), trans="T")
+    assert np.all(np.isfinite(host(x)))
+    assert 1e-3 < gpulinalg.last_run().details["rcond_bound"] <= 1
+
+
+def test_cho_solve_ill_conditioned_warns_and_singular_raises(backend):
+    from gpulinalg import IllConditionedWarning, SingularMatrixError
+    c = np.diag([1.0, 1e-9, 1.0])  # a = c^T c has cond 1e18
+    with pytest.warns(IllConditionedWarning, match="Cholesky"):
+        cho_solve((c, False), np.ones(3))
+    c[1, 1] = 0.0
+    with pytest.raises(SingularMatrixError, match="diagonal entry 1"):
+        cho_solve((c, True), np.ones(3))
+    c[1, 1] = 1e-5  # cond 1e10: fine in float64
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cho_solve((c, True), np.ones(3))
+
+
+def test_conditioning_rule_is_a_lower_bound(rng):
+    # rcond_bound >= the true reciprocal condition number: never a false alarm
+    from scipy.linalg import lapack
+    for n in (5, 20, 60):
+        a = np.triu(random(rng, (n, n), np.float64)) + np.diag(rng.uniform(0.1, 2, n))
+        with gpulinalg.config(backend="cpu"):
+            solve_triangular(a, random(rng, (n, 3), np.float64))
+        bound = gpulinalg.last_run().details["rcond_bound"]
+        true = 1.0 / (np.linalg.norm(a, np.inf) * np.linalg.norm(np.linalg.inv(a), np.inf))
+        assert bound >= true * (1 - 1e-12)
+        rcond, _ = lapack.dtrcon(a, norm="I", uplo="U")
+        assert rcond <= 3 * bound  # LAPACK's estimate is sharper, never far above
+
+
+def test_empty_shortcuts_are_recorded_and_strict(monkeypatch):
+    from gpulinalg import GPUUnavailableError
+    from gpulinalg.decomp import qr, svd
+    calls = {"cholesky": lambda: cholesky(np.zeros((0, 0))),
+             "cho_factor": lambda: cho_factor(np.zeros((0, 0))),
+             "cho_solve": lambda: cho_solve((np.zeros((0, 0)), False), np.zeros(0)),
+             "logdet_cholesky": lambda: logdet_cholesky((np.zeros((2, 0, 0)), False)),
+             "solve_triangular": lambda: solve_triangular(np.zeros((0, 0)), np.zeros((0, 3))),
+             "qr": lambda: qr(np.zeros((0, 3))), "svd": lambda: svd(np.zeros((3, 0)))}
+    for name, call in calls.items():
+        call()
+        rec = gpulinalg.last_run()
+        assert rec.backend == "none" and rec.op == f"decomp.{name}", name
+        if not gpulinalg.gpu_available():
+            with gpulinalg.config(backend="gpu"), pytest.raises(GPUUnavailableError):
+                call()
+
+
+def test_fallback_warning_points_at_the_caller(rng, fake_gpu):
+    a = spd(rng, 10, np.float64)
+    with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
+        with pytest.warns(FallbackWarning) as rec:
+            cholesky(a)
+    assert [w.filename for w in rec] == [__file__]
+    assert gpulinalg.last_run().fell_back

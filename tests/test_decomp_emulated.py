@@ -303,3 +303,75 @@ def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
         assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh, dtype) <= 50
         assert orthogonality_ratio(u, dtype) <= 50
         assert np.allclose(vh, ref.Vh, atol=1e-3)
+
+
+# -- issue 18 on the GPU engines -----------------------------------------------------------
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_cholesky_nan_diagnosed(emu, rng, lower):
+    a = spd(rng, 6, np.float64, batch=(3,))
+    a[2, 4, 4] = np.nan
+    with pytest.raises(ValueError, match=r"batch entry \(2,\).*NaN or Inf"):
+        _cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype("f8"))
+    one = np.asfortranarray(a[2]) if lower else np.ascontiguousarray(a[2])
+    src = one.view(FakeDev)  # the fast kernel's own layout: factored in place
+    with pytest.raises(gpulinalg_linalg_error(), match="in place"):
+        _cholesky_cuda.cholesky(src, lower, True, True, np.dtype("f8"))
+
+
+def gpulinalg_linalg_error():
+    from gpulinalg import LinAlgError
+    return LinAlgError
+
+
+@pytest.mark.parametrize("squared", [False, True])
+def test_conditioning_same_rule_on_both_engines(emu, rng, squared):
+    import warnings
+
+    from gpulinalg import IllConditionedWarning
+    from gpulinalg._runtime import dispatch
+    a = np.triu(random(rng, (2, 12, 12), np.float64)) + 12 * np.eye(12)
+    a[1, 7, 7] = 1e-13
+    b = random(rng, (12, 3), np.float64)
+    bounds = []
+    for engine, arr in ((_factor_host, lambda x: x), (_cholesky_cuda if squared else
+                                                      _triangular_cuda, dev)):
+        dispatch._local.details = details = {}
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if squared:
+                engine.cho_solve(arr(a), False, arr(b), False, np.dtype("f8"), True)
+            else:
+                engine.solve_triangular(arr(a), arr(b), 0, False, False, False,
+                                        np.dtype("f8"), True)
+        dispatch._local.details = None
+        bounds.append(details["rcond_bound"])
+        assert any(w.category is IllConditionedWarning for w in seen) == squared
+    assert np.isclose(bounds[0], bounds[1], rtol=1e-6)
+
+
+def test_conditioning_zero_pivot_after_the_solve(emu):
+    from gpulinalg import SingularMatrixError
+    a = np.tril(np.ones((2, 4, 4)))
+    a[1, 2, 2] = 0
+    with pytest.raises(SingularMatrixError, match=r"\(1,\).*entry 2"):
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones(4)), 0, True, False, False,
+                                          np.dtype("f8"), True)
+    x = _triangular_cuda.solve_triangular(dev(a), dev(np.ones(4)), 0, True, True, False,
+                                          np.dtype("f8"), True)  # unit diagonal: not read
+    assert np.all(np.isfinite(plain(x)))
+
+
+def test_qr_on_host_route(emu, rng):
+    from gpulinalg._runtime import dispatch
+    a = random(rng, (2, 9, 6), np.float64)
+    dispatch._local.details = details = {}
+    q, r, p = _qr_cuda.qr_on_host(dev(a), "economic", True, None, False, np.dtype("f8"),
+                                  host_qr=_factor_host.qr)
+    dispatch._local.details = None
+    assert "no pivoted QR" in details["host_route"]
+    assert plain(p).dtype == np.int32 and plain(q).shape == (2, 9, 6)
+    for i in range(2):
+        assert backward_ratio(a[i][:, plain(p)[i]], plain(q)[i] @ plain(r)[i], np.float64) <= 30
+    with pytest.raises(ValueError, match="pivoting"):
+        _qr_cuda.qr(dev(a), "full", True, None, False, np.dtype("f8"))
