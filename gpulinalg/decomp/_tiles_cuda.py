@@ -26,7 +26,7 @@ def qr(x):
     if k == 0:
         return cupy.zeros((m, k), x.dtype), cupy.zeros((k, n), x.dtype)
     with op_stream():
-        q, r = _qr_cuda.qr(x, "reduced", x.dtype)
+        q, r = _qr_cuda.qr(x, "economic", False, None, False, x.dtype)
     return q, r
 
 
