@@ -154,8 +154,11 @@ def test_bad_inputs():
         tsqr_dask.qr(x)
     with pytest.raises(NotImplementedError):
         tsqr_dask.qr(x.rechunk((5, 6)), mode="complete")
+    with pytest.raises(NotImplementedError):
+        tsqr_dask.qr(x.rechunk((5, 6)), mode="full")
     with pytest.raises(ValueError, match="mode"):
-        tsqr_dask.qr(x.rechunk((5, 6)), mode="economic")
+        tsqr_dask.qr(x.rechunk((5, 6)), mode="raw")
+    assert tsqr_dask.qr(x.rechunk((5, 6)), mode="economic").Q.shape == (20, 6)
     with pytest.raises(NotImplementedError):
         tsqr_dask.svd(x.rechunk((5, 6)), full_matrices=True)
     with pytest.raises(ValueError, match="split_every"):

@@ -131,15 +131,16 @@ def _down(dsk, levels, name):
 def qr(a: Any, mode: str = "reduced", *, split_every: int | None = None) -> Any:
     """QR of a tall-and-skinny Dask array, as :func:`gpulinalg.decomp.qr` for NumPy arrays.
 
-    ``mode``: ``"reduced"`` (``QRResult(Q, R)``, Q (m, k), R (k, n)) or ``"r"`` (R only);
-    ``"complete"`` (an ``m x m`` Q) raises ``NotImplementedError``. ``R``'s diagonal is real
+    ``mode``: ``"economic"`` / ``"reduced"`` (``QRResult(Q, R)``, Q (m, k), R (k, n)) or
+    ``"r"`` (R only); ``"full"`` / ``"complete"`` (an ``m x m`` Q) raises
+    ``NotImplementedError``. ``R``'s diagonal is real
     and non-negative (see the module notes). Results are lazy Dask arrays.
     """
-    if mode not in ("reduced", "r", "complete"):
-        raise ValueError(f"mode must be 'reduced', 'complete' or 'r', got {mode!r}")
-    if mode == "complete":
-        raise NotImplementedError("mode='complete' (an m x m Q) is not supported for Dask "
-                                  "arrays; use mode='reduced'")
+    if mode not in ("economic", "reduced", "r", "full", "complete"):
+        raise ValueError(f"mode must be 'economic', 'full' or 'r', got {mode!r}")
+    if mode in ("full", "complete"):
+        raise NotImplementedError(f"mode={mode!r} (an m x m Q) is not supported for Dask "
+                                  "arrays; use mode='economic'")
     q, r = tsqr(a, split_every=split_every)
     return r if mode == "r" else QRResult(q, r)
 
