@@ -206,3 +206,15 @@ def test_pca_gpu_arpack_dense_float32(xp_gpu, rng):
     assert ours.components_.dtype == np.float32
     np.testing.assert_allclose(ours.singular_values_.get(), ref.singular_values_, rtol=1e-4)
     assert gpulinalg.last_run().backend == "gpu"
+
+
+@pytest.mark.parametrize("params", [{}, {"n_components": 0.5, "svd_solver": "full"},
+                                    {"n_components": "mle", "tol": 1, "copy": False},
+                                    {"n_components": 3, "iterated_power": 0, "n_oversamples": 1,
+                                     "power_iteration_normalizer": "CholQR",
+                                     "random_state": 7, "whiten": True}])
+def test_fast_parameter_check_agrees_with_sklearn(params):
+    from gpulinalg.decomp._pca_sklearn import _plainly_valid
+    est = PCA(**params)
+    assert _plainly_valid(est)
+    est._validate_params()  # scikit-learn accepts what the fast check lets through

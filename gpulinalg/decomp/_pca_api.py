@@ -140,7 +140,7 @@ class _PCA:
         return _pca_sklearn.wrap_output(self, out, X)
 
     def _fit(self, X, want_scores):
-        self._validate_params()  # type: ignore[attr-defined]  # scikit-learn's, with its errors
+        _pca_sklearn.validate_params(self)
         _pca_sklearn.check_feature_names(self, X, reset=True)
         X, kind, like = validate(X, self, reset=True, solver=self.svd_solver)
         n_samples, n_features = X.shape

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build", "check_feature_names", "not_fitted", "wrap_output", "KNOWN_VERSIONS",
-           "INSTALL_HINT"]
+__all__ = ["build", "validate_params", "check_feature_names", "not_fitted", "wrap_output",
+           "KNOWN_VERSIONS", "INSTALL_HINT"]
 
 #: scikit-learn releases (major, minor) whose private names used here were checked.
 KNOWN_VERSIONS = ((1, 4), (1, 5), (1, 6), (1, 7), (1, 8), (1, 9))
@@ -64,6 +64,27 @@ def _unavailable(name, module, exc):
 
     return type(name, (), {"__init__": __init__, "__module__": module, "__qualname__": name,
                            "__doc__": message})
+
+
+def _plainly_valid(est: Any) -> bool:
+    """The common, plainly valid parameter values, told in a microsecond (scikit-learn's own
+    validation costs hundreds): anything else goes through scikit-learn's checks."""
+    n, power, over = est.n_components, est.iterated_power, est.n_oversamples
+    return ((n is None or n == "mle" or (type(n) is int and n >= 0)
+             or (type(n) is float and 0 < n < 1))
+            and type(est.copy) is bool and type(est.whiten) is bool
+            and est.svd_solver in ("auto", "full", "covariance_eigh", "arpack", "randomized")
+            and type(est.tol) in (int, float) and est.tol >= 0
+            and (power == "auto" or (type(power) is int and power >= 0))
+            and type(over) is int and over >= 1
+            and est.power_iteration_normalizer in ("auto", "QR", "LU", "none", "CholQR")
+            and (est.random_state is None or type(est.random_state) is int))
+
+
+def validate_params(est: Any) -> None:
+    """scikit-learn's parameter validation (its ``InvalidParameterError`` and messages)."""
+    if not _plainly_valid(est):
+        est._validate_params()
 
 
 def check_feature_names(est: Any, X: Any, reset: bool) -> None:
