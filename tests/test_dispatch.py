@@ -282,3 +282,11 @@ def test_dask_input_without_a_dask_route_is_refused_not_computed():
     x = da.ones((4, 4), chunks=2)
     with pytest.raises(TypeError, match="does not take Dask arrays"):
         _dispatch.dispatch("test.nodask", lambda a: a, lambda a: a, (x,))
+
+
+def test_not_positive_definite_error_survives_pickling():
+    import pickle
+    err = gpulinalg.NotPositiveDefiniteError(5, (1, 2))
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), back.minor, back.batch_index, str(back)) == (
+        type(err), 5, (1, 2), str(err))

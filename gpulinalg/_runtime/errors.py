@@ -38,6 +38,9 @@ class NotPositiveDefiniteError(LinAlgError):
                        f"order {self.minor} is not positive")
         super().__init__(message)
 
+    def __reduce__(self):  # survives pickling (Dask workers in other processes send it back)
+        return type(self), (self.minor, self.batch_index, str(self))
+
 
 class SingularMatrixError(LinAlgError):
     """A factorization or solve found the matrix (numerically) singular."""
