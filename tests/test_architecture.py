@@ -5,7 +5,8 @@
 * No import circle inside the package (function-level imports included).
 * A file's role suffix says where its code runs, and its imports agree: ``_cuda`` (GPU engine),
   ``_host`` (SciPy/NumPy engine), ``_xp`` (any array module), ``_api`` (front door: validate,
-  one dispatch), ``_torch`` (a torch layer); files without a role hold no GPU code.
+  one dispatch), ``_torch`` (a torch layer), ``_dask`` (lazy Dask graphs whose tasks call the
+  engines); files without a role hold no GPU code.
 * No module over 600 lines; no test machinery or engine-picking environment variable in the
   submodules; ``backend="cpu"`` never imports CuPy.
 """
@@ -23,7 +24,7 @@ grimp = pytest.importorskip("grimp")
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "gpulinalg"
 SUBMODULES = ("dense", "decomp", "sparse", "gp")
-ROLES = ("api", "xp", "cuda", "host", "torch")
+ROLES = ("api", "xp", "cuda", "host", "torch", "dask")
 GPU_PACKAGES = ("cupy", "cupyx", "nvmath", "cupy_backends")
 ROLE_NAME = re.compile(r"_[a-z0-9]+(?:_[a-z0-9]+)*\.py")
 
