@@ -119,17 +119,18 @@ def test_alpha_of_one_entry_is_not_rewritten():
 
 
 def test_non_pd_kernel_raises_by_default_and_jitters_on_request(backend):
-    x = np.arange(12.0).reshape(6, 2)
-    y = np.ones(6)
+    """A rank-3 DotProduct kernel pushed indefinite by 1e-9 (every backend's Cholesky fails)."""
     from sklearn.gaussian_process.kernels import DotProduct
+    x, y, alpha = np.arange(12.0).reshape(6, 2), np.ones(6), np.full(6, -1e-9)
     with pytest.raises(np.linalg.LinAlgError, match="Try gradually increasing the 'alpha'"):
-        GaussianProcessRegressor(DotProduct(), alpha=0.0, optimizer=None).fit(x, y)
+        GaussianProcessRegressor(DotProduct(), alpha=alpha, optimizer=None).fit(x, y)
     with pytest.warns(gpulinalg.IllConditionedWarning, match="jitter"):
-        gp = GaussianProcessRegressor(DotProduct(), alpha=0.0, optimizer=None,
+        gp = GaussianProcessRegressor(DotProduct(), alpha=alpha, optimizer=None,
                                       jitter="auto").fit(x, y)
-    assert gp.jitter_ > 0
-    gp = GaussianProcessRegressor(DotProduct(), alpha=0.0, optimizer=None, jitter=1e-6).fit(x, y)
+    assert gp.jitter_ > 1e-9
+    gp = GaussianProcessRegressor(DotProduct(), alpha=alpha, optimizer=None, jitter=1e-6).fit(x, y)
     assert gp.jitter_ == 1e-6
+    np.testing.assert_allclose(gp.predict(x), y, atol=1e-3)
 
 
 def test_shortcuts_are_recorded():

@@ -64,12 +64,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     A drop-in for :class:`sklearn.gaussian_process.GaussianProcessRegressor` (scikit-learn 1.9):
     every parameter of its constructor with the same default, then gpulinalg's own
     (``jitter``); the same methods and fitted attributes, the same results within
-    floating-point tolerance. Kernel matrices and the log-marginal-likelihood gradient of ``RBF``, ``Matern``
-    (``nu`` 0.5, 1.5, 2.5, inf), ``RationalQuadratic``, ``WhiteKernel``, ``ConstantKernel``,
-    ``DotProduct`` and their sums and products are computed on the GPU; any other kernel is
-    evaluated by scikit-learn on the CPU. The Cholesky factorizations and solves go through
-    :mod:`gpulinalg.decomp` and the dispatcher: a problem too large for the GPU's memory runs on
-    the CPU with a :class:`~gpulinalg.FallbackWarning`. Computation is in float64.
+    floating-point tolerance. Kernel matrices and the log-marginal-likelihood gradient of
+    ``RBF``, ``Matern`` (``nu`` 0.5, 1.5, 2.5, inf), ``RationalQuadratic``, ``WhiteKernel``,
+    ``ConstantKernel``, ``DotProduct`` and their sums and products are computed on the GPU; any
+    other kernel is evaluated by scikit-learn on the CPU. The Cholesky factorizations and solves
+    go through :mod:`gpulinalg.decomp` and the dispatcher: a problem too large for the GPU's
+    memory runs on the CPU with a :class:`~gpulinalg.FallbackWarning`. Computation is in float64.
 
     Parameters
     ----------
@@ -144,6 +144,15 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     >>> mean, std = gp.predict(X, return_std=True)
     >>> bool(np.abs(mean - y).max() < 0.2), bool((std > 0).all())
     (True, True)
+
+    Several targets, checked against ``n_targets``; before ``fit`` the prior has that many:
+
+    >>> Y = np.column_stack([y, 2 * y])
+    >>> GaussianProcessRegressor(n_targets=2).predict(X[:3]).shape
+    (3, 2)
+    >>> two = GaussianProcessRegressor(RBF() + WhiteKernel(1e-2), n_targets=2).fit(X, Y)
+    >>> two.predict(X[:3], return_std=True)[1].shape
+    (3, 2)
     """
 
     def __init__(self, kernel: Kernel | None = None, *, alpha: float | Any = 1e-10,
