@@ -73,15 +73,15 @@ def _svd_rows(m, n, reps, quick):
     extra = {"target_s": None if quick else 0.150, "flops": 4 * m * n * n + 22 * n ** 3}
     rows = []
     for driver in ("auto", "gesvd", "gesvdj", "gesvdp"):
-        fn = lambda d=driver: svd(a, driver=d, check_finite=False)  # noqa: E731
+        fn = lambda d=driver: svd(a, False, check_finite=False, driver=d)  # noqa: E731
         out = fn()
         rows.append(row(SUITE, case, f"gpulinalg svd driver={driver}", time_gpu(fn, **reps),
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
     s_def = s_true.copy()  # the same matrix with its last tenth of singular values set to 0
     s_def[-(n // 10):] = 0
-    u0, _, vh0 = svd(a, check_finite=False)
+    u0, _, vh0 = svd(a, False, check_finite=False)
     deficient = (u0 * s_def) @ vh0
-    fn = lambda: svd(deficient, check_finite=False)  # noqa: E731
+    fn = lambda: svd(deficient, False, check_finite=False)  # noqa: E731
     out = fn()
     rows.append(row(SUITE, f"{case}, rank deficient", "gpulinalg svd driver=auto",
                     time_gpu(fn, **reps), backward_err=_svd_accuracy(deficient, s_true, out)
@@ -90,7 +90,7 @@ def _svd_rows(m, n, reps, quick):
     saved = _svd_drivers.QR_FIRST_RATIO
     _svd_drivers.QR_FIRST_RATIO = float("inf")  # the same kernel on the tall matrix, no QR step
     try:
-        fn = lambda: svd(a, driver="gesvd", check_finite=False)  # noqa: E731
+        fn = lambda: svd(a, False, check_finite=False, driver="gesvd")  # noqa: E731
         out = fn()
         rows.append(row(SUITE, case, "gpulinalg svd gesvd, no QR step", time_gpu(fn, **reps),
                         **extra, **_svd_accuracy(a, s_true, out), **_where()))
@@ -98,7 +98,7 @@ def _svd_rows(m, n, reps, quick):
         _svd_drivers.QR_FIRST_RATIO = saved
     sq, s_sq = _known_spectrum(n, n)  # the square step alone: where the time goes
     for driver in ("gesvd", "gesvdj", "gesvdp"):
-        fn = lambda d=driver: svd(sq, driver=d, check_finite=False)  # noqa: E731
+        fn = lambda d=driver: svd(sq, False, check_finite=False, driver=d)  # noqa: E731
         rows.append(row(SUITE, f"full SVD {n}x{n} fp64 (the R step)", f"gpulinalg svd "
                         f"driver={driver}", time_gpu(fn, **reps),
                         **_svd_accuracy(sq, s_sq, fn()), **_where()))
@@ -147,7 +147,7 @@ def _qr_rows(m, n, reps):
     a, _ = _known_spectrum(m, n)
     case = f"QR {m}x{n} fp64"
     extra = {"flops": 4 * m * n * n - 4 * n ** 3 / 3}
-    fn = lambda: qr(a, check_finite=False)  # noqa: E731
+    fn = lambda: qr(a, mode="economic", check_finite=False)  # noqa: E731
     rows = [row(SUITE, case, "gpulinalg qr", time_gpu(fn, **reps), **extra,
                 **_qr_accuracy(a, fn()), **_where())]
     rows += _alg_rows(case, extra, "GEQRF", fn, lambda out: _qr_accuracy(a, out), reps)
@@ -187,17 +187,18 @@ def _cholesky_rows(n, reps):
     extra = {"target_s": 0.290 if n >= 32768 else None, "flops": n ** 3 / 3}
     rows = []
     a_f = cupy.asfortranarray(a)
-    for label, fn in (("gpulinalg cholesky", lambda: cholesky(a, check_finite=False)),
+    for label, fn in (("gpulinalg cholesky", lambda: cholesky(a, True, check_finite=False)),
                       ("gpulinalg cholesky (F-order input: lower kernel)",
-                       lambda: cholesky(a_f, check_finite=False)),
-                      ("gpulinalg cholesky (check_finite)", lambda: cholesky(a)),
-                      ("gpulinalg cho_factor", lambda: cho_factor(a, check_finite=False)[0])):
+                       lambda: cholesky(a_f, lower=True, check_finite=False)),
+                      ("gpulinalg cholesky (check_finite)", lambda: cholesky(a, lower=True)),
+                      ("gpulinalg cho_factor",
+                       lambda: cho_factor(a, lower=True, check_finite=False)[0])):
         out = fn()
         acc = _chol_accuracy(a, cupy.tril(out))
         rows.append(row(SUITE, case, label, time_gpu(fn, **reps), **extra, **acc, **_where()))
         del out
     del a_f
-    rows += _alg_rows(case, extra, "POTRF", lambda: cholesky(a, check_finite=False),
+    rows += _alg_rows(case, extra, "POTRF", lambda: cholesky(a, True, check_finite=False),
                       lambda out: _chol_accuracy(a, out), reps)
     fn = lambda: cupy.linalg.cholesky(a)  # noqa: E731
     rows.append(row(SUITE, case, "cupy.linalg.cholesky", time_gpu(fn, **reps), **extra,
@@ -252,8 +253,10 @@ def _cpu_rows(quick):
     spd = a.T @ a + n * np.eye(n)
     rows = []
     for case, ours, ref in (
-            (f"SVD {m}x{n}", lambda: svd(a), lambda: scipy.linalg.svd(a, full_matrices=False)),
-            (f"QR {m}x{n}", lambda: qr(a), lambda: scipy.linalg.qr(a, mode="economic")),
+            (f"SVD {m}x{n}", lambda: svd(a, full_matrices=False),
+             lambda: scipy.linalg.svd(a, full_matrices=False)),
+            (f"QR {m}x{n}", lambda: qr(a, mode="economic"),
+             lambda: scipy.linalg.qr(a, mode="economic")),
             (f"Cholesky n={n}", lambda: cholesky(spd), lambda: scipy.linalg.cholesky(spd))):
         t_ours, t_ref = time_cpu(ours), time_cpu(ref)
         rows.append(row(SUITE, case, "gpulinalg (cpu)", t_ours,

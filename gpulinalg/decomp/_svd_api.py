@@ -112,7 +112,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
     return _dispatch.dispatch(
         "decomp.svd", _svd_cuda.svd, _factor_host.svd,
-        (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, bool(overwrite_a)),
+        (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, overwrite_a),
         flops=flops,
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
                         + workspace_bytes("geqrf", big, k, dtype)))
