@@ -24,7 +24,7 @@ def logdet_checked(c, dtype):
     out = 2 * xp.sum(xp.log(xp.abs(d.astype(dtype, copy=False))), axis=-1)
     bad = ~xp.isfinite(d).all(axis=-1)
     if bool(bad.any()):
-        entry = int(xp.argmax(bad.reshape(-1)))
+        entry = int(xp.argmax(bad.reshape(-1).astype("int8")))
         where = batch_index(entry, tuple(c.shape[:-2]))
         at = "" if where is None else f" (batch entry {where})"
         raise ValueError(f"the Cholesky factor{at} holds NaN or Inf on its diagonal: its "

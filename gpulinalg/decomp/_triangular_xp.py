@@ -76,8 +76,9 @@ def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False):
     if squared:
         diag_bound, rhs_bound = diag_bound * diag_bound, dmax * rhs_bound
     cond = xp.maximum(diag_bound.max(), rhs_bound.max())
+    first = xp.argmax(zero.astype(np.int8))
     any_zero, first_zero, cond = xp.stack(
-        [zero.any().astype(np.float64), xp.argmax(zero).astype(np.float64), cond]).tolist()
+        [zero.any().astype(np.float64), first.astype(np.float64), cond]).tolist()
     if any_zero:
         raise _singular(int(first_zero), a)
     rcond = 1.0 / cond if cond > 0 else float("inf")
