@@ -6,26 +6,12 @@ class is collected. docs/conformance/scipy_linalg.md lists what does not pass, a
 call under ``gpulinalg.config_context(backend="gpu")``; the default is ``cpu``.
 """
 
-import functools
-import os
-
-import gpulinalg
 from gpulinalg import decomp
 
 from _swap import export, load
+from test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
 
-BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
 CLASSES = ("TestSolveTriangular",)
-
-
-def on_backend(fn):
-    """``fn`` run under ``config_context(backend=BACKEND)``."""
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        with gpulinalg.config_context(backend=BACKEND):
-            return fn(*args, **kwargs)
-    return run
-
 
 XFAIL: dict = {}
 
