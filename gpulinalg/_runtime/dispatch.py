@@ -158,7 +158,7 @@ def _free_pools():
 
 def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
              oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True,
-             dask_fn=None):
+             dask_fn=None, no_gpu_reason="no GPU engine for this call"):
     """Run operation ``op`` on the GPU or the CPU and return its result in the caller's package.
 
     Parameters
@@ -189,6 +189,10 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         by events (:class:`~gpulinalg._runtime.streams.op_stream`), as libraries whose handle is
         bound to a stream need. ``False``: on the caller's current stream itself, for functions
         that name their stream in every call (cuBLASLt), saving the two event hand-offs.
+    gpu_fn=None
+        This call has no GPU engine (e.g. an option cuSOLVER lacks): it runs on the CPU,
+        recorded with ``no_gpu_reason``; under ``backend="gpu"`` as a fallback, with a
+        :class:`FallbackWarning`.
     dask_fn : callable, optional
         The Dask route: when an argument is a ``dask.array.Array``, it is called instead (same
         signature) and returns lazy Dask arrays built on the user's cluster; without one, Dask
@@ -200,6 +204,9 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     settings = get_config()
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
         _arrays.caller_kind(*args, *kwargs.values())
+    if gpu_fn is None:
+        return _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert,
+                                   settings, no_gpu_reason)
     try:
         route, reason, fell_back, dev = _plan(op, settings, args, kwargs, nbytes, flops,
                                               oversize_fn, kind if same_package else None)
@@ -226,6 +233,16 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         why = _on_sticky(op, exc, settings)
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+
+
+def _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert, settings, why):
+    """A call the GPU cannot serve runs on the CPU, visibly: the reason is recorded, and a
+    caller who insisted on the GPU gets a fallback warning (results still go back to the
+    caller's package and device)."""
+    fell_back = settings.backend is _GPU
+    if fell_back:
+        _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
+    return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, fell_back)
 
 
 def _any_dask(args, kwargs):

@@ -1,7 +1,6 @@
 """QR factorization, as ``scipy.linalg.qr``: validation and one dispatch to :mod:`._qr_cuda`
 (cuSOLVER ``Xgeqrf`` and ``orgqr``) or :mod:`._factor_host` (SciPy)."""
 
-import functools
 from typing import Any, Literal
 
 import numpy as np
@@ -12,6 +11,9 @@ from .._runtime.budget import nbytes_of
 from . import _factor_host, _qr_cuda
 from ._checks import empty_result, flag, flops_scale, prepare
 from ._cusolver_cuda import workspace_bytes
+
+#: Why ``pivoting=True`` runs on the CPU (the reason :func:`gpulinalg.last_run` records).
+PIVOTING_ON_CPU = "column-pivoted QR (LAPACK geqp3) has no cuSOLVER routine: ran on the CPU"
 from ._results import QRResult
 
 __all__ = ["qr"]
@@ -66,9 +68,10 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     results can be passed to LAPACK's ``ormqr`` on either side; signs of R's diagonal are
     not normalized.
 
-    cuSOLVER has no column-pivoted QR: with ``pivoting=True`` the GPU route copies ``a`` to
-    the host, runs LAPACK ``geqp3`` there and copies the results back (NumPy inputs are not
-    offloaded at all). :func:`gpulinalg.last_run` says so in its details (``host_route``).
+    cuSOLVER has no column-pivoted QR: ``pivoting=True`` runs LAPACK ``geqp3`` on the CPU,
+    whatever the input's package (CuPy or torch inputs are copied to the host and the results
+    back to the input's device). :func:`gpulinalg.last_run` says so: backend ``"cpu"`` and the
+    reason; under ``backend="gpu"`` it is a fallback, with a :class:`gpulinalg.FallbackWarning`.
 
     gpulinalg 0.1 followed NumPy (``mode="reduced"`` by default, ``mode="r"`` returning R
     alone with K rows); see docs/migration/decomp.md.
@@ -104,15 +107,12 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     arrays = nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
                        (batch + (m, n), dtype))
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
-    gpu_fn = _qr_cuda.qr
-    if pivoting:  # no GPU kernel: the GPU route runs the CPU engine on host copies
-        gpu_fn = functools.partial(_qr_cuda.qr_on_host, host_qr=_factor_host.qr)
-        flops = 0  # so host inputs are never offloaded for nothing
     return _dispatch.dispatch(
-        "decomp.qr", gpu_fn, _factor_host.qr,
+        "decomp.qr", None if pivoting else _qr_cuda.qr, _factor_host.qr,
         (a, mode, bool(pivoting), lwork, bool(overwrite_a), dtype), flops=flops,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
-                        + workspace_bytes("orgqr", m, n, dtype)))
+                        + workspace_bytes("orgqr", m, n, dtype)),
+        no_gpu_reason=PIVOTING_ON_CPU)
 
 
 def _check_mode(mode):

@@ -1,30 +1,23 @@
-"""GPU engine of QR: cuSOLVER ``Xgeqrf`` then ``orgqr``/``ungqr`` to form Q; and the GPU
-route of column-pivoted QR, which cuSOLVER lacks (:func:`qr_on_host`).
+"""GPU engine of QR: cuSOLVER ``Xgeqrf`` then ``orgqr``/``ungqr`` to form Q (cuSOLVER has no
+column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through the dispatcher).
 
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
-from .._runtime import dispatch as _dispatch
-from .._runtime.arrays import convert_tree, to_host
-from .._runtime.validation import namespace
 from ._cusolver_cuda import Solver, fortran_batch
 from ._results import QRResult
 
-__all__ = ["qr", "qr_on_host", "HOST_ROUTE"]
-
-#: Why ``pivoting=True`` runs on the host (noted as ``host_route`` in ``last_run().details``).
-HOST_ROUTE = ("column-pivoted QR (LAPACK geqp3) ran on the CPU on host copies: cuSOLVER has "
-              "no pivoted QR")
+__all__ = ["qr"]
 
 
 def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     """QR of the CuPy stack ``a`` (..., m, n) with SciPy's modes (``full``, ``economic``,
-    ``r``, ``raw``) and results. ``pivoting`` must be False (see :func:`qr_on_host`);
+    ``r``, ``raw``) and results. ``pivoting`` must be False (cuSOLVER has no geqp3);
     ``lwork`` and ``overwrite_a`` are not read: cuSOLVER sizes its workspace, and the
     factorization runs on a column-major copy."""
     import cupy
     if pivoting:
-        raise ValueError("the cuSOLVER QR has no column pivoting: use qr_on_host")
+        raise ValueError("the cuSOLVER QR has no column pivoting")
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = tuple(a.shape[:-2])
@@ -50,14 +43,3 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
             sv.orgqr(q[i], k, tau[i], i)
         sv.done()  # QR cannot fail numerically: no need to wait for the info codes
     return QRResult(q.reshape(batch + q.shape[1:]), r)
-
-
-def qr_on_host(a, mode, pivoting, lwork, overwrite_a, dtype, *, host_qr):
-    """The GPU route of ``qr`` for what cuSOLVER cannot do (column pivoting): ``a`` copied to
-    the host, ``host_qr`` (the CPU engine, handed in by the api) run there, the results
-    copied back to ``a``'s package. Noted as ``host_route`` in ``last_run().details``."""
-    xp = namespace(a)
-    _dispatch.note(host_route=HOST_ROUTE)
-    host = to_host(a)
-    out = host_qr(host, mode, pivoting, lwork, host is not a, dtype)  # a copy: overwrite it
-    return convert_tree(out, xp.asarray)
