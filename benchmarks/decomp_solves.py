@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 
-import numpy as np
 
 from .timing import absent, have, row, time_gpu
 
