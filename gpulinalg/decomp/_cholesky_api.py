@@ -9,9 +9,9 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
-from . import _cholesky_cuda, _factor_host
-from ._checks import (broadcast_batch, check_rhs, empty_result, flag, flops_scale, prepare,
-                      real_dtype)
+from . import _cholesky_cuda, _cholesky_dask, _factor_host
+from ._checks import (broadcast_batch, check_dask, check_rhs, empty_result, flag, flops_scale,
+                      is_dask, prepare, real_dtype)
 from ._cholesky_xp import logdet_checked
 from ._cusolver_cuda import workspace_bytes
 
@@ -65,6 +65,11 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
     (:class:`gpulinalg.LinAlgError` when ``a`` was factored in place and can no longer be
     checked). A successful factorization costs nothing extra.
 
+    A Dask array (2-D, square, tiled alike along both axes) gives a lazy Dask array: a blocked
+    right-looking Cholesky on the workers (docs/dask.md); a matrix that is not positive
+    definite raises when the result is computed, and ``check_finite`` is not applied (it
+    would compute the graph).
+
     gpulinalg 0.1 defaulted to ``lower=True``; the default is SciPy's ``lower=False`` now
     (docs/migration/decomp.md).
 
@@ -99,7 +104,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
     -------
     c : (..., n, n) array
         The factor in the triangle named by ``lower``; the other triangle keeps ``a``'s
-        entries (as in SciPy: do not rely on them).
+        entries (as in SciPy: do not rely on them; for a Dask array it holds zeros).
     lower : bool
 
     Raises
@@ -133,6 +138,10 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
 
 def _factor(op, a, lower, overwrite_a, check_finite, clean):
     overwrite_a = flag(overwrite_a, "overwrite_a")
+    if is_dask(a):
+        check_dask(a, square=True)
+        return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _factor_host.cholesky,
+                                  (a, bool(lower)), dask_fn=_cholesky_dask.cholesky)
     a, dtype = prepare(a, square=True, check_finite=check_finite)
     n = a.shape[-1]
     if a.size == 0:
@@ -191,6 +200,10 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     factor (a reduction over its diagonal and over ``b`` and ``x``: O(n k), one read-back of
     three numbers on the GPU).
 
+    With a Dask factor or right-hand side (the other one is wrapped as a Dask array) the
+    result is a lazy Dask array: blocked substitutions on the workers, no conditioning check,
+    no ``check_finite`` (docs/dask.md).
+
     Examples
     --------
     >>> import numpy as np
@@ -200,6 +213,8 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     True
     """
     c, lower = _pair(c_and_lower)
+    if is_dask(c, b):
+        return _dask_solve(c, bool(lower), b)
     c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
     b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
     dtype = np.result_type(dtype_c, dtype_b)
@@ -215,6 +230,33 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve, _factor_host.cho_solve,
                               (c, bool(lower), b, bool(overwrite_b), dtype, True),
                               nbytes=nbytes, flops=flops, like=b)
+
+
+def _dask_solve(c, lower, b):
+    """The Dask route of :func:`cho_solve`: a factor or right-hand side that is not a Dask
+    array is wrapped as one (tiled as the other), then the blocked substitutions."""
+    from ._graph_dask import dask_array
+    da = dask_array()
+    if not is_dask(c):
+        c = da.from_array(c, chunks=(b.chunks[0], b.chunks[0]), asarray=False)
+    check_dask(c, "c", square=True)
+    if not is_dask(b):
+        b = da.from_array(b, chunks=(c.chunks[0],) + tuple(-1 for _ in b.shape[1:]),
+                          asarray=False)
+    check_dask(b, "b", ndim=(1, 2))
+    if b.shape[0] != c.shape[-1]:
+        raise ValueError(f"incompatible dimensions: a is {tuple(c.shape)}, "
+                         f"b is {tuple(b.shape)}")
+    return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve,
+                              _factor_host.cho_solve, (c, lower, b), dask_fn=_dask_cho_solve)
+
+
+def _dask_cho_solve(c, lower, b):
+    return _cholesky_dask.cho_solve((c, lower), b)
+
+
+def _dask_logdet(c, lower):
+    return _cholesky_dask.logdet_cholesky((c, lower))
 
 
 def _pair(c_and_lower):
@@ -247,6 +289,11 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     --------
     cho_factor : the factor this reads.
 
+    Notes
+    -----
+    A Dask factor gives a lazy 0-d Dask array (not checked for NaN or Inf: that would compute
+    it).
+
     Examples
     --------
     >>> import numpy as np
@@ -256,6 +303,10 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     True
     """
     c, _lower = _pair(c_and_lower)
+    if is_dask(c):
+        check_dask(c, "c", square=True)
+        return _dispatch.dispatch("decomp.logdet_cholesky", logdet_checked, logdet_checked,
+                                  (c, bool(_lower)), dask_fn=_dask_logdet)
     c, dtype = prepare(c, "c", square=True, check_finite=False)
     if c.shape[-1] == 0:
         res = _dispatch.shortcut("decomp.logdet_cholesky",

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
-from . import _pca_cuda, _pca_host, _pca_sklearn
-from ._pca_input import validate, validate_projections
+from .._runtime import validation as _v
+from . import _pca_cuda, _pca_host, _pca_sklearn, _randomized_dask
+from ._checks import check_dask, is_dask
+from ._pca_input import _check_shape, validate, validate_projections
 from ._pca_solvers import FitConfig, resolve_solver
 from ._sketch_options import seed_of
 
@@ -93,6 +95,14 @@ class _PCA:
     is one larger than the GPU budget (``arpack`` then takes the exact covariance route).
     Fitted attributes are arrays of the package ``fit`` was given (NumPy, CuPy or torch).
 
+    A Dask array (chunked in any way) is fitted on its cluster by the randomized solver
+    (``svd_solver`` ``"auto"`` or ``"randomized"``, ``n_components`` an int or ``None``,
+    ``power_iteration_normalizer`` ``"auto"``, ``"QR"`` or ``"none"``; see docs/dask.md):
+    ``X - mean`` is never formed, and the fitted attributes are computed in one
+    ``dask.compute`` at the end of ``fit``, as NumPy or CuPy arrays (the chunks' package).
+    ``transform`` and ``fit_transform`` of a Dask array return lazy Dask arrays (the
+    projections are one more pass over ``X``).
+
     Examples
     --------
     >>> import numpy as np
@@ -135,12 +145,14 @@ class _PCA:
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit, and return the projections of ``X`` (from the same SVD where the solver
         computes one)."""
-        scores = self._fit(X, want_scores=True)
+        scores = self._fit(X, want_scores=not is_dask(X))
         out = self._transform(X) if scores is None else scores
         return _pca_sklearn.wrap_output(self, out, X)
 
     def _fit(self, X, want_scores):
         _pca_sklearn.validate_params(self)
+        if is_dask(X):
+            return self._fit_dask(X)
         _pca_sklearn.check_feature_names(self, X, reset=True)
         X, kind, like = validate(X, self, reset=True, solver=self.svd_solver)
         n_samples, n_features = X.shape
@@ -158,6 +170,38 @@ class _PCA:
             oversize_fn=_pca_cuda.fit_streamed if host else None, like=like)
         self._store(result, solver, n_samples)
         return result.get("scores")
+
+    def _fit_dask(self, X):
+        """Fit on a Dask array: the randomized PCA graph, computed once (scikit-learn's fitted
+        attributes are concrete arrays)."""
+        check_dask(X, "X")
+        _pca_sklearn.check_feature_names(self, X, reset=True)
+        solver, k = self.svd_solver, self.n_components
+        if solver not in ("auto", "randomized"):
+            raise ValueError(f"svd_solver={solver!r} is not supported for Dask arrays: use "
+                             "'randomized' (or 'auto')")
+        if k is not None and (isinstance(k, (str, float)) or
+                              not isinstance(k, numbers.Integral)):
+            raise ValueError(f"n_components={k!r} is not supported for Dask arrays: give an "
+                             "int (or None for all)")
+        n_samples, n_features = (int(d) for d in X.shape)
+        _check_shape((n_samples, n_features), self, reset=True)
+        if k is not None and not 0 <= k <= min(n_samples, n_features):
+            raise ValueError(f"n_components={k} must be between 0 and min(n_samples, "
+                             f"n_features)={min(n_samples, n_features)} with "
+                             f"svd_solver='{solver}'")
+        lazy = _dispatch.dispatch(
+            "decomp.pca_fit", _pca_cuda.fit, _pca_host.fit, (X, k),
+            dict(n_oversamples=int(self.n_oversamples), iterated_power=self.iterated_power,
+                 power_iteration_normalizer=self.power_iteration_normalizer,
+                 random_state=seed_of(self.random_state)),
+            dask_fn=_randomized_dask.pca)
+        names = ("mean", "components", "singular_values", "explained_variance",
+                 "explained_variance_ratio", "noise_variance")
+        import dask
+        values = dask.compute(*(lazy[name] for name in names))
+        self._store(dict(zip(names, values)), "randomized", n_samples)
+        return None
 
     def _store(self, r, solver, n_samples):
         self.fit_svd_solver_ = self._fit_svd_solver = solver
@@ -178,6 +222,8 @@ class _PCA:
 
     def _transform(self, X):
         self._check_fitted()
+        if is_dask(X):
+            return self._transform_dask(X)
         _pca_sklearn.check_feature_names(self, X, reset=False)
         X, kind, like = validate(X, self, reset=False)
         comp = self.components_
@@ -188,6 +234,19 @@ class _PCA:
             (X, comp, self.mean_, ev), nbytes=_transform_bytes(X, comp),
             flops=2.0 * X.shape[0] * X.shape[1] * comp.shape[0],
             oversize_fn=_pca_cuda.transform_streamed if host else None, like=like)
+
+    def _transform_dask(self, X):
+        """Lazy projections of a Dask array (``X - mean_`` never formed)."""
+        check_dask(X, "X")
+        _pca_sklearn.check_feature_names(self, X, reset=False)
+        _check_shape(tuple(int(d) for d in X.shape), self, reset=False)
+        scale = None
+        if self.whiten:
+            xp = _v.namespace(self.explained_variance_)
+            scale = 1 / xp.sqrt(self.explained_variance_)
+        return _dispatch.dispatch(
+            "decomp.pca_transform", _pca_cuda.transform, _pca_host.transform,
+            (X, self.components_, self.mean_, scale), dask_fn=_randomized_dask.transform)
 
     def inverse_transform(self, X: Any) -> Any:
         """Map projections back to feature space: ``X @ components_ + mean_`` (the components

@@ -8,8 +8,8 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
-from . import _factor_host, _qr_cuda
-from ._checks import empty_result, flag, flops_scale, prepare
+from . import _factor_host, _qr_cuda, _tsqr_dask
+from ._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare
 from ._cusolver_cuda import workspace_bytes
 
 #: Why ``pivoting=True`` runs on the CPU (the reason :func:`gpulinalg.last_run` records).
@@ -73,6 +73,14 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     back to the input's device). :func:`gpulinalg.last_run` says so: backend ``"cpu"`` and the
     reason; under ``backend="gpu"`` it is a fallback, with a :class:`gpulinalg.FallbackWarning`.
 
+    A Dask array (2-D, one column of blocks: a tall-and-skinny array chunked along its rows)
+    gives lazy Dask arrays, computed by TSQR on the workers (docs/dask.md): ``mode="economic"``
+    or ``"r"`` (``(R,)`` with R (K, N), not SciPy's zero-padded (M, N)); ``"full"`` on a tall
+    array (``M > N``) raises ``ValueError``, since it would build an ``M x M`` Q: ask for
+    ``mode="economic"``. ``"raw"``, ``pivoting``
+    and ``lwork`` are not supported, and ``check_finite`` is not applied (it would compute
+    the graph). ``R``'s diagonal is then real and non-negative.
+
     gpulinalg 0.1 followed NumPy (``mode="reduced"`` by default, ``mode="r"`` returning R
     alone with K rows); see docs/migration/decomp.md.
 
@@ -95,6 +103,8 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     """
     mode = _check_mode(mode)
     overwrite_a, pivoting = flag(overwrite_a, "overwrite_a"), flag(pivoting, "pivoting")
+    if is_dask(a):
+        return _dask(a, mode, pivoting, lwork)
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -113,6 +123,29 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)),
         no_gpu_reason=PIVOTING_ON_CPU)
+
+
+def _dask(a, mode, pivoting, lwork):
+    """The Dask route: lazy checks, then TSQR through the dispatcher."""
+    check_dask(a)
+    m, n = (int(d) for d in a.shape)
+    if pivoting or mode == "raw" or lwork not in (None, -1):
+        raise ValueError("qr of a Dask array supports mode='economic' or 'r' only, without "
+                         "pivoting, mode='raw' or lwork (see docs/dask.md)")
+    if mode == "full" and m > n:
+        raise ValueError(f"mode='full' would build an m x m Q ({m} x {m}) from a Dask array; "
+                         "use mode='economic' (Q (m, n), R (n, n)) or mode='r'")
+    if a.numblocks[1] != 1:
+        raise ValueError("qr of a Dask array needs one column of blocks (a tall-and-skinny "
+                         f"array chunked along its rows only); got chunks {a.chunksize} in "
+                         f"{a.numblocks} blocks: rechunk with a.rechunk({{1: -1}})")
+    return _dispatch.dispatch("decomp.qr", _qr_cuda.qr, _factor_host.qr, (a, mode),
+                              dask_fn=_qr_dask)
+
+
+def _qr_dask(a, mode):
+    out = _tsqr_dask.qr(a, "r" if mode == "r" else "economic")
+    return (out,) if mode == "r" else out
 
 
 def _check_mode(mode):

@@ -8,8 +8,8 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
-from . import _factor_host, _svd_cuda
-from ._checks import empty_result, flag, flops_scale, prepare, real_dtype
+from . import _factor_host, _svd_cuda, _tsqr_dask
+from ._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare, real_dtype
 from ._cusolver_cuda import workspace_bytes
 from ._results import SVDResult
 from ._svd_drivers import resolve_driver
@@ -73,7 +73,16 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     A deliberate difference from SciPy: the signs are deterministic (the ``svd_flip``
     convention of scikit-learn), so both engines return the same ``U`` and ``Vh`` for
     matrices with distinct singular values; SciPy returns whatever signs LAPACK produced.
-    ``U @ diag(S) @ Vh`` and ``S`` are the same. gpulinalg 0.1 defaulted to
+    ``U @ diag(S) @ Vh`` and ``S`` are the same.
+
+    A Dask array (2-D, one column of blocks: tall-and-skinny; or one row of blocks:
+    short-and-fat) gives lazy Dask arrays, computed by TSQR on the workers (docs/dask.md);
+    other chunkings raise ``ValueError``. ``full_matrices=True`` (the default) on a
+    non-square Dask array raises ``ValueError``, since it would build an ``M x M`` (or
+    ``N x N``) factor: pass ``full_matrices=False``. ``check_finite``, ``lapack_driver`` and
+    ``driver`` are not read for Dask input (checking finiteness would compute the graph).
+
+    gpulinalg 0.1 defaulted to
     ``full_matrices=False`` and took the GPU driver as the fourth positional argument; see
     docs/migration/decomp.md.
 
@@ -97,6 +106,8 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     if driver == "auto" and lapack_driver == "gesvd":
         driver = "gesvd"
     overwrite_a = flag(overwrite_a, "overwrite_a")
+    if is_dask(a):
+        return _dask(a, bool(full_matrices), bool(compute_uv))
     a, dtype = prepare(a, check_finite=check_finite)
     m, n = a.shape[-2:]
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
@@ -116,6 +127,24 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
         flops=flops,
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
                         + workspace_bytes("geqrf", big, k, dtype)))
+
+
+def _dask(a, full_matrices, compute_uv):
+    """The Dask route: lazy checks, then the TSQR SVD through the dispatcher."""
+    check_dask(a)
+    m, n = (int(d) for d in a.shape)
+    if full_matrices and compute_uv and m != n:
+        raise ValueError(f"full_matrices=True would build a {max(m, n)} x {max(m, n)} factor "
+                         "from a Dask array; use full_matrices=False (U (m, k), Vh (k, n), "
+                         "k = min(m, n))")
+    if a.numblocks[1] != 1 and a.numblocks[0] != 1:
+        raise ValueError("svd of a Dask array needs one column of blocks (tall-and-skinny, "
+                         "chunked along rows) or one row of blocks (short-and-fat); got chunks "
+                         f"{a.chunksize} in {a.numblocks} blocks: rechunk with "
+                         "a.rechunk({1: -1}), or use truncated_svd for the leading triplets of "
+                         "an array chunked both ways")
+    return _dispatch.dispatch("decomp.svd", _svd_cuda.svd, _factor_host.svd,
+                              (a, False, compute_uv), dask_fn=_tsqr_dask.svd)
 
 
 def _empty(a, batch, m, n, full, uv, dtype):

@@ -10,7 +10,8 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime import validation as _v
-from . import _truncated_cuda, _truncated_host
+from . import _randomized_dask, _truncated_cuda, _truncated_host
+from ._checks import check_dask, is_dask
 from ._ooc_source import HostMatrix
 from ._results import SVDResult
 from ._truncated_plan import (EXACT_MAX_DIM, EXACT_MIN_FRACTION, METHODS, LowRankPlan,
@@ -86,6 +87,12 @@ def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 
     Equal integer ``random_state`` values give the same sketch on the CPU and the GPU, so the
     two agree to rounding.
 
+    A Dask array (2-D, chunked in any way) gives lazy Dask arrays (``error`` a lazy 0-d array):
+    the randomized method on the workers (docs/dask.md), with ``method`` ``"auto"`` or
+    ``"randomized"`` and ``power_iteration_normalizer`` ``"auto"``, ``"QR"`` or ``"none"``;
+    other methods raise ``ValueError``. ``out_of_core``, ``progress`` and ``check_finite`` are
+    not read (checking finiteness would compute the graph).
+
     Examples
     --------
     >>> import numpy as np
@@ -102,6 +109,9 @@ def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 
     >>> bool(abs(r.error - s[5]) < 1e-3 * s[5])
     True
     """
+    if is_dask(a):
+        return _dask(a, k, method, n_oversamples, n_iter, power_iteration_normalizer,
+                     random_state, error_estimate)
     a, kind, like = _classify(a)
     m, n = (int(x) for x in a.shape)
     dtype = _dtype_of(a)
@@ -125,6 +135,20 @@ def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 
         "decomp.truncated_svd", gpu_fn, _truncated_host.truncated_svd, (a, plan), nbytes=nbytes,
         flops=None if kind == "sparse" and is_cupy_sparse(a) else flops,
         oversize_fn=streamed if host and out_of_core is not False else None, like=like)
+
+
+def _dask(a, k, method, n_oversamples, n_iter, normalizer, random_state, error_estimate):
+    """The Dask route: lazy checks, then the randomized SVD on the workers."""
+    check_dask(a)
+    if method not in ("auto", "randomized"):
+        raise ValueError(f"method={method!r} is not supported for Dask arrays: use "
+                         "method='randomized' (or 'auto'), the algorithm that runs on a cluster")
+    return _dispatch.dispatch(
+        "decomp.truncated_svd", _truncated_cuda.truncated_svd, _truncated_host.truncated_svd,
+        (a, k), dict(n_oversamples=n_oversamples, n_iter=n_iter,
+                     power_iteration_normalizer=normalizer, random_state=random_state,
+                     error_estimate=bool(error_estimate)),
+        dask_fn=_randomized_dask.randomized_svd)
 
 
 def _classify(a):
