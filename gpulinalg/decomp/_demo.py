@@ -1,33 +1,8 @@
 """``gpulinalg demo`` steps of the decomp module: one row per small function in ``STEPS``."""
 
-import time
-
 import numpy as np
 
-from .._demo import timed as _timed
-from .._runtime import last_run
-
-
-
-def _row(name, ref_name, t_ref, check):
-    rec = last_run()
-    return dict(step=name, where=f"{rec.backend} ({rec.reason})", seconds=rec.seconds,
-                reference=ref_name, reference_seconds=t_ref, check=bool(check))
-
-
-def svd_step(small):
-    """Full SVD of a tall matrix (QR first, then the SVD of R) against SciPy."""
-    import scipy.linalg
-
-    from . import svd
-    m, n = (2000, 200) if small else (20000, 2000)
-    a = np.random.default_rng(1).standard_normal((m, n))
-    svd(a[:64, :8], full_matrices=False)  # warm-up: handles, kernels
-    _, s, _ = svd(a, full_matrices=False)  # economy size: a full U would be m x m
-    rec_row = _row(f"SVD {m}x{n} fp64", "scipy.linalg.svd", 0.0, True)
-    (_, s_ref, _), t_ref = _timed(lambda: scipy.linalg.svd(a, full_matrices=False))
-    rec_row.update(reference_seconds=t_ref, check=bool(np.allclose(s, s_ref, rtol=1e-10)))
-    return rec_row
+from .._demo import compare, rows_of
 
 
 def qr_step(small):
@@ -37,13 +12,28 @@ def qr_step(small):
     from . import qr
     m, n = (2000, 200) if small else (20000, 2000)
     a = np.random.default_rng(2).standard_normal((m, n))
-    qr(a[:64, :8], mode="economic")  # warm-up
-    q, r = qr(a, mode="economic")
-    row = _row(f"QR {m}x{n} fp64", "scipy.linalg.qr", 0.0, True)
-    (_, r_ref), t_ref = _timed(lambda: scipy.linalg.qr(a, mode="economic"))
-    ok = np.allclose(q @ r, a) and np.allclose(np.abs(r), np.abs(r_ref), atol=1e-8)
-    row.update(reference_seconds=t_ref, check=bool(ok))
-    return row
+
+    def check(got, ref):
+        q, r = got
+        return np.allclose(q @ r, a) and np.allclose(np.abs(np.diag(r)),
+                                                     np.abs(np.diag(ref[1])), rtol=1e-8)
+    return compare(f"QR {m}x{n} fp64", lambda: qr(a, mode="economic"),
+                   lambda: scipy.linalg.qr(a, mode="economic"), "scipy.linalg.qr", check)
+
+
+def svd_step(small):
+    """Thin SVD of a tall matrix (QR first, then the SVD of R) against SciPy."""
+    import scipy.linalg
+
+    from . import svd
+    m, n = (2000, 200) if small else (20000, 2000)
+    a = np.random.default_rng(1).standard_normal((m, n))
+
+    def check(got, ref):
+        u, s, vh = got
+        return np.allclose(s, ref[1], rtol=1e-10) and np.allclose((u * s) @ vh, a)
+    return compare(f"SVD {m}x{n} fp64", lambda: svd(a, full_matrices=False),
+                   lambda: scipy.linalg.svd(a, full_matrices=False), "scipy.linalg.svd", check)
 
 
 def cholesky_step(small):
@@ -55,22 +45,17 @@ def cholesky_step(small):
     x = np.random.default_rng(3).standard_normal((n, n))
     a = x @ x.T / n + np.eye(n)
     b = np.ones(n)
-    cho_solve(cho_factor(a[:8, :8]), b[:8])  # warm-up
-    t0 = time.perf_counter()
-    cf = cho_factor(a)
-    where = last_run()
-    sol = cho_solve(cf, b)
-    logdet = logdet_cholesky(cf)
-    seconds = time.perf_counter() - t0
+
+    def ours():
+        cf = cho_factor(a, lower=True)
+        return cho_solve(cf, b), logdet_cholesky(cf)
 
     def ref():
-        c = scipy.linalg.cho_factor(a)
+        c = scipy.linalg.cho_factor(a, lower=True)
         return scipy.linalg.cho_solve(c, b), 2 * np.log(np.diag(c[0])).sum()
-    (sol_ref, logdet_ref), t_ref = _timed(ref)
-    ok = np.allclose(sol, sol_ref) and np.isclose(logdet, logdet_ref)
-    return dict(step=f"Cholesky + solve + logdet n={n}", where=f"{where.backend} "
-                f"({where.reason})", seconds=seconds, reference="scipy cho_factor/cho_solve",
-                reference_seconds=t_ref, check=bool(ok))
+    return compare(f"Cholesky + solve + logdet n={n} fp64", ours, ref,
+                   "scipy cho_factor",
+                   lambda got, r: np.allclose(got[0], r[0]) and np.isclose(got[1], r[1]))
 
 
 def pca_step(small):
@@ -79,20 +64,20 @@ def pca_step(small):
     from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA as SkPCA
 
-    from ._pca_api import PCA
+    from . import PCA
     X = load_digits().data.astype(np.float32)
     if not small:
         rng = np.random.default_rng(4)
         X = np.concatenate([X + rng.normal(0, 0.5, X.shape).astype(np.float32)
                             for _ in range(100)])
-    PCA(4, svd_solver="randomized", random_state=0).fit(X[:256])  # warm-up
-    ours = PCA(16, svd_solver="randomized", random_state=0).fit(X)
-    row = _row(f"PCA {X.shape[0]}x{X.shape[1]} fp32, 16 components", "sklearn PCA", 0.0, True)
-    ref, t_ref = _timed(lambda: SkPCA(16, svd_solver="randomized", random_state=0).fit(X))
-    ok = np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-2) and \
-        np.allclose(np.abs(ours.components_[:8]), np.abs(ref.components_[:8]), atol=1e-2)
-    row.update(reference_seconds=t_ref, check=bool(ok))
-    return row
+
+    def check(ours, ref):
+        return np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-2) and \
+            np.allclose(np.abs(ours.components_[:8]), np.abs(ref.components_[:8]), atol=1e-2)
+    return compare(f"PCA {X.shape[0]}x{X.shape[1]} fp32, 16 components",
+                   lambda: PCA(16, svd_solver="randomized", random_state=0).fit(X),
+                   lambda: SkPCA(16, svd_solver="randomized", random_state=0).fit(X),
+                   "sklearn PCA", check)
 
 
 #: The rows of this module's demo step, in order; other families append their own functions.
@@ -100,5 +85,5 @@ STEPS = [qr_step, svd_step, cholesky_step, pca_step]
 
 
 def step(small):
-    """Rows ``{"step", "where", "seconds", "reference", "reference_seconds", "check"}``."""
-    return [fn(small) for fn in STEPS]
+    """Rows ``{"step", "where", "seconds", "reference", "reference_seconds", "check", ...}``."""
+    return rows_of(STEPS, small)
