@@ -10,7 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["dask_array", "is_dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
-           "tokenize", "persist"]
+           "tokenize", "persist", "compute"]
 
 
 def dask_array():
@@ -75,3 +75,10 @@ def persist(x, enabled):
         return x
     wait(futures_of(x))
     return x
+
+
+def compute(*xs):
+    """``xs`` computed together (one ``dask.compute``: shared passes run once), as arrays of
+    the chunks' package."""
+    import dask
+    return dask.compute(*xs)

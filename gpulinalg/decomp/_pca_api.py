@@ -15,7 +15,7 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .._runtime import validation as _v
-from . import _pca_cuda, _pca_host, _pca_sklearn, _randomized_dask
+from . import _graph_dask, _pca_cuda, _pca_host, _pca_sklearn, _randomized_dask
 from ._checks import check_dask, is_dask
 from ._pca_input import _check_shape, validate, validate_projections
 from ._pca_solvers import FitConfig, resolve_solver
@@ -198,8 +198,7 @@ class _PCA:
             dask_fn=_randomized_dask.pca)
         names = ("mean", "components", "singular_values", "explained_variance",
                  "explained_variance_ratio", "noise_variance")
-        import dask
-        values = dask.compute(*(lazy[name] for name in names))
+        values = _graph_dask.compute(*(lazy[name] for name in names))
         self._store(dict(zip(names, values)), "randomized", n_samples)
         return None
 
