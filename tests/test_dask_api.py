@@ -9,19 +9,11 @@ import pytest
 import scipy.linalg as sla
 
 da = pytest.importorskip("dask.array")
-distributed = pytest.importorskip("distributed")
-dask = pytest.importorskip("dask")
+pytest.importorskip("distributed")
 
 import gpulinalg  # noqa: E402
 from gpulinalg import decomp  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
+from test_dask_tsqr import client  # noqa: E402, F401  (the 2-worker LocalCluster fixture)
 
 
 def _lazy(*xs):
