@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 logging.getLogger("gpulinalg").addHandler(logging.NullHandler())
 
-_SUBMODULES = ("dense", "decomp", "sparse", "gp")
+_SUBMODULES = ("dense", "decomp", "sparse", "gp", "distributed")
 
 __all__ = [
     "__version__", "config", "config_context", "set_config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",
