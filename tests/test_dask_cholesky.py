@@ -1,5 +1,5 @@
-"""Blocked Cholesky, cho_solve and logdet of Dask arrays (groundwork for issue 17; called
-directly, not yet through ``gpulinalg.decomp``), and ``gpulinalg.distributed``, on a 2-worker
+"""Blocked Cholesky, cho_solve and logdet of Dask arrays (the engines, called directly; the
+public functions are tested in test_dask_api.py), and ``gpulinalg.distributed``, on a 2-worker
 CPU cluster with NumPy chunks, against SciPy."""
 
 import subprocess

@@ -1,5 +1,5 @@
-"""Randomized SVD and PCA of Dask arrays chunked both ways (groundwork for issue 17; called
-directly, not yet through ``truncated_svd`` / ``PCA``), on a 2-worker CPU cluster with NumPy
+"""Randomized SVD and PCA of Dask arrays chunked both ways (the engines, called
+directly; ``truncated_svd`` / ``PCA`` in test_dask_api.py), on a 2-worker CPU cluster with NumPy
 chunks, against NumPy, the single-GPU engine's CPU twin and scikit-learn."""
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""TSQR QR and SVD of tall-and-skinny Dask arrays (groundwork for issue 17; called directly,
-not yet through ``gpulinalg.decomp.qr`` / ``svd``), on a 2-worker CPU cluster with NumPy
+"""TSQR QR and SVD of tall-and-skinny Dask arrays (the engine, called directly;
+``gpulinalg.decomp.qr`` / ``svd`` in test_dask_api.py), on a 2-worker CPU cluster with NumPy
 chunks, against NumPy."""
 
 import numpy as np
