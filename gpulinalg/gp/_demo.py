@@ -25,7 +25,7 @@ def step(small):
     from sklearn.gaussian_process import GaussianProcessRegressor as SKGPR
 
     from . import GaussianProcessRegressor
-    n = 300 if small else 2000
+    n = 200 if small else 2000
     x, y = _data(n)
     k = _kernel(x.shape[1])
     ours = GaussianProcessRegressor(k, optimizer=None).fit(x, y)
