@@ -88,7 +88,10 @@ def _ensure():
             if not _state["probed"]:
                 _state["gpus"], _state["why_not"] = _probe()
                 _state["probed"] = True
-                log.debug("GPU discovery: %s", _state["gpus"] or _state["why_not"])
+                if _state["gpus"]:
+                    log.debug("GPU discovery: %s", _state["gpus"])
+                else:  # once per process: where calls will run, and why
+                    log.info("no GPU, gpulinalg runs on the CPU: %s", _state["why_not"])
 
 
 def gpus() -> tuple[GPUInfo, ...]:
