@@ -290,3 +290,49 @@ def test_not_positive_definite_error_survives_pickling():
     back = pickle.loads(pickle.dumps(err))
     assert (type(back), back.minor, back.batch_index, str(back)) == (
         type(err), 5, (1, 2), str(err))
+
+
+def _validated_on_gpu(calls):
+    """A public function whose validation runs out of GPU memory unless it runs on the CPU."""
+    @_dispatch.front_door("test.front")
+    def public(x):
+        calls.append(gpulinalg.get_config().backend.value)
+        if gpulinalg.get_config().backend.value != "cpu":
+            raise MemoryError("validation ran out of GPU memory")
+        return _dispatch.dispatch("test.front", lambda a: a + 1, lambda a: a + 1, (x,))
+    return public
+
+
+def test_front_door_oom_with_host_inputs_raises_recorded():
+    calls = []
+    with pytest.raises(MemoryError):
+        _validated_on_gpu(calls)(np.ones(2))
+    rec = gpulinalg.last_run()
+    assert rec.op == "test.front" and "MemoryError" in rec.details["raised"]
+
+
+def test_front_door_oom_on_gpu_inputs_reruns_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(_dispatch._arrays, "any_on_gpu", lambda values: True)
+    calls = []
+    with pytest.warns(gpulinalg.FallbackWarning, match="before the dispatch"):
+        out = _validated_on_gpu(calls)(np.ones(2))
+    assert calls == ["auto", "cpu"] and np.array_equal(out, [2.0, 2.0])
+    rec = gpulinalg.last_run()
+    assert (rec.backend, rec.fell_back) == ("cpu", True) and "GPU out of memory" in rec.reason
+    with gpulinalg.config(fallback="raise"), pytest.raises(MemoryError):
+        _validated_on_gpu(calls)(np.ones(2))
+    assert "MemoryError" in gpulinalg.last_run().details["raised"]
+
+
+def test_front_door_leaves_the_dispatchers_memory_errors_alone(fake_gpu):
+    calls = []
+
+    @_dispatch.front_door("test.front")
+    def public(x):
+        calls.append(1)
+        return _dispatch.dispatch("test.front", lambda a: a, lambda a: a, (x,))
+
+    with testing.inject_fault("oom"), gpulinalg.config(fallback="raise"):
+        with pytest.raises(MemoryError):
+            public(np.ones(2))
+    assert calls == [1]  # not run a second time

@@ -4,6 +4,7 @@ It alone picks the GPU or the CPU, moves arrays, falls back, and records what ha
 """
 
 import dataclasses
+import functools
 import logging
 import sys
 import threading
@@ -17,7 +18,8 @@ from .errors import FallbackWarning, GPUUnavailableError
 from .errors import warn as _warn
 from .streams import op_stream as _op_stream
 
-__all__ = ["dispatch", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note", "shortcut"]
+__all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note",
+           "shortcut"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -156,6 +158,59 @@ def _free_pools():
     cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
+def front_door(op):
+    """Decorator of a public function whose validation computes on the caller's GPU arrays
+    (finiteness checks, conversions, CSR normalization) before :func:`dispatch` decides.
+
+    Running out of GPU memory there is handled like it is in a dispatched GPU run: the pools
+    are freed, then under ``fallback="cpu"`` the whole call runs again on host copies on the
+    CPU (results back in the caller's package and device, a :class:`FallbackWarning`, recorded
+    as a fallback); under ``fallback="raise"`` the ``MemoryError`` propagates, recorded. A
+    ``MemoryError`` the dispatcher already handled passes through untouched.
+
+    Examples
+    --------
+    >>> @front_door("demo.double")
+    ... def double(x):
+    ...     return 2 * x
+    >>> double(3)
+    6
+    """
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except MemoryError as exc:
+                if getattr(exc, "_gpulinalg_recorded", False):
+                    raise
+                return _front_door_fallback(op, fn, args, kwargs, exc)
+        return call
+    return wrap
+
+
+def _front_door_fallback(op, fn, args, kwargs, exc):
+    from .config import config_context
+    settings = get_config()
+    _free_pools_quietly()
+    why = f"GPU out of memory before the dispatch ({type(exc).__name__}: {exc})"
+    if settings.fallback is _RAISE or not (_arrays.any_on_gpu(args)
+                                           or _arrays.any_on_gpu(kwargs.values())):
+        _local.record = (op, "gpu", _device.current_device(), False, why, 0.0,
+                         {"raised": f"{type(exc).__name__}: {exc}"})
+        raise exc
+    _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
+    kind, like = _arrays.caller_kind(*args, *kwargs.values())
+    host_args = _arrays.convert_tree(args, _arrays.to_host)
+    host_kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
+    start = time.perf_counter()
+    with config_context(backend="cpu"):
+        result = fn(*host_args, **host_kwargs)
+    result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like))
+    _local.record = (op, "cpu", "cpu", True, why, time.perf_counter() - start, {})
+    return result
+
+
 def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
              oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True,
              dask_fn=None, no_gpu_reason="no GPU engine for this call"):
@@ -245,6 +300,15 @@ def _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert, setti
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, fell_back)
 
 
+def _mark_recorded(exc):
+    """Tag ``exc`` as handled and recorded by the dispatcher (see :func:`front_door`)."""
+    try:
+        exc._gpulinalg_recorded = True
+    except (AttributeError, TypeError):  # an exception type without a __dict__
+        pass
+    return exc
+
+
 def _any_dask(args, kwargs):
     array_type = getattr(sys.modules.get("dask.array"), "Array", None)
     if array_type is None:
@@ -324,7 +388,9 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
                 False, dev)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
     if settings.fallback is _RAISE:
-        raise MemoryError(f"{op}: {why} and fallback='raise'")
+        exc = MemoryError(f"{op}: {why} and fallback='raise'")
+        _local.record = (op, "gpu", dev, False, why, 0.0, {"raised": f"MemoryError: {exc}"})
+        raise _mark_recorded(exc)
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return "cpu", why, True, "cpu"
 
@@ -351,6 +417,7 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
     except BaseException as exc:  # the record says what ran, also when it raised
         details["raised"] = f"{type(exc).__name__}: {exc}"
+        _mark_recorded(exc)
         _local.record = (op, route, dev, fell_back, reason, time.perf_counter() - start, details)
         raise
     finally:
