@@ -14,19 +14,37 @@ __all__ = ["fit", "fit_streamed", "transform", "transform_streamed", "inverse_tr
 
 
 def arpack(a, mean, k, tol, seed):
-    """CuPy's thick-restart Lanczos SVD (``cupyx.scipy.sparse.linalg.svds``, on ``a^H a``) of
-    ``a``, centered implicitly by ``mean`` when given, then one Rayleigh-Ritz step on the right
-    subspace it found (the SVD of ``a V``), which restores the accuracy of the smaller singular
-    values that the squared operator loses. CuPy's ``svds`` takes no start vector: ``seed`` is
-    unused."""
+    """The top ``k`` singular triplets of ``a`` (centered implicitly by ``mean`` when given),
+    served as scikit-learn's ``arpack`` (the top-``k`` SVD up to ``tol``).
+
+    Dense ``a`` (``mean`` is ``None``: already centered): the exact SVD on the device,
+    truncated. CuPy 14's ``svds`` cannot stand in for ARPACK there: it runs Lanczos on
+    ``a^H a`` (squaring the condition number), crashes with an ``IndexError`` when
+    ``k > min(shape) - 3`` (see :func:`~gpulinalg.decomp._pca_xp.lanczos_fits`), and returns
+    garbage on a rank-deficient matrix (its Lanczos has no breakdown handling).
+
+    Sparse ``a``: ``cupyx.scipy.sparse.linalg.svds`` on the centered operator (it returns
+    ``u, s, vh`` with ``s`` ascending, the values under its cutoff zeroed and moved to the
+    end, their vectors arbitrary orthonormal completions; it takes no start vector, so
+    ``seed`` is unused), then one Rayleigh-Ritz step on the right subspace it found, which
+    restores the accuracy that the squared operator loses. When ``k`` does not fit CuPy's
+    Lanczos, or its result fails :func:`~gpulinalg.decomp._pca_xp.ritz_converged`, the
+    centered matrix is densified on the device and takes the exact route."""
     import cupy
-    from cupyx.scipy.sparse.linalg import LinearOperator, svds
+    if mean is None and not _pca_xp.is_sparse(a):
+        return _pca_xp.top_k_svd(cupy, a, k)
+    if _pca_xp.lanczos_fits(k, a.shape):
+        from cupyx.scipy.sparse.linalg import LinearOperator, svds
+        op = a if mean is None else _pca_xp.centered_operator(cupy, LinearOperator, a, mean)
+        _, _, vt = svds(op, k=k, tol=tol)
+        U, S, Vt = _pca_xp.rayleigh_ritz(cupy, op, vt)
+        rtol = max(float(tol), 100 * float(np.finfo(a.dtype).eps)) ** 0.5
+        if _pca_xp.ritz_converged(cupy, op, U, S, Vt, rtol):
+            return U, S, Vt
+    dense = a.toarray() if _pca_xp.is_sparse(a) else a
     if mean is not None:
-        a = _pca_xp.centered_operator(cupy, LinearOperator, a, mean)
-    _, _, vt = svds(a, k=k, tol=tol)
-    v, _ = cupy.linalg.qr(vt.conj().T)
-    u, s, w = cupy.linalg.svd(a @ v, full_matrices=False)
-    return u, s, w @ v.conj().T
+        dense = dense - mean
+    return _pca_xp.top_k_svd(cupy, dense, k)
 
 
 def _on_device(X):

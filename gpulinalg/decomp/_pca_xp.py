@@ -14,7 +14,8 @@ from ._sketch_options import resolve_normalizer
 from ._sketch_xp import hermitian, svd_flip
 
 __all__ = ["fit", "fit_streamed", "project", "back_project", "whiten_scale", "covariance",
-           "precision", "log_likelihood", "is_sparse", "centered_operator"]
+           "precision", "log_likelihood", "is_sparse", "centered_operator", "lanczos_fits",
+           "top_k_svd", "rayleigh_ritz", "ritz_converged"]
 
 
 def is_sparse(X):
@@ -66,6 +67,44 @@ def centered_operator(xp, LinearOperator, a, mean):
 
     return LinearOperator(a.shape, matvec=matmat, rmatvec=rmatmat, matmat=matmat,
                           rmatmat=rmatmat, dtype=a.dtype)
+
+
+def lanczos_fits(k, shape):
+    """Whether CuPy's ``svds`` can compute ``k`` triplets of a ``shape`` matrix. Its ``eigsh``
+    runs on the ``min(shape)``-square Gram matrix with at most ``min(shape) - 1`` Lanczos
+    vectors and, on every thick restart, writes vector ``k + 1``: it needs
+    ``k + 2 <= min(shape) - 1`` (CuPy 14 raises an ``IndexError`` otherwise)."""
+    return k + 3 <= min(shape)
+
+
+def top_k_svd(xp, a, k):
+    """The exact top-``k`` SVD ``(U, S, Vh)`` of the dense ``a`` (descending): what ARPACK's
+    ``svds`` returns up to its ``tol``."""
+    u, s, vt = xp.linalg.svd(a, full_matrices=False)
+    return u[:, :k], s[:k], vt[:k]
+
+
+def rayleigh_ritz(xp, a, vt):
+    """``(U, S, Vh)`` of ``a`` (an array or a ``LinearOperator``) on the right subspace that
+    the rows of ``vt`` span (orthonormalized first): the SVD of ``a V``, descending. Exact
+    when the rows span a right singular subspace of ``a``; ``a V = U diag(S) Vh V``
+    always."""
+    v, _ = xp.linalg.qr(hermitian(vt))
+    u, s, w = xp.linalg.svd(a @ v, full_matrices=False)
+    return u, s, w @ hermitian(v)
+
+
+def ritz_converged(xp, a, U, S, Vt, rtol):
+    """Whether the triplets pass the other half of the SVD: ``||a^H u_i - s_i v_i|| <=
+    rtol * s_max`` for every ``i`` (:func:`rayleigh_ritz` makes ``a v_i = s_i u_i`` exact).
+    A Lanczos run that broke down (a rank-deficient Gram matrix) fails it, as do
+    non-finite values."""
+    if U.shape[1] == 0:
+        return True
+    aHu = a.rmatmat(U) if hasattr(a, "rmatmat") else hermitian(a) @ U
+    res = xp.linalg.norm(aHu - hermitian(Vt) * S[None, :], axis=0)
+    smax = float(S.max())
+    return bool(xp.isfinite(res).all()) and float(res.max()) <= rtol * max(smax, 1e-300)
 
 
 def _column_mean(xp, X, sparse):
