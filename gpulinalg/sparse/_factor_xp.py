@@ -22,9 +22,13 @@ refactorization.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .._runtime.dispatch import note
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._condition_xp import assess, norm1, rcond_of
+from ._condition_xp import GROWTH_TRIGGER, assess, norm1, rcond_of
 from ._input_xp import CSRInput, check_values, pattern_values, structure, xp_of
 from ._policy import default_tol
 from ._residual_xp import solve_checked
@@ -181,10 +185,14 @@ def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
         return xr + 1j * xi, rep
     b = b.astype(factor.dtype, copy=False)
     op, anorm = _op_matrix(factor, trans)
+    recheck = _may_recheck(factor)
     x, report = solve_checked(lambda v: solve_op(factor, v, trans), op, b, anorm, tol=tol,
                               check=check, max_steps=max_steps, what=what,
-                              perturbed=factor.perturbed,
+                              perturbed=0 if recheck else factor.perturbed,
                               pivot_eps=getattr(factor, "pivot_eps", None))
+    if recheck and report["growth"] >= _recheck_growth(factor):
+        return _host_recheck(factor, b, xp, check=check, tol=tol, max_steps=max_steps,
+                             what=what, trans=trans, growth=report["growth"])
     message = assess(factor, report["growth"], check, what, lambda v: solve_op(factor, v),
                      lambda v: solve_op(factor, v, "H"))
     if message:
@@ -193,8 +201,50 @@ def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
     return x, report
 
 
+def _may_recheck(factor):
+    """Whether a suspicious solve with ``factor`` is re-done on the host: a GPU factor in which
+    the engine (cuDSS) replaced pivots by its threshold, so that it is the factor of a nearby
+    matrix and cannot tell a zero pivot from a small, genuine one (docs/sparse.md)."""
+    return bool(factor.perturbed) and factor.device != "cpu" and bool(
+        getattr(factor, "pivot_eps", None))
+
+
+def _recheck_growth(factor):
+    """Growth ``||A|| ||x|| / ||b||`` from which a perturbed GPU factor's solve is re-done on
+    the host: the rcond estimate's trigger, or the perturbed-pivot singularity limit
+    ``0.01 / pivot_eps`` where that is lower (float32)."""
+    root = math.sqrt(float(np.finfo(factor.dtype).eps))
+    return min(GROWTH_TRIGGER / root, 0.01 / factor.pivot_eps)
+
+
+def _host_recheck(factor, b, xp, *, check, tol, max_steps, what, trans, growth):
+    """Solve again with SuperLU LU (partial pivoting, no perturbed pivots) on a host copy of
+    the matrix, and apply the CPU rule: a zero pivot raises, rcond below eps raises or warns;
+    the answer goes back to the device. The host factor is kept with ``factor`` until it is
+    refactorized or freed."""
+    from .._runtime.arrays import to_host
+    from ._superlu_host import SuperLUFactor
+    twin = getattr(factor, "recheck_twin", None)
+    if twin is None:
+        m = factor.matrix()
+        twin = SuperLUFactor(m.indptr, m.indices, m.data, factor.n, "lu")
+        factor.recheck_twin = twin
+    reason = (f"{factor.perturbed} pivot(s) perturbed by {factor.backend} and "
+              f"||A|| ||x|| / ||b|| = {growth:.3g}")
+    note(host_recheck=reason)
+    x, report = checked_solve(twin, to_host(b), check=check, tol=tol, max_steps=max_steps,
+                              what=what, trans=trans)
+    report["host_recheck"] = reason
+    note(**describe(factor), host_recheck=reason, solve_library=twin.backend)
+    return xp.asarray(x), report
+
+
 def release(factor):
     """Free ``factor`` and the ``Aᵀ`` factorization kept with it, if any."""
+    twin = getattr(factor, "recheck_twin", None)
+    if twin is not None:
+        twin.free()
+        factor.recheck_twin = None
     kept = getattr(factor, "transpose_factor", None)
     if kept is not None:
         kept[0].free()
@@ -230,5 +280,8 @@ def refactorize(factor, values):
     check_values(data, "values")
     factor.values_version = getattr(factor, "values_version", 0) + 1
     factor.rcond_estimate = factor.anorm1 = None
+    if getattr(factor, "recheck_twin", None) is not None:  # of the old values
+        factor.recheck_twin.free()
+        factor.recheck_twin = None
     factor.refactor(data.astype(factor.dtype, copy=False))
     note(**describe(factor))
