@@ -150,3 +150,29 @@ def test_rcond_trigger_thresholds():
 def test_empty_factorization_rcond():
     with factorize(sp.csr_matrix((0, 0))) as fac:
         assert fac.rcond() == np.inf
+
+
+def test_perturbed_gpu_factor_rechecks_on_host():
+    """A GPU factor with pivots its engine perturbed (cuDSS) cannot tell a small genuine pivot
+    from a zero one: a solve whose growth is suspicious is re-done by SuperLU on the host, so
+    cond 1e13 stays silent and accurate, and a singular matrix still raises. Simulated on the
+    CPU with a SuperLU factor marked as a perturbed GPU factor."""
+    from gpulinalg.sparse import _factor_xp, _superlu_host
+    a = graded(40, 1e13, seed=1)
+    b = np.random.default_rng(2).standard_normal(40)
+    f = _superlu_host.SuperLUFactor(a.indptr, a.indices, a.data, 40, "lu")
+    f.perturbed, f.device, f.pivot_eps = 1, "fake-gpu", 500 * np.finfo(np.float64).eps
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x, report = _factor_xp.checked_solve(f, b, check="warn", tol=None, max_steps=5,
+                                             what="t")
+    assert "host_recheck" in report and f.recheck_twin is not None
+    assert berr(a, host(x), b) <= default_tol(40, np.float64)
+    _factor_xp.release(f)
+    assert f.recheck_twin is None
+    s = numerically_singular(20, 0)
+    g = _superlu_host.SuperLUFactor(s.indptr, s.indices, s.data, 20, "lu")
+    g.perturbed, g.device, g.pivot_eps = 1, "fake-gpu", 500 * np.finfo(np.float64).eps
+    b = np.random.default_rng(0).standard_normal(20)
+    with pytest.raises(SingularMatrixError):
+        _factor_xp.checked_solve(g, b, check="raise", tol=None, max_steps=5, what="t")
