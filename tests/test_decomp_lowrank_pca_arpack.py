@@ -173,3 +173,26 @@ def test_gpu_route_sparse_breakdown_falls_back(numpy_as_cupy, monkeypatch, rng):
     ours = PCA(4, svd_solver="arpack").fit(X)
     ref = SkPCA(4, svd_solver="full").fit(X.toarray())
     np.testing.assert_allclose(ours.singular_values_, ref.singular_values_, rtol=1e-10)
+
+
+@pytest.mark.gpu
+def test_gpu_arpack_cases_cupy_svds_failed(xp_gpu, rng):
+    """The H200 failures: k > min(shape) - 3 (dense and sparse) and a rank-deficient refit."""
+    import cupyx.scipy.sparse as cps
+    X = rng.standard_normal((150, 4)) @ np.diag([4, 2, 1, 0.3])
+    for k in (2, 3):
+        ours = PCA(k, svd_solver="arpack").fit(xp_gpu.asarray(X))
+        ref = SkPCA(k, svd_solver="full").fit(X)
+        np.testing.assert_allclose(ours.singular_values_.get(), ref.singular_values_,
+                                   rtol=1e-10)
+    Xs = sp.random(200, 6, density=0.5, format="csr", random_state=4)
+    ours = PCA(5, svd_solver="arpack").fit(cps.csr_matrix(Xs))
+    ref = SkPCA(5, svd_solver="full").fit(Xs.toarray())
+    np.testing.assert_allclose(ours.singular_values_.get(), ref.singular_values_, rtol=1e-10)
+    X_t = rng.standard_normal((100, 3))
+    X_t *= [3.142, 2.718, 1.0] / np.linalg.norm(X_t, axis=0)
+    comp, _ = np.linalg.qr(rng.standard_normal((110, 3)))
+    X = X_t @ comp.T
+    ours = PCA(3, svd_solver="arpack").fit(xp_gpu.asarray(X))
+    ref = SkPCA(3, svd_solver="full").fit(X)
+    np.testing.assert_allclose(ours.singular_values_.get(), ref.singular_values_, rtol=1e-10)
