@@ -11,19 +11,30 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
-__all__ = ["prepare", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
+__all__ = ["prepare", "check_square", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
            "sub", "flops_scale", "matrix_order", "check_rhs", "flag",
            "is_dask", "check_dask"]
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
     """The validation pipeline: type -> shape -> finiteness -> dtype. Returns ``(a, dtype)``."""
-    a = _v.as_array(a, name, min_ndim=min_ndim)
+    a = _v.as_array(a, name, min_ndim=0 if square else min_ndim)
     if square:
-        _v.check_square(a, name)
+        check_square(a, name)
+    _v.as_array(a, name, min_ndim=min_ndim)  # the ndim rule, once the shape is square
     if check_finite:
         _v.check_finite(a, name)
     return a, _v.float_dtype(_v._np_dtype(a))
+
+
+def check_square(a, name="a"):
+    """``ValueError`` in SciPy's words unless ``a`` (read as at least 2-D, as SciPy's
+    ``np.atleast_2d``) is square in its last two dimensions."""
+    shape = tuple(a.shape)
+    shape = (1,) * (2 - len(shape)) + shape if len(shape) < 2 else shape
+    if shape[-1] != shape[-2]:
+        raise ValueError(f"Expected a square matrix or batch thereof, got {name}.shape="
+                         f"{shape}: {name} must be square in its last two dimensions")
 
 
 def real_dtype(dtype):

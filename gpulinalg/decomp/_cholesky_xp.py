@@ -56,7 +56,12 @@ def failure(minor, a, lower, overwritten, where):
                            f"leading minor of order {minor}: a holds NaN/Inf, or its "
                            "entries overflow (factored in place, so the input cannot be "
                            "checked)")
-    return NotPositiveDefiniteError(minor, where)
+    # SciPy's wording ("Internal potrf return info = [k] for slices [i].") follows ours, so
+    # code that matches SciPy's message matches this one too
+    slices = "" if where is None else f" for batch entry {where}"
+    err = NotPositiveDefiniteError(minor, where)
+    return NotPositiveDefiniteError(minor, where, message=(
+        f"{err} (Internal potrf return info = [{minor}]{slices})"))
 
 
 def check_potrf(info, c, a, lower, overwritten, flat_batch, xp):

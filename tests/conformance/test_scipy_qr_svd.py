@@ -11,10 +11,29 @@ from gpulinalg import decomp
 
 from _swap import export, load
 from test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
+from test_scipy_cholesky import _NOT_OVERWRITTEN, SCIPY_1_18, gpu_xfail_fixture
 
 CLASSES = ("TestQR", "TestSVD_GESDD", "TestSVD_GESVD")
 
 XFAIL: dict = {}
+
+_SVD_OVERWRITE = (("*-True-2-F-float", "*-True-2-F-complex"), _NOT_OVERWRITTEN)
+
+#: Expected failures with the GPU backend only (strict), per parametrization (SciPy >= 1.18).
+XFAIL_GPU = {
+    "TestSVD_GESDD::test_overwrite": _SVD_OVERWRITE,
+    "TestSVD_GESVD::test_overwrite": _SVD_OVERWRITE,
+    "TestQR::test_overwrite_args": (("shape0-F-False-*-float-True",
+                                     "shape1-F-False-*-float-True"), _NOT_OVERWRITTEN),
+    "TestQR::test_lwork": (("",), "SciPy 1.18 deprecates qr's lwork: its LAPACK wrapper warns "
+                           "(DeprecationWarning), which the CPU engine calls and the GPU engine "
+                           "does not; gpulinalg's qr does not warn itself yet"),
+    "TestQR::test_raw_flags": (("",), "GPU: mode='raw' returns Q in C order: the device "
+                               "result is Fortran-ordered, but its copy back to NumPy "
+                               "(_runtime.arrays, cupy ndarray.get()) is C-ordered"),
+} if SCIPY_1_18 else {}
+
+_xfail_gpu = gpu_xfail_fixture(XFAIL_GPU)
 
 upstream = load("scipy.linalg.tests.test_decomp",
                 {"qr": on_backend(decomp.qr), "svd": on_backend(decomp.svd)}, xfail=XFAIL)
