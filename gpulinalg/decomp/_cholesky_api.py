@@ -18,6 +18,7 @@ from ._cusolver_cuda import workspace_bytes
 __all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
 
 
+@_dispatch.front_door("decomp.cholesky")
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
              check_finite: bool = True) -> Any:
     """Cholesky factor of a Hermitian positive-definite matrix (or a batch of them), as SciPy's.
@@ -88,6 +89,7 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
     return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
 
 
+@_dispatch.front_door("decomp.cho_factor")
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
                check_finite: bool = True) -> tuple[Any, bool]:
     """Cholesky factor for :func:`cho_solve` and :func:`logdet_cholesky`, as SciPy's.
@@ -158,6 +160,7 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
         flops=flops, oversize_fn=in_place)
 
 
+@_dispatch.front_door("decomp.cho_solve")
 def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
               check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` given the Cholesky factor of ``a`` from :func:`cho_factor`.
@@ -266,6 +269,7 @@ def _pair(c_and_lower):
     return c_and_lower
 
 
+@_dispatch.front_door("decomp.logdet_cholesky")
 def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     """``log |det a|`` from the Cholesky factor of ``a``: ``2 * sum(log(diag(c)))``.
 

@@ -136,12 +136,14 @@ class _PCA:
         self.random_state = random_state
 
     # ---- fitting ----------------------------------------------------------------------------
+    @_dispatch.front_door("decomp.PCA.fit")
     def fit(self, X: Any, y: Any = None) -> Any:
         """Fit the model on ``X`` (n_samples, n_features): a dense array (NumPy, CuPy, torch),
         a host matrix, or a SciPy/CuPy sparse matrix. ``y`` is ignored. Returns ``self``."""
         self._fit(X, want_scores=False)
         return self
 
+    @_dispatch.front_door("decomp.PCA.fit_transform")
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit, and return the projections of ``X`` (from the same SVD where the solver
         computes one)."""
@@ -214,6 +216,7 @@ class _PCA:
         self.n_samples_ = int(n_samples)
 
     # ---- using the model --------------------------------------------------------------------
+    @_dispatch.front_door("decomp.PCA.transform")
     def transform(self, X: Any) -> Any:
         """Project ``X`` on the components: ``(X - mean_) @ components_.T`` (divided by
         ``sqrt(explained_variance_)`` when whitened). Sparse ``X`` is never densified."""
@@ -247,6 +250,7 @@ class _PCA:
             "decomp.pca_transform", _pca_cuda.transform, _pca_host.transform,
             (X, self.components_, self.mean_, scale), dask_fn=_randomized_dask.transform)
 
+    @_dispatch.front_door("decomp.PCA.inverse_transform")
     def inverse_transform(self, X: Any) -> Any:
         """Map projections back to feature space: ``X @ components_ + mean_`` (the components
         scaled by ``sqrt(explained_variance_)`` when whitened); in the package of

@@ -23,6 +23,7 @@ MODES = ("full", "r", "economic", "raw")
 _NUMPY_MODES = {"reduced": "economic", "complete": "full"}
 
 
+@_dispatch.front_door("decomp.qr")
 def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
        mode: Literal["full", "r", "economic", "raw"] = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:

@@ -19,6 +19,7 @@ __all__ = ["svd"]
 LAPACK_DRIVERS = ("gesdd", "gesvd")
 
 
+@_dispatch.front_door("decomp.svd")
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
         check_finite: bool = True, lapack_driver: Literal["gesdd", "gesvd"] = "gesdd", *,
         driver: Literal["auto", "gesvd", "gesvdj", "gesvdp"] = "auto") -> SVDResult | Any:

@@ -15,6 +15,7 @@ __all__ = ["solve_triangular"]
 _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
 
 
+@_dispatch.front_door("decomp.solve_triangular")
 def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
                      lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, check_finite: bool = True) -> Any:

@@ -21,6 +21,7 @@ __all__ = ["truncated_svd", "LowRankSVDResult", "LowRankPlan", "resolve_plan",
            "EXACT_MAX_DIM", "EXACT_MIN_FRACTION", "METHODS"]
 
 
+@_dispatch.front_door("decomp.truncated_svd")
 def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 10,
                   n_iter: int | str = "auto", power_iteration_normalizer: str = "auto",
                   random_state: None | int | np.random.Generator | np.random.RandomState = None,

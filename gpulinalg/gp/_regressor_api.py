@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Kernel
 from sklearn.utils import check_random_state
 
+from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
 from . import _engine_cuda, _engine_host, _regressor_host
@@ -214,6 +215,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         return alpha if np.iterable(alpha) else float(alpha)
 
+    @_dispatch.front_door("gp.GaussianProcessRegressor.fit")
     def fit(self, X: Any, y: Any) -> "GaussianProcessRegressor":
         """Fit the GP: optimize the kernel's hyperparameters, then factor the kernel matrix.
 
@@ -367,6 +369,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             held = self._device = _Training((x, self.L_, self.alpha_), keep=True)
         return held
 
+    @_dispatch.front_door("gp.GaussianProcessRegressor.predict")
     def predict(self, X: Any, return_std: bool = False,
                 return_cov: bool = False) -> Any:
         """Posterior mean at ``X``, with its standard deviation or covariance if asked.

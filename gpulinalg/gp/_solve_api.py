@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
 from .._runtime.errors import IllConditionedWarning, warn
@@ -16,6 +17,7 @@ from ._solve_xp import check_jitter
 __all__ = ["exact_gp_solve"]
 
 
+@_dispatch.front_door("gp.exact_gp_solve")
 def exact_gp_solve(K: Any, y: Any, *,
                    jitter: str | float | None = "auto") -> GPSolveResult:
     """Solve an exact Gaussian process given its kernel matrix ``K`` (noise included) and ``y``.

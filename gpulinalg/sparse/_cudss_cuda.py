@@ -374,9 +374,9 @@ class CuDSSFactor:
         """``(sign, log|det|)`` from SuperLU's LU (partial pivoting) of a host copy of the
         matrix, noted as ``last_run().details["logdet"] = "superlu"``."""
         from .._runtime.dispatch import note
-        from ._superlu_host import SuperLUFactor
+        from ._factor_xp import host_lu
         m = self.matrix()
-        host = SuperLUFactor(m.indptr, m.indices, m.data, self.n, "lu")
+        host = host_lu()(m.indptr, m.indices, m.data, self.n, "lu")
         try:
             sign, logabs = host.slogdet()
         finally:

@@ -201,6 +201,20 @@ def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
     return x, report
 
 
+_HOST_LU: list = []  # the host LU factor class, handed in by the api (see use_host_lu)
+
+
+def host_lu():
+    """The host LU factor class named by :func:`use_host_lu`."""
+    return _HOST_LU[0]
+
+
+def use_host_lu(factor_cls):
+    """Name the host LU factor class (SuperLU's) that re-checks suspicious GPU solves; the api,
+    which holds both engines, hands it in, so this module imports neither engine."""
+    _HOST_LU[:] = [factor_cls]
+
+
 def _may_recheck(factor):
     """Whether a suspicious solve with ``factor`` is re-done on the host: a GPU factor in which
     the engine (cuDSS) replaced pivots by its threshold, so that it is the factor of a nearby
@@ -223,11 +237,10 @@ def _host_recheck(factor, b, xp, *, check, tol, max_steps, what, trans, growth):
     the answer goes back to the device. The host factor is kept with ``factor`` until it is
     refactorized or freed."""
     from .._runtime.arrays import to_host
-    from ._superlu_host import SuperLUFactor
     twin = getattr(factor, "recheck_twin", None)
     if twin is None:
         m = factor.matrix()
-        twin = SuperLUFactor(m.indptr, m.indices, m.data, factor.n, "lu")
+        twin = host_lu()(m.indptr, m.indices, m.data, factor.n, "lu")
         factor.recheck_twin = twin
     reason = (f"{factor.perturbed} pivot(s) perturbed by {factor.backend} and "
               f"||A|| ||x|| / ||b|| = {growth:.3g}")

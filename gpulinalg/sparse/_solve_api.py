@@ -11,11 +11,14 @@ from typing import Any, Literal, Union
 
 import numpy as np
 
+from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
+
+_factor_xp.use_host_lu(_superlu_host.SuperLUFactor)  # re-checks perturbed GPU factors
 from ._input_xp import as_csr, check_values
 from ._policy import check_method, emit, validate_policy, warn_fallback
 from ._results import LogDetResult, NotPositiveDefiniteWarning, describe
@@ -55,6 +58,7 @@ def _nbytes(nnz, n, nrhs, dtype):
                + FILL_FACTOR * nnz * item)
 
 
+@_dispatch.front_door("sparse.solve")
 def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
           tol: float | None = None, refine: Refine = "auto") -> Any:
     """Solve the sparse system ``A x = b`` with a direct method, checking the answer.
@@ -154,6 +158,7 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     return x
 
 
+@_dispatch.front_door("sparse.factorize")
 def factorize(A: Any, *, method: Method = "auto",
               reordering: str | None = None) -> SparseFactorization:
     """Analyse and factorize sparse ``A`` once, for many solves and refactorizations.
