@@ -87,8 +87,13 @@ class _PCA:
     The ``randomized`` solver draws its Gaussian sketch from gpulinalg's own generator (the
     same numbers on the CPU and the GPU for an integer ``random_state``), so it agrees with
     scikit-learn's to the accuracy of the method, not bit for bit. ``arpack`` runs SciPy's
-    ARPACK on the CPU and CuPy's thick-restart Lanczos on ``X^T X`` on the GPU (its small
-    singular values are less accurate in float32). ``covariance_eigh`` forms the covariance in
+    ARPACK on the CPU, as scikit-learn. On the GPU, dense input takes the exact SVD of the
+    centered matrix on the device, truncated to ``n_components`` (scikit-learn's ``arpack``
+    result is that top-``k`` SVD up to ``tol``; CuPy's ``svds`` crashes for
+    ``n_components > min(shape) - 3`` and breaks down on rank-deficient input); sparse
+    input takes CuPy's thick-restart Lanczos ``svds`` on the implicitly centered operator, one
+    Rayleigh-Ritz step and a residual check, and is densified on the device for the exact
+    route where ``n_components > min(shape) - 3`` or the check fails. ``covariance_eigh`` forms the covariance in
     float64 also for float32 input. Float32 input gives float32 attributes and projections;
     other dtypes are fitted in float64. A host matrix that is not in memory (``np.memmap``,
     an h5py or zarr dataset) is fitted and transformed out of core, streamed in row panels; so
