@@ -207,7 +207,9 @@ def _front_door_fallback(op, fn, args, kwargs, exc):
     with config_context(backend="cpu"):
         result = fn(*host_args, **host_kwargs)
     result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like))
-    _local.record = (op, "cpu", "cpu", True, why, time.perf_counter() - start, {})
+    seconds = time.perf_counter() - start
+    _local.record = (op, "cpu", "cpu", True, why, seconds, {})
+    log.warning("%s ran on %s (%s) in %.3g s", op, "cpu", why, seconds)
     return result
 
 

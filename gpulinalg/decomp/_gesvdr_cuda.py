@@ -29,6 +29,7 @@ def gesvdr(a, k, p, n_iter):
     power iterations). Returns ``(U, S, Vh)`` as CuPy arrays."""
     import cupy
     from nvmath.bindings import cusolverDn
+    from nvmath.bindings.cusolver import cuSOLVERError
 
     from .._runtime.streams import get_handle
     dtype = np.dtype(a.dtype)
@@ -51,8 +52,13 @@ def gesvdr(a, k, p, n_iter):
         dev_bytes, host_bytes = cusolverDn.xgesvdr_buffer_size(*args)
         work = cupy.empty(max(int(dev_bytes), 1), dtype=np.uint8)
         host_work = np.empty(max(int(host_bytes), 1), dtype=np.uint8)
-        cusolverDn.xgesvdr(*args, work.data.ptr, int(dev_bytes), host_work.ctypes.data,
-                           int(host_bytes), info.data.ptr)
+        try:
+            cusolverDn.xgesvdr(*args, work.data.ptr, int(dev_bytes), host_work.ctypes.data,
+                               int(host_bytes), info.data.ptr)
+        except cuSOLVERError:  # NaN/Inf in A end Xgesvdr with INTERNAL_ERROR (7) on the H200
+            if not bool(cupy.isfinite(a).all()):
+                raise ValueError(NOT_FINITE.format(dtype=dtype.name)) from None
+            raise
         cupy.cuda.get_current_stream().synchronize()  # the host workspace must outlive it
     finally:
         cusolverDn.destroy_params(params)

@@ -32,7 +32,7 @@ from ._condition_xp import GROWTH_TRIGGER, assess, norm1, rcond_of
 from ._input_xp import CSRInput, check_values, pattern_values, structure, xp_of
 from ._policy import default_tol
 from ._residual_xp import solve_checked
-from ._results import describe
+from ._results import ResidualError, describe
 
 __all__ = ["resolve_method", "build", "checked_solve", "factorize_with", "solve_once_with",
            "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
@@ -186,10 +186,16 @@ def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
     b = b.astype(factor.dtype, copy=False)
     op, anorm = _op_matrix(factor, trans)
     recheck = _may_recheck(factor)
-    x, report = solve_checked(lambda v: solve_op(factor, v, trans), op, b, anorm, tol=tol,
-                              check=check, max_steps=max_steps, what=what,
-                              perturbed=0 if recheck else factor.perturbed,
-                              pivot_eps=getattr(factor, "pivot_eps", None))
+    try:
+        x, report = solve_checked(lambda v: solve_op(factor, v, trans), op, b, anorm, tol=tol,
+                                  check=check, max_steps=max_steps, what=what,
+                                  perturbed=0 if recheck else factor.perturbed,
+                                  pivot_eps=getattr(factor, "pivot_eps", None))
+    except ResidualError:  # a perturbed factor that cannot reach tol: the host decides
+        if not recheck:
+            raise
+        return _host_recheck(factor, b, xp, check=check, tol=tol, max_steps=max_steps,
+                             what=what, trans=trans, growth=math.inf)
     if recheck and report["growth"] >= _recheck_growth(factor):
         return _host_recheck(factor, b, xp, check=check, tol=tol, max_steps=max_steps,
                              what=what, trans=trans, growth=report["growth"])

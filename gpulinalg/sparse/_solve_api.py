@@ -12,6 +12,7 @@ from typing import Any, Literal, Union
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.dispatch import front_door
 from .._runtime import arrays as _arrays
 from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
@@ -311,6 +312,7 @@ class SparseFactorization:
         n = self.n
         return (n, n)
 
+    @front_door("sparse.SparseFactorization.solve")
     def solve(self, b: Any, trans: Trans = "N", *, check: Check = "raise",
               tol: float | None = None, refine: Refine = "auto") -> Any:
         """Solve ``A x = b``, ``Aᵀ x = b`` or ``Aᴴ x = b`` with the factors.
