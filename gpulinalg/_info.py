@@ -29,6 +29,9 @@ _NEEDED_BY = {"cublas": "needed by dense, decomp", "cublasLt": "needed by dense"
 
 
 def _version(name):
+    if name == "gpulinalg":  # also when run from a source tree, not installed
+        from . import __version__
+        return __version__
     for dist in DISTRIBUTIONS.get(name, (name,)):
         try:
             return md.version(dist)
