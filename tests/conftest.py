@@ -43,3 +43,13 @@ def xp_gpu():
         pytest.skip("needs an NVIDIA GPU")
     import cupy
     return cupy
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A 2-worker in-process Dask ``LocalCluster`` and its ``Client`` (skips without Dask)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        yield c

@@ -13,7 +13,6 @@ pytest.importorskip("distributed")
 
 import gpulinalg  # noqa: E402
 from gpulinalg import decomp  # noqa: E402
-from test_dask_tsqr import client  # noqa: E402, F401  (the 2-worker LocalCluster fixture)
 
 
 def _lazy(*xs):

@@ -16,13 +16,6 @@ import gpulinalg  # noqa: E402
 from gpulinalg.decomp import _cholesky_dask as chol  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
 
 def _spd(rng, n, dtype):
     g = rng.standard_normal((n, n))

@@ -12,13 +12,6 @@ dask = pytest.importorskip("dask")
 from gpulinalg.decomp import _randomized_dask as rsvd  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
 
 def _low_rank(rng, m, n, dtype=np.float64, r=30, decay=0.7):
     cplx = np.dtype(dtype).kind == "c"

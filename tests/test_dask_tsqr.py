@@ -11,13 +11,6 @@ distributed = pytest.importorskip("distributed")
 from gpulinalg.decomp import _tsqr_dask as tsqr_dask  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
 
 def _tall(rng, m, n, dtype):
     a = rng.standard_normal((m, n))
