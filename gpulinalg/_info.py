@@ -230,7 +230,20 @@ def collect():
             "gpus": _gpus(), "libraries": libraries,
             "auto_backend": "gpu" if status.usable else "cpu",
             "gpu_status": status.line, "gpu_case": status.case, "hint": status.hint,
-            "why_not_gpu": None if status.usable else status.detail}
+            "why_not_gpu": None if status.usable else status.detail,
+            "dask_cluster": dask_cluster()}
+
+
+def dask_cluster():
+    """:func:`gpulinalg.distributed.cluster_info` of the default Dask client, or ``None``: only
+    when ``distributed`` is already imported (nothing of Dask is imported or started here)."""
+    if "distributed" not in sys.modules:
+        return None
+    from .distributed import cluster_info
+    try:
+        return cluster_info()
+    except Exception as exc:  # a client whose scheduler stopped answering
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def format_text(report):
@@ -251,6 +264,11 @@ def format_text(report):
                      f"{free} / {g['total_bytes'] / 2**30:.1f} GiB free")
     lines.append("CUDA libraries:")
     lines += [f"  {k:<9} {val}" for k, val in report["libraries"].items()]
+    cluster = report.get("dask_cluster")
+    if cluster is not None:
+        lines.append(f"Dask cluster: {cluster['error']}" if "error" in cluster else
+                     f"Dask cluster: {cluster['scheduler']}, {cluster['workers']} workers, "
+                     f"{cluster['threads']} threads, {cluster['gpus']} with a GPU")
     lines.append(f"backend 'auto' chooses: {report['auto_backend']} — {report['gpu_status']}")
     if report["hint"]:
         lines.append(f"hint: {report['hint']}")

@@ -10,7 +10,8 @@ from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
 from .._runtime.errors import IllConditionedWarning, warn
 from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
-from . import _engine_cuda, _engine_host
+from ..decomp._checks import check_dask, is_dask
+from . import _engine_cuda, _engine_host, _solve_dask
 from ._results import GPSolveResult
 from ._solve_xp import check_jitter
 
@@ -28,9 +29,11 @@ def exact_gp_solve(K: Any, y: Any, *,
     Parameters
     ----------
     K : (n, n) array_like
-        Symmetric positive definite kernel matrix (NumPy, CuPy or torch). Not modified.
+        Symmetric positive definite kernel matrix (NumPy, CuPy or torch, or a Dask array tiled
+        alike along both axes: see Notes). Not modified.
     y : (n,) or (n, t) array_like
-        Targets; ``t`` columns are ``t`` independent outputs sharing ``K``.
+        Targets; ``t`` columns are ``t`` independent outputs sharing ``K`` (a Dask array, or
+        any array with a Dask ``K``).
     jitter : "auto", float or None, default "auto"
         ``"auto"``: when the Cholesky fails, retry with ``JITTER_START * eps * mean(diag(K))``
         on the diagonal, growing tenfold for up to ``JITTER_TRIES`` retries, with an
@@ -55,6 +58,17 @@ def exact_gp_solve(K: Any, y: Any, *,
     :class:`~gpulinalg.IllConditionedWarning`, since kernel matrices are often too ill
     conditioned for single precision.
 
+    **Dask arrays.** With a ``dask.array.Array`` ``K`` (or ``y``; the other is wrapped, tiled
+    as it) the call returns at once, having computed nothing (``last_run().backend ==
+    "dask"``): decomp's blocked Cholesky, solves and log-determinant build one lazy graph
+    (``K`` must be tiled the same way along both axes; only its lower triangle is read).
+    ``alpha`` and ``L`` are lazy Dask arrays; ``logdet`` and ``log_marginal_likelihood`` are
+    lazy 0-d Dask arrays (``float(res.logdet)`` or ``dask.compute(*res)`` computes them);
+    ``jitter`` is a float. Jitter is never retried on Dask: ``"auto"`` and ``None`` add none,
+    a number adds exactly that to the diagonal tiles, and a ``K`` that is not positive definite
+    raises :class:`~gpulinalg.NotPositiveDefiniteError` when the result is computed (pass a
+    number then). NaN/Inf are not checked (that would compute the graph).
+
     Examples
     --------
     >>> import numpy as np
@@ -68,6 +82,8 @@ def exact_gp_solve(K: Any, y: Any, *,
     >>> bool(np.isclose(res.logdet, np.linalg.slogdet(K)[1]))
     True
     """
+    if is_dask(K, y):  # before any validation that would compute the graph
+        return _dask_route(K, y, jitter)
     K = as_array(K, "K", min_ndim=2, max_ndim=2)
     y = as_array(y, "y", min_ndim=1, max_ndim=2)
     check_square(K, "K")
@@ -89,6 +105,29 @@ def exact_gp_solve(K: Any, y: Any, *,
                     _engine_host.exact_gp_solve, (k, yc), {"jitter": jitter},
                     nbytes=(2 * n * n + 2 * n * width) * itemsize, flops=n ** 3 / 3 + 2 * n * n,
                     like=K)
+
+
+def _dask_route(K, y, jitter):
+    """The checks a Dask ``K``/``y`` allow without computing them, then one dispatch to
+    :mod:`._solve_dask` (recorded as backend ``"dask"``)."""
+    K, y = (_dask_checked(a, name, ndim) for a, name, ndim in ((K, "K", (2,)), (y, "y", (1, 2))))
+    check_square(K, "K")
+    if y.shape[0] != K.shape[0]:
+        raise ValueError(f"y must have {K.shape[0]} rows to match K {tuple(K.shape)}, "
+                         f"got shape {tuple(y.shape)}")
+    dtype = _gp_dtype(K, y)
+    check_jitter(jitter)
+    K, y = (a.astype(dtype) if is_dask(a) else _as_dtype(a, dtype, copy=False) for a in (K, y))
+    return dispatch("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
+                    _engine_host.exact_gp_solve, (K, y), {"jitter": jitter},
+                    dask_fn=_solve_dask.exact_gp_solve)
+
+
+def _dask_checked(a, name, ndim):
+    if is_dask(a):
+        check_dask(a, name, square=name == "K", ndim=ndim)
+        return a
+    return as_array(a, name, min_ndim=ndim[0], max_ndim=ndim[-1])
 
 
 def _gp_dtype(*arrays):

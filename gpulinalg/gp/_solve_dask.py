@@ -1,0 +1,58 @@
+"""The Dask route of :func:`gpulinalg.gp.exact_gp_solve`: a lazy graph on the user's cluster.
+
+The blocked Cholesky, its solves and log-determinant are decomp's Dask engine
+(:mod:`gpulinalg.decomp._cholesky_dask`); this module adds a fixed jitter to the diagonal tiles
+and the Gaussian log marginal likelihood as lazy Dask expressions. Nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._runtime.validation import namespace
+from ..decomp import _cholesky_dask
+from ._results import GPSolveResult
+
+__all__ = ["exact_gp_solve"]
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+def exact_gp_solve(K: Any, y: Any, *, jitter: float | str) -> GPSolveResult:
+    """``GPSolveResult`` of lazy Dask arrays for a Dask ``K`` (or ``y``): ``alpha`` and ``L``
+    lazy arrays, ``logdet`` and ``log_marginal_likelihood`` lazy 0-d arrays, ``jitter`` the
+    float added (``"auto"`` adds none: a non-positive-definite ``K`` raises
+    :class:`gpulinalg.NotPositiveDefiniteError` when the result is computed)."""
+    import dask.array as da
+
+    if not isinstance(K, da.Array):
+        K = da.from_array(K, chunks=(y.chunks[0], y.chunks[0]), asarray=False)
+    if not isinstance(y, da.Array):
+        y = da.from_array(y, chunks=(K.chunks[0],) + tuple(-1 for _ in y.shape[1:]),
+                          asarray=False)
+    used = 0.0 if isinstance(jitter, str) else float(jitter)
+    if used:
+        K = K.map_blocks(_add_to_diagonal, used, dtype=K.dtype, meta=K._meta)
+    L = _cholesky_dask.cholesky(K, lower=True)
+    alpha = _cholesky_dask.cho_solve((L, True), y)
+    logdet = _cholesky_dask.logdet_cholesky((L, True))
+    n = y.shape[0]
+    t = y.shape[1] if y.ndim == 2 else 1
+    y2, a2 = y.reshape(n, t), alpha.reshape(n, t)
+    lml = -0.5 * (y2 * a2).sum() - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
+    return GPSolveResult(alpha, L, logdet, lml, used)
+
+
+def _add_to_diagonal(block: Any, value: float, block_info: Any = None) -> Any:
+    """``block`` plus ``value`` on the diagonal of ``K`` (diagonal tiles only; K is tiled alike
+    along both axes, so a diagonal tile is square and its diagonal is K's)."""
+    if block_info is None:
+        return block
+    i, j = block_info[0]["chunk-location"]
+    if i != j:
+        return block
+    out = block.copy()
+    idx = namespace(out).arange(min(out.shape))
+    out[idx, idx] += value
+    return out
