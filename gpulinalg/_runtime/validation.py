@@ -3,11 +3,14 @@
 Works on NumPy, CuPy and torch arrays alike, without moving them.
 """
 
+import sys
+
 import numpy as np
 
 from .arrays import Kind, kind_of
 
-__all__ = ["as_array", "check_finite", "float_dtype", "check_square", "namespace"]
+__all__ = ["as_array", "check_finite", "float_dtype", "check_square", "namespace", "is_dask",
+           "check_dask"]
 
 #: dtypes the solvers accept; integers and bools promote to float64 as in SciPy.
 SOLVER_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
@@ -111,3 +114,29 @@ def float_dtype(*dtypes, allowed=SOLVER_DTYPES):
         raise TypeError(f"unsupported dtype {dt}; supported: "
                         f"{', '.join(str(np.dtype(t)) for t in allowed)}")
     return dt
+
+
+def is_dask(*xs):
+    """True when one of ``xs`` is a :class:`dask.array.Array`; one dict lookup (and nothing
+    imported) when Dask is not loaded."""
+    mod = sys.modules.get("dask.array")
+    array_type = getattr(mod, "Array", None) if mod is not None else None
+    return array_type is not None and any(isinstance(x, array_type) for x in xs)
+
+
+def check_dask(a, name="a", *, square=False, ndim=(2,)):
+    """The checks a Dask array allows without computing it: dimensions, shape, dtype kind and
+    known chunk sizes (finiteness is not checked: that would compute the graph)."""
+    if a.ndim not in ndim:
+        want = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(f"{name} must be {want} for Dask arrays (batches of matrices are not "
+                         f"supported), got shape {tuple(a.shape)}")
+    if np.dtype(a.dtype).kind not in "biufc":
+        raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
+    if any(np.isnan(c) for cs in a.chunks for c in cs):
+        raise ValueError(f"{name} has unknown chunk sizes: call {name}.compute_chunk_sizes() "
+                         "first")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name} must be square in its last two dimensions, "
+                         f"got shape {tuple(a.shape)}")
+    return a

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
+from .._runtime.validation import check_dask, is_dask  # noqa: F401  (re-exported for the api files)
 
 __all__ = ["prepare", "check_square", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
            "sub", "flops_scale", "matrix_order", "check_rhs", "flag",
@@ -115,27 +116,3 @@ def flag(value, name):
     raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
-def is_dask(*xs):
-    """True when one of ``xs`` is a :class:`dask.array.Array`; one dict lookup (and nothing
-    imported) when Dask is not loaded."""
-    mod = sys.modules.get("dask.array")
-    array_type = getattr(mod, "Array", None) if mod is not None else None
-    return array_type is not None and any(isinstance(x, array_type) for x in xs)
-
-
-def check_dask(a, name="a", *, square=False, ndim=(2,)):
-    """The checks a Dask array allows without computing it: dimensions, shape, dtype kind and
-    known chunk sizes (finiteness is not checked: that would compute the graph)."""
-    if a.ndim not in ndim:
-        want = " or ".join(f"{d}-D" for d in ndim)
-        raise ValueError(f"{name} must be {want} for Dask arrays (batches of matrices are not "
-                         f"supported), got shape {tuple(a.shape)}")
-    if np.dtype(a.dtype).kind not in "biufc":
-        raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
-    if any(np.isnan(c) for cs in a.chunks for c in cs):
-        raise ValueError(f"{name} has unknown chunk sizes: call {name}.compute_chunk_sizes() "
-                         "first")
-    if square and a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"{name} must be square in its last two dimensions, "
-                         f"got shape {tuple(a.shape)}")
-    return a

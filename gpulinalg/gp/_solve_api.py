@@ -10,7 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
 from .._runtime.errors import IllConditionedWarning, warn
 from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
-from ..decomp._checks import check_dask, is_dask
+from .._runtime.validation import check_dask, is_dask
 from . import _engine_cuda, _engine_host, _solve_dask
 from ._results import GPSolveResult
 from ._solve_xp import check_jitter
