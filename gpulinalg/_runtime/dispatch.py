@@ -17,6 +17,7 @@ from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
 from .errors import warn as _warn
 from .streams import op_stream as _op_stream
+from .validation import is_dask as _is_dask
 
 __all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note",
            "shortcut"]
@@ -256,7 +257,7 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         input raises ``TypeError`` (it is never computed behind the caller's back).
     """
     kwargs = kwargs or {}
-    if "dask" in sys.modules and _any_dask(args, kwargs):  # one dict lookup without Dask
+    if "dask" in sys.modules and _is_dask(*args, *kwargs.values()):  # one lookup without Dask
         return _run_dask(op, dask_fn, args, kwargs)
     settings = get_config()
     kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
@@ -309,13 +310,6 @@ def _mark_recorded(exc):
     except (AttributeError, TypeError):  # an exception type without a __dict__
         pass
     return exc
-
-
-def _any_dask(args, kwargs):
-    array_type = getattr(sys.modules.get("dask.array"), "Array", None)
-    if array_type is None:
-        return False
-    return any(isinstance(x, array_type) for x in (*args, *kwargs.values()))
 
 
 def _run_dask(op, dask_fn, args, kwargs):

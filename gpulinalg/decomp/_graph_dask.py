@@ -9,7 +9,7 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
-__all__ = ["dask_array", "is_dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
+__all__ = ["dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
            "tokenize", "persist", "compute"]
 
 
@@ -17,11 +17,6 @@ def dask_array():
     """``dask.array`` (imported on first use)."""
     import dask.array as da
     return da
-
-
-def is_dask_array(x):
-    """True for a :class:`dask.array.Array` (told by its type's module: nothing is imported)."""
-    return type(x).__module__.split(".")[0] == "dask" and type(x).__name__ == "Array"
 
 
 def tiles_for(a):

@@ -375,8 +375,7 @@ class CuDSSFactor:
         matrix, noted as ``last_run().details["logdet"] = "superlu"``."""
         from .._runtime.dispatch import note
         from ._factor_xp import host_lu
-        m = self.matrix()
-        host = host_lu()(m.indptr, m.indices, m.data, self.n, "lu")
+        host = host_lu()(self, "lu")
         try:
             sign, logabs = host.slogdet()
         finally:

@@ -207,18 +207,20 @@ def checked_solve(factor, b, *, check, tol, max_steps, what, trans="N"):
     return x, report
 
 
-_HOST_LU: list = []  # the host LU factor class, handed in by the api (see use_host_lu)
+_HOST_LU: list = []  # the host twin maker, handed in by the api (see use_host_lu)
 
 
 def host_lu():
-    """The host LU factor class named by :func:`use_host_lu`."""
+    """``make(factor, method)``: a host (SuperLU) factorization of a GPU factor's matrix, as
+    named by :func:`use_host_lu`."""
     return _HOST_LU[0]
 
 
-def use_host_lu(factor_cls):
-    """Name the host LU factor class (SuperLU's) that re-checks suspicious GPU solves; the api,
-    which holds both engines, hands it in, so this module imports neither engine."""
-    _HOST_LU[:] = [factor_cls]
+def use_host_lu(make_twin):
+    """Name the maker of host twins (``_superlu_host.host_twin``) whose LU re-checks suspicious
+    GPU solves; the api, which holds both engines, hands it in, so this module imports neither
+    engine."""
+    _HOST_LU[:] = [make_twin]
 
 
 def _may_recheck(factor):
@@ -245,8 +247,7 @@ def _host_recheck(factor, b, xp, *, check, tol, max_steps, what, trans, growth):
     from .._runtime.arrays import to_host
     twin = getattr(factor, "recheck_twin", None)
     if twin is None:
-        m = factor.matrix()
-        twin = host_lu()(m.indptr, m.indices, m.data, factor.n, "lu")
+        twin = host_lu()(factor, "lu")
         factor.recheck_twin = twin
     reason = (f"{factor.perturbed} pivot(s) perturbed by {factor.backend} and "
               f"||A|| ||x|| / ||b|| = {growth:.3g}")

@@ -19,7 +19,7 @@ from .._runtime.dispatch import dispatch, note, shortcut
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
 
-_factor_xp.use_host_lu(_superlu_host.SuperLUFactor)  # re-checks perturbed GPU factors
+_factor_xp.use_host_lu(_superlu_host.host_twin)  # re-checks perturbed GPU factors
 from ._input_xp import as_csr, check_values
 from ._policy import check_method, emit, validate_policy, warn_fallback
 from ._results import LogDetResult, NotPositiveDefiniteWarning, describe

@@ -199,13 +199,15 @@ def solve_once(indptr, indices, data, b, **kwargs):
     return solve_once_with(SuperLUFactor, csr_matrix, indptr, indices, data, b, **kwargs)
 
 
-def host_twin(factor):
+def host_twin(factor, method=None):
     """A SuperLU factorization of a GPU factor's matrix (host copy), where its work moves
-    when the GPU runs out of memory."""
+    when the GPU runs out of memory; ``method="lu"`` for the partial-pivoting LU that re-checks
+    perturbed GPU factors (default: the factor's own method)."""
     m = factor.matrix()
-    twin = SuperLUFactor(m.indptr, m.indices, m.data, factor.n, factor.method)
-    twin.dest = None if factor.dest is None else to_host(factor.dest)
-    twin.input_nnz = factor.input_nnz
+    twin = SuperLUFactor(m.indptr, m.indices, m.data, factor.n, method or factor.method)
+    dest = getattr(factor, "dest", None)  # set on factors made by factorize(), not one-shot
+    twin.dest = None if dest is None else to_host(dest)
+    twin.input_nnz = getattr(factor, "input_nnz", None)
     return twin
 
 
