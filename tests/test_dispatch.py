@@ -3,6 +3,8 @@
 import logging
 import warnings
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -322,6 +324,41 @@ def test_front_door_oom_on_gpu_inputs_reruns_on_the_cpu(monkeypatch):
     with gpulinalg.config(fallback="raise"), pytest.raises(MemoryError):
         _validated_on_gpu(calls)(np.ones(2))
     assert "MemoryError" in gpulinalg.last_run().details["raised"]
+
+
+class _DeviceSparse:
+    """Stands for a CuPy sparse matrix: device memory that ``get()`` copies to the host."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def get(self):
+        return self.host
+
+
+def test_front_door_reruns_with_a_device_sparse_matrix_as_its_only_input(monkeypatch):
+    # A CuPy sparse matrix is no array of kind_of(): the front door must still see that the
+    # call's memory was on the GPU and rerun it on a SciPy copy (factorize(A) has no other input).
+    import types
+    import scipy.sparse as sp
+    monkeypatch.setitem(sys.modules, "cupyx.scipy.sparse", types.SimpleNamespace(
+        issparse=lambda x: isinstance(x, _DeviceSparse)))
+    seen = []
+
+    @_dispatch.front_door("test.front_sparse")
+    def public(a):
+        seen.append(type(a).__name__)
+        if isinstance(a, _DeviceSparse):
+            raise MemoryError("validation ran out of GPU memory")
+        return a.sum()
+
+    host = sp.csr_matrix(np.eye(3))
+    with pytest.warns(gpulinalg.FallbackWarning, match="before the dispatch"):
+        assert public(_DeviceSparse(host)) == 3.0
+    assert seen == ["_DeviceSparse", "csr_matrix"]
+    assert gpulinalg.last_run().fell_back
+    with gpulinalg.config(fallback="raise"), pytest.raises(MemoryError):
+        public(_DeviceSparse(host))
 
 
 def test_front_door_leaves_the_dispatchers_memory_errors_alone(fake_gpu):

@@ -78,13 +78,28 @@ def any_on_gpu(values):
 _NUMPY, _CUPY, _TORCH = Kind.NUMPY, Kind.CUPY, Kind.TORCH  # globals: faster than Enum lookups
 
 
+def is_gpu_sparse(x):
+    """True for a CuPy (``cupyx.scipy.sparse``) sparse matrix: GPU memory that is not an array
+    of :func:`kind_of` (a CUDA torch sparse tensor is a torch array, see :func:`on_gpu`)."""
+    csp = sys.modules.get("cupyx.scipy.sparse")
+    return csp is not None and bool(csp.issparse(x))
+
+
+def host_copies(obj):
+    """``obj`` with every GPU array and CuPy sparse matrix in it copied to the host (NumPy /
+    SciPy sparse); the walk of :func:`convert_tree`."""
+    if is_gpu_sparse(obj):
+        return obj.get()
+    return convert_tree(obj, to_host)
+
+
 def to_host(x):
     """Return ``x`` as a NumPy array (zero-copy for NumPy and CPU torch tensors)."""
     k = kind_of(x)
     if k is Kind.NUMPY or k is None:
         return x if k else np.asarray(x)
     if k is Kind.CUPY:
-        return x.get()
+        return x.get(order="A")  # a Fortran-ordered result stays Fortran-ordered, as LAPACK's
     x = x.detach()
     x = (x.cpu() if x.device.type != "cpu" else x).resolve_conj()
     if str(x.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: the same bits, as ml_dtypes'

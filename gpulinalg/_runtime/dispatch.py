@@ -195,15 +195,16 @@ def _front_door_fallback(op, fn, args, kwargs, exc):
     settings = get_config()
     _free_pools_quietly()
     why = f"GPU out of memory before the dispatch ({type(exc).__name__}: {exc})"
-    if settings.fallback is _RAISE or not (_arrays.any_on_gpu(args)
-                                           or _arrays.any_on_gpu(kwargs.values())):
+    values = (*args, *kwargs.values())
+    if settings.fallback is _RAISE or not (_arrays.any_on_gpu(values)
+                                           or any(map(_arrays.is_gpu_sparse, values))):
         _local.record = (op, "gpu", _device.current_device(), False, why, 0.0,
                          {"raised": f"{type(exc).__name__}: {exc}"})
         raise exc
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     kind, like = _arrays.caller_kind(*args, *kwargs.values())
-    host_args = _arrays.convert_tree(args, _arrays.to_host)
-    host_kwargs = _arrays.convert_tree(kwargs, _arrays.to_host)
+    host_args = tuple(_arrays.host_copies(a) for a in args)
+    host_kwargs = {k: _arrays.host_copies(v) for k, v in kwargs.items()}
     start = time.perf_counter()
     with config_context(backend="cpu"):
         result = fn(*host_args, **host_kwargs)

@@ -28,9 +28,6 @@ XFAIL_GPU = {
     "TestQR::test_lwork": (("",), "SciPy 1.18 deprecates qr's lwork: its LAPACK wrapper warns "
                            "(DeprecationWarning), which the CPU engine calls and the GPU engine "
                            "does not; gpulinalg's qr does not warn itself yet"),
-    "TestQR::test_raw_flags": (("",), "GPU: mode='raw' returns Q in C order: the device "
-                               "result is Fortran-ordered, but its copy back to NumPy "
-                               "(_runtime.arrays, cupy ndarray.get()) is C-ordered"),
 } if SCIPY_1_18 else {}
 
 _xfail_gpu = gpu_xfail_fixture(XFAIL_GPU)
