@@ -320,6 +320,7 @@ class FakeCublas(types.ModuleType):
         for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
             setattr(self, p + "trsm", self._trsm(dt))
             setattr(self, p + "trsm_batched", self._trsm_batched(dt))
+            setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
 
     @staticmethod
     def _trsm(dtype):
@@ -348,6 +349,21 @@ class FakeCublas(types.ModuleType):
             for pa, pb in zip(pointers(aarray, batch), pointers(barray, batch)):
                 one(h, side, uplo, trans, diag, m, n, alpha, pa, lda, pb, ldb)
         return trsm_batched
+
+
+def _geqrf_batched(dtype):
+    def geqrf_batched(h, m, n, aarray, lda, tauarray, info, batch):
+        CALLS["geqrf_batched"] += 1
+        assert isinstance(info, int) and info, "info is a host address"
+        scratch = np.zeros(1, np.int32)
+        for pa, pt in zip(pointers(aarray, batch), pointers(tauarray, batch)):
+            FakeCusolverDn.xgeqrf(h, 0, m, n, _cuda_type(dtype), pa, lda, 0, pt, 0, 0, 0, 0, 0,
+                                  scratch.ctypes.data)
+        _set_info(info, 0)
+    return geqrf_batched
+
+
+FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 
 
 @contextlib.contextmanager

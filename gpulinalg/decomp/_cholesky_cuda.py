@@ -17,7 +17,8 @@ from .._runtime.kernels import elementwise_kernel
 from . import _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
-from ._cusolver_cuda import BATCHED_MAX_N, Solver
+from ._batched_plan import route
+from ._cusolver_cuda import Solver
 from ._triangular_cuda import finish_rhs, rhs_copy, stack_matrices, trsm_batched
 from ._triangular_xp import check_conditioning, rhs_scale
 
@@ -51,7 +52,7 @@ def _factor(a, w, order, zeroed, lower, clean):
     import cupy
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
     with Solver(w.dtype, len(w)) as sv:
-        if len(w) > 1 and a.shape[-1] <= BATCHED_MAX_N:
+        if route("potrf", a.shape[-1], len(w)) == "batched":
             sv.potrf_batched(w, fill_lower)
         else:
             for i in range(len(w)):
@@ -185,7 +186,7 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False):
 def _cho_solve(c, lower, b, dtype):
     import cupy
     x, batch, vec = rhs_copy(c, b, dtype)
-    if len(x) > 1 and c.shape[-1] <= BATCHED_MAX_N:  # two batched triangular solves
+    if route("trsm", c.shape[-1], len(x)) == "batched":  # two batched triangular solves
         cw = stack_matrices(c, batch, dtype)
         for trans in ((0, 2) if lower else (2, 0)):
             trsm_batched(cw, x, trans, lower, False)

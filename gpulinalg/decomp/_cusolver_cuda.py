@@ -19,12 +19,10 @@ from .._runtime import device as _device
 from .._runtime.errors import LinAlgError
 
 __all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "Solver",
-           "workspace_bytes", "BATCHED_MAX_N", "JACOBI_BATCHED_MAX"]
+           "workspace_bytes", "JACOBI_BATCHED_MAX"]
 
-#: Stacks of matrices up to this order go through the batched cuSOLVER/cuBLAS routines
-#: (one call for the whole stack) instead of one call per matrix.
-BATCHED_MAX_N = 256
-#: ``gesvdjBatched`` takes matrices up to 32 x 32.
+#: ``gesvdjBatched`` takes matrices up to 32 x 32 (which stacks take the batched routines at
+#: all: the one table of :mod:`._batched_plan`).
 JACOBI_BATCHED_MAX = 32
 
 
@@ -73,11 +71,20 @@ def routines(dtype):
 
 def fortran_batch(a, dtype):
     """Copy ``a`` (``(..., m, n)``, any strides) into a new ``(B, m, n)`` CuPy array whose
-    matrices are each column-major contiguous, with a uniform stride."""
+    matrices are each column-major contiguous, with a uniform stride.
+
+    A C-ordered ``a`` of ``dtype`` goes through the tiled transposing copy of
+    :mod:`._transpose_cuda` (CuPy's strided assignment writes uncoalesced: several times
+    slower on a 100000 x 500 matrix)."""
     import cupy
+    from . import _transpose_cuda
     m, n = a.shape[-2:]
     batch = int(np.prod(a.shape[:-2], dtype=np.int64))
     out = cupy.empty((batch, n, m), dtype=dtype).transpose(0, 2, 1)
+    if a.dtype == dtype and a.flags.c_contiguous:
+        src = a.reshape(batch, m, n)
+        if _transpose_cuda.applies(src, out):
+            return _transpose_cuda.transpose_copy(src, out)
     out[...] = a.reshape(batch, m, n)
     return out
 
@@ -110,6 +117,9 @@ class Solver:
         self.info = cupy.zeros(max(int(slots), 1), dtype=np.int32)
         self._keep = []
         self._gesvdj = []
+        self._sizes = {}
+        self._dbuf = None
+        self._hbuf = None
         self.params = None
 
     def __enter__(self):
@@ -123,13 +133,25 @@ class Solver:
     def _info(self, i):
         return self.info.data.ptr + 4 * int(i)
 
-    def _buffers(self, sizes):
+    def _buffers(self, key, query, args):
+        """``(device buffer, bytes, host address, bytes)`` for a 64-bit ``X*`` routine.
+
+        The size is queried once per ``key`` (routine and dimensions) and one workspace serves
+        every call of the loop: the calls run in order on one stream. A larger one replaces
+        it (CuPy's pool frees the old one in stream order); host workspaces are kept until
+        :meth:`check` (they must outlive the calls)."""
         import cupy
-        dev, host = (int(s) for s in sizes)
-        dbuf = cupy.empty(max(dev, 1), dtype=np.uint8)
-        hbuf = np.empty(max(host, 1), dtype=np.uint8)
-        self._keep.append(hbuf)  # the host workspace must outlive the call
-        return dbuf, dev, hbuf.ctypes.data, host
+        sizes = self._sizes.get(key)
+        if sizes is None:
+            sizes = self._sizes[key] = tuple(int(s) for s in query(*args))
+        dev, host = sizes
+        if self._dbuf is None or self._dbuf.size < dev:
+            self._dbuf = cupy.empty(max(dev, 1), dtype=np.uint8)
+        if host > 0 and (self._hbuf is None or self._hbuf.size < host):
+            self._hbuf = np.empty(host, dtype=np.uint8)
+            self._keep.append(self._hbuf)  # the host workspace must outlive the call
+        haddr = self._hbuf.ctypes.data if host > 0 else 0
+        return self._dbuf, dev, haddr, host
 
     def _lwork(self, x, count):
         import cupy
@@ -142,14 +164,18 @@ class Solver:
         m, n = a.shape
         args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, max(m, 1), r.cuda,
                 tau.data.ptr, r.cuda)
-        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgeqrf_buffer_size(*args))
+        dbuf, dsz, hbuf, hsz = self._buffers(("geqrf", m, n), dn.xgeqrf_buffer_size, args)
         dn.xgeqrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
     def orgqr(self, q, k, tau, i=0):
         """Form the first ``q.shape[1]`` columns of Q from ``k`` reflectors stored in ``q``."""
         m, n = q.shape
         args = (self.handle, m, n, k, q.data.ptr, max(m, 1), tau.data.ptr)
-        work = self._lwork(q, self.r.legacy(self.r.q_stem + "_buffer_size")(*args))
+        key = ("orgqr", m, n, k)
+        count = self._sizes.get(key)
+        if count is None:  # queried once per loop; the workspace is made per call
+            count = self._sizes[key] = int(self.r.legacy(self.r.q_stem + "_buffer_size")(*args))
+        work = self._lwork(q, count)
         self.r.legacy(self.r.q_stem)(*args, work.data.ptr, work.size, self._info(i))
 
     def ormqr(self, a, k, tau, c, i=0):
@@ -170,7 +196,7 @@ class Solver:
         args = (self.handle, self.params, job, job, m, n, r.cuda, a.data.ptr, max(m, 1),
                 r.cuda_real, s.data.ptr, r.cuda, _ptr(u), max(m, 1), r.cuda, _ptr(vt),
                 max(n, 1), r.cuda)
-        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgesvd_buffer_size(*args))
+        dbuf, dsz, hbuf, hsz = self._buffers(("gesvd", job, m, n), dn.xgesvd_buffer_size, args)
         dn.xgesvd(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
     def gesvdp(self, a, s, u, v, full, i=0):
@@ -182,7 +208,8 @@ class Solver:
         args = (self.handle, self.params, jobz, 0 if full else 1, m, n, r.cuda, a.data.ptr,
                 max(m, 1), r.cuda_real, s.data.ptr, r.cuda, _ptr(u), max(m, 1), r.cuda,
                 _ptr(v), max(n, 1), r.cuda)
-        dbuf, dsz, hbuf, hsz = self._buffers(dn.xgesvdp_buffer_size(*args))
+        dbuf, dsz, hbuf, hsz = self._buffers(("gesvdp", jobz, full, m, n),
+                                             dn.xgesvdp_buffer_size, args)
         return dn.xgesvdp(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
     def gesvdj(self, a, s, u, v, full, i=0):
@@ -207,7 +234,7 @@ class Solver:
         dn, r = _dn(), self.r
         n = a.shape[0]
         args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, max(n, 1), r.cuda)
-        dbuf, dsz, hbuf, hsz = self._buffers(dn.xpotrf_buffer_size(*args))
+        dbuf, dsz, hbuf, hsz = self._buffers(("potrf", lower, n), dn.xpotrf_buffer_size, args)
         dn.xpotrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
     def potrs(self, c, lower, b, i=0):
@@ -226,6 +253,23 @@ class Solver:
         n = w.shape[-1]
         self.r.legacy("potrf_batched")(self.handle, _uplo(lower), n, int(ptrs.data.ptr),
                                        max(n, 1), self.info.data.ptr, len(w))
+
+    def geqrf_batched(self, w, tau):
+        """Householder QR of every matrix of ``w`` (``(B, m, n)``, each column-major, uniform
+        stride) in place, reflector scalars into ``tau`` (``(B, min(m, n))``): one cuBLAS
+        ``<t>geqrfBatched`` call on the thread's cuBLAS handle (same stream)."""
+        from nvmath.bindings import cublas
+
+        from .._runtime.streams import get_handle
+        nb, m, n = w.shape
+        a_ptrs, t_ptrs = pointer_array(w), pointer_array(tau)
+        info = np.zeros(1, dtype=np.int32)  # argument errors only, written by the host
+        self._keep.append((a_ptrs, t_ptrs))
+        getattr(cublas, self.r.prefix + "geqrf_batched")(
+            get_handle("cublas"), m, n, int(a_ptrs.data.ptr), max(m, 1), int(t_ptrs.data.ptr),
+            info.ctypes.data, nb)
+        if info[0] < 0:
+            raise ValueError(f"geqrfBatched: cuBLAS rejected argument {-int(info[0])}")
 
     def gesvdj_batched(self, w, s, u, v):
         """Jacobi SVD of every ``m x n`` matrix of ``w`` (``m, n <= 32``, column-major, uniform

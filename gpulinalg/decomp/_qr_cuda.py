@@ -1,9 +1,11 @@
-"""GPU engine of QR: cuSOLVER ``Xgeqrf`` then ``orgqr``/``ungqr`` to form Q (cuSOLVER has no
+"""GPU engine of QR: cuSOLVER ``Xgeqrf`` (cuBLAS ``geqrfBatched`` for stacks of small matrices,
+by the table of :mod:`._batched_plan`) then ``orgqr``/``ungqr`` to form Q (cuSOLVER has no
 column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through the dispatcher).
 
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
+from ._batched_plan import route
 from ._cusolver_cuda import Solver, fortran_batch
 from ._results import QRResult
 
@@ -25,8 +27,11 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     nb = len(w)
     tau = cupy.empty((nb, k), dtype=dtype)
     with Solver(dtype, nb) as sv:
-        for i in range(nb):
-            sv.geqrf(w[i], tau[i], i)
+        if route("geqrf", max(m, n), nb) == "batched":
+            sv.geqrf_batched(w, tau)
+        else:
+            for i in range(nb):
+                sv.geqrf(w[i], tau[i], i)
         r = cupy.triu(w[:, :(m if mode in ("full", "r") else k), :])
         r = r.reshape(batch + r.shape[1:])
         if mode in ("r", "raw"):

@@ -7,10 +7,11 @@ CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from ._batched_plan import route
 from ._checks import real_dtype
 from ._cusolver_cuda import JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged
 from ._results import SVDResult
-from ._svd_drivers import resolve_driver
+from ._svd_drivers import SVDPlan, resolve_driver
 from ._svd_xp import flip_signs
 
 __all__ = ["svd", "VERIFY_FACTOR"]
@@ -34,11 +35,16 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     m, n = a.shape[-2:]
     wide = m < n
     big, k = max(m, n), min(m, n)
+    nb = int(np.prod(a.shape[:-2], dtype=np.int64))
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
+    way = route("gesvd", big, nb)
+    if way == "jacobi" and driver == "auto" and plan.driver != "gesvdj":
+        # a stack of medium matrices: Jacobi is accurate by itself, where gesvdp's
+        # a-posteriori check would cost one synchronization per matrix
+        plan = SVDPlan("gesvdj", plan.qr_first)
     _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
-    nb = len(w)
-    if nb > 1 and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX:
+    if way == "batched" and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX:
         s, u, v = _batched_jacobi(w, compute_uv, full_matrices)
     else:
         s, u, v = _looped(w, compute_uv, full_matrices, plan)

@@ -15,7 +15,7 @@ __all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
 
 #: Smaller matrices are copied by CuPy (a 32 x 32 tile per tiny matrix would idle threads).
 MIN_ORDER = 64
-#: The batch runs along the grid's z dimension.
+#: The batch runs along the grid's z dimension, the row tiles along its y dimension.
 MAX_BATCH = 65535
 TILE = 32
 
@@ -55,7 +55,8 @@ def applies(src, dst):
     item = src.itemsize
     return (src.dtype == dst.dtype and src.dtype in _TYPES and src.ndim == dst.ndim == 3
             and src.shape == dst.shape and min(src.shape[1:]) >= MIN_ORDER
-            and src.shape[0] <= MAX_BATCH and src.strides[2] == item
+            and src.shape[0] <= MAX_BATCH and -(-src.shape[1] // TILE) <= MAX_BATCH
+            and src.strides[2] == item
             and dst.strides[1] == item)
 
 

@@ -9,7 +9,8 @@ CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 import numpy as np
 
 from ._checks import broadcast_batch, matrix_order, sub
-from ._cusolver_cuda import BATCHED_MAX_N, pointer_array, routines
+from ._batched_plan import route
+from ._cusolver_cuda import pointer_array, routines
 from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
 
 __all__ = ["solve_triangular", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
@@ -35,7 +36,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
 def _solve(a, b, trans, lower, unit_diagonal, dtype):
     x, batch, vec = rhs_copy(a, b, dtype)
     n = a.shape[-1]
-    if len(x) > 1 and n <= BATCHED_MAX_N:
+    if route("trsm", n, len(x)) == "batched":
         trsm_batched(stack_matrices(a, batch, dtype), x, trans, lower, unit_diagonal)
     else:
         for i, idx in enumerate(np.ndindex(*batch)):

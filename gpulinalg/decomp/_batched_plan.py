@@ -1,0 +1,67 @@
+"""How a stack of matrices is factored or solved on the GPU: the one table of batched routes.
+
+Pure Python (no GPU package): the GPU engines (:mod:`._cholesky_cuda`, :mod:`._triangular_cuda`,
+:mod:`._qr_cuda`, :mod:`._svd_cuda`) ask :func:`route` which of their code paths serves a stack
+of ``batch`` matrices of order ``n``:
+
+``"batched"``
+    one call of the batched library routine for the whole stack (cuSOLVER ``potrfBatched``,
+    cuBLAS ``trsmBatched`` and ``geqrfBatched``, cuSOLVER ``gesvdjBatched``);
+``"looped"``
+    one call of the 64-bit ``X*`` routine per matrix on one stream, with one workspace query
+    and one workspace for the whole loop (each call fills the GPU by itself at large orders);
+``"jacobi"``
+    (``gesvd`` only) one Jacobi SVD (``gesvdj``) per matrix: accurate to working precision,
+    so no a-posteriori check (that check costs one synchronization per matrix).
+
+Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack (torch also
+``trsmBatched`` and cuBLAS ``geqrfBatched`` for small orders); on the H200 (issue #16) the
+per-matrix loop lost 16x to ``potrfBatched`` at 200 x 512^2 fp64 and the two batched
+triangular solves beat per-matrix ``potrs`` as much. ``potrfBatched`` and ``trsmBatched`` are
+unblocked kernels, so past a few thousand the blocked per-matrix routine, which fills the
+GPU by itself, wins. ``benchmarks/decomp_batched.py`` times both sides of every limit
+(``--routes``) so the table can be re-derived on other GPUs: change it only from those figures.
+
+Examples
+--------
+>>> route("potrf", 512, 200)
+'batched'
+>>> route("potrf", 4096, 8)
+'looped'
+>>> route("potrf", 512, 1)
+'looped'
+>>> route("gesvd", 16, 100), route("gesvd", 128, 100), route("gesvd", 4096, 2)
+('batched', 'jacobi', 'looped')
+"""
+
+import math
+
+__all__ = ["TABLE", "route"]
+
+#: ``op -> ((max_order, min_batch, route), ...)``: the first row with ``n <= max_order`` and
+#: ``batch >= min_batch`` gives the route; a single matrix (``batch == 1``) is always
+#: ``"looped"`` (one call of the per-matrix routine).
+TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
+    # Cholesky factor: cuSOLVER <t>potrfBatched up to 1024, blocked Xpotrf per matrix above.
+    "potrf": ((1024, 2, "batched"), (math.inf, 1, "looped")),
+    # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
+    # <t>trsmBatched up to 1024; per matrix cuBLAS trsm / cuSOLVER Xpotrs above.
+    "trsm": ((1024, 2, "batched"), (math.inf, 1, "looped")),
+    # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
+    # n <= 256 and batch >= max(2, n / 16)); Xgeqrf per matrix otherwise.
+    "geqrf": ((32, 2, "batched"), (256, 16, "batched"), (math.inf, 1, "looped")),
+    # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
+    # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
+    "gesvd": ((32, 2, "batched"), (512, 2, "jacobi"), (math.inf, 1, "looped")),
+}
+
+
+def route(op: str, n: int, batch: int) -> str:
+    """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
+    module docstring); ``"looped"`` for a single matrix."""
+    if batch <= 1:
+        return "looped"
+    for max_order, min_batch, name in TABLE[op]:
+        if n <= max_order and batch >= min_batch:
+            return name
+    return "looped"
