@@ -1,0 +1,258 @@
+"""Stacks of matrices: every route of the table in ``decomp._batched_plan`` gives the results of
+the per-matrix calls, and a failing slice is named by its batch index.
+
+Three layers: the table itself; the GPU engines on the CPU emulation of cuSOLVER/cuBLAS (each
+route forced in turn, compared with the per-matrix CPU engine); and ``gpu``-marked tests on the
+device (both sides of every limit, fp32 and fp64)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import NotPositiveDefiniteError
+from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_cuda, _svd_cuda,
+                              _triangular_cuda, cho_factor, cho_solve, cholesky, qr,
+                              solve_triangular, svd)
+
+from _cusolver_emulator import CALLS, FakeDev, emulated_gpu
+
+ROUTES = {"potrf": ("batched", "looped"), "trsm": ("batched", "looped"),
+          "geqrf": ("batched", "looped"), "gesvd": ("batched", "jacobi", "looped")}
+
+
+def spd_stack(rng, batch, n, dtype):
+    x = rng.standard_normal(batch + (n, n))
+    a = x @ x.swapaxes(-1, -2) / n + np.eye(n)
+    return a.astype(dtype)
+
+
+def tol(dtype):
+    return 2e-4 if np.finfo(np.dtype(dtype)).bits == 32 else 1e-10
+
+
+@pytest.fixture
+def force(monkeypatch):
+    """``force(op, route)``: every stack of ``op`` takes ``route``."""
+    def set_route(op, name):
+        monkeypatch.setitem(_batched_plan.TABLE, op, ((math.inf, 2, name),))
+    return set_route
+
+
+# -- the table ------------------------------------------------------------------------------
+
+def test_one_matrix_is_always_looped():
+    for op in _batched_plan.TABLE:
+        for n in (1, 8, 64, 512, 4096):
+            assert _batched_plan.route(op, n, 1) == "looped"
+
+
+def test_table_rows_name_known_routes():
+    for op, rows in _batched_plan.TABLE.items():
+        assert rows[-1][0] == math.inf, op  # every order has a route
+        assert {r[2] for r in rows} <= set(ROUTES[op]), op
+
+
+@pytest.mark.parametrize("n, batch, want", [(8, 4096, "batched"), (512, 200, "batched"),
+                                            (1024, 2, "batched"), (2048, 16, "looped")])
+def test_potrf_limits(n, batch, want):
+    assert _batched_plan.route("potrf", n, batch) == want
+
+
+def test_small_qr_stacks_need_numbers():
+    assert _batched_plan.route("geqrf", 200, 8) == "looped"
+    assert _batched_plan.route("geqrf", 200, 64) == "batched"
+    assert _batched_plan.route("geqrf", 16, 2) == "batched"
+
+
+# -- the GPU engines on the emulation ---------------------------------------------------------
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+def dev(x):
+    return np.array(x, order="K").view(FakeDev)
+
+
+def plain(x):
+    return np.asarray(x).view(np.ndarray)
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_emulated_cholesky_stack_equals_slices(emu, force, rng, route, lower, dtype):
+    force("potrf", route)
+    a = spd_stack(rng, (2, 3), 70, dtype)
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype(dtype)))
+    assert (CALLS["potrf_batched"] == 1) == (route == "batched")
+    for idx in np.ndindex(2, 3):
+        ref = _factor_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
+        assert np.allclose(got[idx], ref, rtol=tol(dtype), atol=tol(dtype))
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+def test_emulated_cholesky_names_the_failing_slice(emu, force, rng, route):
+    force("potrf", route)
+    a = spd_stack(rng, (3, 2), 12, np.float64)
+    a[2, 1, 5, 5] = -50.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"))
+    assert info.value.batch_index == (2, 1) and info.value.minor == 6
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_emulated_cho_solve_stack_equals_slices(emu, force, rng, route, lower, dtype):
+    force("trsm", route)
+    a = spd_stack(rng, (4,), 20, dtype)
+    c = np.stack([_factor_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
+    b = rng.standard_normal((4, 20, 3)).astype(dtype)
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype)))
+    assert (CALLS["trsm_batched"] == 2) == (route == "batched")
+    for i in range(4):
+        ref = _factor_host.cho_solve(c[i], lower, b[i], False, np.dtype(dtype))
+        assert np.allclose(got[i], ref, rtol=tol(dtype), atol=tol(dtype))
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("trans", [0, 1])
+def test_emulated_solve_triangular_stack_equals_slices(emu, force, rng, route, trans):
+    force("trsm", route)
+    a = np.tril(rng.standard_normal((3, 16, 16))) + 4 * np.eye(16)
+    b = rng.standard_normal((3, 16, 2))
+    got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, True, False, False,
+                                                  np.dtype("f8")))
+    for i in range(3):
+        ref = _factor_host.solve_triangular(a[i], b[i], trans, True, False, False,
+                                            np.dtype("f8"))
+        assert np.allclose(got[i], ref)
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("shape", [(5, 9, 4), (5, 4, 9), (5, 6, 6)])
+@pytest.mark.parametrize("mode", ["economic", "r", "raw"])
+def test_emulated_qr_stack_equals_slices(emu, force, rng, route, shape, mode):
+    force("geqrf", route)
+    a = rng.standard_normal(shape)
+    CALLS.clear()
+    out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"))
+    assert (CALLS["geqrf_batched"] == 1) == (route == "batched")
+    for i in range(shape[0]):
+        ref = _factor_host.qr(a[i], mode, False, None, False, np.dtype("f8"))
+        if mode == "raw":  # LAPACK's and cuSOLVER's reflectors agree
+            assert np.allclose(plain(out[0][0])[i], ref[0][0])
+            assert np.allclose(plain(out[0][1])[i], ref[0][1])
+        elif mode == "r":
+            assert np.allclose(plain(out[0])[i], ref[0])
+        else:
+            assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
+
+
+@pytest.mark.parametrize("route", ["batched", "jacobi", "looped"])
+def test_emulated_svd_stack_equals_slices(emu, force, rng, route):
+    force("gesvd", route)
+    a = rng.standard_normal((4, 12, 7))
+    CALLS.clear()
+    u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8")))
+    assert (CALLS["gesvdj_batched"] == 1) == (route == "batched")
+    for i in range(4):
+        s_ref = np.linalg.svd(a[i], compute_uv=False)
+        assert np.allclose(s[i], s_ref)
+        assert np.allclose((u[i] * s[i]) @ vh[i], a[i])
+
+
+def test_emulated_medium_svd_stack_uses_jacobi_without_verify(emu, rng):
+    a = rng.standard_normal((2, 70, 40))
+    CALLS.clear()
+    u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8")))
+    assert CALLS["gesvdp"] == 0 and CALLS["gesvd"] == 0
+    for i in range(2):
+        assert np.allclose((u[i] * s[i]) @ vh[i], a[i])
+
+
+# -- the public functions on the CPU ----------------------------------------------------------
+
+def test_cpu_batch_names_the_failing_slice(rng):
+    a = spd_stack(rng, (4,), 10, np.float64)
+    a[1, 3, 3] = -1.0
+    with gpulinalg.config(backend="cpu"), pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(a)
+    assert info.value.batch_index == (1,) and info.value.minor == 4
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+GPU_CASES = [("potrf", 8, 64), ("potrf", 64, 32), ("potrf", 512, 6), ("potrf", 1100, 2),
+             ("trsm", 8, 64), ("trsm", 512, 6), ("trsm", 1100, 2)]
+
+
+def _both_routes(op):
+    return ROUTES[op][:2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, n, batch", GPU_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_stack_equals_slices(xp_gpu, force, rng, op, n, batch, dtype):
+    cp = xp_gpu
+    a = cp.asarray(spd_stack(rng, (batch,), n, dtype))
+    b = cp.asarray(rng.standard_normal((batch, n, 3)).astype(dtype))
+    scale = 50 * n * np.finfo(dtype).eps
+    for route in _both_routes(op):
+        force(op, route)
+        if op == "potrf":
+            got = cholesky(a, lower=True)
+            for i in (0, batch - 1):
+                one = cholesky(a[i], lower=True)
+                assert float(cp.abs(got[i] - one).max()) <= scale * float(cp.abs(one).max())
+        else:
+            c = cho_factor(a, lower=True)
+            got = cho_solve(c, b)
+            tri = solve_triangular(c[0], b, lower=True)
+            for i in (0, batch - 1):
+                one = cho_solve((c[0][i], True), b[i])
+                assert float(cp.abs(got[i] - one).max()) <= scale * float(cp.abs(one).max()) * n
+                one_t = solve_triangular(c[0][i], b[i], lower=True)
+                assert float(cp.abs(tri[i] - one_t).max()) <= \
+                    scale * float(cp.abs(one_t).max()) * n
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("n", [16, 300])
+def test_gpu_failing_slice_index(xp_gpu, force, rng, route, n):
+    force("potrf", route)
+    a = spd_stack(rng, (3, 4), n, np.float64)
+    a[2, 1, 7, 7] = -100.0
+    with gpulinalg.config(backend="gpu"), pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(xp_gpu.asarray(a))
+    assert info.value.batch_index == (2, 1) and info.value.minor == 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 16, 16), (32, 200, 100), (4, 600, 300)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_qr_svd_stack_equals_slices(xp_gpu, rng, shape, dtype):
+    cp = xp_gpu
+    a = cp.asarray(rng.standard_normal(shape).astype(dtype))
+    q, r = qr(a, mode="economic")
+    u, s, vh = svd(a, full_matrices=False)
+    eps = float(np.finfo(dtype).eps)
+    for i in (0, shape[0] - 1):
+        q1, r1 = qr(a[i], mode="economic")
+        assert float(cp.abs(cp.abs(r[i]) - cp.abs(r1)).max()) <= 100 * shape[1] * eps * \
+            float(cp.abs(r1).max())
+        assert float(cp.abs(q[i] @ r[i] - a[i]).max()) <= 100 * shape[1] * eps * \
+            float(cp.abs(a[i]).max())
+        s1 = svd(a[i], compute_uv=False)
+        assert float(cp.abs(s[i] - s1).max()) <= 100 * shape[1] * eps * float(s1[0])
+        back = float(cp.linalg.norm((u[i] * s[i]) @ vh[i] - a[i]) / cp.linalg.norm(a[i]))
+        assert back <= 50 * shape[1] * eps
