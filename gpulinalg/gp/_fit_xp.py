@@ -14,8 +14,8 @@ import math
 
 from .._runtime.errors import NotPositiveDefiniteError, warn
 from .._runtime.validation import namespace
-from ._kernels_xp import BLOCK_ELEMENTS
-from ._solve_xp import solve_body
+from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS
+from ._solve_xp import solve_body, symmetric_view
 
 __all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse", "inverse_strips",
            "Operations"]
@@ -29,17 +29,29 @@ def _kernel_matrix(x, k, noise, plan, *, lazy=False):
     """``k(x) + diag(noise)`` (our own array, safe to overwrite), checked for NaN/Inf.
 
     With ``lazy``, returns ``(matrix, bad)`` instead, ``bad`` a 0-d boolean array for
-    :func:`_raise_if_bad` to read later (no device synchronization now).
+    :func:`_raise_if_bad` to read later (no device synchronization now). The check runs in row
+    blocks of the plan's ``block_elements``, so that it needs no ``n x n`` boolean temporary.
     """
     if plan is not None:
         k = plan.matrix(x)
     elif not k.flags.c_contiguous:
         k = namespace(k).ascontiguousarray(k)
-    bad = ~namespace(k).isfinite(k).all()
+    bad = _nonfinite(k, plan.block_elements if plan is not None else BLOCK_ELEMENTS)
     if not lazy:
         _raise_if_bad(bad)
     k.reshape(-1)[::k.shape[0] + 1] += noise
     return (k, bad) if lazy else k
+
+
+def _nonfinite(k, block_elements):
+    """Whether ``k`` holds NaN or Inf, as a 0-d boolean array, read in row blocks."""
+    xp, n = namespace(k), k.shape[0]
+    step = max(1, block_elements // max(k.shape[1], 1))
+    bad = None
+    for i0 in range(0, n, step):
+        part = ~xp.isfinite(k[i0:i0 + step]).all()
+        bad = part if bad is None else bad | part
+    return bad if bad is not None else xp.zeros((), dtype=bool)
 
 
 def _raise_if_bad(bad):
@@ -71,7 +83,8 @@ def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     K, bad = _kernel_matrix(x, k, noise, plan, lazy=True)
     xp = namespace(K)
     try:  # NaN or Inf in K always fails the factorization (NaN reaches the diagonal)
-        L = la.cholesky(K, True, True, False, K.dtype)  # cho_factor: other triangle kept
+        # cho_factor in place (other triangle kept): K is ours and symmetric
+        L = la.cholesky(symmetric_view(K), True, True, False, K.dtype)
     except NotPositiveDefiniteError:
         _raise_if_bad(bad)
         return -math.inf, (xp.zeros(n_theta, dtype=K.dtype) if eval_gradient else None)
@@ -174,14 +187,22 @@ def cholesky_inverse(la, L):
     return kinv
 
 
-def fit_body(la, x, y, noise, k, *, plan, jitter):
-    """Cholesky factor, ``alpha_`` and log marginal likelihood of the fitted GP (with jitter)."""
+def fit_body(la, x, y, noise, k, train, *, plan, jitter):
+    """``fit``'s final factorization: one kernel matrix, one Cholesky in place, ``alpha_`` by
+    ``cho_solve`` and the log marginal likelihood; no gradient, no inverse.
+
+    The factor goes to ``la.keep(train, x, L, alpha)`` (kept on the device for ``predict``, or
+    handed to the host), so the result's ``L`` is ``None``."""
     K = _kernel_matrix(x, k, noise, plan)
-    return solve_body(la, K, y, jitter=jitter)
+    res = solve_body(la, K, y, jitter=jitter, symmetric=True)
+    la.keep(train, x, res.L, res.alpha)
+    return res._replace(L=None)
 
 
-def _query_rows(m, n):
-    step = max(1, BLOCK_ELEMENTS // max(n, 1))
+def _query_rows(m, n, plan):
+    """Row blocks of ``m`` query points against ``n`` training points for ``predict``."""
+    elements = plan.predict_elements if plan is not None else PREDICT_BLOCK_ELEMENTS
+    step = max(1, elements // max(n, 1))
     return [(i, min(i + step, m)) for i in range(0, m, step)]
 
 
@@ -189,14 +210,16 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
     """Posterior mean and, for ``mode`` "std" or "cov", its standard deviation or covariance.
 
     Follows scikit-learn's ``GaussianProcessRegressor.predict`` (undoing ``normalize_y`` and
-    squeezing single-output shapes), in row blocks of the query points for "mean" and "std".
+    squeezing single-output shapes), in row blocks of the query points for "mean" and "std":
+    per block the cross-kernel ``K(X*, X)``, the mean ``K(X*, X) alpha`` and, for the spread,
+    one triangular solve ``V = L^-1 K(X, X*)`` (``L^-1`` is never formed).
     """
     xp = namespace(L)
     m, center = (xq.shape[0] if xq is not None else kq.shape[0]), None
     if plan is not None:
         center = x.mean(axis=0)
     means, variances, vs = [], [], []
-    for i0, i1 in (_query_rows(m, L.shape[0]) if mode != "cov" else [(0, m)]):
+    for i0, i1 in (_query_rows(m, L.shape[0], plan) if mode != "cov" else [(0, m)]):
         kt = plan.matrix(xq[i0:i1], x, shift=center) if plan is not None else kq[i0:i1]
         means.append(kt @ a)
         if mode == "mean":
@@ -242,8 +265,8 @@ class Operations:
     def log_marginal_likelihood(self, x, y, noise, k, k_grad, *, plan, eval_gradient):
         return lml_body(self.la, x, y, noise, k, k_grad, plan=plan, eval_gradient=eval_gradient)
 
-    def fit(self, x, y, noise, k, *, plan, jitter):
-        return fit_body(self.la, x, y, noise, k, plan=plan, jitter=jitter)
+    def fit(self, x, y, noise, k, train, *, plan, jitter):
+        return fit_body(self.la, x, y, noise, k, train, plan=plan, jitter=jitter)
 
     def predict(self, xq, train, scale, shift, kq, kdiag, kqq, *, plan, mode):
         x, L, a = self.la.training(train)

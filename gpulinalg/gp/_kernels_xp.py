@@ -20,10 +20,13 @@ import numpy as np
 
 from .._runtime.validation import namespace
 
-__all__ = ["compile_kernel", "KernelPlan", "BLOCK_ELEMENTS"]
+__all__ = ["compile_kernel", "KernelPlan", "BLOCK_ELEMENTS", "PREDICT_BLOCK_ELEMENTS"]
 
 #: Entries of one row block (rows x columns) of the kernel or gradient work (512 MiB in float64).
 BLOCK_ELEMENTS = 1 << 26
+#: Entries of one block of query points x training points in ``predict`` (2 GiB in float64):
+#: larger than :data:`BLOCK_ELEMENTS` so that each triangular solve has enough right-hand sides.
+PREDICT_BLOCK_ELEMENTS = 1 << 28
 
 
 class _Block:
@@ -328,14 +331,24 @@ class KernelPlan:
         The compiled kernel tree (see :func:`compile_kernel`).
     n_theta : int
         Length of the kernel's ``theta``.
+    block_elements : int
+        Entries of one row block of the kernel matrix (its tiles: ``k(x)`` of any size is
+        built, checked and contracted block by block into one ``n x n`` array).
+    predict_elements : int
+        Entries of one block of query points in ``predict`` (cross-kernel and triangular
+        solve).
     """
 
-    def __init__(self, root, n_theta):
+    def __init__(self, root, n_theta, block_elements=BLOCK_ELEMENTS,
+                 predict_elements=PREDICT_BLOCK_ELEMENTS):
         self.root, self.n_theta = root, n_theta
+        self.block_elements, self.predict_elements = int(block_elements), int(predict_elements)
+        if self.block_elements < 1 or self.predict_elements < 1:
+            raise ValueError("block_elements and predict_elements must be >= 1, got "
+                             f"{block_elements!r}, {predict_elements!r}")
 
-    @staticmethod
-    def _rows(n, m):
-        step = max(1, BLOCK_ELEMENTS // max(m, 1))
+    def _rows(self, n, m):
+        step = max(1, self.block_elements // max(m, 1))
         return [(i, min(i + step, n)) for i in range(0, n, step)]
 
     def matrix(self, x, y=None, shift=None):
@@ -382,10 +395,14 @@ class KernelPlan:
         return xp.stack([xp.asarray(p, dtype=xs.dtype) for p in parts])
 
 
-def compile_kernel(kernel, n_features, n_theta=None):
+def compile_kernel(kernel, n_features, n_theta=None, *, block_elements=BLOCK_ELEMENTS,
+                   predict_elements=PREDICT_BLOCK_ELEMENTS):
     """Return a :class:`KernelPlan` for ``kernel`` on ``n_features``-D inputs, or ``None``.
 
     ``n_theta`` (the length of ``kernel.theta``) saves computing it when the caller knows it.
+    ``block_elements`` and ``predict_elements`` size the plan's tiles (see
+    :class:`KernelPlan`); the defaults suit every ``n``, smaller ones run the same code in
+    more tiles.
     ``None`` means some part of the kernel has no array-generic evaluator here (another kernel
     class, a subclass, Matern with another ``nu``, a length scale of the wrong size); the caller
     then uses the scikit-learn kernel's own ``__call__``.
@@ -408,4 +425,5 @@ def compile_kernel(kernel, n_features, n_theta=None):
     root = _node(kernel, n_features)
     if root is None:
         return None
-    return KernelPlan(root, len(kernel.theta) if n_theta is None else int(n_theta))
+    return KernelPlan(root, len(kernel.theta) if n_theta is None else int(n_theta),
+                      block_elements, predict_elements)

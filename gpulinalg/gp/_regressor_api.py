@@ -21,7 +21,7 @@ from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
 from . import _engine_cuda, _engine_host, _regressor_host
-from ._kernels_xp import BLOCK_ELEMENTS, compile_kernel
+from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS, compile_kernel
 from ._solve_xp import check_jitter
 
 __all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N"]
@@ -32,15 +32,31 @@ RESIDENT_MIN_N = 2048
 
 
 class _Training:
-    """The fitted ``(x, L_, alpha_)`` (NumPy) for ``predict``'s dispatch, in one object that the
-    dispatcher passes through unmoved: the CPU function reads ``host``; the GPU function
-    uploads them and, with ``keep``, leaves the copies in ``device`` for the next call (see
-    ``training`` in :mod:`._engine_host` and :mod:`._engine_cuda`)."""
+    """The fitted model for ``predict``'s dispatch, one object that the dispatcher passes
+    through unmoved: ``x`` (float64 training inputs for a kernel plan, else ``None``) and
+    ``alpha`` on the host; the factor ``L`` on the host, or, when ``fit`` ran on the GPU and
+    ``keep`` (a model large enough to stay), only in ``device`` (``(x, L, alpha)`` there) until
+    ``L_`` is read. See ``keep`` and ``training`` in :mod:`._engine_host` and
+    :mod:`._engine_cuda`."""
 
-    __slots__ = ("host", "device", "keep")
+    __slots__ = ("x", "L", "alpha", "device", "keep")
 
-    def __init__(self, host, keep):
-        self.host, self.device, self.keep = host, None, keep
+    def __init__(self, x, L, alpha, keep):
+        self.x, self.L, self.alpha, self.device, self.keep = x, L, alpha, None, keep
+
+    @property
+    def host(self):
+        """``(x, L, alpha)`` on the host (``L`` downloaded once if it is only on the GPU)."""
+        if self.L is None and self.device is not None:
+            self.L = _arrays.to_host(self.device[1])
+        return self.x, self.L, self.alpha
+
+    def __getstate__(self):  # the host arrays only (GPU copies are not pickled)
+        return self.host, self.keep
+
+    def __setstate__(self, state):
+        (self.x, self.L, self.alpha), self.keep = state
+        self.device = None
 
 
 def _validate_data(est, *args, **kwargs):
@@ -49,6 +65,15 @@ def _validate_data(est, *args, **kwargs):
     except ImportError:  # scikit-learn < 1.6
         return est._validate_data(*args, **kwargs)
     return validate_data(est, *args, **kwargs)
+
+
+def _fit_cost(n, t, d, jitter):
+    """``(nbytes, flops)`` of ``fit``'s final factorization on ``n`` points: the kernel matrix,
+    factored in place (a copy more per retry of ``jitter="auto"``), and its row blocks."""
+    block = min(n * n, BLOCK_ELEMENTS)
+    copies = 2 if jitter == "auto" else 1
+    nbytes = 8 * (copies * n * n + 6 * block + n * (2 * t + d + 4))
+    return nbytes, n ** 3 / 3 + 2 * n * n * t
 
 
 def _lml_cost(n, t, p, eval_gradient, fallback):
@@ -177,11 +202,6 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         tags.requires_fit = False
         return tags
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_device", None)
-        return state
-
     # -- fitting --------------------------------------------------------------------------
 
     def _check_params(self):
@@ -245,14 +265,32 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self._noise(y.shape[0])
         copy = np.copy if self.copy_X_train else (lambda a: a)
         self.X_train_, self.y_train_ = copy(X), copy(y)
-        self._device = None
+        self._fitted = None
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             self._optimize()
         res = self._factor()
         if self.optimizer is None or self.kernel_.n_dims == 0:
             self.log_marginal_likelihood_value_ = np.float64(res.log_marginal_likelihood)
-        self.L_, self.alpha_, self.jitter_ = res.L, res.alpha, res.jitter
+        self.alpha_, self.jitter_ = res.alpha, res.jitter
+        self._fitted.alpha = res.alpha
         return self
+
+    @property
+    def L_(self) -> np.ndarray:
+        """Lower Cholesky factor of the fitted kernel matrix, ``(n_samples, n_samples)``.
+
+        A large model fitted on the GPU keeps its factor there for ``predict``; reading
+        ``L_`` downloads it once (``n_samples**2 * 8`` bytes)."""
+        fitted = self.__dict__.get("_fitted")
+        if fitted is None:
+            raise AttributeError("'GaussianProcessRegressor' object has no attribute 'L_'")
+        return fitted.host[1]
+
+    @L_.setter
+    def L_(self, value: np.ndarray) -> None:
+        fitted = self.__dict__.get("_fitted")
+        x, alpha = (fitted.x, fitted.alpha) if fitted is not None else (None, None)
+        self._fitted = _Training(x, value, alpha, keep=value.shape[0] >= RESIDENT_MIN_N)
 
     def _targets(self):
         """``y_train_`` in float64, the engines' dtype (itself when it is float64 already)."""
@@ -296,20 +334,25 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         return (plan, np.asarray(X, dtype=np.float64)) if plan is not None else (None, None)
 
     def _factor(self):
+        """One dispatch of ``fit``'s final factorization; the factor lands in ``_fitted``."""
         kernel, y = self.kernel_, self._targets()
         plan, x = self._plan(kernel)
         k = None if plan is not None else np.asarray(kernel(self.X_train_), dtype=np.float64)
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
-        nbytes, flops = _lml_cost(n, t, 0, False, plan is None)
+        nbytes, flops = _fit_cost(n, t, 0 if x is None else x.shape[1], self.jitter)
+        train = _Training(x, None, None, keep=n >= RESIDENT_MIN_N)
         try:
-            return dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
-                            (x, y, self._noise(n), k), {"plan": plan, "jitter": self.jitter},
-                            nbytes=nbytes, flops=flops, like=y)
+            res = dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
+                           (x, y, self._noise(n), k, train),
+                           {"plan": plan, "jitter": self.jitter},
+                           nbytes=nbytes, flops=flops, like=y)
         except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
+        self._fitted = train
+        return res
 
     def log_marginal_likelihood(self, theta: Any = None, eval_gradient: bool = False,
                                 clone_kernel: bool = True) -> float | tuple[float, np.ndarray]:
@@ -358,16 +401,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     # -- prediction -----------------------------------------------------------------------
 
-    def _training(self, x):
-        """The fitted arrays for ``predict``'s dispatch. From ``RESIDENT_MIN_N`` points on, one
-        holder per ``L_`` is kept in ``_device``, so that the GPU copies its GPU function makes
-        (only when the dispatcher picks the GPU) serve the next calls."""
-        if self.L_.shape[0] < RESIDENT_MIN_N:
-            return _Training((x, self.L_, self.alpha_), keep=False)
-        held = getattr(self, "_device", None)
-        if not isinstance(held, _Training) or held.host[1] is not self.L_:
-            held = self._device = _Training((x, self.L_, self.alpha_), keep=True)
-        return held
+    def _training(self):
+        """The fitted model (:class:`_Training`) for ``predict``'s dispatch. From
+        ``RESIDENT_MIN_N`` points on it keeps the factor where ``fit`` left it on the GPU, or
+        the copies the first GPU ``predict`` makes (saying so in :func:`gpulinalg.last_run`'s
+        record), for the next calls."""
+        return self._fitted
 
     @_dispatch.front_door("gp.GaussianProcessRegressor.predict")
     def predict(self, X: Any, return_std: bool = False,
@@ -419,11 +458,15 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             kq = np.asarray(self.kernel_(X, self.X_train_), dtype=np.float64)
             kdiag = np.asarray(self.kernel_.diag(X), dtype=np.float64) if mode == "std" else None
             kqq = np.asarray(self.kernel_(X), dtype=np.float64) if mode == "cov" else None
-        train = self._training(x)
-        n, m = self.L_.shape[0], (X.shape[0] if hasattr(X, "shape") else len(X))
+        train = self._training()
+        if train.x is None and x is not None:  # a factor set through L_
+            train.x = x
+        n, m = self.alpha_.shape[0], (X.shape[0] if hasattr(X, "shape") else len(X))
         t = self.alpha_.shape[1] if self.alpha_.ndim == 2 else 1
-        rows = min(m, max(1, BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
-        nbytes = 8 * (n * n + 4 * rows * n + m * (t + 2) + (m * m if mode == "cov" else 0))
+        rows = min(m, max(1, PREDICT_BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
+        resident = train.device is not None  # the factor is on the GPU already
+        nbytes = 8 * ((0 if resident else n * n) + 4 * rows * n + m * (t + 2)
+                      + (m * m if mode == "cov" else 0))
         # A resident model's training arrays need no transfer: always worth the GPU when there.
         flops = None if train.keep else 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
         mean, extra = dispatch(
@@ -431,7 +474,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             (xq, train, np.atleast_1d(self._y_train_std), np.atleast_1d(self._y_train_mean),
              kq, kdiag, kqq),
             {"plan": plan, "mode": mode}, nbytes=nbytes, flops=flops,
-            like=like if like is not None else self.L_)
+            like=like if like is not None else self.alpha_)
         return mean if mode == "mean" else (mean, extra)
 
     def sample_y(self, X: Any, n_samples: int = 1,

@@ -15,7 +15,7 @@ from .._runtime.validation import namespace
 from ._results import GPSolveResult
 
 __all__ = ["JITTER_START", "JITTER_TRIES", "check_jitter", "jitter_schedule", "cholesky_jitter",
-           "gaussian_lml", "solve_body"]
+           "gaussian_lml", "solve_body", "symmetric_view"]
 
 #: First jitter of the ``"auto"`` schedule, in units of ``eps(dtype) * mean(diag(K))``.
 JITTER_START = 100.0
@@ -52,12 +52,21 @@ def jitter_schedule(k, jitter):
     return [0.0] + [start * 10.0 ** i for i in range(JITTER_TRIES)]
 
 
-def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False):
+def symmetric_view(k):
+    """``k`` (symmetric, ours) as the view whose layout decomp factors in place: a C-ordered
+    symmetric matrix is its own transpose, and its transpose is column-major, the layout of
+    the fast lower-triangle kernel (no working copy, no second ``n x n`` buffer)."""
+    return k.T if k.flags.c_contiguous and not k.flags.f_contiguous else k
+
+
+def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False, symmetric=False):
     """Lower Cholesky factor of ``k + j I`` for the first ``j`` of the jitter schedule that works.
 
     Warns (:class:`~gpulinalg.IllConditionedWarning`) before each retry with the jitter added;
     raises :class:`~gpulinalg.NotPositiveDefiniteError` when every try fails. ``k`` is left as it
-    was unless ``overwrite_k``. Returns ``(L, jitter_used)``.
+    was unless ``overwrite_k``; with ``symmetric`` (both triangles of ``k`` hold the matrix)
+    the last try factors ``k`` itself in place (see :func:`symmetric_view`). Returns
+    ``(L, jitter_used)``.
     """
     schedule = jitter_schedule(k, jitter)
     n, failure = k.shape[0], None
@@ -70,7 +79,8 @@ def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False):
         if j:
             kj.reshape(-1)[::n + 1] += j
         try:
-            return la.cholesky(kj, True, True, True, kj.dtype), j
+            return la.cholesky(symmetric_view(kj) if symmetric else kj, True, True, True,
+                               kj.dtype), j
         except NotPositiveDefiniteError as exc:
             failure = exc
     raise NotPositiveDefiniteError(
@@ -85,9 +95,10 @@ def gaussian_lml(y2, a2, logdet):
     return -0.5 * float((y2 * a2).sum()) - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
 
 
-def solve_body(la, k, y, *, jitter):
-    """:func:`gpulinalg.gp.exact_gp_solve` on ``la``'s device (``k`` is the call's own copy)."""
-    L, used = cholesky_jitter(la, k, jitter, overwrite_k=True)
+def solve_body(la, k, y, *, jitter, symmetric=False):
+    """:func:`gpulinalg.gp.exact_gp_solve` on ``la``'s device (``k`` is the call's own copy;
+    ``symmetric``: both of its triangles hold the matrix, so it is factored in place)."""
+    L, used = cholesky_jitter(la, k, jitter, overwrite_k=True, symmetric=symmetric)
     alpha = la.cho_solve(L, True, y, False, L.dtype)
     logdet = float(la.logdet(L, L.dtype))
     y2 = y.reshape(y.shape[0], -1)
