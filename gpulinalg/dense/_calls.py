@@ -1,4 +1,5 @@
-"""A per-thread memo of validated ``matmul`` calls on CuPy arrays (the per-call hot path).
+"""A per-thread memo of validated ``matmul`` calls on CuPy arrays and torch tensors (the
+per-call hot path).
 
 What ``matmul`` works out before it dispatches (packages, dtypes, shapes, bias form, options,
 the dispatcher's size estimates: its :class:`~gpulinalg.dense._spec.Spec`) depends only on the
@@ -7,14 +8,17 @@ key finds that work here instead of redoing it, and the GPU engine finds on the 
 cuBLASLt plan an earlier call left there (the key also holds the operands' pointer alignment and
 device, so it is as strict as the plan cache's own key). Specs are per thread because plans are.
 
-Only CuPy arrays are memoized (their layout is read in a few attribute lookups); anything else,
-and any call whose options cannot be hashed, takes the full path.
+CuPy arrays and torch tensors (``nn.Parameter`` included) are memoized (their layout is read in
+a few attribute lookups; a torch key also holds the device index, so CPU and CUDA tensors never
+share an entry); anything else, and any call whose options cannot be hashed, takes the full path.
+``matmul_backward`` calls without an aux or an upstream pair have keys of their own
+(:func:`backward_key`).
 """
 
 import sys
 import threading
 
-__all__ = ["call_key", "lookup", "remember", "clear", "MAX_CALLS"]
+__all__ = ["call_key", "backward_key", "lookup", "remember", "clear", "MAX_CALLS"]
 
 #: Calls remembered per thread; the memo starts afresh when it is full.
 MAX_CALLS = 256
@@ -27,6 +31,7 @@ class _Memo(threading.local):
 
 _memo = _Memo()
 _ndarray: list = []  # [cupy.ndarray] once CuPy is imported
+_tensor_types: set = set()  # {torch.Tensor, torch.nn.Parameter} once torch is imported
 
 
 def _layout(x):
@@ -35,19 +40,51 @@ def _layout(x):
     return (x.shape, x.strides, x.dtype, d.ptr & 255, d.device_id)
 
 
+def _torch_layout(x):
+    """Everything of a torch tensor a plan and the route depend on."""
+    return (x.shape, x.stride(), x.dtype, x.data_ptr() & 255, x.get_device(), x.is_conj())
+
+
+def _is_tensor(x):
+    if not _tensor_types:
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "nn"):
+            return False
+        _tensor_types.update((torch.Tensor, torch.nn.Parameter))
+    return type(x) in _tensor_types
+
+
+def _torch_key(arrays, options):
+    for x in arrays:
+        if x is not None and type(x) not in _tensor_types:
+            return None
+    return (*[None if x is None else _torch_layout(x) for x in arrays], *options)
+
+
+def backward_key(grad_out, a, b, bias, compute_type, autotune):
+    """The memo key of a ``matmul_backward`` call without aux or upstream pair (torch tensors
+    only: the ``FusedLinear`` backward), or ``None``."""
+    if not _is_tensor(a) or type(grad_out) is tuple or type(grad_out) is list:
+        return None
+    return _torch_key((grad_out, a, b), ("backward", bias, compute_type, autotune))
+
+
 def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):
-    """The memo key of a ``matmul`` call, or ``None`` when its arrays are not all CuPy arrays.
+    """The memo key of a ``matmul`` call, or ``None`` when its arrays are not all CuPy arrays
+    or all torch tensors.
 
     ``alpha`` and ``beta`` enter with their types (``1`` and ``1.0`` validate alike, ``1+0j``
     does not).
     """
     if not _ndarray:
         cupy = sys.modules.get("cupy")
-        if cupy is None:
-            return None
-        _ndarray.append(cupy.ndarray)
-    nd = _ndarray[0]
+        if cupy is not None:
+            _ndarray.append(cupy.ndarray)
+    nd = _ndarray[0] if _ndarray else None
     if type(a) is not nd or type(b) is not nd:
+        if _is_tensor(a):
+            return _torch_key((a, b, bias, c), (activation, type(alpha), alpha, type(beta), beta,
+                                                return_aux, compute_type, autotune))
         return None
     if bias is not None and type(bias) is not nd or c is not None and type(c) is not nd:
         return None

@@ -13,43 +13,45 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ._matmul_api import matmul, matmul_backward
+from . import _ops_torch
 
 __all__ = ["FusedLinear"]
 
 
 class _FusedLinearFunction(torch.autograd.Function):
-    """``act(x @ weight.T + bias)`` forward with the aux kept for the fused backward."""
+    """Eager autograd over :mod:`_ops_torch`'s forward and backward (``torch.compile`` records
+    the custom ops instead, which share them)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, activation, grad_wanted):
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, x.shape[-1])
-        need_aux = activation is not None and grad_wanted
-        result = matmul(x2, weight.t(), bias=bias, activation=activation, return_aux=need_aux)
-        out, aux = result if need_aux else (result, None)
-        ctx.save_for_backward(x2, weight)
-        ctx.aux, ctx.activation, ctx.has_bias, ctx.lead = aux, activation, bias is not None, lead
-        return out.reshape(*lead, weight.shape[0])
+    def forward(ctx, x2, weight, bias, activation, need_saved):
+        out, z = _ops_torch.forward(x2, weight, bias, activation, need_saved)
+        ctx.save_for_backward(x2, weight, out if activation == "relu" else z)
+        ctx.activation, ctx.has_bias = activation, bias is not None
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x2, weight = ctx.saved_tensors
-        g = grad_out.reshape(-1, weight.shape[0])
-        grads = matmul_backward(g, x2, weight.t(), aux=ctx.aux, activation=ctx.activation,
-                                bias=ctx.has_bias)
-        grad_x = grads.grad_a.reshape(*ctx.lead, x2.shape[-1]) if ctx.needs_input_grad[0] else None
-        grad_w = grads.grad_b.t() if ctx.needs_input_grad[1] else None
-        grad_bias = grads.grad_bias if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_bias, None, None
+        x2, weight, saved = ctx.saved_tensors
+        gx, gw, gb = _ops_torch.backward(grad_out.contiguous(), x2, weight, saved,
+                                         ctx.activation, ctx.has_bias)
+        need = ctx.needs_input_grad
+        return (gx if need[0] else None, gw if need[1] else None,
+                gb if ctx.has_bias and need[2] else None, None, None)
 
 
 class FusedLinear(nn.Module):
     """A drop-in for ``nn.Linear`` followed by an activation, fused through cuBLASLt.
 
-    Forward is ``act(x @ weight.T + bias)`` in one :func:`gpulinalg.dense.matmul` call (the ReLU
-    bit-mask or the GELU pre-activation is kept as the aux); backward is one
-    :func:`gpulinalg.dense.matmul_backward` call. CPU tensors run on the NumPy twin.
+    Forward is ``act(x @ weight.T + bias)`` in one :func:`gpulinalg.dense.matmul` call (one
+    cuBLASLt launch with the bias and activation epilog; GELU keeps its pre-activation as the
+    aux); backward is one elementwise kernel for the activation's derivative and one
+    :func:`gpulinalg.dense.matmul_backward` call (two launches, the bias gradient from the
+    BGRADB epilog). CUDA tensors run on torch's current stream and caching allocator; CPU
+    tensors on the NumPy twin. The state dict is ``nn.Linear``'s (``weight``, ``bias``);
+    :meth:`from_linear` and :meth:`to_linear` convert, sharing the parameters. Works under
+    ``torch.autocast`` (computes in the autocast dtype, as ``nn.Linear``) and
+    ``torch.compile(fullgraph=True)`` (the fused ops are torch custom ops,
+    ``gpulinalg::fused_linear`` and ``gpulinalg::fused_linear_backward``).
 
     Parameters
     ----------
@@ -100,9 +102,64 @@ class FusedLinear(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        grad_wanted = torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in (x, self.weight, self.bias))
-        return _FusedLinearFunction.apply(x, self.weight, self.bias, self.activation, grad_wanted)
+        weight, bias = self.weight, self.bias
+        kind = x.device.type
+        if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
+            dt = torch.get_autocast_dtype(kind)
+            x, weight = x.to(dt), weight.to(dt)
+            bias = None if bias is None else bias.to(dt)
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, x.shape[-1])
+        act = _ops_torch.NONE if self.activation is None else self.activation
+        need = act == "gelu" and torch.is_grad_enabled() and (
+            x2.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+        if torch.compiler.is_compiling():
+            out = torch.ops.gpulinalg.fused_linear(x2, weight, bias, act, need)[0]
+        else:
+            out = _FusedLinearFunction.apply(x2, weight, bias, act, need)
+        return out.reshape(*lead, self.out_features)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear,
+                    activation: Literal["relu", "gelu"] | None = None) -> FusedLinear:
+        """A ``FusedLinear`` computing ``act(linear(x))`` that shares ``linear``'s parameters.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from gpulinalg.dense import FusedLinear
+        >>> linear = torch.nn.Linear(8, 4)
+        >>> layer = FusedLinear.from_linear(linear, activation="relu")
+        >>> layer.weight is linear.weight
+        True
+        >>> x = torch.randn(2, 8)
+        >>> torch.allclose(layer(x), torch.relu(linear(x)), atol=1e-6)
+        True
+        """
+        layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                    activation=activation, device="meta")
+        layer.weight = linear.weight
+        if linear.bias is not None:
+            layer.bias = linear.bias
+        return layer
+
+    def to_linear(self) -> nn.Linear:
+        """The ``nn.Linear`` of this layer's product (sharing its parameters; the activation is
+        not part of it).
+
+        Examples
+        --------
+        >>> from gpulinalg.dense import FusedLinear
+        >>> layer = FusedLinear(8, 4, activation="gelu")
+        >>> layer.to_linear().weight is layer.weight
+        True
+        """
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None,
+                           device="meta")
+        linear.weight = self.weight
+        if self.bias is not None:
+            linear.bias = self.bias
+        return linear
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -13,7 +13,7 @@ from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
 from .._runtime.dispatch import dispatch, shortcut
 from .._runtime.validation import check_finite as _check_finite
-from . import _calls, _matmul_cuda, _matmul_host
+from . import _calls, _matmul_cuda, _matmul_host, _tensors_cuda
 from ._results import Gradients, MatmulAux
 from ._spec import ACTIVATIONS, COMPUTE_TYPES, WORKSPACE_LIMIT, Spec, aux_shape
 
@@ -243,13 +243,13 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     ...
     ValueError: a must not contain infs or NaNs
     """
-    tune = get_config().autotune if autotune is None else bool(autotune)
+    tune = _tune(autotune)
     key = None if check_finite else _calls.call_key(a, b, bias, c, activation, alpha, beta,
                                                      return_aux, compute_type, tune)
     if key is not None:
         known = _calls.lookup(key)
         if known is not None:
-            return _dispatch(a, b, bias, c, *known)
+            return known[0](a, b, bias, c, *known[1:])
     a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
     dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
     if _SWAPPED:  # only once a byte-swapped array was ever seen
@@ -277,16 +277,63 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     size = _size(out_shape)
     arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
         (0 if c is None else c.nbytes)
-    known = (spec, _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k)
+    route = _dispatch_tensors if _cuda_tensors(a, b, bias, c) else _dispatch
+    known = (route, spec, _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k)
     if key is not None:
         _calls.remember(key, known)
-    return _dispatch(a, b, bias, c, *known)
+    return route(a, b, bias, c, *known[1:])
+
+
+def _tune(autotune):
+    """The call's autotuning: ``True``/``False`` as asked (argument, else the config's ``True``);
+    ``"auto"`` when nobody asked (the GPU engine then tunes only the epilogs listed in
+    ``_plans_cuda.AUTO_TUNED``)."""
+    if autotune is None:
+        return True if get_config().autotune else "auto"
+    return bool(autotune)
 
 
 def _dispatch(a, b, bias, c, spec, nbytes, flops):
     return dispatch("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul,
                     (a, b, bias, c, spec), nbytes=nbytes, flops=flops, like=a, same_package=True,
                     own_stream=False)
+
+
+def _dispatch_tensors(a, b, bias, c, spec, nbytes, flops):
+    """CUDA torch tensors: the torch engine (torch's stream and caching allocator), no moves."""
+    return dispatch("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors,
+                    (a, b, bias, c, spec), nbytes=nbytes, flops=flops, like=a, same_package=True,
+                    own_stream=False, convert=False)
+
+
+def _cuda_tensors(*xs):
+    """True when every given array is an unconjugated CUDA torch tensor, all on one device."""
+    dev = None
+    for x in xs:
+        if x is None:
+            continue
+        if _arrays.kind_of(x) is not _arrays.Kind.TORCH or not x.is_cuda or x.is_conj():
+            return False
+        d = x.get_device()
+        if dev is None:
+            dev = d
+        elif d != dev:
+            return False
+    return True
+
+
+def _on_host(fn):
+    """``fn`` (a CPU engine) for the torch route's fallback: CUDA tensors in and out."""
+    def run(*args):
+        like = args[0] if args[0] is not None else args[2]
+        result = fn(*_arrays.convert_tree(args, _arrays.to_host))
+        return _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, _arrays.Kind.TORCH,
+                                                                       like))
+    return run
+
+
+_host_matmul_tensors = _on_host(_matmul_host.matmul)
+_host_backward_tensors = _on_host(_matmul_host.matmul_backward)
 
 
 def _zeros(a, spec):
@@ -375,6 +422,13 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     >>> np.allclose(grads.grad_bias, ((a @ b + bias) > 0).sum(axis=0))
     True
     """
+    tune = _tune(autotune)
+    key = None if aux is not None else _calls.backward_key(grad_out, a, b, bias, compute_type,
+                                                           tune)
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None:
+            return known[0](grad_out, None, a, b, None, *known[1:])
     upstream = None
     if isinstance(grad_out, (tuple, list)):
         upstream, grad_out = (_coerce(grad_out[0]), _coerce(grad_out[1])), None
@@ -401,8 +455,7 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     if activation is not None:
         _check_aux(aux, activation, m, n)
     spec = Spec(activation=activation, alpha=1.0, beta=0.0, return_aux=False,
-                compute_type=compute_type,
-                autotune=get_config().autotune if autotune is None else bool(autotune),
+                compute_type=compute_type, autotune=tune,
                 bias_form=form, transposed=True if aux is None else aux.transposed,
                 out_shape=out_shape, batch_shape=batch)
     if 0 in out_shape:
@@ -410,10 +463,25 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
             return shortcut("dense.matmul_backward", _zero_grads(a, b, form, m, n))
     size = _size(out_shape)
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
+    tensors = _cuda_tensors(a, b, grad_out, *(upstream or ()),
+                            None if aux is None else aux.data)
+    route = _backward_tensors if tensors else _backward
+    if key is not None:
+        _calls.remember(key, (route, spec, nbytes, 4.0 * size * k))
+    return route(grad_out, upstream, a, b, aux, spec, nbytes, 4.0 * size * k)
+
+
+def _backward(grad_out, upstream, a, b, aux, spec, nbytes, flops):
     return dispatch("dense.matmul_backward", _matmul_cuda.matmul_backward,
                     _matmul_host.matmul_backward,
                     (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
-                    flops=4.0 * size * k, like=a, own_stream=False)
+                    flops=flops, like=a, own_stream=False)
+
+
+def _backward_tensors(grad_out, upstream, a, b, aux, spec, nbytes, flops):
+    return dispatch("dense.matmul_backward", _tensors_cuda.matmul_backward,
+                    _host_backward_tensors, (grad_out, upstream, a, b, aux, spec),
+                    nbytes=nbytes, flops=flops, like=a, own_stream=False, convert=False)
 
 
 def _zero_grads(a, b, form, m, n):

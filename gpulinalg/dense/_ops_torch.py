@@ -1,0 +1,112 @@
+"""The fused linear layer's forward and backward as torch custom ops (``torch.library``).
+
+``gpulinalg::fused_linear`` and ``gpulinalg::fused_linear_backward`` are opaque to
+``torch.compile``: Dynamo records one call of each (their fake implementations give the
+shapes), so ``torch.compile(model, fullgraph=True)`` over a model holding
+:class:`~gpulinalg.dense.FusedLinear` compiles without graph breaks. ``register_autograd`` makes
+the backward op the forward op's derivative. Eager calls skip the custom-op machinery (``FusedLinear``
+uses an ``autograd.Function`` over the same :func:`forward` and :func:`backward`).
+
+Both call the public :func:`~gpulinalg.dense.matmul` / :func:`~gpulinalg.dense.matmul_backward`
+(CUDA tensors: cuBLASLt on torch's stream and caching allocator; CPU tensors: the NumPy
+engine). Per training step on CUDA (``FusedLinear`` with bias):
+
+* forward: one cuBLASLt launch, ``RELU_BIAS`` (the output is kept: ReLU's derivative is
+  ``out > 0``) or ``GELU_AUX_BIAS`` (the pre-activation is kept as the aux);
+* backward: one elementwise kernel for ``dL/dz`` (``threshold_backward`` on the output, or
+  ``gelu_backward`` on the aux), then two launches: ``grad_x = dz @ W`` and
+  ``grad_W = dz.T @ x`` whose ``BGRADB`` epilog also gives ``grad_bias`` (no reduction kernel).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._matmul_api import matmul, matmul_backward
+
+__all__ = ["forward", "backward", "NONE"]
+
+#: The activation name the ops take for "no activation" (their schema has a plain ``str``).
+NONE = "none"
+
+
+def _act(activation):
+    return None if activation == NONE else activation
+
+
+def forward(x, weight, bias, activation, need_saved):
+    """``(act(x @ weight.T + bias), saved)`` for 2-D ``x``; ``saved`` is the GELU pre-activation
+    ``(M, N)`` when ``need_saved`` (else ``None``)."""
+    act = _act(activation)
+    if act == "gelu" and need_saved:
+        out, aux = matmul(x, weight.t(), bias=bias, activation="gelu", return_aux=True)
+        return out, preactivation(aux, x.shape[0], weight.shape[0])
+    return matmul(x, weight.t(), bias=bias, activation=act), None
+
+
+def preactivation(aux, m, n):
+    """The ``(M, N)`` pre-activation in a GELU aux (a view: cuBLASLt's buffer is padded)."""
+    if aux.transposed:
+        return aux.data[..., :n, :].transpose(-1, -2)
+    return aux.data[..., :m, :]
+
+
+def backward(grad, x, weight, saved, activation, has_bias):
+    """``(grad_x, grad_weight, grad_bias or None)``; ``saved`` is the forward output (ReLU) or
+    the pre-activation (GELU)."""
+    act = _act(activation)
+    if act == "relu":
+        dz = torch.ops.aten.threshold_backward(grad, saved, 0)
+    elif act == "gelu":
+        dz = torch.ops.aten.gelu_backward(grad, saved, approximate="tanh")
+    else:
+        dz = grad
+    grads = matmul_backward(dz, x, weight.t(), bias=has_bias)
+    return grads.grad_a, grads.grad_b.t(), grads.grad_bias
+
+
+@torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())
+def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                 activation: str, need_saved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    out, z = forward(x, weight, bias, activation, need_saved)
+    return out, (x.new_empty(0) if z is None else z.contiguous())
+
+
+@fused_linear.register_fake
+def _fused_linear_fake(x, weight, bias, activation, need_saved):
+    out = x.new_empty((x.shape[0], weight.shape[0]))
+    saved = x.new_empty(out.shape) if activation == "gelu" and need_saved else x.new_empty(0)
+    return out, saved
+
+
+@torch.library.custom_op("gpulinalg::fused_linear_backward", mutates_args=())
+def fused_linear_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                          saved: torch.Tensor, activation: str, has_bias: bool
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gx, gw, gb = backward(grad, x, weight, saved, activation, has_bias)
+    return gx.contiguous(), gw.contiguous(), grad.new_empty(0) if gb is None else gb.contiguous()
+
+
+@fused_linear_backward.register_fake
+def _fused_linear_backward_fake(grad, x, weight, saved, activation, has_bias):
+    gb = grad.new_empty((weight.shape[0],) if has_bias else (0,))
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), gb
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, activation, _ = inputs
+    out, z = output
+    ctx.save_for_backward(x, weight, out if activation == "relu" else z)
+    ctx.activation, ctx.has_bias = activation, bias is not None
+
+
+def _backward(ctx, grad_out, grad_saved):
+    x, weight, saved = ctx.saved_tensors
+    gx, gw, gb = torch.ops.gpulinalg.fused_linear_backward(
+        grad_out.contiguous(), x, weight, saved, ctx.activation, ctx.has_bias)
+    return gx, gw, gb if ctx.has_bias else None, None, None
+
+
+fused_linear.register_autograd(_backward, setup_context=_setup_context)
