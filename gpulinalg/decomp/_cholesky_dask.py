@@ -14,6 +14,7 @@ the triangle named by ``lower`` is read, as LAPACK's ``potrf``.
 from __future__ import annotations
 
 from functools import partial
+from operator import getitem
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,8 @@ import numpy as np
 from . import _tiles_xp
 from ._graph_dask import meta_of, new_array, tiles_for, tokenize, work_dtype
 
-__all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
+__all__ = ["cholesky", "cholesky_jitter", "cho_factor", "cho_solve", "solve_lower",
+           "logdet_cholesky"]
 
 
 def _check_tiles(a, what="a"):
@@ -64,8 +66,44 @@ def cholesky(a: Any, lower: bool = True) -> Any:
     return new_array(out, dsk, [a], a.shape, a.chunks, meta_of(a, 2, dtype))
 
 
-def _factor_graph(a, tiles, lower, name):
-    """The tasks of the factorization; ``lkey(i, j)`` (``i >= j``) names tile ``L_ij``."""
+def cholesky_jitter(a: Any, start: float, tries: int) -> tuple[Any, Any]:
+    """``(L, jitter)``: lazy lower Cholesky factor of ``a + D`` and the largest entry of ``D``
+    (a lazy 0-d float64 array, NumPy chunk).
+
+    ``D`` is diagonal and constant on the rows of each diagonal tile: ``j_k = 0`` where the
+    POTRF of tile ``k`` (after the updates of the steps before it) succeeds, else the first of
+    ``start * s * 10**i`` (``i < tries``, ``s = mean|diag(a)|``) that makes it succeed; the
+    retries happen inside that one task, so nothing already computed is computed again and
+    nothing is computed before the result is. Shifting a diagonal tile shifts the Schur
+    complement of the steps after it by the same amount, so ``L L^H = a + D`` exactly. Every
+    try failing raises :class:`gpulinalg.NotPositiveDefiniteError` when computed.
+    """
+    _check_tiles(a)
+    dtype = work_dtype(a)
+    if a.dtype != dtype:
+        a = a.astype(dtype)
+    tiles = tiles_for(a)
+    name = f"gpulinalg-cholesky-jitter-{tokenize(a, float(start), int(tries))}"
+    t = a.numblocks[0]
+    dsk, lkey = _factor_graph(a, tiles, True, name, jitter=(float(start), int(tries)))
+    out = f"{name}-l"
+    sizes = a.chunks[0]
+    like = meta_of(a, 1, dtype)
+    for i in range(t):
+        for j in range(t):
+            dsk[(out, i, j)] = lkey(i, j) if i >= j else \
+                (_tiles_xp.zeros, like, (sizes[i], sizes[j]))
+    L = new_array(out, dsk, [a], a.shape, a.chunks, meta_of(a, 2, dtype))
+    jname = f"{name}-jitter"
+    jdsk = {(jname,): (_tiles_xp.largest, *[(f"{name}-P", k) for k in range(t)])}
+    jit = new_array(jname, {**dsk, **jdsk}, [a], (), (), np.empty((), np.float64))
+    return L, jit
+
+
+def _factor_graph(a, tiles, lower, name, jitter=None):
+    """The tasks of the factorization; ``lkey(i, j)`` (``i >= j``) names tile ``L_ij``. With
+    ``jitter = (start, tries)`` each POTRF retries with growing jitter (key ``(name-P, k)``
+    holds the pair ``(L_kk, j_k)``)."""
     sizes = a.chunks[0]
     t = len(sizes)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
@@ -81,8 +119,15 @@ def _factor_graph(a, tiles, lower, name):
 
     dsk = {}
     right = partial(_tiles_xp.right_trsm, tiles.trsm)
+    if jitter is not None:
+        dsk[(f"{name}-scale",)] = (_tiles_xp.diag_scale, *[(a.name, k, k) for k in range(t)])
     for k in range(t):
-        dsk[lkey(k, k)] = (tiles.potrf, cur(k, k, k), int(offsets[k]))
+        if jitter is None:
+            dsk[lkey(k, k)] = (tiles.potrf, cur(k, k, k), int(offsets[k]))
+        else:
+            dsk[(f"{name}-P", k)] = (_tiles_xp.potrf_retry, tiles.potrf, cur(k, k, k),
+                                     int(offsets[k]), (f"{name}-scale",), *jitter)
+            dsk[lkey(k, k)] = (getitem, (f"{name}-P", k), 0)
         for i in range(k + 1, t):
             dsk[lkey(i, k)] = (right, lkey(k, k), cur(k, i, k))
         for i in range(k + 1, t):
@@ -141,6 +186,28 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any) -> Any:
                 [tile(j, i) for j in range(i + 1, t)], [(name, j, cb) for j in range(i + 1, t)])
     x = new_array(name, dsk, [c, b2], b2.shape, b2.chunks, meta_of(c, 2, dtype))
     return x[:, 0] if vec else x
+
+
+def solve_lower(c_and_lower: tuple[Any, bool], b: Any) -> Any:
+    """``L^-1 b`` (forward substitution only) from the factor pair of :func:`cho_factor`;
+    ``b`` a 2-D Dask array, its rows re-chunked as ``c``'s tiles. Lazy; what a GP's predictive
+    variance needs (``v = L^-1 k(X, x*)``)."""
+    c, lower = _pair(c_and_lower)
+    if b.ndim != 2 or b.shape[0] != c.shape[0]:
+        raise ValueError(f"b must be (n, r) with n = {c.shape[0]}, got {b.shape}")
+    dtype = np.result_type(c.dtype, work_dtype(b))
+    b2 = b.astype(dtype).rechunk({0: c.chunks[0]})
+    c = c.astype(dtype) if c.dtype != dtype else c
+    tiles = tiles_for(c)
+    name = f"gpulinalg-solve-lower-{tokenize(c, lower, b2)}"
+    tile = _ltile(c, lower)
+    dsk = {}
+    for cb in range(b2.numblocks[1]):
+        for i in range(c.numblocks[0]):
+            dsk[(name, i, cb)] = (
+                _tiles_xp.solve_step, tiles.trsm, 0, tile(i, i), (b2.name, i, cb),
+                [tile(i, j) for j in range(i)], [(name, j, cb) for j in range(i)])
+    return new_array(name, dsk, [c, b2], b2.shape, b2.chunks, meta_of(c, 2, dtype))
 
 
 def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:

@@ -8,12 +8,13 @@ arguments, from :mod:`._tiles_host` or :mod:`._tiles_cuda`, chosen by the graph 
 
 import numpy as np
 
+from .._runtime.errors import NotPositiveDefiniteError
 from .._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
 __all__ = ["complex_gaussian", "node_qr", "root_qr", "down", "column_peaks", "peaks_phase",
            "scale_columns", "matmul_small", "update", "right_trsm", "zeros", "logdiag",
-           "solve_step", "total",
+           "solve_step", "total", "diag_scale", "potrf_retry", "largest",
            "hermitian"]
 
 
@@ -144,3 +145,44 @@ def total(*parts):
     for p in parts[1:]:
         out = out + p
     return out
+
+
+def diag_scale(*diag_tiles):
+    """``mean(|diag|)`` over the diagonal tiles of a matrix, as a Python float (1.0 when it is
+    0, NaN or the matrix is empty): the scale of the jitter schedule."""
+    total, n = 0.0, 0
+    for t in diag_tiles:
+        d = namespace(t).diagonal(t)
+        total += float(namespace(t).abs(d).sum())
+        n += d.shape[0]
+    scale = total / n if n else 1.0
+    return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+
+def potrf_retry(potrf_fn, tile, offset, scale, start, tries):
+    """``(L, j)``: the lower Cholesky factor of ``tile + j I`` for the first ``j`` of
+    ``0, start * scale * 10**i`` (``i < tries``) that works, as the single-GPU jitter schedule
+    (:func:`gpulinalg.gp._solve_xp.jitter_schedule`) but for this one (Schur-updated) diagonal
+    tile; raises :class:`NotPositiveDefiniteError` (naming the leading minor of the whole
+    matrix) when every try fails."""
+    shifts = [0.0] + [start * scale * 10.0 ** i for i in range(tries)]
+    failure = None
+    for j in shifts:
+        t = tile
+        if j:
+            t = tile.copy()
+            idx = namespace(t).arange(t.shape[0])
+            t[idx, idx] += j
+        try:
+            return potrf_fn(t, offset), j
+        except NotPositiveDefiniteError as exc:
+            failure = exc
+    raise NotPositiveDefiniteError(
+        failure.minor, message=f"matrix is not positive definite even with jitter "
+        f"{shifts[-1]:.3g} on the diagonal of the tile at row {offset} (leading minor "
+        f"{failure.minor} failed); increase the noise term")
+
+
+def largest(*pairs):
+    """The largest jitter of the ``(L, j)`` pairs of :func:`potrf_retry` (0.0 for none)."""
+    return np.float64(max([float(p[1]) for p in pairs], default=0.0))

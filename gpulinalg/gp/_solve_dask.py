@@ -3,6 +3,17 @@
 The blocked Cholesky, its solves and log-determinant are decomp's Dask engine
 (:mod:`gpulinalg.decomp._cholesky_dask`); this module adds a fixed jitter to the diagonal tiles
 and the Gaussian log marginal likelihood as lazy Dask expressions. Nothing is computed here.
+
+Jitter on Dask. A number adds exactly that to the diagonal tiles; ``None`` adds none.
+``"auto"`` retries inside the graph (:func:`gpulinalg.decomp._cholesky_dask.cholesky_jitter`):
+only a diagonal tile whose POTRF fails (after the updates of the steps before it) is shifted,
+by the first of ``JITTER_START * eps * mean|diag(K)| * 10**i`` (``i < JITTER_TRIES``, the
+single-GPU schedule) that lets it factor, and only that task is re-run; the factor is then of
+``K + D`` with ``D`` diagonal and constant on each tile's rows (0 on tiles that factored
+as they were), ``logdet`` and the likelihood are those of ``K + D``, and ``jitter`` is a lazy
+0-d array holding the largest shift. Refactoring the whole matrix with one uniform jitter, as
+the single-GPU path does, would recompute every step before the failing tile: the price of
+computing the factorization once more per retry.
 """
 
 from __future__ import annotations
@@ -10,20 +21,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .._runtime.validation import namespace
 from ..decomp import _cholesky_dask
 from ._results import GPSolveResult
+from ._solve_xp import JITTER_START, JITTER_TRIES, check_jitter
 
 __all__ = ["exact_gp_solve"]
 
 _LOG_2PI = math.log(2 * math.pi)
 
 
-def exact_gp_solve(K: Any, y: Any, *, jitter: float | str) -> GPSolveResult:
+def exact_gp_solve(K: Any, y: Any, *, jitter: float | str | None) -> GPSolveResult:
     """``GPSolveResult`` of lazy Dask arrays for a Dask ``K`` (or ``y``): ``alpha`` and ``L``
     lazy arrays, ``logdet`` and ``log_marginal_likelihood`` lazy 0-d arrays, ``jitter`` the
-    float added (``"auto"`` adds none: a non-positive-definite ``K`` raises
-    :class:`gpulinalg.NotPositiveDefiniteError` when the result is computed)."""
+    float added or, for ``"auto"``, a lazy 0-d array (see the module's docstring). A ``K`` that
+    no tried jitter makes positive definite raises :class:`gpulinalg.NotPositiveDefiniteError`
+    when the result is computed."""
     import dask.array as da
 
     if not isinstance(K, da.Array):
@@ -31,10 +46,7 @@ def exact_gp_solve(K: Any, y: Any, *, jitter: float | str) -> GPSolveResult:
     if not isinstance(y, da.Array):
         y = da.from_array(y, chunks=(K.chunks[0],) + tuple(-1 for _ in y.shape[1:]),
                           asarray=False)
-    used = 0.0 if isinstance(jitter, str) else float(jitter)
-    if used:
-        K = K.map_blocks(_add_to_diagonal, used, dtype=K.dtype, meta=K._meta)
-    L = _cholesky_dask.cholesky(K, lower=True)
+    L, used = factor(K, jitter)
     alpha = _cholesky_dask.cho_solve((L, True), y)
     logdet = _cholesky_dask.logdet_cholesky((L, True))
     n = y.shape[0]
@@ -42,6 +54,19 @@ def exact_gp_solve(K: Any, y: Any, *, jitter: float | str) -> GPSolveResult:
     y2, a2 = y.reshape(n, t), alpha.reshape(n, t)
     lml = -0.5 * (y2 * a2).sum() - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
     return GPSolveResult(alpha, L, logdet, lml, used)
+
+
+def factor(K: Any, jitter: float | str | None) -> tuple[Any, Any]:
+    """``(L, jitter used)`` of the Dask ``K`` (tiled alike along both axes): a float for a
+    fixed jitter (or none), a lazy 0-d array for ``"auto"``."""
+    jitter = check_jitter(jitter)
+    if jitter == "auto":
+        eps = float(np.finfo(_cholesky_dask.work_dtype(K)).eps)
+        return _cholesky_dask.cholesky_jitter(K, JITTER_START * eps, JITTER_TRIES)
+    used = float(jitter)
+    if used:
+        K = K.map_blocks(_add_to_diagonal, used, dtype=K.dtype, meta=K._meta)
+    return _cholesky_dask.cholesky(K, lower=True), used
 
 
 def _add_to_diagonal(block: Any, value: float, block_info: Any = None) -> Any:
