@@ -75,7 +75,7 @@ def test_nothing_is_computed_by_the_call(client, rng):
 
 def test_not_positive_definite_raises_when_computed(client, rng):
     K = -np.eye(12)
-    res = exact_gp_solve(da.from_array(K, chunks=5), np.ones(12))  # "auto": no retry on Dask
+    res = exact_gp_solve(da.from_array(K, chunks=5), np.ones(12))  # "auto": retries fail too
     with pytest.raises(NotPositiveDefiniteError):
         res.alpha.compute()
 

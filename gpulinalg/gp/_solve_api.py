@@ -64,10 +64,13 @@ def exact_gp_solve(K: Any, y: Any, *,
     (``K`` must be tiled the same way along both axes; only its lower triangle is read).
     ``alpha`` and ``L`` are lazy Dask arrays; ``logdet`` and ``log_marginal_likelihood`` are
     lazy 0-d Dask arrays (``float(res.logdet)`` or ``dask.compute(*res)`` computes them);
-    ``jitter`` is a float. Jitter is never retried on Dask: ``"auto"`` and ``None`` add none,
-    a number adds exactly that to the diagonal tiles, and a ``K`` that is not positive definite
-    raises :class:`~gpulinalg.NotPositiveDefiniteError` when the result is computed (pass a
-    number then). NaN/Inf are not checked (that would compute the graph).
+    ``jitter`` is a float (a number adds exactly that to the diagonal tiles, ``None`` none).
+    ``"auto"`` retries inside the graph: only a diagonal tile whose Cholesky fails is shifted
+    (the same growing schedule) and only that task re-run, so the factor is of ``K + D``, ``D``
+    diagonal and constant per tile, and ``jitter`` is a lazy 0-d array, the largest shift
+    (docs/dask.md). A ``K`` no tried jitter fixes raises
+    :class:`~gpulinalg.NotPositiveDefiniteError` when the result is computed. NaN/Inf are not
+    checked (that would compute the graph).
 
     Examples
     --------
