@@ -57,20 +57,36 @@ class _Kernel:
 
 
 class _Raw:
-    """The tiled transposing copy of gpulinalg.decomp._transpose_cuda, through its raw
-    strides (the batch count is the grid's z dimension)."""
+    """The raw kernels of decomp, through their raw strides: the tiled transposing copy of
+    ``_transpose_cuda`` (the batch count is the grid's z dimension) and the factor check of
+    ``_cholesky_cuda`` (one matrix per grid x index)."""
 
     def __init__(self, code, name, options=()):
-        if name != "gl_transpose_copy":
+        if name not in ("gl_transpose_copy", "gl_potrf_codes"):
             raise NotImplementedError(f"no emulation of kernel {name}")
+        self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):
+        if self.name == "gl_potrf_codes":
+            return self._codes(grid, args)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
         s = np.lib.stride_tricks.as_strided(src, (grid[2], p, q), (sb * item, sp * item, item))
         d = np.lib.stride_tricks.as_strided(dst, (grid[2], p, q), (db * item, item, dq * item))
         d[...] = np.where(np.triu(np.ones((p, q), bool), 1) & bool(zero), 0, s)
+
+    @staticmethod
+    def _codes(grid, args):
+        w, info, n, sb, sd, nonfinite = (int(x) if np.isscalar(x) else x for x in args)
+        CALLS["potrf_codes"] += 1
+        assert grid[1] * 1024 >= n
+        item = w.itemsize
+        diag = np.lib.stride_tricks.as_strided(w, (grid[0], n), (sb * item, sd * item))
+        for b in range(grid[0]):
+            bad = np.flatnonzero(~np.isfinite(diag[b]))
+            if bad.size and (info[b] == 0 or info[b] >= nonfinite):
+                info[b] = nonfinite + int(bad[0])
 
 
 def _fake_cupy():
@@ -85,7 +101,7 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate", "ones_like"):
+                 "concatenate", "ones_like", "full"):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))

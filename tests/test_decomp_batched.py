@@ -256,3 +256,13 @@ def test_gpu_qr_svd_stack_equals_slices(xp_gpu, rng, shape, dtype):
         assert float(cp.abs(s[i] - s1).max()) <= 100 * shape[1] * eps * float(s1[0])
         back = float(cp.linalg.norm((u[i] * s[i]) @ vh[i] - a[i]) / cp.linalg.norm(a[i]))
         assert back <= 50 * shape[1] * eps
+
+
+def test_emulated_nonfinite_diagonal_is_marked_once(emu):
+    w = np.stack([np.eye(6)] * 3)
+    w[1, 4, 4] = np.nan
+    w[1, 5, 5] = np.inf
+    w[2, 2, 2] = np.nan
+    info = dev(np.array([0, 0, 3], dtype=np.int32))
+    _cholesky_cuda.mark_nonfinite(dev(w).transpose(0, 2, 1), info)
+    assert list(plain(info)) == [0, _cholesky_cuda.NONFINITE + 4, 3]  # potrf's code stays

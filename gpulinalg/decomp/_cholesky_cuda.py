@@ -13,7 +13,7 @@ no validation, no dispatch, no budget question. Failures raise
 
 import numpy as np
 
-from .._runtime.kernels import elementwise_kernel
+from .._runtime.kernels import elementwise_kernel, raw_kernel
 from . import _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
@@ -49,7 +49,6 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype):
 
 
 def _factor(a, w, order, zeroed, lower, clean):
-    import cupy
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
     with Solver(w.dtype, len(w)) as sv:
         if route("potrf", a.shape[-1], len(w)) == "batched":
@@ -57,20 +56,75 @@ def _factor(a, w, order, zeroed, lower, clean):
         else:
             for i in range(len(w)):
                 sv.potrf(w[i], fill_lower, i)
-        diag = cupy.diagonal(w, axis1=-2, axis2=-1)
-        finite = cupy.isfinite(diag).all(axis=-1)  # fetched with the info codes
-        codes, finite = sv.check("potrf", also=finite)
-    bad = np.flatnonzero(codes > 0)
-    nonfinite = np.flatnonzero(finite == 0)
-    if bad.size or nonfinite.size:  # the input is diagnosed only on failure
-        entry = int(bad[0] if bad.size else nonfinite[0])
-        minor = int(codes[entry]) if bad.size else \
-            int(cupy.flatnonzero(~cupy.isfinite(diag[entry]))[0]) + 1
+        mark_nonfinite(w, sv.info)  # one kernel: the codes and the diagonal in one read-back
+        codes = sv.check("potrf")
+    nonfinite = codes >= NONFINITE
+    bad = np.flatnonzero((codes > 0) & ~nonfinite)
+    if bad.size or nonfinite.any():  # the input is diagnosed only on failure
+        entry = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
+        minor = int(codes[entry]) if bad.size else int(codes[entry]) - NONFINITE + 1
         raise failure(minor, _entry(a, entry), lower, _shares(a, w),
                       batch_index(entry, a.shape[:-2]))
     if clean and not zeroed:  # potrf reads and writes only its own triangle
         _zero_triangle(w, lower)
     return w.reshape(a.shape)
+
+
+#: A per-matrix code at or above this marks a factor whose diagonal entry ``code - NONFINITE``
+#: (0-based) is NaN or Inf while ``potrf`` reported success (``info`` codes stay below).
+NONFINITE = 1 << 30
+
+_CODES_SOURCE = r"""
+__device__ __forceinline__ bool fin(float x) { return isfinite(x); }
+__device__ __forceinline__ bool fin(double x) { return isfinite(x); }
+__device__ __forceinline__ bool fin(complex<float> x) { return isfinite(x.real()) && isfinite(x.imag()); }
+__device__ __forceinline__ bool fin(complex<double> x) { return isfinite(x.real()) && isfinite(x.imag()); }
+// Block (b, c) reads entries [c * 1024, c * 1024 + 1024) of matrix b's diagonal; a
+// non-finite entry j turns info[b] == 0 into NONFINITE + (smallest such j). potrf's own
+// codes (failed minor > 0, argument error < 0) are never overwritten.
+extern "C" __global__ void gl_potrf_codes(const T* __restrict__ w, int* __restrict__ info,
+                                          const long long n, const long long sb,
+                                          const long long sd, const int nonfinite) {
+    __shared__ int first;
+    const long long b = blockIdx.x;
+    const long long j0 = (long long)blockIdx.y * 1024;
+    if (threadIdx.x == 0) first = 0x7fffffff;
+    __syncthreads();
+    const T* d = w + b * sb;
+    const long long j1 = j0 + 1024 < n ? j0 + 1024 : n;
+    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        if (!fin(d[j * sd])) atomicMin(&first, (int)j);
+    }
+    __syncthreads();
+    if (threadIdx.x != 0 || first == 0x7fffffff) return;
+    const int want = nonfinite + first;
+    int old = info[b];
+    while (old == 0 || (old >= nonfinite && old > want)) {
+        const int seen = atomicCAS(&info[b], old, want);
+        if (seen == old) break;
+        old = seen;
+    }
+}
+"""
+
+_CODE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+               np.dtype(np.complex64): "complex<float>",
+               np.dtype(np.complex128): "complex<double>"}
+
+
+def mark_nonfinite(w, info):
+    """Mark in ``info`` (int32, one per matrix, ``potrf``'s codes) every matrix of the factor
+    stack ``w`` (B, n, n) with NaN or Inf on its diagonal: ``NONFINITE + j`` for the first
+    such entry ``j``, where ``potrf`` reported success. One kernel, no synchronization."""
+    nb, n = w.shape[0], w.shape[-1]
+    if nb == 0 or n == 0:
+        return
+    item = w.itemsize
+    kern = raw_kernel("gl_potrf_codes", _CODES_SOURCE, {"T": _CODE_TYPES[w.dtype]},
+                      options=("--std=c++17",))
+    kern((nb, (n + 1023) // 1024), (256,),
+         (w, info, np.int64(n), np.int64(w.strides[0] // item),
+          np.int64((w.strides[1] + w.strides[2]) // item), np.int32(NONFINITE)))
 
 
 def _entry(a, flat):

@@ -96,8 +96,10 @@ def _ptr(x):
 def pointer_array(x):
     """Device array of the addresses of the matrices ``x[0], x[1], ...`` (uniform stride)."""
     import cupy
-    return (cupy.arange(len(x), dtype=np.uint64) * np.uint64(x.strides[0])
-            + np.uint64(x.data.ptr))
+    start, step = int(x.data.ptr), int(x.strides[0])
+    if step <= 0:  # a broadcast stack (every matrix at one address): arange needs a step
+        return cupy.full(len(x), start, dtype=np.uint64)
+    return cupy.arange(start, start + len(x) * step, step, dtype=np.uint64)  # one kernel
 
 
 class Solver:

@@ -1,0 +1,413 @@
+"""Batched factorizations and square/wide SVD against torch and CuPy, same process, same inputs.
+
+Grid: batch x order x dtype (fp32, fp64) for ``cholesky``, ``cho_solve``, ``solve_triangular``,
+``qr`` and ``svd`` over stacks of small (8-64), medium (128-512) and large (>= 2048) matrices;
+square and wide SVD from 1024 to 8192 with every gpulinalg driver; both sides of every limit
+of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold first call and the
+warm median (synchronized wall clock: all three libraries synchronize on their info codes or
+not at all, so the clock includes the device work), and the backward error of the result.
+
+``ours`` runs with SciPy's default ``check_finite=True``; ``ours (no check)`` with
+``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
+180) bounds the run: cases are ordered by priority and the rest are recorded as absent.
+
+Run: ``python -m benchmarks.decomp_batched --json out.json [--quick] [--budget 180]``;
+``run(quick)`` serves ``python -m benchmarks``.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from .timing import absent, have, row
+
+SUITE = "decomp_batched"
+
+#: (op, batch, n) of the batched grid, most important first. k = 4 right-hand sides.
+GRID = [
+    ("cholesky", 4096, 64), ("cholesky", 200, 512), ("cho_solve", 200, 512),
+    ("solve_triangular", 1, 4096), ("cholesky", 4096, 8), ("cholesky", 1024, 32),
+    ("cholesky", 512, 128), ("cholesky", 64, 256), ("cholesky", 8, 2048), ("cholesky", 2, 4096),
+    ("cho_solve", 4096, 64), ("cho_solve", 4096, 8), ("cho_solve", 64, 256), ("cho_solve", 8, 2048),
+    ("solve_triangular", 4096, 64), ("solve_triangular", 200, 512), ("solve_triangular", 8, 2048),
+    ("qr", 4096, 16), ("qr", 1024, 64), ("qr", 64, 256), ("qr", 8, 512), ("qr", 2, 2048),
+    ("svd", 4096, 16), ("svd", 512, 32), ("svd", 64, 64), ("svd", 16, 256), ("svd", 4, 512),
+]
+QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
+              ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
+              ("svd", 8, 16), ("svd", 2, 64)]
+#: (m, n) of the single-matrix SVD section (driver table), most important first.
+SVD_SHAPES = [(4096, 4096), (1024, 1024), (2048, 2048), (1024, 4096), (2048, 8192),
+              (8192, 8192)]
+QUICK_SVD = [(64, 64), (48, 96)]
+#: single large matrices: QR of a tall matrix and one Cholesky.
+SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
+#: (op, batch, n): both routes of the table at its limits.
+ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
+          ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
+          ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512)]
+DTYPES = ("float32", "float64")
+
+
+class Budget:
+    def __init__(self, seconds):
+        self.end = time.perf_counter() + seconds
+
+    def left(self):
+        return self.end - time.perf_counter()
+
+
+def _sync():
+    import cupy
+    cupy.cuda.Device().synchronize()
+
+
+def _timed(fn, repeat):
+    """``(cold_s, warm median_s, warm min_s, out)``: synchronized wall clock."""
+    _sync()
+    t0 = time.perf_counter()
+    out = fn()
+    _sync()
+    cold = time.perf_counter() - t0
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+    return {"cold_s": cold, "median_s": statistics.median(times) if times else cold,
+            "min_s": min(times) if times else cold, "runs": len(times)}, out
+
+
+def _repeat(seconds_per_call, budget):
+    if seconds_per_call > 2.0 or budget.left() < 30:
+        return 1
+    return 3 if seconds_per_call > 0.2 else 10
+
+
+# -- inputs and errors (CuPy) ---------------------------------------------------------------------
+
+def _spd(cp, batch, n, dtype, rng):
+    x = rng.standard_normal((batch, n, n), dtype=dtype)
+    a = x @ x.swapaxes(-1, -2) / n
+    a += cp.eye(n, dtype=dtype)
+    return a
+
+
+def _rel(cp, num, den):
+    """max over the stack of ||num_i||_F / ||den_i||_F, float."""
+    nn = cp.sqrt((cp.abs(num) ** 2).sum(axis=(-2, -1)))
+    dd = cp.sqrt((cp.abs(den) ** 2).sum(axis=(-2, -1)))
+    return float((nn / cp.maximum(dd, 1e-300)).max())
+
+
+def _norms(cp, x):
+    return cp.sqrt((cp.abs(x) ** 2).sum(axis=(-2, -1)))
+
+
+def _as_cupy(cp, x):
+    return x if isinstance(x, cp.ndarray) else cp.from_dlpack(x.contiguous())
+
+
+def _errors(cp, op, inputs, out):
+    a, b = inputs
+    if op == "cholesky":
+        low = _as_cupy(cp, out)
+        return {"backward_err": _rel(cp, low @ low.swapaxes(-1, -2) - a, a)}
+    if op in ("cho_solve", "solve_triangular"):
+        # normwise: ||M x - b|| / (||M|| ||x|| + ||b||), Frobenius norms per matrix
+        x = _as_cupy(cp, out)
+        m = a if op == "cho_solve" else cp.tril(a)
+        x2 = x if x.ndim == b.ndim else x[..., None]
+        b2 = b if b.ndim == x2.ndim else b[..., None]
+        num = _norms(cp, m @ x2 - b2)
+        den = _norms(cp, m) * _norms(cp, x2) + _norms(cp, b2)
+        return {"backward_err": float((num / den).max())}
+    if op == "qr":
+        q, r = (_as_cupy(cp, x) for x in out)
+        return {"backward_err": _rel(cp, q @ r - a, a)}
+    u, s, vh = (_as_cupy(cp, x) for x in out)
+    return {"backward_err": _rel(cp, (u * s[..., None, :]) @ vh - a, a)}
+
+
+# -- the three libraries ----------------------------------------------------------------------
+
+def _make(cp, op, batch, n, dtype, rng):
+    shape = (batch, n, n) if batch > 1 else (n, n)
+    if op in ("cholesky", "cho_solve", "solve_triangular"):
+        a = _spd(cp, batch, n, dtype, rng).reshape(shape)
+        if op == "solve_triangular":
+            a = cp.linalg.cholesky(a)  # well-conditioned lower triangle
+        k = 1 if op == "solve_triangular" and batch == 1 else 4
+        b = rng.standard_normal(shape[:-1] + (k,), dtype=dtype)
+        return a, b
+    return rng.standard_normal(shape, dtype=dtype), None
+
+
+def _calls(cp, op, inputs, torch):
+    """``{label: fn}`` for ours (two rows), CuPy and torch; each fn returns the result."""
+    from gpulinalg import decomp
+    a, b = inputs
+    ours, cupy_fn, torch_fn = {}, None, None
+    ta = torch.from_dlpack(a) if torch is not None else None
+    tb = torch.from_dlpack(b) if torch is not None and b is not None else None
+    if op == "cholesky":
+        for label, chk in (("ours", True), ("ours (no check)", False)):
+            ours[label] = lambda c=chk: decomp.cholesky(a, lower=True, check_finite=c)
+        cupy_fn = lambda: cp.linalg.cholesky(a)  # noqa: E731
+        torch_fn = lambda: torch.linalg.cholesky(ta)  # noqa: E731
+    elif op == "cho_solve":
+        c = decomp.cho_factor(a, lower=True)
+        tc = torch.from_dlpack(cp.tril(c[0])) if torch is not None else None
+        cl = cp.tril(c[0])
+        for label, chk in (("ours", True), ("ours (no check)", False)):
+            ours[label] = lambda k=chk: decomp.cho_solve(c, b, check_finite=k)
+        cupy_fn = lambda: _cupy_cho_solve(cp, cl, b)  # noqa: E731
+        torch_fn = lambda: torch.cholesky_solve(tb, tc)  # noqa: E731
+    elif op == "solve_triangular":
+        for label, chk in (("ours", True), ("ours (no check)", False)):
+            ours[label] = lambda k=chk: decomp.solve_triangular(a, b, lower=True, check_finite=k)
+        cupy_fn = lambda: _cupy_trsm(cp, a, b)  # noqa: E731
+        torch_fn = lambda: torch.linalg.solve_triangular(ta, tb, upper=False)  # noqa: E731
+    elif op == "qr":
+        for label, chk in (("ours", True), ("ours (no check)", False)):
+            ours[label] = lambda k=chk: decomp.qr(a, mode="economic", check_finite=k)
+        cupy_fn = lambda: cp.linalg.qr(a, mode="reduced")  # noqa: E731
+        torch_fn = lambda: torch.linalg.qr(ta, mode="reduced")  # noqa: E731
+    else:
+        for label, chk in (("ours", True), ("ours (no check)", False)):
+            ours[label] = lambda k=chk: decomp.svd(a, full_matrices=False, check_finite=k)
+        cupy_fn = lambda: cp.linalg.svd(a, full_matrices=False)  # noqa: E731
+        torch_fn = lambda: torch.linalg.svd(ta, full_matrices=False)  # noqa: E731
+    looped_in_python = op in ("cho_solve", "solve_triangular") and a.ndim == 3
+    peers = {"cupy": cupy_fn} if not looped_in_python or len(a) <= 256 else {}
+    if torch is not None:
+        peers["torch"] = torch_fn
+    return {**ours, **peers}
+
+
+def _cupy_trsm(cp, a, b):
+    from cupyx.scipy.linalg import solve_triangular
+    if a.ndim == 2:
+        return solve_triangular(a, b, lower=True)
+    return cp.stack([solve_triangular(a[i], b[i], lower=True) for i in range(len(a))])
+
+
+def _cupy_cho_solve(cp, c, b):
+    return cp.stack([_cupy_cho_one(cp, c[i], b[i]) for i in range(len(c))]) if c.ndim == 3 \
+        else _cupy_cho_one(cp, c, b)
+
+
+def _cupy_cho_one(cp, c, b):
+    from cupyx.scipy.linalg import solve_triangular
+    y = solve_triangular(c, b, lower=True)
+    return solve_triangular(c, y, lower=True, trans=1)
+
+
+def _case(cp, torch, op, batch, n, dtype, rng, budget, rows):
+    import gpulinalg
+    case = f"{op} {batch}x{n}^2 {dtype}"
+    try:
+        inputs = _make(cp, op, batch, n, dtype, rng)
+    except Exception as exc:
+        rows.append(absent(SUITE, case, "all", f"inputs failed: {type(exc).__name__}: {exc}"))
+        return
+    for label, fn in _calls(cp, op, inputs, torch).items():
+        if budget.left() <= 0:
+            rows.append(absent(SUITE, case, label, "time budget spent"))
+            continue
+        try:
+            t0 = time.perf_counter()
+            fn()
+            _sync()
+            probe = time.perf_counter() - t0
+            timing, out = _timed(fn, _repeat(probe, budget))
+            extra = _errors(cp, op, inputs, out)
+            if label.startswith("ours"):
+                rec = gpulinalg.last_run()
+                extra.update(where=rec.backend, **{k: v for k, v in rec.details.items()
+                                                   if k in ("driver", "batched", "rejected")})
+            rows.append(row(SUITE, case, label, timing, op=op, batch=batch, n=n, dtype=dtype,
+                            **extra))
+        except Exception as exc:  # one broken peer must not hide the other figures
+            rows.append(absent(SUITE, case, label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+    del inputs
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers):
+    import gpulinalg
+    from gpulinalg import decomp
+    case = f"svd {m}x{n} {dtype}"
+    a = rng.standard_normal((m, n), dtype=dtype)
+    calls = {f"ours driver={d}": (lambda d=d: decomp.svd(a, full_matrices=False,
+                                                          check_finite=False, driver=d))
+             for d in drivers}
+    calls["cupy"] = lambda: cp.linalg.svd(a, full_matrices=False)
+    if torch is not None:
+        ta = torch.from_dlpack(a)
+        calls["torch"] = lambda: torch.linalg.svd(ta, full_matrices=False)
+    eps = float(cp.finfo(dtype).eps)
+    for label, fn in calls.items():
+        if budget.left() <= 0:
+            rows.append(absent(SUITE, case, label, "time budget spent"))
+            continue
+        try:
+            timing, out = _timed(fn, 1 if max(m, n) >= 4096 else 2)
+            extra = _errors(cp, "svd", (a, None), out)
+            extra["target_backward_err"] = 50 * min(m, n) * eps
+            if label.startswith("ours"):
+                rec = gpulinalg.last_run()
+                extra.update({k: v for k, v in rec.details.items()
+                              if k in ("driver", "qr_first", "rejected", "h_err_sigma")})
+            rows.append(row(SUITE, case, label, timing, op="svd", m=m, n=n, dtype=dtype,
+                            **extra))
+            del out
+        except Exception as exc:
+            rows.append(absent(SUITE, case, label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
+    """Time each route of the table for one (op, batch, n), forcing it by patching the table."""
+    from gpulinalg.decomp import _batched_plan
+    api = {"potrf": "cholesky", "trsm": "cho_solve", "geqrf": "qr", "gesvd": "svd"}[op]
+    inputs = _make(cp, api, batch, n, dtype, rng)
+    fn = _calls(cp, api, inputs, None)["ours (no check)"]
+    saved = _batched_plan.TABLE[op]
+    names = sorted({r[2] for r in saved} | {"batched", "looped"})
+    try:
+        for name in names:
+            if budget.left() <= 0:
+                break
+            _batched_plan.TABLE[op] = ((float("inf"), 2, name),)
+            try:
+                timing, _ = _timed(fn, 3)
+                rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
+                                timing, op=op, batch=batch, n=n, dtype=dtype))
+            except Exception as exc:
+                rows.append(absent(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
+                                   f"failed: {type(exc).__name__}: {exc}"[:300]))
+    finally:
+        _batched_plan.TABLE[op] = saved
+    for r in rows[-len(names):]:
+        if r.get("impl", "").startswith("route=") and r.get("op") == op:
+            r["table_route"] = _batched_plan.route(op, n, batch)
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes")):
+    if not have("cupy"):
+        return [absent(SUITE, "batched factorizations", "all", "cupy not installed")]
+    import gpulinalg
+    if not gpulinalg.gpu_available():
+        return [absent(SUITE, "batched factorizations", "all", "no GPU")]
+    import cupy as cp
+    torch = None
+    if have("torch"):
+        import torch as _torch
+        torch = _torch if _torch.cuda.is_available() else None
+    rng = cp.random.default_rng(0)
+    budget = Budget(budget_s)
+    rows = []
+    grid = QUICK_GRID if quick else GRID
+    if "grid" in sections:
+        for op, batch, n in grid:
+            for dtype in DTYPES:
+                _case(cp, torch, op, batch, n, dtype, rng, budget, rows)
+    if "single" in sections and not quick:
+        for op, m, n in SINGLE:
+            for dtype in DTYPES:
+                if op == "qr":
+                    _qr_tall(cp, torch, m, n, dtype, rng, budget, rows)
+                else:
+                    _case(cp, torch, op, m, n, dtype, rng, budget, rows)
+    if "svd" in sections:
+        for m, n in (QUICK_SVD if quick else SVD_SHAPES):
+            for dtype in DTYPES:
+                big = max(m, n) >= 8192
+                drivers = ("auto",) if big else ("auto", "gesvd", "gesvdj", "gesvdp")
+                if big and dtype == "float64":
+                    continue
+                _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers)
+    if "routes" in sections:
+        for op, batch, n in (ROUTES[:2] if quick else ROUTES):
+            for dtype in DTYPES:
+                if budget.left() > 0:
+                    _route_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, budget,
+                                rows)
+    return rows
+
+
+def _qr_tall(cp, torch, m, n, dtype, rng, budget, rows):
+    from gpulinalg import decomp
+    case = f"qr {m}x{n} {dtype}"
+    a = rng.standard_normal((m, n), dtype=dtype)
+    calls = {"ours": lambda: decomp.qr(a, mode="economic"),
+             "ours (no check)": lambda: decomp.qr(a, mode="economic", check_finite=False),
+             "cupy": lambda: cp.linalg.qr(a, mode="reduced")}
+    if torch is not None:
+        ta = torch.from_dlpack(a)
+        calls["torch"] = lambda: torch.linalg.qr(ta, mode="reduced")
+    for label, fn in calls.items():
+        if budget.left() <= 0:
+            rows.append(absent(SUITE, case, label, "time budget spent"))
+            continue
+        try:
+            timing, out = _timed(fn, 5)
+            rows.append(row(SUITE, case, label, timing, op="qr", m=m, n=n, dtype=dtype,
+                            **_errors(cp, "qr", (a, None), out)))
+        except Exception as exc:
+            rows.append(absent(SUITE, case, label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def summary(rows):
+    """One line per case: our warm median against the best peer's (``ratio`` > 1: slower)."""
+    by_case = {}
+    for r in rows:
+        if "median_s" in r:
+            by_case.setdefault(r["case"], {})[r["impl"]] = r
+    lines = []
+    for case, impls in by_case.items():
+        peers = [v["median_s"] for k, v in impls.items() if k in ("cupy", "torch")]
+        ours = [v["median_s"] for k, v in impls.items() if k.startswith("ours")]
+        if case.startswith("route"):
+            lines.append(case + ": " + ", ".join(f"{k} {v['median_s'] * 1e3:.3g} ms"
+                                                 for k, v in impls.items()))
+            continue
+        if not peers or not ours:
+            continue
+        best = min(peers)
+        ours_default = impls.get("ours", impls.get("ours driver=auto", {})).get("median_s")
+        errs = ", ".join(f"{k} {v.get('backward_err', float('nan')):.1e}"
+                         for k, v in impls.items())
+        lines.append(f"{case}: ours {ours_default * 1e3 if ours_default else float('nan'):.3g} "
+                     f"ms (best ours {min(ours) * 1e3:.3g}) vs peer {best * 1e3:.3g} ms -> "
+                     f"x{(ours_default or min(ours)) / best:.2f}; err {errs}")
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_batched")
+    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--budget", type=float, default=180.0, help="seconds")
+    parser.add_argument("--sections", default="grid,single,svd,routes")
+    args = parser.parse_args(argv)
+    rows = run(args.quick, args.budget, tuple(args.sections.split(",")))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1, default=str)
+    for line in summary(rows):
+        print(line)
+    for r in rows:
+        if "absent" in r and "budget" not in r["absent"]:
+            print("absent:", r["case"], r["impl"], r["absent"][:160], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
