@@ -100,3 +100,139 @@ def test_not_positive_definite_on_cupy_tiles(cuda_client):
     with pytest.raises(gpulinalg.NotPositiveDefiniteError) as info:
         c.cholesky(_cupy_chunks(a, 256)).compute()
     assert info.value.minor == 401
+
+
+# -- the public functions on CuPy chunks against the single-GPU call on the same CuPy array --
+
+def _dask_run(*xs):
+    assert all(isinstance(x, da.Array) and _is_cupy(x._meta) for x in xs)
+    assert gpulinalg.last_run().backend == "dask"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_public_qr_svd_tall(cuda_client, dtype):
+    import cupy
+    from gpulinalg import decomp
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((20000, 64)).astype(dtype)
+    ag = cupy.asarray(a)
+    x = _cupy_chunks(a, (3000, 64))
+    q, r = decomp.qr(x, mode="economic")
+    u, s, vh = decomp.svd(x, full_matrices=False)
+    _dask_run(q, r, u, s, vh)
+    q, r, u, s, vh = cuda_client.compute([q, r, u, s, vh], sync=True)
+    assert all(_is_cupy(v) for v in (q, r, u, s, vh))
+    ref_r = decomp.qr(ag, mode="economic")[1]
+    phase = cupy.diag(ref_r) / abs(cupy.diag(ref_r))
+    tol = 2e-3 if dtype == np.float32 else 1e-9
+    assert float(abs(r - phase.conj()[:, None] * ref_r).max()) <= tol * float(abs(ref_r).max())
+    ref = decomp.svd(ag, full_matrices=False)
+    assert float(abs(s - ref.S).max()) <= tol * float(ref.S[0])
+    assert float(abs(vh - ref.Vh).max()) <= 100 * tol  # the same deterministic signs
+    assert float(abs((q @ r) - ag).max()) <= 100 * tol
+
+
+def _low_rank(rng, m, n, r=40):
+    u, _ = np.linalg.qr(rng.standard_normal((m, r)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, r)))
+    return (u * 0.7 ** np.arange(r)) @ v.T
+
+
+def test_public_truncated_svd_and_pca(cuda_client):
+    import cupy
+    from gpulinalg import decomp
+    rng = np.random.default_rng(11)
+    a = _low_rank(rng, 6000, 800)
+    ag = cupy.asarray(a)
+    x = _cupy_chunks(a, (1500, 400))
+    res = decomp.truncated_svd(x, 5, random_state=0, n_iter=4)
+    _dask_run(*res)
+    U, S, Vh = cuda_client.compute(list(res), sync=True)
+    ref = decomp.truncated_svd(ag, 5, method="randomized", random_state=0, n_iter=4)
+    np.testing.assert_allclose(S.get(), cupy.asnumpy(ref.S), rtol=1e-9)
+    np.testing.assert_allclose(Vh.get(), cupy.asnumpy(ref.Vh), atol=1e-7)
+    X = a * 50 + 3.0
+    pca = decomp.PCA(5, random_state=0, iterated_power=6).fit(_cupy_chunks(X, (1500, 400)))
+    assert gpulinalg.last_run().backend == "dask" and _is_cupy(pca.components_)
+    one = decomp.PCA(5, svd_solver="randomized", random_state=0, iterated_power=6).fit(
+        cupy.asarray(X))
+    np.testing.assert_allclose(pca.explained_variance_.get(),
+                               cupy.asnumpy(one.explained_variance_), rtol=1e-8)
+    np.testing.assert_allclose(pca.components_.get(), cupy.asnumpy(one.components_), atol=1e-7)
+    z = pca.transform(_cupy_chunks(X, (1500, 400)))
+    _dask_run(z)
+    np.testing.assert_allclose(z.compute().get(), cupy.asnumpy(one.transform(cupy.asarray(X))),
+                               atol=1e-6 * float(abs(X).max()))
+
+
+def test_public_cholesky_cho_solve_logdet(cuda_client):
+    import cupy
+    from gpulinalg import decomp
+    rng = np.random.default_rng(12)
+    g = rng.standard_normal((2048, 2048))
+    a = g @ g.T + 2048 * np.eye(2048)
+    ag = cupy.asarray(a)
+    x = _cupy_chunks(a, 512)
+    b = rng.standard_normal((2048, 3))
+    L = decomp.cholesky(x, lower=True)
+    cf = decomp.cho_factor(x, lower=True)
+    sol = decomp.cho_solve(cf, _cupy_chunks(b, (512, 3)))
+    ld = decomp.logdet_cholesky(cf)
+    _dask_run(L, sol, ld)
+    L, sol, ld = cuda_client.compute([L, sol, ld], sync=True)
+    ref_l = decomp.cholesky(ag, lower=True)
+    ref_cf = decomp.cho_factor(ag, lower=True)
+    assert float(abs(L - ref_l).max()) <= 1e-10 * float(abs(ref_l).max())
+    assert float(abs(sol - decomp.cho_solve(ref_cf, cupy.asarray(b))).max()) <= 1e-10
+    assert float(ld) == pytest.approx(float(decomp.logdet_cholesky(ref_cf)), rel=1e-12)
+
+
+def _rbf(n, ls=0.05, noise=1e-2, seed=13):
+    x = np.sort(np.random.default_rng(seed).uniform(0, 1, n))
+    return np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / ls ** 2) + noise * np.eye(n), \
+        np.sin(6 * x)
+
+
+def test_public_exact_gp_solve(cuda_client):
+    import cupy
+    from gpulinalg.gp import exact_gp_solve
+    K, y = _rbf(3000)
+    res = exact_gp_solve(_cupy_chunks(K, 750), _cupy_chunks(y, 750))
+    _dask_run(res.alpha, res.L)
+    alpha, lml = cuda_client.compute([res.alpha, res.log_marginal_likelihood], sync=True)
+    ref = exact_gp_solve(cupy.asarray(K), cupy.asarray(y))
+    assert _is_cupy(alpha)
+    assert float(abs(alpha - ref.alpha).max()) <= 1e-8 * float(abs(ref.alpha).max())
+    assert float(lml) == pytest.approx(float(ref.log_marginal_likelihood), rel=1e-10)
+    Ks, ys = _rbf(400, ls=0.3, noise=0.0)  # numerically singular: a tile retries with jitter
+    auto = exact_gp_solve(_cupy_chunks(Ks, 128), ys, jitter="auto")
+    L, a2, used = cuda_client.compute([auto.L, auto.alpha, auto.jitter], sync=True)
+    assert 0 < float(used) < 1e-8
+    D = (L @ L.T).get() - Ks
+    np.testing.assert_allclose(D - np.diag(np.diag(D)), 0, atol=1e-12)
+    with pytest.raises(gpulinalg.NotPositiveDefiniteError):
+        exact_gp_solve(_cupy_chunks(Ks, 128), ys, jitter=None).alpha.compute()
+
+
+def test_regressor_fit_predict_on_cupy_chunks(cuda_client):
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from gpulinalg.gp import GaussianProcessRegressor
+    from gpulinalg.gp import _regressor_dask as rd
+    rng = np.random.default_rng(14)
+    X = rng.uniform(0, 5, (1500, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    Xq = rng.uniform(0, 5, (200, 3))
+    kernel = 1.5 * RBF([1.0, 2.0, 3.0]) + WhiteKernel(1e-2)
+    ref = SkGPR(kernel, optimizer=None, normalize_y=True).fit(X, y)
+    est = rd.fit(GaussianProcessRegressor(kernel, optimizer=None, normalize_y=True),
+                 _cupy_chunks(X, (400, 3)), y)
+    assert _is_cupy(est.L_._meta) and _is_cupy(est.alpha_._meta)
+    assert est.log_marginal_likelihood_value_ == pytest.approx(
+        ref.log_marginal_likelihood_value_, rel=1e-9)
+    mean, std = rd.predict(est, _cupy_chunks(Xq, (64, 3)), return_std=True)
+    assert _is_cupy(mean._meta)
+    mean, std = cuda_client.compute([mean, std], sync=True)
+    mr, sr = ref.predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean.get(), mr, atol=1e-8)
+    np.testing.assert_allclose(std.get(), sr, atol=1e-8)

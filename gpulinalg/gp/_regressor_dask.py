@@ -107,6 +107,27 @@ def _cross(Xq, X, kernel, centre):
                      (Xq.chunks[0], X.chunks[0]), meta)
 
 
+def _as_chunks_of(a, like):
+    """``a`` (an array or a Dask array) with the chunks' package of the Dask array ``like``:
+    training data on CuPy chunks makes NumPy targets or queries CuPy, never the reverse
+    silently inside a task."""
+    import dask.array as da
+    kind = _arrays.kind_of(like._meta)
+    if isinstance(a, da.Array):
+        if _arrays.kind_of(a._meta) is kind:
+            return a
+        return a.map_blocks(_arrays.to_kind, kind, dtype=a.dtype,
+                            meta=_arrays.to_kind(a._meta, kind))
+    return _arrays.to_kind(a if _arrays.is_array(a) else np.asarray(a), kind)
+
+
+def _small(v, like):
+    """A one-chunk Dask array of the host vector ``v`` in ``like``'s chunks' package."""
+    import dask.array as da
+    return da.from_array(_as_chunks_of(np.atleast_1d(np.asarray(v, dtype=np.float64)), like),
+                         chunks=-1, asarray=False)
+
+
 def _prepared(X, name="X"):
     import dask.array as da
     if not isinstance(X, da.Array):
@@ -144,6 +165,7 @@ def fit(est: Any, X: Any, y: Any) -> Any:
     shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
     if len(shape) not in (1, 2) or shape[0] != n:
         raise ValueError(f"y must be (n,) or (n, t) with n = {n}, got shape {shape}")
+    y = _as_chunks_of(y, X)
     if not isinstance(y, da.Array):
         y = da.from_array(y, chunks=(X.chunks[0],) + tuple(-1 for _ in shape[1:]),
                           asarray=False)
@@ -158,7 +180,7 @@ def fit(est: Any, X: Any, y: Any) -> Any:
         mean, std = dask.compute(y.mean(axis=0), y.std(axis=0))
         mean, std = _host(mean), _host(std)
         std = np.where(std < 10 * np.finfo(std.dtype).eps, 1.0, std)  # scikit-learn's zeros
-        y = (y - namespace(y._meta).asarray(mean)) / namespace(y._meta).asarray(std)
+        y = (y - _small(mean, X)) / _small(std, X)
     else:
         mean, std = np.zeros(seen)[0 if y.ndim == 1 else slice(None)], \
             np.ones(seen)[0 if y.ndim == 1 else slice(None)]
@@ -195,6 +217,7 @@ def predict(est: Any, X: Any, return_std: bool = False, return_cov: bool = False
     if return_std and return_cov:
         raise RuntimeError("At most one of return_std or return_cov can be requested.")
     lazy = isinstance(X, da.Array)
+    X = _as_chunks_of(X, est.X_train_)
     if not lazy:
         X = da.from_array(X, chunks=(est.X_train_.chunks[0][0], -1), asarray=False)
     Xq = _prepared(X)
@@ -202,8 +225,7 @@ def predict(est: Any, X: Any, return_std: bool = False, return_cov: bool = False
         raise ValueError(f"X has {Xq.shape[1]} features, but GaussianProcessRegressor is "
                          f"expecting {est.n_features_in_} features as input.")
     xp = namespace(est.L_._meta)
-    scale, shift = (xp.asarray(np.atleast_1d(v)) for v in (est._y_train_std,
-                                                           est._y_train_mean))
+    scale, shift = _small(est._y_train_std, est.L_), _small(est._y_train_mean, est.L_)
     centre = _centre(est.X_train_)
     kq = _cross(Xq, est.X_train_, est.kernel_, centre)
     a = est.alpha_ if est.alpha_.ndim == 2 else est.alpha_[:, None]
