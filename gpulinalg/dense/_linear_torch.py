@@ -8,7 +8,7 @@ Imported only on first use of ``gpulinalg.dense.FusedLinear`` (it needs torch).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import nn
@@ -102,7 +102,8 @@ class FusedLinear(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight, bias = self.weight, self.bias
+        weight: torch.Tensor = self.weight
+        bias: torch.Tensor | None = self.bias
         kind = x.device.type
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
@@ -138,9 +139,9 @@ class FusedLinear(nn.Module):
         """
         layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None,
                     activation=activation, device="meta")
-        layer.weight = linear.weight
+        layer.weight = cast(nn.Parameter, linear.weight)
         if linear.bias is not None:
-            layer.bias = linear.bias
+            layer.bias = cast(nn.Parameter, linear.bias)
         return layer
 
     def to_linear(self) -> nn.Linear:
