@@ -62,19 +62,37 @@ class _Raw:
     ``_cholesky_cuda`` (one matrix per grid x index)."""
 
     def __init__(self, code, name, options=()):
-        if name not in ("gl_transpose_copy", "gl_potrf_codes"):
+        if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_potrf_codes":
             return self._codes(grid, args)
+        if self.name == "gl_tri_figures":
+            return self._figures(grid, block, args)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
         s = np.lib.stride_tricks.as_strided(src, (grid[2], p, q), (sb * item, sp * item, item))
         d = np.lib.stride_tricks.as_strided(dst, (grid[2], p, q), (db * item, item, dq * item))
         d[...] = np.where(np.triu(np.ones((p, q), bool), 1) & bool(zero), 0, s)
+
+    @staticmethod
+    def _figures(grid, block, args):
+        src, out, k, length, sb, sk, sl, diag = (int(x) if np.isscalar(x) else x for x in args)
+        CALLS["tri_figures"] += 1
+        assert block == (256,)
+        item = src.itemsize
+        x = np.abs(np.lib.stride_tricks.as_strided(src, (grid[0] // k, k, length),
+                                                   (sb * item, sk * item, sl * item)))
+        x = x.reshape(grid[0], length).astype(np.float64)
+        if not diag:
+            out[:grid[0]] = x.max(axis=-1)
+            return
+        zero = x == 0
+        first = np.where(zero.any(axis=-1), np.argmax(zero, axis=-1), -1)
+        out[:3 * grid[0]] = np.stack([x.max(axis=-1), x.min(axis=-1), first], axis=-1).ravel()
 
     @staticmethod
     def _codes(grid, args):

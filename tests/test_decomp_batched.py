@@ -266,3 +266,32 @@ def test_emulated_nonfinite_diagonal_is_marked_once(emu):
     info = dev(np.array([0, 0, 3], dtype=np.int32))
     _cholesky_cuda.mark_nonfinite(dev(w).transpose(0, 2, 1), info)
     assert list(plain(info)) == [0, _cholesky_cuda.NONFINITE + 4, 3]  # potrf's code stays
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((6, 6), (6,)), ((3, 6, 6), (6, 2)),
+                                              ((3, 6, 6), (2, 1, 6, 4)), ((2, 1, 6, 6), (3, 6, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("unit", [False, True])
+def test_emulated_fused_conditioning_figures_equal_generic(emu, rng, a_shape, b_shape, dtype,
+                                                           unit):
+    from gpulinalg.decomp import _triangular_xp
+    a = (rng.standard_normal(a_shape) + 3 * np.eye(6)).astype(dtype)
+    a[(0,) * (len(a_shape) - 2) + (2, 2)] = 0  # a zero on a diagonal
+    b = rng.standard_normal(b_shape).astype(dtype)
+    x = np.asarray(_factor_host.solve_triangular(np.tril(a) + np.eye(6), b, 0, True, False,
+                                                 False, np.dtype(dtype)))
+    want = _triangular_xp.figures(a, _triangular_xp.rhs_scale(b, np), x, unit, np)
+    CALLS.clear()
+    got = _triangular_cuda.figures(dev(a), dev(b), dev(x), unit)
+    assert CALLS["tri_figures"] == (2 if unit else 3)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and np.allclose(g, w)
+
+
+def test_emulated_zero_diagonal_names_the_slice(emu, rng):
+    from gpulinalg import SingularMatrixError
+    a = np.tril(rng.standard_normal((3, 8, 8))) + 4 * np.eye(8)
+    a[2, 5, 5] = 0
+    with pytest.raises(SingularMatrixError, match=r"batch entry \(2,\).*entry 5"):
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones((3, 8, 1))), 0, True, False,
+                                          False, np.dtype("f8"), check=True)

@@ -11,9 +11,10 @@ import numpy as np
 from ._checks import broadcast_batch, matrix_order, sub
 from ._batched_plan import route
 from ._cusolver_cuda import pointer_array, routines
-from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
+from ._triangular_xp import check_nonsingular, judge
 
-__all__ = ["solve_triangular", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
+__all__ = ["solve_triangular", "check_conditioning", "rhs_copy", "finish_rhs", "stack_matrices",
+           "trsm_batched"]
 
 
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False):
@@ -29,7 +30,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
         check_nonsingular(a, cupy)
     x = _solve(a, b, trans, lower, unit_diagonal, dtype)
     if check:
-        check_conditioning(a, rhs_scale(b, cupy), x, unit_diagonal, cupy)
+        check_conditioning(a, b, x, unit_diagonal)
     return x
 
 
@@ -136,3 +137,115 @@ def trsm_batched(a, x, trans, lower, unit_diagonal):
     getattr(cublas, routines(a.dtype).prefix + "trsm_batched")(
         get_handle("cublas"), *_cublas_args(a, trans, lower, unit_diagonal),
         n, k, one.ctypes.data, a_ptrs.data.ptr, max(n, 1), x_ptrs.data.ptr, max(n, 1), nb)
+
+
+# -- the conditioning rule of ._triangular_xp: its reductions fused into two raw kernels ----------
+
+_FIGURES_SOURCE = r"""
+__device__ __forceinline__ double mag(float x) { return fabs((double)x); }
+__device__ __forceinline__ double mag(double x) { return fabs(x); }
+__device__ __forceinline__ double mag(complex<float> x) { return (double)abs(x); }
+__device__ __forceinline__ double mag(complex<double> x) { return abs(x); }
+// NaN sticks, as in NumPy's max and min.
+__device__ __forceinline__ double nmax(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
+__device__ __forceinline__ double nmin(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
+
+// Block r reduces "row" r of a (R, L) strided view (strides in elements): L entries
+// src[r * sr + l * sl]. diag = 1: out[3r] = max|.|, out[3r+1] = min|.|, out[3r+2] = first
+// l with a zero entry (-1: none). diag = 0: out[r] = max|.|. Columns of (B, n, k) stacks
+// come in as R = B * k rows: r = b * k + j, sr is split by the caller through (sb, sk).
+extern "C" __global__ void gl_tri_figures(const T* __restrict__ src, double* __restrict__ out,
+                                          const long long k, const long long L,
+                                          const long long sb, const long long sk,
+                                          const long long sl, const int diag) {
+    __shared__ double smax[256], smin[256];
+    __shared__ long long sz[256];
+    const long long r = blockIdx.x, b = r / k, j = r % k;
+    const T* p = src + b * sb + j * sk;
+    double mx = 0.0, mn = INFINITY;
+    long long z = 0x7fffffffffffffffLL;
+    for (long long l = threadIdx.x; l < L; l += blockDim.x) {
+        const double v = mag(p[l * sl]);
+        mx = nmax(mx, v);
+        mn = nmin(mn, v);
+        if (v == 0.0 && l < z) z = l;
+    }
+    smax[threadIdx.x] = mx; smin[threadIdx.x] = mn; sz[threadIdx.x] = z;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) {
+            smax[threadIdx.x] = nmax(smax[threadIdx.x], smax[threadIdx.x + h]);
+            smin[threadIdx.x] = nmin(smin[threadIdx.x], smin[threadIdx.x + h]);
+            if (sz[threadIdx.x + h] < sz[threadIdx.x]) sz[threadIdx.x] = sz[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
+    if (diag) {
+        out[3 * r] = smax[0];
+        out[3 * r + 1] = smin[0];
+        out[3 * r + 2] = sz[0] == 0x7fffffffffffffffLL ? -1.0 : (double)sz[0];
+    } else {
+        out[r] = smax[0];
+    }
+}
+"""
+
+_FIGURE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+                 np.dtype(np.complex64): "complex<float>",
+                 np.dtype(np.complex128): "complex<double>"}
+
+
+def _reduce(src3, out, diag):
+    """Launch the figures kernel on the ``(B, L, k)`` strided stack ``src3`` (reduce over L
+    per (b, j)) into the float64 ``out``."""
+    from .._runtime.kernels import raw_kernel
+    nb, length, k = src3.shape
+    if nb * k == 0:
+        return
+    item = src3.itemsize
+    kern = raw_kernel("gl_tri_figures", _FIGURES_SOURCE, {"T": _FIGURE_TYPES[src3.dtype]},
+                      options=("--std=c++17",))
+    sb, sl, sk = (st // item for st in src3.strides)
+    kern((nb * k,), (256,), (src3, out, np.int64(k), np.int64(length), np.int64(sb),
+                             np.int64(sk), np.int64(sl), np.int32(diag)))
+
+
+def _stack3(x, n):
+    """``x`` (..., n, k) as a ``(B, n, k)`` strided view (a copy only when its batch axes do
+    not merge)."""
+    return x.reshape((-1, n, x.shape[-1]))
+
+
+def figures(a, b, x, unit_diagonal):
+    """The figures of :func:`._triangular_xp.figures` for CuPy ``a``, ``b`` and ``x``: two or
+    three launches of one reduction kernel into one buffer, one read-back (the generic
+    version takes some thirty launches: most of a small solve's time)."""
+    import cupy
+    n = a.shape[-1]
+    b2 = b[:, None] if b.ndim == 1 else b
+    x2 = x[..., None] if x.ndim == a.ndim - 1 else x
+    k = b2.shape[-1]
+    a_batch, b_batch, x_batch = tuple(a.shape[:-2]), tuple(b2.shape[:-2]), tuple(x2.shape[:-2])
+    na = int(np.prod(a_batch, dtype=np.int64))
+    nbb = int(np.prod(b_batch, dtype=np.int64))
+    nx = int(np.prod(x_batch, dtype=np.int64))
+    out = cupy.empty(3 * na + nbb * k + nx * k, dtype=np.float64)
+    if not unit_diagonal:
+        diag = cupy.diagonal(a, axis1=-2, axis2=-1).reshape(na, n)[:, :, None]
+        _reduce(diag, out[:3 * na], True)
+    _reduce(_stack3(b2, n), out[3 * na:3 * na + nbb * k], False)
+    _reduce(_stack3(x2, n), out[3 * na + nbb * k:], False)
+    host = out.get()
+    dstats = host[:3 * na].reshape(a_batch + (3,))
+    if unit_diagonal:
+        dstats = np.broadcast_to(np.array([1.0, 1.0, -1.0]), a_batch + (3,))
+    scale = host[3 * na:3 * na + nbb * k].reshape(b_batch + (k,))
+    xn = host[3 * na + nbb * k:].reshape(x_batch + (k,))
+    return dstats, xn, scale
+
+
+def check_conditioning(a, b, x, unit_diagonal, squared=False):
+    """The conditioning rule of :mod:`._triangular_xp` after ``x = op(a)^-1 b`` on the GPU
+    (``b`` is never written by the GPU solves): :func:`figures`, then its ``judge``."""
+    judge(a, *figures(a, b, x, unit_diagonal), x.dtype, squared)

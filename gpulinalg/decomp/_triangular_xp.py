@@ -25,11 +25,12 @@ can miss ill-conditioning that neither the diagonal nor this right-hand side rev
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.arrays import to_host
 from .._runtime.errors import IllConditionedWarning, SingularMatrixError
 from .._runtime.errors import warn as _warn
 from ._checks import batch_index
 
-__all__ = ["check_nonsingular", "rhs_scale", "check_conditioning"]
+__all__ = ["check_nonsingular", "rhs_scale", "check_conditioning", "figures", "judge"]
 
 
 def _singular(flat, a):
@@ -58,32 +59,48 @@ def rhs_scale(b, xp):
 
 def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False):
     """Apply the module's rule to the triangular ``a`` (..., n, n) after solving
-    ``op(a) x = b`` (``scale``: :func:`rhs_scale` of ``b``); one read-back of three numbers.
+    ``op(a) x = b`` (``scale``: :func:`rhs_scale` of ``b``): the reductions of
+    :func:`figures` on ``a``'s device, one read-back, then :func:`judge`.
 
     ``squared``: ``a`` is a Cholesky factor and the system matrix ``a^H a`` (``cho_solve``).
     The bound is noted as ``rcond_bound`` in :func:`gpulinalg.last_run`.
     """
+    judge(a, *figures(a, scale, x, unit_diagonal, xp), x.dtype, squared)
+
+
+def figures(a, scale, x, unit_diagonal, xp):
+    """The O(n + n k) reductions of the rule, on the host: ``(dstats, xn, scale)`` with
+    ``dstats`` (..., 3) float64 per matrix of ``a``: ``max|a_ii|``, ``min|a_ii|`` and the
+    first ``i`` with ``a_ii == 0`` (``-1``: none); ``xn`` (..., k) ``max_i |x_ij|``."""
     d = xp.abs(xp.diagonal(a, axis1=-2, axis2=-1)).astype(np.float64)  # (abatch, n)
     if unit_diagonal:
         d = xp.ones_like(d)
-    zero = (d == 0).reshape(-1)
-    dmax, dmin = d.max(axis=-1), d.min(axis=-1)
+    zero = d == 0
+    first = xp.where(zero.any(axis=-1), xp.argmax(zero.astype(np.int8), axis=-1), -1)
+    dstats = xp.stack([d.max(axis=-1), d.min(axis=-1), first.astype(np.float64)], axis=-1)
     x2 = x[..., None] if x.ndim == a.ndim - 1 else x
     xn = xp.abs(x2).max(axis=-2).astype(np.float64)  # (batch, k)
-    growth = xp.where(scale > 0, xn / xp.where(scale > 0, scale, 1.0), 0.0).max(axis=-1)
-    diag_bound = dmax / xp.where(dmin > 0, dmin, 1.0)
-    rhs_bound = dmax * growth  # broadcasts a's batch against the solution's
-    if squared:
-        diag_bound, rhs_bound = diag_bound * diag_bound, dmax * rhs_bound
-    cond = xp.maximum(diag_bound.max(), rhs_bound.max())
-    first = xp.argmax(zero.astype(np.int8))
-    any_zero, first_zero, cond = xp.stack(
-        [zero.any().astype(np.float64), first.astype(np.float64), cond]).tolist()
-    if any_zero:
-        raise _singular(int(first_zero), a)
-    rcond = 1.0 / cond if cond > 0 else float("inf")
+    return to_host(dstats), to_host(xn), to_host(scale)
+
+
+def judge(a, dstats, xn, scale, dtype, squared=False):
+    """The rule on the host figures of :func:`figures` (NumPy arrays): raise on a zero
+    diagonal entry, note ``rcond_bound``, warn below the epsilon of ``dtype``."""
+    dmax, dmin, first = dstats[..., 0], dstats[..., 1], dstats[..., 2]
+    zero = (first >= 0).reshape(-1)
+    if zero.any():
+        entry = int(np.argmax(zero))
+        raise _singular(entry * a.shape[-1] + int(first.reshape(-1)[entry]), a)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        growth = np.where(scale > 0, xn / np.where(scale > 0, scale, 1.0), 0.0).max(axis=-1)
+        diag_bound = dmax / np.where(dmin > 0, dmin, 1.0)
+        rhs_bound = dmax * growth  # broadcasts a's batch against the solution's
+        if squared:
+            diag_bound, rhs_bound = diag_bound * diag_bound, dmax * rhs_bound
+        cond = float(np.maximum(np.max(diag_bound), np.max(rhs_bound)))
+        rcond = 1.0 / cond if cond > 0 else float("inf")
     _dispatch.note(rcond_bound=rcond)
-    eps = float(np.finfo(x.dtype).eps)
+    eps = float(np.finfo(dtype).eps)
     if rcond < eps:
         what = "Cholesky factor's matrix" if squared else "triangular matrix"
         _warn(f"gpulinalg: ill-conditioned {what}: reciprocal condition number <= "
