@@ -5,6 +5,11 @@
 matrix, Cholesky, the strips of ``L^-1``, the strip-wise gradient), the whole evaluation, and,
 for comparison, ``K^-1`` through cuSOLVER's ``potri`` and ``L^-1`` through ``Xtrtri`` or one
 triangular solve against the identity. Prints one JSON line per figure.
+
+:func:`fixed_phases` splits a fixed-kernel ``fit`` + ``predict(return_std=True)`` the same way
+(kernel matrix, Cholesky in place, ``alpha`` and ``log|K|``, cross-kernel and mean,
+triangular solve against the cross-kernel, variances), on the GPU or, without one, on the CPU
+(``benchmarks.gp_large`` calls it).
 """
 
 import json
@@ -108,6 +113,67 @@ def run(sizes=(8000, 16000)):
             xd, yd, noise, None, None, plan=plan, eval_gradient=True), **reps))
         del K, c, a
         cupy.get_default_memory_pool().free_all_blocks()
+
+
+def fixed_phases(x, y, xq, kernel, noise=1e-10):
+    """Seconds of each phase of a fixed-kernel fit + predict(std) through the engine functions
+    the estimator runs (each phase synchronized), and the whole of it, on the GPU when there is
+    one (else the CPU engine on NumPy)."""
+    import time
+
+    import gpulinalg
+    from gpulinalg.gp import _fit_xp, _solve_xp
+    from gpulinalg.gp._kernels_xp import compile_kernel
+    if gpulinalg.gpu_available():
+        import cupy
+
+        from gpulinalg.gp import _engine_cuda as la
+        xp, sync = cupy, cupy.cuda.Device().synchronize
+    else:
+        from gpulinalg.gp import _engine_host as la
+        xp, sync = np, (lambda: None)
+    plan = compile_kernel(kernel, x.shape[1])
+    xd, yd, qd = (xp.asarray(v, dtype=np.float64) for v in (x, y, xq))
+    out, start = {}, time.perf_counter()
+
+    def mark(name):
+        nonlocal start
+        sync()
+        now = time.perf_counter()
+        out[name] = now - start
+        start = now
+    sync()
+    start = time.perf_counter()
+    K = _fit_xp._kernel_matrix(xd, None, noise, plan)
+    mark("kernel matrix (tiles, NaN check, noise)")
+    L = la.cholesky(_solve_xp.symmetric_view(K), True, True, True, K.dtype)
+    mark("cholesky in place")
+    a = la.cho_solve(L, True, yd, False, L.dtype)
+    float(la.logdet(L, L.dtype))
+    mark("alpha (cho_solve) + logdet")
+    center = xd.mean(axis=0)
+    rows = _fit_xp._query_rows(qd.shape[0], xd.shape[0], plan)
+    names = ("cross-kernel K(X*, X)", "mean (GEMV)", "triangular solve L^-1 K(X, X*)",
+             "variance")
+    phases = dict.fromkeys(names, 0.0)
+
+    def add(name):
+        mark(name)
+        phases[name] += out.pop(name)
+    for i0, i1 in rows:
+        kt = plan.matrix(qd[i0:i1], xd, shift=center)
+        add(names[0])
+        mean = kt @ a
+        add(names[1])
+        v = la.solve_triangular(L, kt.T, 0, True, False, False, L.dtype)
+        add(names[2])
+        var = plan.diag(qd[i0:i1]) - (v * v).sum(axis=0)
+        del kt, v, mean, var
+        add(names[3])
+    out.update(phases)
+    out["query blocks"] = len(rows)
+    out["total"] = sum(v for k, v in out.items() if k != "query blocks")
+    return out
 
 
 if __name__ == "__main__":
