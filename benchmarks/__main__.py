@@ -1,4 +1,4 @@
-"""Runner: ``python -m benchmarks {dense,decomp,sparse,gp,all} [--json PATH] [--quick]``.
+"""Runner: ``python -m benchmarks {dense,decomp,sparse,gp,dask,all} [--json PATH] [--quick]``.
 
 Each suite is a module ``benchmarks/<suite>.py`` with ``run(quick: bool) -> list[dict]``.
 """
@@ -11,6 +11,7 @@ import platform
 import sys
 
 SUITES = ("dense", "decomp", "sparse", "gp")
+EXTRA = ("dask",)  # starts a Dask cluster: by name only, not in "all" (options: benchmarks.dask)
 
 
 def environment():
@@ -24,7 +25,7 @@ def environment():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("suite", choices=(*SUITES, "all"))
+    parser.add_argument("suite", choices=(*SUITES, *EXTRA, "all"))
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     args = parser.parse_args(argv)
