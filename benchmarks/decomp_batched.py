@@ -261,7 +261,8 @@ def _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers):
             if label.startswith("ours"):
                 rec = gpulinalg.last_run()
                 extra.update({k: v for k, v in rec.details.items()
-                              if k in ("driver", "qr_first", "rejected", "h_err_sigma")})
+                              if k in ("driver", "qr_first", "rejected", "h_err_sigma",
+                                       "promoted", "verify_figures")})
             rows.append(row(SUITE, case, label, timing, op="svd", m=m, n=n, dtype=dtype,
                             **extra))
             del out

@@ -18,8 +18,10 @@ import scipy.linalg
 from scipy.linalg import lapack
 
 
-#: Relative noise the emulated gesvdp adds to U (tests of the a-posteriori check).
+#: Relative noise the emulated gesvdp adds to U (tests of the a-posteriori check), and the
+#: dtypes it adds it to (``None``: all).
 GESVDP_NOISE = [0.0]
+GESVDP_NOISY = [None]
 
 #: How often each emulated routine ran (tests assert that a code path was taken).
 CALLS = collections.Counter()
@@ -246,7 +248,8 @@ class FakeCusolverDn(types.ModuleType):
                 dbuf, dsz, hbuf, hsz, info):
         CALLS["gesvdp"] += 1
         FakeCusolverDn._svd_v(dt, jobz, econ, m, n, a, lda, dts, s, u, ldu, v, ldv)
-        if GESVDP_NOISE[0] and int(jobz) == 1:
+        noisy = GESVDP_NOISY[0] is None or _dtype_of(dt) in GESVDP_NOISY[0]
+        if GESVDP_NOISE[0] and int(jobz) == 1 and noisy:
             U = view(u, m, min(m, n) if econ else m, ldu, _dtype_of(dt))
             U += GESVDP_NOISE[0] * np.random.default_rng(0).standard_normal(U.shape)
         _set_info(info, 0)

@@ -12,7 +12,7 @@ from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _qr_cuda,
                               _svd_cuda, _transpose_cuda, _triangular_cuda)
 
-from _cusolver_emulator import CALLS, GESVDP_NOISE, FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, emulated_gpu
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -289,16 +289,23 @@ def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
 def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
     a = random(rng, shape, dtype)
     ref = _factor_host.svd(a, False, True, "gesvd", np.dtype(dtype))
-    for noise, gesvd_runs in ((0.0, 0), (1e-3, 1)):
+    single = np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.complex64))
+    # (noise, noisy dtypes, gesvdp runs, gesvd runs) per matrix: a rejected single-precision
+    # gesvdp is recomputed by gesvdp in double precision first, then by gesvd
+    cases = [(0.0, None, 1, 0), (1e-2, None, 2 if single else 1, 1)]
+    if single:
+        cases.append((1e-2, (np.dtype(dtype),), 2, 0))
+    for noise, noisy, gesvdp_runs, gesvd_runs in cases:
         CALLS.clear()
-        GESVDP_NOISE[0] = noise
+        GESVDP_NOISE[0], GESVDP_NOISY[0] = noise, noisy
         try:
             u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto",
                                                         np.dtype(dtype)))
         finally:
-            GESVDP_NOISE[0] = 0.0
+            GESVDP_NOISE[0], GESVDP_NOISY[0] = 0.0, None
         batch = int(np.prod(shape[:-2]))
-        assert CALLS["gesvdp"] == batch and CALLS["gesvd"] == gesvd_runs * batch
+        assert CALLS["gesvdp"] == gesvdp_runs * batch
+        assert CALLS["gesvd"] == gesvd_runs * batch
         k = min(shape[-2:])
         assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh, dtype) <= 50
         assert orthogonality_ratio(u, dtype) <= 50
