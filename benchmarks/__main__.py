@@ -10,7 +10,7 @@ import json
 import platform
 import sys
 
-SUITES = ("dense", "decomp", "sparse", "gp")
+SUITES = ("dense", "decomp", "sparse", "gp", "dense_torch")
 EXTRA = ("dask",)  # starts a Dask cluster: by name only, not in "all" (options: benchmarks.dask)
 
 

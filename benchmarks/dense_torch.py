@@ -1,0 +1,284 @@
+"""dense for torch users: torch tensors in, peers in the same process on the same inputs.
+
+* ``per_call``: µs per call of bias+ReLU at 128³/512³/2048³ fp16 (ours with torch tensors,
+  ``torch._addmm_activation``, ours with CuPy views of the same memory): a loop of calls and one
+  synchronize (host-bound: what a training loop sees); cold first call (plan cache and call memo
+  cleared) and warm median.
+* ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
+* ``layer``: ``FusedLinear`` against ``nn.Linear`` + activation, forward + backward, batch
+  256/8192 × width 1024/4096 (square), fp16/bf16, eager; and under ``torch.compile`` (fp16,
+  batch 8192). Also the kernels of one step from the torch profiler.
+
+``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.dense_torch``);
+``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
+"""
+
+import statistics
+import time
+
+from .timing import absent, row
+
+SUITE = "dense_torch"
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _cuda():
+    torch = _torch()
+    return torch.cuda.is_available()
+
+
+def _sync():
+    if _cuda():
+        _torch().cuda.synchronize()
+
+
+def _summary(times):
+    return {"median_s": statistics.median(times), "min_s": min(times), "runs": len(times)}
+
+
+def _events(fn, warmup=3, repeat=10, inner=1):
+    """Seconds per ``fn()`` (median of ``repeat`` timings of ``inner`` calls each)."""
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    _sync()
+    times = []
+    for _ in range(repeat):
+        if _cuda():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3 / inner)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            times.append((time.perf_counter() - t0) / inner)
+    return _summary(times)
+
+
+def _cold(fn):
+    """Seconds of one first call (after the caches are cleared), synchronized."""
+    from gpulinalg.dense import _calls, clear_plan_cache
+    clear_plan_cache()
+    _calls.clear()
+    _sync()
+    t0 = time.perf_counter()
+    fn()
+    _sync()
+    return time.perf_counter() - t0
+
+
+def _wall_per_call(fn, calls):
+    """Host-bound µs per call: ``calls`` calls, one synchronize, median of 5."""
+    fn()
+    _sync()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync()
+        times.append((time.perf_counter() - t0) / calls)
+    return _summary(times)
+
+
+def _device():
+    return "cuda" if _cuda() else "cpu"
+
+
+def per_call_rows(sizes, calls):
+    torch = _torch()
+    from gpulinalg.dense import matmul
+    rows = []
+    dev = _device()
+    dtype = torch.float16 if dev == "cuda" else torch.float32
+    for n in sizes:
+        g = torch.Generator(device=dev).manual_seed(n)
+        a = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
+        b = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
+        bias = torch.randn(n, device=dev, dtype=dtype, generator=g)
+        impls = {"gpulinalg torch in": lambda: matmul(a, b, bias=bias, activation="relu"),
+                 "torch _addmm_activation": lambda: torch._addmm_activation(bias, a, b)}
+        if dev == "cuda":
+            try:
+                import cupy
+                ca, cb, cbias = (cupy.from_dlpack(t) for t in (a, b, bias))
+                impls["gpulinalg cupy in"] = lambda: matmul(ca, cb, bias=cbias, activation="relu")
+            except ImportError:
+                rows.append(absent(SUITE, f"per_call {n}^3", "gpulinalg cupy in", "no cupy"))
+        for name, fn in impls.items():
+            cold = _cold(fn) if name.startswith("gpulinalg") else None
+            t = _wall_per_call(fn, calls)
+            rows.append(row(SUITE, f"per_call {n}^3 {str(dtype)[6:]} bias+relu", name, t,
+                            us_per_call=t["median_s"] * 1e6, cold_first_call_s=cold))
+    return rows
+
+
+def tflops_rows(sizes, dtypes, repeat):
+    torch = _torch()
+    from gpulinalg.dense import matmul
+    rows = []
+    dev = _device()
+    for n in sizes:
+        for dname in dtypes:
+            dtype = getattr(torch, dname)
+            g = torch.Generator(device=dev).manual_seed(n)
+            a = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
+            b = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
+            bias = torch.randn(n, device=dev, dtype=dtype, generator=g)
+            flops = 2.0 * n ** 3
+            for act in ("relu", "gelu"):
+                impls = {"gpulinalg torch in": lambda act=act: matmul(a, b, bias=bias,
+                                                                      activation=act),
+                         "torch _addmm_activation": lambda act=act: torch._addmm_activation(
+                             bias, a, b, use_gelu=act == "gelu")}
+                for name, fn in impls.items():
+                    cold = _cold(fn) if name.startswith("gpulinalg") else None
+                    t = _events(fn, warmup=3, repeat=repeat)
+                    rows.append(row(SUITE, f"tflops {n}^3 {dname} bias+{act}", name, t,
+                                    tflops=flops / t["median_s"] / 1e12,
+                                    cold_first_call_s=cold))
+    return rows
+
+
+def _models(batch, width, dtype, act):
+    torch = _torch()
+    from gpulinalg.dense import FusedLinear
+    dev = _device()
+    torch.manual_seed(0)
+    ours = FusedLinear(width, width, activation=act, device=dev, dtype=dtype)
+    linear = torch.nn.Linear(width, width, device=dev, dtype=dtype)
+    linear.load_state_dict(ours.state_dict())
+    ref = torch.nn.Sequential(linear, torch.nn.ReLU() if act == "relu"
+                              else torch.nn.GELU(approximate="tanh"))
+    x = torch.randn(batch, width, device=dev, dtype=dtype, requires_grad=True)
+    grad = torch.randn(batch, width, device=dev, dtype=dtype)
+    return {"gpulinalg FusedLinear": ours, "torch nn.Linear+act": ref}, x, grad
+
+
+def _step(model, x, grad):
+    def run():
+        for p in model.parameters():
+            p.grad = None
+        x.grad = None
+        model(x).backward(grad)
+    return run
+
+
+def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False):
+    torch = _torch()
+    rows = []
+    for dname in dtypes:
+        for width in widths:
+            for batch in batches:
+                for act in acts:
+                    models, x, grad = _models(batch, width, getattr(torch, dname), act)
+                    case = (f"layer fwd+bwd batch {batch} {width}->{width} {dname} {act}"
+                            + (" compiled" if compiled else " eager"))
+                    res = {}
+                    for name, model in models.items():
+                        m = torch.compile(model, fullgraph=True) if compiled else model
+                        fn = _step(m, x, grad)
+                        t0 = time.perf_counter()
+                        fn()
+                        _sync()
+                        cold = time.perf_counter() - t0
+                        t = _events(fn, warmup=3, repeat=repeat, inner=5)
+                        res[name] = t["median_s"]
+                        rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
+                                        cold_first_call_s=cold))
+                    rows.append(row(SUITE, case, "ratio ours/torch", {},
+                                    ratio=res["gpulinalg FusedLinear"]
+                                    / res["torch nn.Linear+act"]))
+    return rows
+
+
+def kernel_rows(batch, width, dtype_name):
+    """The kernels (name, count) of one FusedLinear and one nn.Linear+act step, from the
+    torch profiler."""
+    torch = _torch()
+    from torch.profiler import ProfilerActivity, profile
+    rows = []
+    if not _cuda():
+        return [absent(SUITE, "kernels per step", "profiler", "no CUDA")]
+    for act in ("relu", "gelu"):
+        models, x, grad = _models(batch, width, getattr(torch, dtype_name), act)
+        for name, model in models.items():
+            fn = _step(model, x, grad)
+            for _ in range(3):
+                fn()
+            _sync()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                _sync()
+            kernels = [(e.key, e.count) for e in prof.key_averages()
+                       if e.device_type is not None and "cuda" in str(e.device_type).lower()
+                       and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+            rows.append(row(SUITE, f"kernels per step {batch} {width} {dtype_name} {act}",
+                            name, {}, kernels=kernels,
+                            kernel_launches=sum(c for _, c in kernels)))
+    return rows
+
+
+def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compiled")):
+    rows = []
+    if quick:
+        per = dict(sizes=(32,), calls=20)
+        tfl = dict(sizes=(64,), dtypes=("float32",), repeat=3)
+        lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), repeat=3)
+        comp = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), repeat=3)
+    else:
+        per = dict(sizes=(128, 512, 2048), calls=1000)
+        tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
+        lay = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
+                   acts=("relu", "gelu"), repeat=10)
+        comp = dict(batches=(8192,), widths=(1024, 4096), dtypes=("float16",), acts=("relu",),
+                    repeat=10)
+    if "per_call" in sections:
+        rows += per_call_rows(**per)
+    if "tflops" in sections:
+        rows += tflops_rows(**tfl)
+    if "layer" in sections:
+        rows += layer_rows(**lay)
+    if "kernels" in sections:
+        rows += kernel_rows(8192 if not quick else 16, 1024 if not quick else 32,
+                            "float16" if not quick else "float32")
+    if "compiled" in sections:
+        rows += layer_rows(**comp, compiled=True)
+    return rows
+
+
+def main(argv=None):
+    import argparse
+    import json
+    import sys
+
+    from . import timing
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch")
+    parser.add_argument("--json", help="write the rows here (rewritten after each section)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default="per_call,tflops,layer,kernels,compiled")
+    args = parser.parse_args(argv)
+    rows = []
+
+    def emit(r):
+        rows.append(r)
+        print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"rows": rows}, f, indent=1, default=str)
+    timing.emit = emit
+    run(quick=args.quick, sections=tuple(args.sections.split(",")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
