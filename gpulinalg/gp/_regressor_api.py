@@ -265,14 +265,13 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self._noise(y.shape[0])
         copy = np.copy if self.copy_X_train else (lambda a: a)
         self.X_train_, self.y_train_ = copy(X), copy(y)
-        self._fitted = None
+        self._fitted: _Training | None = None
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             self._optimize()
         res = self._factor()
         if self.optimizer is None or self.kernel_.n_dims == 0:
             self.log_marginal_likelihood_value_ = np.float64(res.log_marginal_likelihood)
         self.alpha_, self.jitter_ = res.alpha, res.jitter
-        self._fitted.alpha = res.alpha
         return self
 
     @property
@@ -351,6 +350,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
+        train.alpha = res.alpha
         self._fitted = train
         return res
 
