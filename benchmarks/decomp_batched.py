@@ -325,6 +325,12 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
                     _qr_tall(cp, torch, m, n, dtype, rng, budget, rows)
                 else:
                     _case(cp, torch, op, m, n, dtype, rng, budget, rows)
+    if "routes" in sections:
+        for op, batch, n in (ROUTES[:2] if quick else ROUTES):
+            for dtype in DTYPES:
+                if budget.left() > 0:
+                    _route_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, budget,
+                                rows)
     if "svd" in sections:
         for m, n in (QUICK_SVD if quick else SVD_SHAPES):
             for dtype in DTYPES:
@@ -333,12 +339,6 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
                 if big and dtype == "float64":
                     continue
                 _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers)
-    if "routes" in sections:
-        for op, batch, n in (ROUTES[:2] if quick else ROUTES):
-            for dtype in DTYPES:
-                if budget.left() > 0:
-                    _route_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, budget,
-                                rows)
     return rows
 
 
@@ -366,28 +366,41 @@ def _qr_tall(cp, torch, m, n, dtype, rng, budget, rows):
 
 
 def summary(rows):
-    """One line per case: our warm median against the best peer's (``ratio`` > 1: slower)."""
+    """One short line per case: warm medians in ms of ours (``/`` without check_finite), torch
+    and CuPy, ours over the best peer, and the backward errors of ours and that peer."""
     by_case = {}
     for r in rows:
         if "median_s" in r:
             by_case.setdefault(r["case"], {})[r["impl"]] = r
     lines = []
     for case, impls in by_case.items():
-        peers = [v["median_s"] for k, v in impls.items() if k in ("cupy", "torch")]
-        ours = [v["median_s"] for k, v in impls.items() if k.startswith("ours")]
         if case.startswith("route"):
-            lines.append(case + ": " + ", ".join(f"{k} {v['median_s'] * 1e3:.3g} ms"
-                                                 for k, v in impls.items()))
+            lines.append(case + ": " + ", ".join(f"{k[6:]} {v['median_s'] * 1e3:.3g}"
+                                                 for k, v in impls.items())
+                         + f" ms; table: {next(iter(impls.values())).get('table_route')}")
             continue
-        if not peers or not ours:
+        ours = {k: v for k, v in impls.items() if k.startswith("ours")}
+        peers = {k: v for k, v in impls.items() if k in ("cupy", "torch")}
+        if not ours:
             continue
-        best = min(peers)
-        ours_default = impls.get("ours", impls.get("ours driver=auto", {})).get("median_s")
-        errs = ", ".join(f"{k} {v.get('backward_err', float('nan')):.1e}"
-                         for k, v in impls.items())
-        lines.append(f"{case}: ours {ours_default * 1e3 if ours_default else float('nan'):.3g} "
-                     f"ms (best ours {min(ours) * 1e3:.3g}) vs peer {best * 1e3:.3g} ms -> "
-                     f"x{(ours_default or min(ours)) / best:.2f}; err {errs}")
+        main = ours.get("ours") or ours.get("ours driver=auto") or next(iter(ours.values()))
+        text = f"{case}: ours {main['median_s'] * 1e3:.4g}"
+        if "ours (no check)" in ours:
+            text += f"/{ours['ours (no check)']['median_s'] * 1e3:.4g}"
+        others = {k[12:]: v for k, v in ours.items() if k.startswith("ours driver=")
+                  and k != "ours driver=auto"}
+        if others:
+            text += " [" + " ".join(f"{k} {v['median_s'] * 1e3:.4g}" for k, v in others.items()) \
+                + "]"
+        text += "".join(f" {k} {v['median_s'] * 1e3:.4g}" for k, v in peers.items()) + " ms"
+        if peers:
+            best = min(peers.values(), key=lambda v: v["median_s"])
+            text += (f" x{main['median_s'] / best['median_s']:.2f} err "
+                     f"{main.get('backward_err', float('nan')):.0e}/"
+                     f"{best.get('backward_err', float('nan')):.0e}")
+        if main.get("driver"):
+            text += f" {main['driver']}"
+        lines.append(text)
     return lines
 
 
