@@ -61,12 +61,13 @@ def _torch_key(arrays, options):
     return (*[None if x is None else _torch_layout(x) for x in arrays], *options)
 
 
-def backward_key(grad_out, a, b, bias, compute_type, autotune):
+def backward_key(grad_out, a, b, activation, bias, compute_type, autotune):
     """The memo key of a ``matmul_backward`` call without aux or upstream pair (torch tensors
     only: the ``FusedLinear`` backward), or ``None``."""
     if not _is_tensor(a) or type(grad_out) is tuple or type(grad_out) is list:
         return None
-    return _torch_key((grad_out, a, b), ("backward", bias, compute_type, autotune))
+    return _torch_key((grad_out, a, b), ("backward", activation, bias, compute_type,
+                                            autotune))
 
 
 def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):

@@ -423,8 +423,8 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     True
     """
     tune = _tune(autotune)
-    key = None if aux is not None else _calls.backward_key(grad_out, a, b, bias, compute_type,
-                                                           tune)
+    key = None if aux is not None else _calls.backward_key(grad_out, a, b, activation, bias,
+                                                           compute_type, tune)
     if key is not None:
         known = _calls.lookup(key)
         if known is not None:
