@@ -109,11 +109,38 @@ class _Raw:
                 info[b] = nonfinite + int(bad[0])
 
 
+class _Stream:
+    """A CUDA stream: work runs at once, so ordering holds trivially; entries are counted."""
+
+    made = 0
+
+    def __init__(self, non_blocking=False):
+        _Stream.made += 1
+        self.ptr = 1000 + _Stream.made
+
+    def record(self, event=None):
+        return object()
+
+    def wait_event(self, event):
+        assert event is not None
+
+    def __enter__(self):
+        CALLS["lane_stream"] += 1
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_MAIN = _Stream()
+
+
 def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
-    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(id=i))
+    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(id=i),
+                                     Stream=_Stream, get_current_stream=lambda: _MAIN)
 
     def wrap(name):
         fn = getattr(np, name)
@@ -180,6 +207,8 @@ class FakeCusolverDn(types.ModuleType):
             setattr(self, p + "gesvdj_batched", self._gesvdj_batched(dt))
             setattr(self, p + "gesvdj_batched_buffer_size", lambda *a: 1)
 
+    create = staticmethod(lambda: 7)
+    set_stream = staticmethod(lambda handle, stream: None)
     create_params = staticmethod(lambda: 1)
     destroy_params = staticmethod(lambda p: None)
     create_gesvdj_info = staticmethod(lambda: 1)

@@ -295,3 +295,26 @@ def test_emulated_zero_diagonal_names_the_slice(emu, rng):
     with pytest.raises(SingularMatrixError, match=r"batch entry \(2,\).*entry 5"):
         _triangular_cuda.solve_triangular(dev(a), dev(np.ones((3, 8, 1))), 0, True, False,
                                           False, np.dtype("f8"), check=True)
+
+
+def test_lanes_table():
+    assert _batched_plan.lanes("orgqr", 256, 64) == 4
+    assert _batched_plan.lanes("orgqr", 256, 1) == 1
+    assert _batched_plan.lanes("geqrf", 4096, 8) == 1
+    assert _batched_plan.lanes("potrf", 64, 64) == 1  # no row: the caller's stream
+
+
+@pytest.mark.parametrize("shape", [(6, 40, 30), (3, 30, 40)])
+def test_emulated_stream_parallel_loops_equal_slices(emu, force, monkeypatch, rng, shape):
+    monkeypatch.setitem(_batched_plan.LANES, "geqrf", ((math.inf, 4),))
+    force("geqrf", "looped")
+    force("gesvd", "jacobi")
+    a = rng.standard_normal(shape)
+    CALLS.clear()
+    out = _qr_cuda.qr(dev(a), "economic", False, None, False, np.dtype("f8"))
+    u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8")))
+    assert CALLS["lane_stream"] == 3 * shape[0]  # geqrf, orgqr and gesvdj loops, every item
+    for i in range(shape[0]):
+        ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
+        assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
+        assert np.allclose((u[i] * s[i]) @ vh[i], a[i])

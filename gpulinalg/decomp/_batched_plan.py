@@ -36,7 +36,7 @@ Examples
 
 import math
 
-__all__ = ["TABLE", "route"]
+__all__ = ["TABLE", "LANES", "route", "lanes"]
 
 #: ``op -> ((max_order, min_batch, route), ...)``: the first row with ``n <= max_order`` and
 #: ``batch >= min_batch`` gives the route; a single matrix (``batch == 1``) is always
@@ -54,6 +54,29 @@ TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     "gesvd": ((32, 2, "batched"), (512, 2, "jacobi"), (math.inf, 1, "looped")),
 }
+
+
+#: Per-matrix loops with no batched routine behind them run on this many streams at once
+#: (``op -> ((max_order, streams), ...)``; :mod:`._batched_cuda`): medium matrices leave the
+#: GPU idle between the small kernels of one call, large ones fill it by themselves.
+LANES: dict[str, tuple[tuple[float, int], ...]] = {
+    "gesvdj": ((1024, 4),),   # the "jacobi" route of gesvd
+    "geqrf": ((1024, 4),),    # the "looped" route of geqrf
+    "orgqr": ((1024, 4),),    # Q of every stack
+}
+
+
+def lanes(op: str, n: int, batch: int) -> int:
+    """How many streams the per-matrix loop of ``op`` over ``batch`` matrices of order ``n``
+    runs on (1: the caller's stream alone).
+
+    >>> lanes("orgqr", 256, 64), lanes("orgqr", 4096, 4), lanes("gesvdj", 128, 2)
+    (4, 1, 2)
+    """
+    for max_order, count in LANES.get(op, ()):
+        if n <= max_order:
+            return max(1, min(int(count), int(batch)))
+    return 1
 
 
 def route(op: str, n: int, batch: int) -> str:

@@ -110,18 +110,19 @@ class Solver:
     them all with one synchronization.
     """
 
-    def __init__(self, dtype, slots=1):
+    def __init__(self, dtype, slots=1, *, handle=None, info=None):
         import cupy
         from .._runtime.streams import get_handle
         self.r = routines(dtype)
         self.dtype = np.dtype(dtype)
-        self.handle = get_handle("cusolverDn")
-        self.info = cupy.zeros(max(int(slots), 1), dtype=np.int32)
+        self.handle = get_handle("cusolverDn") if handle is None else handle
+        self.info = cupy.zeros(max(int(slots), 1), dtype=np.int32) if info is None else info
         self._keep = []
         self._gesvdj = []
         self._sizes = {}
         self._dbuf = None
         self._hbuf = None
+        self._lanes = []
         self.params = None
 
     def __enter__(self):
@@ -129,8 +130,19 @@ class Solver:
         return self
 
     def __exit__(self, *exc):
+        for lane in self._lanes:
+            _dn().destroy_params(lane.params)
         _dn().destroy_params(self.params)
         return False
+
+    def lane(self, handle):
+        """A solver for one stream of a stream-parallel loop (:mod:`._batched_cuda`): the
+        cuSOLVER ``handle`` bound to that stream, its own workspaces and params, this solver's
+        ``info`` slots. Its resources live until this solver's :meth:`check` (or exit)."""
+        child = Solver(self.dtype, handle=handle, info=self.info)
+        child.params = _new_params()
+        self._lanes.append(child)
+        return child
 
     def _info(self, i):
         return self.info.data.ptr + 4 * int(i)
@@ -306,10 +318,11 @@ class Solver:
             flags = also.astype(np.int32).ravel()
             packed = cupy.concatenate([self.info, flags]).get()
             codes, extra = packed[:self.info.size], packed[self.info.size:]
-        for params in self._gesvdj:
-            _dn().destroy_gesvdj_info(params)
-        self._gesvdj.clear()
-        self._keep.clear()
+        for sv in (self, *self._lanes):
+            for params in sv._gesvdj:
+                _dn().destroy_gesvdj_info(params)
+            sv._gesvdj.clear()
+            sv._keep.clear()
         bad = np.flatnonzero(codes < 0)
         if bad.size:
             raise ValueError(f"{what}: cuSOLVER rejected argument {-int(codes[bad[0]])}")
@@ -318,7 +331,8 @@ class Solver:
     def done(self):
         """End without reading ``info`` when only argument errors could be reported (QR):
         no synchronization, unless a host workspace must outlive the calls."""
-        if any(h.size > 1 for h in self._keep if isinstance(h, np.ndarray)):
+        if any(h.size > 1 for sv in (self, *self._lanes) for h in sv._keep
+               if isinstance(h, np.ndarray)):
             self.check("cuSOLVER")
 
 

@@ -5,7 +5,8 @@ column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through the
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
-from ._batched_plan import route
+from ._batched_cuda import fan, spread
+from ._batched_plan import lanes, route
 from ._cusolver_cuda import Solver, fortran_batch
 from ._results import QRResult
 
@@ -30,8 +31,12 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
         if route("geqrf", max(m, n), nb) == "batched":
             sv.geqrf_batched(w, tau)
         else:
-            for i in range(nb):
-                sv.geqrf(w[i], tau[i], i)
+            with fan(lanes("geqrf", max(m, n), nb)) as fanned:
+                ways = spread(sv, fanned, nb)
+                for i in range(nb):
+                    lane, stream = ways[i % len(ways)]
+                    with stream:
+                        lane.geqrf(w[i], tau[i], i)
         r = cupy.triu(w[:, :(m if mode in ("full", "r") else k), :])
         r = r.reshape(batch + r.shape[1:])
         if mode in ("r", "raw"):
@@ -44,7 +49,11 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
             q[:, :, :n] = w
         else:
             q = w[:, :, :k]  # column-major m x k block with leading dimension m
-        for i in range(nb):
-            sv.orgqr(q[i], k, tau[i], i)
+        with fan(lanes("orgqr", max(m, n), nb)) as fanned:
+            ways = spread(sv, fanned, nb)
+            for i in range(nb):
+                lane, stream = ways[i % len(ways)]
+                with stream:
+                    lane.orgqr(q[i], k, tau[i], i)
         sv.done()  # QR cannot fail numerically: no need to wait for the info codes
     return QRResult(q.reshape(batch + q.shape[1:]), r)

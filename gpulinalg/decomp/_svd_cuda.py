@@ -7,7 +7,8 @@ CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
-from ._batched_plan import route
+from ._batched_cuda import fan, spread
+from ._batched_plan import lanes, route
 from ._checks import real_dtype
 from ._cusolver_cuda import JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged
 from ._results import SVDResult
@@ -76,10 +77,16 @@ def _looped(w, compute_uv, full_matrices, plan):
         u_cols = big if full_matrices else k
         u = cupy.empty((nb, u_cols, big), dtype=w.dtype).transpose(0, 2, 1)
         v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1)
+    # Jacobi without a check synchronizes nowhere: its loop runs on several streams
+    count = lanes("gesvdj", big, nb) if plan.driver == "gesvdj" and not plan.verify else 1
     with Solver(w.dtype, 3 * nb) as sv:
-        for i in range(nb):
-            _one(sv, 3 * i, w[i], s[i], None if u is None else u[i],
-                 None if v is None else v[i], full_matrices, plan)
+        with fan(count) as fanned:
+            ways = spread(sv, fanned, nb)
+            for i in range(nb):
+                lane, stream = ways[i % len(ways)]
+                with stream:
+                    _one(lane, 3 * i, w[i], s[i], None if u is None else u[i],
+                         None if v is None else v[i], full_matrices, plan)
         codes = sv.check(f"svd ({plan.driver})").reshape(nb, 3)
     raise_not_converged(codes[:, 1], f"svd ({plan.driver})")
     return s, u, v
