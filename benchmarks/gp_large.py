@@ -372,6 +372,11 @@ def _summary(r):
     mem = r.get("memory_after_fit", {}).get("pool_reserved_GB")
     if mem is not None:
         parts.append(f"pool_peak_GB={mem:.1f}")
+    phases = r.get("phases_s")
+    if phases:
+        parts.append("phases_ms=" + ",".join(
+            f"{k.split(' ')[0]}:{v * 1e3:.1f}" for k, v in phases.items()
+            if k not in ("query blocks",)))
     return f"{r['case']} | {r['impl']} | " + " ".join(parts)
 
 
