@@ -126,3 +126,36 @@ def test_auto_jitter_is_zero_when_not_needed_and_gives_up(client, rng):
     bad = exact_gp_solve(da.from_array(-np.eye(12), chunks=5), np.ones(12), jitter="auto")
     with pytest.raises(NotPositiveDefiniteError, match="even with jitter"):
         bad.alpha.compute()
+
+
+def test_hook_as_the_estimator_will_call_it(client, rng):
+    """The dispatch the estimator's hook makes (docs/dask.md): backend "dask", lazy results;
+    a model fitted in memory, or the prior, predicts a Dask X block by block, lazily."""
+    import gpulinalg
+    from gpulinalg._runtime.dispatch import dispatch
+    from gpulinalg.gp import _engine_cuda, _engine_host
+
+    X, Y, Xq = _data(rng, n=40, m=11, t=2)
+    kernel = RBF(0.9) + WhiteKernel(1e-2)
+    est = GaussianProcessRegressor(kernel, optimizer=None)
+    assert dispatch("gp.GaussianProcessRegressor.fit", _engine_cuda.fit, _engine_host.fit,
+                    (est, da.from_array(X, chunks=(15, 2)), Y), {},
+                    dask_fn=rd.fit) is est
+    assert gpulinalg.last_run().backend == "dask"
+    mean = dispatch("gp.predict", _engine_cuda.predict, _engine_host.predict, (est, Xq),
+                    {"return_std": False, "return_cov": False, "fitted": est.L_},
+                    dask_fn=rd.predict)
+    assert gpulinalg.last_run().backend == "dask" and isinstance(mean, np.ndarray)
+    ref = SkGPR(kernel, optimizer=None).fit(X, Y)
+    np.testing.assert_allclose(mean, ref.predict(Xq), atol=1e-9)
+    mem = GaussianProcessRegressor(kernel, optimizer=None).fit(X, Y)
+    xq = da.from_array(Xq, chunks=(4, 2))
+    for model, want in ((mem, ref), (GaussianProcessRegressor(kernel), SkGPR(kernel))):
+        m, s = rd.predict(model, xq, return_std=True)
+        assert isinstance(m, da.Array) and isinstance(s, da.Array)
+        wm, ws = want.predict(Xq, return_std=True)
+        np.testing.assert_allclose(m.compute(), wm, atol=1e-9)
+        np.testing.assert_allclose(s.compute(), ws, atol=1e-9)
+        np.testing.assert_allclose(rd.predict(model, xq).compute(), wm, atol=1e-9)
+    _, cov = rd.predict(mem, xq, return_cov=True)
+    np.testing.assert_allclose(cov, ref.predict(Xq, return_cov=True)[1], atol=1e-9)

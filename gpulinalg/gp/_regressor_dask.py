@@ -209,13 +209,22 @@ def fit(est: Any, X: Any, y: Any) -> Any:
     return est
 
 
-def predict(est: Any, X: Any, return_std: bool = False, return_cov: bool = False) -> Any:
-    """Posterior mean (and standard deviation or covariance) at ``X`` of an ``est`` fitted by
-    :func:`fit`: lazy Dask arrays for a Dask ``X``; for another array, computed and returned in
-    the package of the training chunks."""
+def predict(est: Any, X: Any, return_std: bool = False, return_cov: bool = False, *,
+            fitted: Any = None) -> Any:
+    """Posterior mean (and standard deviation or covariance) at ``X``.
+
+    Fitted by :func:`fit` (``est.L_`` a Dask array): lazy Dask arrays for a Dask ``X``; for
+    another array, computed and returned in the package of the training chunks. Fitted in
+    memory, or not fitted (the prior): a Dask ``X`` is predicted block by block of its rows by
+    ``est.predict`` itself, lazily (``return_cov`` computes ``X`` and returns the covariance
+    in memory). ``fitted`` is not read: the estimator passes ``est.L_`` there so that the
+    dispatcher sees a Dask array when only the fit was on Dask.
+    """
     import dask.array as da
     if return_std and return_cov:
         raise RuntimeError("At most one of return_std or return_cov can be requested.")
+    if not isinstance(getattr(est, "L_", None), da.Array):
+        return _blockwise(est, X, return_std, return_cov)
     lazy = isinstance(X, da.Array)
     X = _as_chunks_of(X, est.X_train_)
     if not lazy:
@@ -255,3 +264,37 @@ def _diag_block(x, kernel):
     if plan is not None:
         return plan.diag(x)
     return namespace(x).asarray(np.asarray(kernel.diag(_host(x)), dtype=np.float64))
+
+
+def _blockwise(est, X, return_std, return_cov):
+    """``est.predict`` (in memory, or the prior) over the row blocks of the Dask ``X``."""
+    import dask.array as da
+    X = X.rechunk({1: -1})
+    if return_cov:
+        return est.predict(X.compute(), return_cov=True)
+    probe = est.predict(np.zeros((1, X.shape[1])), return_std=return_std)
+    t = (probe[0] if return_std else probe).shape[1:]
+    width = (t[0] if t else 1) * (2 if return_std else 1)
+    xp = namespace(X._meta)
+    if return_std:
+        out = X.map_blocks(_predict_block, est, True, chunks=(X.chunks[0], (width,)),
+                           dtype=np.float64, meta=xp.empty((0, 0), dtype=np.float64))
+        half = width // 2
+        mean, std = out[:, :half], out[:, half:]
+        return (mean, std) if t else (mean[:, 0], std[:, 0])
+    if t:
+        return X.map_blocks(_predict_block, est, False, chunks=(X.chunks[0], t),
+                            dtype=np.float64, meta=xp.empty((0, 0), dtype=np.float64))
+    return X.map_blocks(_predict_block, est, False, drop_axis=1, dtype=np.float64,
+                        meta=xp.empty((0,), dtype=np.float64))
+
+
+def _predict_block(x, est, std):
+    """``est.predict`` of one row block: the mean, or mean and std side by side (2-D)."""
+    if not std:
+        return est.predict(x)
+    mean, sd = est.predict(x, return_std=True)
+    xp = namespace(mean)
+    if mean.ndim == 1:
+        mean, sd = mean[:, None], sd[:, None]
+    return xp.concatenate([mean, sd], axis=1)
