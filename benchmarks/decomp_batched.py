@@ -299,6 +299,38 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+#: (api op, lanes key, batch, n): the stream-parallel loops against one stream.
+LANE_CASES = [("qr", "orgqr", 64, 256), ("qr", "orgqr", 8, 512), ("svd", "gesvdj", 16, 256),
+              ("svd", "gesvdj", 4, 512)]
+
+
+def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
+    """Time a per-matrix loop on one stream and on the table's lanes (patching the table)."""
+    from gpulinalg.decomp import _batched_plan
+    inputs = _make(cp, api, batch, n, dtype, rng)
+    fn = _calls(cp, api, inputs, None)["ours (no check)"]
+    saved = dict(_batched_plan.LANES)
+    case = f"lanes {key} {batch}x{n}^2 {dtype}"
+    try:
+        for count in (1, 2, 4, 8):
+            if budget.left() <= 0:
+                break
+            for name in _batched_plan.LANES:
+                _batched_plan.LANES[name] = ((float("inf"), count),)
+            try:
+                timing, _ = _timed(fn, 3)
+                rows.append(row(SUITE, case, f"route={count} streams", timing, op=key,
+                                batch=batch, n=n, dtype=dtype,
+                                table_route=saved[key][0][1] if saved.get(key) else 1))
+            except Exception as exc:
+                rows.append(absent(SUITE, case, f"route={count} streams",
+                                   f"failed: {type(exc).__name__}: {exc}"[:300]))
+    finally:
+        _batched_plan.LANES.clear()
+        _batched_plan.LANES.update(saved)
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes")):
     if not have("cupy"):
         return [absent(SUITE, "batched factorizations", "all", "cupy not installed")]
@@ -331,6 +363,11 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
                 if budget.left() > 0:
                     _route_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, budget,
                                 rows)
+    if "routes" in sections and not quick:
+        for api, key, batch, n in LANE_CASES:
+            for dtype in DTYPES:
+                if budget.left() > 0:
+                    _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows)
     if "svd" in sections:
         for m, n in (QUICK_SVD if quick else SVD_SHAPES):
             for dtype in DTYPES:
@@ -374,7 +411,7 @@ def summary(rows):
             by_case.setdefault(r["case"], {})[r["impl"]] = r
     lines = []
     for case, impls in by_case.items():
-        if case.startswith("route"):
+        if case.startswith(("route", "lanes")):
             lines.append(case + ": " + ", ".join(f"{k[6:]} {v['median_s'] * 1e3:.3g}"
                                                  for k, v in impls.items())
                          + f" ms; table: {next(iter(impls.values())).get('table_route')}")
