@@ -108,16 +108,16 @@ def _cross(Xq, X, kernel, centre):
 
 
 def _as_chunks_of(a, like):
-    """``a`` (an array or a Dask array) with the chunks' package of the Dask array ``like``:
-    training data on CuPy chunks makes NumPy targets or queries CuPy, never the reverse
-    silently inside a task."""
+    """``a`` in the chunks' package of the Dask array ``like``: an in-memory array is moved
+    there (NumPy targets or queries for CuPy training chunks); a Dask array of the other
+    package raises ``TypeError`` (no chunk is converted silently)."""
     import dask.array as da
     kind = _arrays.kind_of(like._meta)
     if isinstance(a, da.Array):
-        if _arrays.kind_of(a._meta) is kind:
-            return a
-        return a.map_blocks(_arrays.to_kind, kind, dtype=a.dtype,
-                            meta=_arrays.to_kind(a._meta, kind))
+        if _arrays.kind_of(a._meta) is not kind:
+            raise TypeError(f"Dask arrays with chunks of different packages: {kind.value} and "
+                            f"{_arrays.kind_of(a._meta).value}; convert one (map_blocks)")
+        return a
     return _arrays.to_kind(a if _arrays.is_array(a) else np.asarray(a), kind)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._runtime import arrays as _arrays
 from .._runtime.validation import namespace
 from ..decomp import _cholesky_dask
 from ._results import GPSolveResult
@@ -42,10 +43,15 @@ def exact_gp_solve(K: Any, y: Any, *, jitter: float | str | None) -> GPSolveResu
     import dask.array as da
 
     if not isinstance(K, da.Array):
-        K = da.from_array(K, chunks=(y.chunks[0], y.chunks[0]), asarray=False)
+        K = da.from_array(_arrays.to_kind(K, _arrays.kind_of(y._meta)),
+                          chunks=(y.chunks[0], y.chunks[0]), asarray=False)
     if not isinstance(y, da.Array):
-        y = da.from_array(y, chunks=(K.chunks[0],) + tuple(-1 for _ in y.shape[1:]),
-                          asarray=False)
+        y = da.from_array(_arrays.to_kind(y, _arrays.kind_of(K._meta)),
+                          chunks=(K.chunks[0],) + tuple(-1 for _ in y.shape[1:]), asarray=False)
+    if _arrays.kind_of(K._meta) is not _arrays.kind_of(y._meta):
+        raise TypeError("K and y are Dask arrays with chunks of different packages "
+                        f"({_arrays.kind_of(K._meta).value}, {_arrays.kind_of(y._meta).value}); "
+                        "convert one (map_blocks)")
     L, used = factor(K, jitter)
     alpha = _cholesky_dask.cho_solve((L, True), y)
     logdet = _cholesky_dask.logdet_cholesky((L, True))
