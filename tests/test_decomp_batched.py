@@ -318,3 +318,13 @@ def test_emulated_stream_parallel_loops_equal_slices(emu, force, monkeypatch, rn
         ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
         assert np.allclose((u[i] * s[i]) @ vh[i], a[i])
+
+
+def test_emulated_qr_copies_c_ordered_input_by_tiles(emu, rng):
+    a = rng.standard_normal((2, 100, 70))
+    CALLS.clear()
+    out = _qr_cuda.qr(dev(a), "economic", False, None, False, np.dtype("f8"))
+    assert CALLS["transpose_copy"] == 1
+    for i in range(2):
+        ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
+        assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)

@@ -14,12 +14,12 @@ of ``batch`` matrices of order ``n``:
     (``gesvd`` only) one Jacobi SVD (``gesvdj``) per matrix: accurate to working precision,
     so no a-posteriori check (that check costs one synchronization per matrix).
 
-Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack (torch also
-``trsmBatched`` and cuBLAS ``geqrfBatched`` for small orders); on the H200 (issue #16) the
-per-matrix loop lost 16x to ``potrfBatched`` at 200 x 512^2 fp64 and the two batched
-triangular solves beat per-matrix ``potrs`` as much. ``potrfBatched`` and ``trsmBatched`` are
-unblocked kernels, so past a few thousand the blocked per-matrix routine, which fills the
-GPU by itself, wins. ``benchmarks/decomp_batched.py`` times both sides of every limit
+Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack, torch
+``trsmBatched`` for all but a few large matrices and cuBLAS ``geqrfBatched`` for small
+orders in numbers; on the H200 (issue #16) the per-matrix loop lost 16x to ``potrfBatched``
+at 200 x 512^2 fp64 and the two batched triangular solves beat per-matrix ``potrs`` as much.
+Past order 1024 the blocked per-matrix ``Xpotrf`` fills the GPU by itself (the batched one is
+meant for small matrices). ``benchmarks/decomp_batched.py`` times both sides of every limit
 (``--routes``) so the table can be re-derived on other GPUs: change it only from those figures.
 
 Examples
@@ -45,11 +45,13 @@ TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
     # Cholesky factor: cuSOLVER <t>potrfBatched up to 1024, blocked Xpotrf per matrix above.
     "potrf": ((1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
-    # <t>trsmBatched up to 1024; per matrix cuBLAS trsm / cuSOLVER Xpotrs above.
-    "trsm": ((1024, 2, "batched"), (math.inf, 1, "looped")),
+    # <t>trsmBatched, except for a few (<= 8) matrices of order >= 64, where per-matrix
+    # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU (torch's rule, measured by its authors).
+    "trsm": ((63, 2, "batched"), (math.inf, 9, "batched"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
-    # n <= 256 and batch >= max(2, n / 16)); Xgeqrf per matrix otherwise.
-    "geqrf": ((32, 2, "batched"), (256, 16, "batched"), (math.inf, 1, "looped")),
+    # m <= 256 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise.
+    "geqrf": ((32, 2, "batched"), (64, 4, "batched"), (128, 8, "batched"),
+              (256, 16, "batched"), (math.inf, 1, "looped")),
     # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     "gesvd": ((32, 2, "batched"), (512, 2, "jacobi"), (math.inf, 1, "looped")),
