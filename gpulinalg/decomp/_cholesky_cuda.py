@@ -77,8 +77,12 @@ NONFINITE = 1 << 30
 _CODES_SOURCE = r"""
 __device__ __forceinline__ bool fin(float x) { return isfinite(x); }
 __device__ __forceinline__ bool fin(double x) { return isfinite(x); }
-__device__ __forceinline__ bool fin(complex<float> x) { return isfinite(x.real()) && isfinite(x.imag()); }
-__device__ __forceinline__ bool fin(complex<double> x) { return isfinite(x.real()) && isfinite(x.imag()); }
+__device__ __forceinline__ bool fin(complex<float> x) {
+    return isfinite(x.real()) && isfinite(x.imag());
+}
+__device__ __forceinline__ bool fin(complex<double> x) {
+    return isfinite(x.real()) && isfinite(x.imag());
+}
 // Block (b, c) reads entries [c * 1024, c * 1024 + 1024) of matrix b's diagonal; a
 // non-finite entry j turns info[b] == 0 into NONFINITE + (smallest such j). potrf's own
 // codes (failed minor > 0, argument error < 0) are never overwritten.
