@@ -328,3 +328,10 @@ def test_emulated_qr_copies_c_ordered_input_by_tiles(emu, rng):
     for i in range(2):
         ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
+
+
+def test_emulated_column_major_factor_stack_is_not_copied(emu):
+    c = dev(np.ascontiguousarray(np.tril(np.ones((3, 5, 5)) + 4 * np.eye(5)).swapaxes(-1, -2))
+            ).swapaxes(-1, -2)
+    w = _triangular_cuda.stack_matrices(c, (3,), np.dtype("f8"))
+    assert w.data.ptr == c.data.ptr and w.strides == c.strides

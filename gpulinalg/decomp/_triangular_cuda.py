@@ -72,9 +72,12 @@ def stack_matrices(a, batch, dtype):
     n = a.shape[-1]
     nb = int(np.prod(batch, dtype=np.int64))
     order = matrix_order(a) or "F"
-    if (order == "C" and a.flags.c_contiguous and a.dtype == dtype
-            and tuple(a.shape[:-2]) == tuple(batch)):
-        return a.reshape(nb, n, n)
+    if a.dtype == dtype and tuple(a.shape[:-2]) == tuple(batch):
+        if order == "C" and a.flags.c_contiguous:
+            return a.reshape(nb, n, n)
+        t = a.swapaxes(-1, -2)
+        if order == "F" and t.flags.c_contiguous:  # a column-major stack (cho_factor's lower)
+            return t.reshape(nb, n, n).swapaxes(-1, -2)
     w = cupy.empty((nb, n, n), dtype=dtype)
     if order == "F":
         w = w.transpose(0, 2, 1)
@@ -162,7 +165,7 @@ extern "C" __global__ void gl_tri_figures(const T* __restrict__ src, double* __r
     __shared__ long long sz[256];
     const long long r = blockIdx.x, b = r / k, j = r % k;
     const T* p = src + b * sb + j * sk;
-    double mx = 0.0, mn = INFINITY;
+    double mx = 0.0, mn = __longlong_as_double(0x7ff0000000000000LL);  // +inf
     long long z = 0x7fffffffffffffffLL;
     for (long long l = threadIdx.x; l < L; l += blockDim.x) {
         const double v = mag(p[l * sl]);
