@@ -56,7 +56,8 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
     Notes
     -----
     The GPU engine runs cuSOLVER ``Xpotrf`` (``potrfBatched`` for stacks of matrices up to
-    order 256) on a working copy laid out for the faster lower-triangle kernel; with
+    order 1024: the table of ``decomp/_batched_plan.py``) on a working copy laid out for the
+    faster lower-triangle kernel; with
     ``overwrite_a`` a GPU input is factored in place when it has that layout, or when the
     working copy would not fit in device memory.
 
@@ -199,9 +200,9 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     Notes
     -----
     The GPU engine runs cuSOLVER ``Xpotrs``, or two batched cuBLAS triangular solves for
-    stacks of matrices up to order 256. Unlike SciPy's, it checks the conditioning of the
-    factor (a reduction over its diagonal and over ``b`` and ``x``: O(n k), one read-back of
-    three numbers on the GPU).
+    stacks (all but a few matrices of order 64 or more: ``decomp/_batched_plan.py``). Unlike
+    SciPy's, it checks the conditioning of the factor (a reduction over its diagonal and over
+    ``b`` and ``x``: O(n k), one read-back on the GPU).
 
     With a Dask factor or right-hand side (the other one is wrapped as a Dask array) the
     result is a lazy Dask array: blocked substitutions on the workers, no conditioning check,

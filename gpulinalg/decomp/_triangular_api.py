@@ -57,9 +57,9 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
 
     Notes
     -----
-    The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks of matrices up to order
-    256) on ``a``'s own memory: a C-ordered matrix is solved as the transposed column-major
-    one.
+    The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks, but for a few matrices
+    of order 64 or more: ``decomp/_batched_plan.py``) on ``a``'s own memory: a C-ordered
+    matrix is solved as the transposed column-major one.
 
     Unlike SciPy's, this solve checks the conditioning, by one rule on both backends:
 
