@@ -128,26 +128,24 @@ def test_auto_jitter_is_zero_when_not_needed_and_gives_up(client, rng):
         bad.alpha.compute()
 
 
-def test_hook_as_the_estimator_will_call_it(client, rng):
-    """The dispatch the estimator's hook makes (docs/dask.md): backend "dask", lazy results;
-    a model fitted in memory, or the prior, predicts a Dask X block by block, lazily."""
+def test_the_estimator_routes_dask_input_to_the_cluster(client, rng):
+    """fit / predict of the public estimator with Dask input go the dispatcher's Dask route
+    (backend "dask", lazy results); a model fitted in memory, or the prior, predicts a Dask X
+    block by block, lazily."""
     import gpulinalg
-    from gpulinalg._runtime.dispatch import dispatch
-    from gpulinalg.gp import _engine_cuda, _engine_host
 
     X, Y, Xq = _data(rng, n=40, m=11, t=2)
     kernel = RBF(0.9) + WhiteKernel(1e-2)
     est = GaussianProcessRegressor(kernel, optimizer=None)
-    assert dispatch("gp.GaussianProcessRegressor.fit", _engine_cuda.fit, _engine_host.fit,
-                    (est, da.from_array(X, chunks=(15, 2)), Y), {},
-                    dask_fn=rd.fit) is est
-    assert gpulinalg.last_run().backend == "dask"
-    mean = dispatch("gp.predict", _engine_cuda.predict, _engine_host.predict, (est, Xq),
-                    {"return_std": False, "return_cov": False, "fitted": est.L_},
-                    dask_fn=rd.predict)
+    assert est.fit(da.from_array(X, chunks=(15, 2)), Y) is est
+    assert gpulinalg.last_run().backend == "dask" and isinstance(est.L_, da.Array)
+    mean = est.predict(Xq)
     assert gpulinalg.last_run().backend == "dask" and isinstance(mean, np.ndarray)
+    lazy = est.predict(da.from_array(Xq, chunks=(4, 2)))
+    assert isinstance(lazy, da.Array)
     ref = SkGPR(kernel, optimizer=None).fit(X, Y)
     np.testing.assert_allclose(mean, ref.predict(Xq), atol=1e-9)
+    np.testing.assert_allclose(lazy.compute(), ref.predict(Xq), atol=1e-9)
     mem = GaussianProcessRegressor(kernel, optimizer=None).fit(X, Y)
     xq = da.from_array(Xq, chunks=(4, 2))
     for model, want in ((mem, ref), (GaussianProcessRegressor(kernel), SkGPR(kernel))):

@@ -20,7 +20,8 @@ from sklearn.utils import check_random_state
 from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import dispatch, shortcut
-from . import _engine_cuda, _engine_host, _regressor_host
+from .._runtime.validation import is_dask
+from . import _engine_cuda, _engine_host, _regressor_dask, _regressor_host
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS, compile_kernel
 from ._solve_xp import check_jitter
 
@@ -57,6 +58,12 @@ class _Training:
     def __setstate__(self, state):
         (self.x, self.L, self.alpha), self.keep = state
         self.device = None
+
+
+def _on_dask(op, dask_fn, args, kwargs):
+    """The dispatcher's Dask route (an argument is a Dask array): no GPU or CPU engine runs
+    here, the graph goes to the user's cluster (see :mod:`._regressor_dask`)."""
+    return dispatch(op, None, None, args, kwargs, dask_fn=dask_fn)
 
 
 def _validate_data(est, *args, **kwargs):
@@ -248,6 +255,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         -------
         self : GaussianProcessRegressor
         """
+        if is_dask(X, y):  # kernel tiles and the blocked Cholesky on the user's cluster
+            return _on_dask("gp.GaussianProcessRegressor.fit", _regressor_dask.fit,
+                            (self, X, y), {})
         self._check_params()
         self.kernel_ = C() * RBF() if self.kernel is None else clone(self.kernel)
         self._rng = check_random_state(self.random_state)
@@ -430,6 +440,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        fitted = self.__dict__.get("_fitted")
+        factor = fitted.L if fitted is not None else None  # never a download from the GPU
+        if is_dask(X, factor):
+            return _on_dask("gp.predict", _regressor_dask.predict, (self, X),
+                            {"return_std": return_std, "return_cov": return_cov,
+                             "fitted": factor})
         like = X if _arrays.is_array(X) else None
         vector = self.kernel is None or self.kernel.requires_vector_input
         Xh = _arrays.to_host(X) if like is not None else X
