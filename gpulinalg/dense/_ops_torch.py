@@ -70,8 +70,8 @@ def backward(grad, x, weight, saved, activation, has_bias):
 @torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())
 def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                  activation: str, need_saved: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    out, z = forward(x, weight, bias, activation, need_saved)
-    return out, (x.new_empty(0) if z is None else z.contiguous())
+    out, z = forward(x, weight, bias, activation, need_saved)  # .contiguous(): no-ops but for
+    return out.contiguous(), (x.new_empty(0) if z is None else z.contiguous())  # odd layouts
 
 
 @fused_linear.register_fake
