@@ -11,8 +11,10 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import os
 import sys
 import threading
+import traceback
 import warnings
 from typing import Any, Callable
 
@@ -37,6 +39,8 @@ class CountingAllocator:
         self.count = 0  # allocations asked for, the failed one included
         self.served_bytes = 0
         self.failed_size: int | None = None
+        #: where the refused allocation was asked for (the innermost frames, for the report)
+        self.failed_at = ""
         self._lock = threading.Lock()
 
     @property
@@ -51,11 +55,20 @@ class CountingAllocator:
             if hit:
                 self.failed_size = int(size)
         if hit:
+            self.failed_at = _caller_frames()
             raise self.error(int(size), self.served_bytes)
         mem = self.base(size)
         with self._lock:
             self.served_bytes += int(size)
         return mem
+
+
+def _caller_frames(depth: int = 8) -> str:
+    """The innermost ``depth`` frames above the allocator, as ``file:line function`` (a refused
+    allocation that the call absorbs is reported with where it was made)."""
+    frames = traceback.extract_stack()[:-2][-depth:]
+    return " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                       for f in reversed(frames))
 
 
 @contextlib.contextmanager
@@ -292,7 +305,8 @@ def run_trial(cupy: Any, call: Callable[[], Any], inputs: Any, reference: Any, k
             problems.append(f"fallback='cpu' but the call raised {error}")
         else:
             if not any(r.fell_back for r in runs):
-                problems.append(f"no run recorded a fallback ({runs})")
+                problems.append(f"no run recorded a fallback ({runs}); the refused "
+                                f"allocation was made at {counter.failed_at}")
             if single_dispatch and not (last is not None and last.fell_back):
                 problems.append(f"last_run().fell_back is False ({last})")
             if not fallbacks:

@@ -385,6 +385,7 @@ def test_counting_allocator_fails_only_the_kth_and_restores():
         raise RuntimeError("the block ends by an error")
     assert cupy.cuda.get_allocator() == original  # restored, also after an error
     assert (counter.count, counter.failed, counter.failed_size) == (4, True, 32)
+    assert "test_counting_allocator_fails_only_the_kth_and_restores" in counter.failed_at
     assert pool.blocks == [8, 16, 64] and counter.served_bytes == 88
 
 
