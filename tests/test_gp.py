@@ -371,55 +371,47 @@ def test_gpu_pool_limit_routes_to_cpu(rng, xp_gpu):
     assert abs(lml - ref.log_marginal_likelihood_value_) <= 1e-9 * abs(lml)
 
 
-# -- K^-1 by strips ---------------------------------------------------------------------------
+# -- K^-1 in place of the factor (potri), the gradient's W in row blocks ------------------------
 
-def _strips(monkeypatch, full_max, **settings):
-    """``L^-1`` by one solve up to ``full_max`` on both engines; other ``_fit_xp`` settings."""
-    from gpulinalg.gp import _engine_cuda, _engine_host, _fit_xp
-    monkeypatch.setattr(_engine_cuda, "FULL_SOLVE_MAX_N", full_max)
-    monkeypatch.setattr(_engine_host, "FULL_SOLVE_MAX_N", full_max)
-    for name, value in settings.items():
-        monkeypatch.setattr(_fit_xp, name, value)
-    return _fit_xp
+def _spd(rng, n, rank=None):
+    a = rng.standard_normal((n, rank or n))
+    return a @ a.T / a.shape[1] + np.eye(n)
 
 
-@pytest.mark.parametrize("full_max", [0, 1 << 20])  # strip solves / one solve against I
-@pytest.mark.parametrize("n, strips", [(100, 16), (257, 7), (33, 40)])
-def test_cholesky_inverse_by_strips(n, strips, full_max, rng, monkeypatch):
-    from gpulinalg import decomp
-    from gpulinalg.gp import _engine_host
-    fit_xp = _strips(monkeypatch, full_max, STRIP_MIN_N=1, STRIP_MIN_WIDTH=1, STRIPS=strips)
-    a = rng.standard_normal((n, n))
-    K = a @ a.T / n + np.eye(n)
-    inv = fit_xp.cholesky_inverse(_engine_host, decomp.cho_factor(K, lower=True)[0])
+@pytest.mark.parametrize("n, tile", [(100, None), (257, 7), (33, 40), (1, None)])
+def test_cho_inverse_in_place(n, tile, rng, monkeypatch):
+    from gpulinalg.gp import _engine_host, _fit_xp, _solve_xp
+    if tile:
+        monkeypatch.setattr(_fit_xp, "BLOCK_ELEMENTS", tile * tile)  # mirror_lower's tiles
+    K = _spd(rng, n)
+    work = K.copy()
+    L = _engine_host.cholesky(_solve_xp.symmetric_view(work), True, True, False, K.dtype)
+    inv = _engine_host.cho_inverse(L)
+    assert np.shares_memory(inv, work) and inv.flags.c_contiguous  # no second n x n buffer
     np.testing.assert_allclose(inv, np.linalg.inv(K), atol=1e-12)
     assert np.array_equal(inv, inv.T)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("full_max", [0, 1 << 20])
-def test_cholesky_inverse_by_strips_on_gpu(rng, xp_gpu, monkeypatch, full_max):
-    from gpulinalg import decomp
-    from gpulinalg.gp import _engine_cuda
-    fit_xp = _strips(monkeypatch, full_max)
-    n = 4196  # 8 strips
-    a = rng.standard_normal((n, 64))
-    K = a @ a.T / 64 + np.eye(n)
+def test_cho_inverse_on_gpu(rng, xp_gpu):
+    from gpulinalg.gp import _engine_cuda, _solve_xp
     from gpulinalg._runtime.streams import op_stream
-    L = decomp.cho_factor(xp_gpu.asarray(K), lower=True)[0]
+    n = 4196
+    K = _spd(rng, n, 64)
+    work = xp_gpu.asarray(K)
     with op_stream():  # engine functions run where the dispatcher runs them: its stream
-        inv = fit_xp.cholesky_inverse(_engine_cuda, L)
+        L = _engine_cuda.cholesky(_solve_xp.symmetric_view(work), True, True, False, K.dtype)
+        inv = _engine_cuda.cho_inverse(L)
+    assert inv.data.ptr == work.data.ptr and inv.flags.c_contiguous
     eps = np.finfo(np.float64).eps
     residual = float(xp_gpu.abs(xp_gpu.asarray(K) @ inv - xp_gpu.eye(n)).max())
     assert residual < 30 * n * eps * np.linalg.norm(K, 2)
+    assert bool((inv == inv.T).all())
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("full_max", [0, 1 << 20])
-def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full_max):
-    fit_xp = _strips(monkeypatch, full_max)
+def test_gpu_likelihood_matches_cpu(rng, xp_gpu):
     x, y = data(rng, n=4296, d=3)
-    assert x.shape[0] >= fit_xp.STRIP_MIN_N
     k = ConstantKernel() * RBF([1.0, 2.0, 0.5]) + WhiteKernel(0.1)
     gp = GaussianProcessRegressor(k, optimizer=None)
     with gpulinalg.config(backend="cpu"):
@@ -432,20 +424,44 @@ def test_gpu_likelihood_at_strip_size_matches_cpu(rng, xp_gpu, monkeypatch, full
     assert np.abs(grad_g - grad_c).max() <= 1e-7 * max(np.linalg.norm(grad_c), 1.0)
 
 
-@pytest.mark.parametrize("full_max", [0, 1 << 20])
+@pytest.mark.gpu
+def test_gpu_engine_called_directly_matches_cpu(rng, xp_gpu):
+    """The call ``benchmarks.gp_phases`` makes: the engine function outside the dispatcher (on
+    CuPy's default stream); its Cholesky must not start before the kernel matrix is built."""
+    from gpulinalg.gp import _engine_cuda, _engine_host
+    x, y = data(rng, n=3000, d=8)
+    plan = compile_kernel(ConstantKernel() * RBF(np.ones(8)) + WhiteKernel(1.0), 8)
+    ref = _engine_host.log_marginal_likelihood(x, y, 0.0, None, None, plan=plan,
+                                               eval_gradient=True)
+    xd, yd = xp_gpu.asarray(x), xp_gpu.asarray(y)
+    for _ in range(3):
+        lml, grad = _engine_cuda.log_marginal_likelihood(xd, yd, 0.0, None, None, plan=plan,
+                                                         eval_gradient=True)
+        assert abs(float(lml) - ref[0]) <= 1e-9 * abs(ref[0])
+        assert rel(xp_gpu.asnumpy(grad), ref[1]) <= 1e-7
+
+
+@pytest.mark.parametrize("block", [None, 45 * 7])  # W and its contraction in row blocks
 @pytest.mark.parametrize("name", ["rbf-ard", "product", "matern05", "rq", "dot"])
-def test_strip_gradient_matches_sklearn(name, full_max, rng, monkeypatch):
-    """The large-n gradient path (L^-1 by strips, lower triangle only) on a small problem."""
-    _strips(monkeypatch, full_max, STRIP_MIN_N=1, STRIP_MIN_WIDTH=1, STRIPS=7)
+def test_gradient_in_row_blocks_matches_sklearn(name, block, rng, monkeypatch):
+    from gpulinalg.gp import _engine_host, _fit_xp
+    monkeypatch.setattr(_fit_xp, "BLOCK_ELEMENTS", 7 * 7)  # mirror_lower in 7 x 7 tiles
     x, y = data(rng, n=45, t=2)
     k = KERNELS[name](2)
-    ref = SKGPR(k, optimizer=None).fit(x, y)
-    gp = GaussianProcessRegressor(k, optimizer=None).fit(x, y)
     theta = k.theta + 0.1
+    ref = SKGPR(k, optimizer=None).fit(x, y)
     lml_r, grad_r = ref.log_marginal_likelihood(theta, eval_gradient=True)
-    lml, grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
-    assert abs(lml - lml_r) <= LML_RTOL * abs(lml_r)
-    assert np.abs(grad - grad_r).max() <= GRAD_RTOL * max(np.linalg.norm(grad_r), 1.0)
+    kt = k.clone_with_theta(theta)
+    plan = compile_kernel(kt, 2, block_elements=block or _kernels_xp.BLOCK_ELEMENTS)
+    for _ in range(2):  # the in-place factor and inverse are not seen by the next evaluation
+        lml, grad = _engine_host.log_marginal_likelihood(x, y, 1e-10, None, None, plan=plan,
+                                                         eval_gradient=True)
+        assert abs(lml - lml_r) <= LML_RTOL * abs(lml_r)
+        assert np.abs(grad - grad_r).max() <= GRAD_RTOL * max(np.linalg.norm(grad_r), 1.0)
+    gp = GaussianProcessRegressor(k, optimizer=None).fit(x, y)
+    lml2, grad2 = gp.log_marginal_likelihood(theta, eval_gradient=True)
+    assert abs(lml2 - lml_r) <= LML_RTOL * abs(lml_r)
+    assert np.abs(grad2 - grad_r).max() <= GRAD_RTOL * max(np.linalg.norm(grad_r), 1.0)
 
 
 @pytest.mark.gpu

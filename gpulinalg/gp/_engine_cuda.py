@@ -4,26 +4,49 @@ the dispatcher's GPU functions of gp's four operations (:class:`._fit_xp.Operati
 ``la`` is this module: decomp's internal CuPy layer (:func:`cholesky`, :func:`cho_solve`,
 :func:`logdet` of :mod:`gpulinalg.decomp._cholesky_cuda`, :func:`solve_triangular` of
 :mod:`gpulinalg.decomp._triangular_cuda`: CuPy arrays on the dispatcher's stream, no second
-validation, dispatch or budget question), :data:`FULL_SOLVE_MAX_N`, :func:`keep` and
-:func:`training`. The CPU twin is :mod:`._engine_host`.
+validation, dispatch or budget question), :func:`cho_inverse` (cuSOLVER ``potri``),
+:func:`keep` and :func:`training`. The CPU twin is :mod:`._engine_host`.
+
+The four operations run inside :class:`~gpulinalg._runtime.streams.op_stream`: under the
+dispatcher that is its stream already (nothing to order); called directly (benchmarks, tests)
+it puts CuPy's work and the library handles on one stream, so that a factorization never
+starts before the kernel matrix it reads is written.
 """
 
 import sys
 
+import numpy as np
+
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import note
+from .._runtime.streams import get_handle, op_stream
 from ..decomp._cholesky_cuda import cho_solve, cholesky, logdet
 from ..decomp._triangular_cuda import solve_triangular
-from ._fit_xp import Operations
+from ._fit_xp import Operations, mirror_lower
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
-           "cho_solve", "solve_triangular", "logdet", "keep", "training", "FULL_SOLVE_MAX_N"]
+           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training"]
 
-#: Up to this order the strips of ``L^-1`` are views of one triangular solve against the whole
-#: identity (:func:`._fit_xp.inverse_strips`): n^3 flops in one large call ran faster on the
-#: H200 than n^3/3 flops in strip solves (``python -m benchmarks.gp_phases``: 1.6 vs 3.2 ms at
-#: n = 2000, 20 vs 37 ms at 8000, 108 vs 110 ms at 16000).
-FULL_SOLVE_MAX_N = 16384
+_POTRI = {"f": "spotri", "d": "dpotri"}
+
+
+def cho_inverse(L):
+    """``K^-1`` (full, symmetric) from the lower Cholesky factor ``L`` of ``K`` (CuPy, float32
+    or float64), by cuSOLVER's ``potri`` (``trtri`` + ``lauum``, ``2 n^3 / 3`` flops) in
+    ``L``'s own memory when it is column-major (the factor :func:`cholesky` leaves in place of
+    a symmetric ``K``), then :func:`._fit_xp.mirror_lower`; on the current stream, no
+    synchronization (``potri`` cannot fail on a factor that ``potrf`` accepted)."""
+    import cupy
+    from nvmath.bindings import cublas, cusolverDn
+    c = L if L.flags.f_contiguous else cupy.asfortranarray(L)
+    n, name = c.shape[0], _POTRI[c.dtype.char]
+    handle, lower = get_handle("cusolverDn"), int(cublas.FillMode.LOWER)
+    lwork = getattr(cusolverDn, name + "_buffer_size")(handle, lower, n, c.data.ptr, n)
+    work = cupy.empty(max(int(lwork), 1), dtype=c.dtype)
+    info = cupy.empty(1, dtype=np.int32)
+    getattr(cusolverDn, name)(handle, lower, n, c.data.ptr, n, work.data.ptr, int(lwork),
+                              info.data.ptr)
+    return mirror_lower(c).T
 
 
 def keep(train, x, L, alpha):
@@ -52,5 +75,15 @@ def training(train):
 
 
 _OPS = Operations(sys.modules[__name__])  # la: this module, read at call time
-exact_gp_solve, log_marginal_likelihood = _OPS.exact_gp_solve, _OPS.log_marginal_likelihood
-fit, predict = _OPS.fit, _OPS.predict
+
+
+def _on_op_stream(fn):
+    def run(*args, **kwargs):
+        with op_stream():
+            return fn(*args, **kwargs)
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
+exact_gp_solve, log_marginal_likelihood, fit, predict = (_on_op_stream(f) for f in (
+    _OPS.exact_gp_solve, _OPS.log_marginal_likelihood, _OPS.fit, _OPS.predict))

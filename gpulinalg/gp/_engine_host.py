@@ -2,22 +2,32 @@
 the dispatcher's CPU functions of gp's four operations (:class:`._fit_xp.Operations` on it).
 
 ``la`` is this module: decomp's internal SciPy layer (:mod:`gpulinalg.decomp._factor_host`,
-NumPy arrays), :data:`FULL_SOLVE_MAX_N`, :func:`keep` and :func:`training`. The GPU twin, with the same
-signatures, is :mod:`._engine_cuda`.
+NumPy arrays), :func:`cho_inverse`, :func:`keep` and :func:`training`. The GPU twin, with the
+same signatures, is :mod:`._engine_cuda`.
 """
 
 import sys
 
+import numpy as np
+
 from ..decomp._factor_host import cho_solve, cholesky, logdet, solve_triangular
-from ._fit_xp import Operations
+from ._fit_xp import Operations, mirror_lower
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
-           "cho_solve", "solve_triangular", "logdet", "keep", "training", "FULL_SOLVE_MAX_N"]
+           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training"]
 
-#: ``L^-1`` by one triangular solve against the identity up to this order, else by strips
-#: (:func:`._fit_xp.inverse_strips`). 0: always strips, whose third of the flops wins on the
-#: CPU (2.8 against 3.2 s at n = 4000).
-FULL_SOLVE_MAX_N = 0
+
+def cho_inverse(L):
+    """``K^-1`` (full, symmetric) from the lower Cholesky factor ``L`` of ``K``, by LAPACK's
+    ``potri`` (``2 n^3 / 3`` flops) in ``L``'s own memory when it is column-major (the factor
+    that :func:`cholesky` leaves in place), then :func:`._fit_xp.mirror_lower`."""
+    from scipy.linalg import get_lapack_funcs
+    potri, = get_lapack_funcs(("potri",), (L,))
+    c, info = potri(L, lower=1, overwrite_c=1)
+    if info != 0:  # a zero on the diagonal of a factor potrf accepted: not expected
+        raise np.linalg.LinAlgError(f"potri failed (info {info})")
+    c = mirror_lower(c)
+    return c.T if c.flags.f_contiguous and not c.flags.c_contiguous else c
 
 
 def keep(train, x, L, alpha):

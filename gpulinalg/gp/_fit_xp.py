@@ -4,25 +4,20 @@ final factorization of ``fit``, ``predict``), written once for any array module.
 The dispatcher's GPU function (:mod:`._engine_cuda`) runs them on CuPy arrays and its CPU
 function (:mod:`._engine_host`) on NumPy arrays, each passing its linear-algebra engine ``la``:
 decomp's internal layer (``cholesky``, ``cho_solve``, ``solve_triangular``, ``logdet``, arrays
-already on the right device) and ``FULL_SOLVE_MAX_N``, the largest order at which that device
-makes ``L^-1`` by one solve against the identity (see :func:`inverse_strips`). Kernel matrices
+already on the right device) and ``cho_inverse`` (``K^-1`` in place of its Cholesky factor, by
+``potri`` and :func:`mirror_lower`). Kernel matrices
 come from a :class:`~._kernels_xp.KernelPlan` when the kernel has one, else they arrive
 precomputed by scikit-learn (``k``, ``k_grad``).
 """
 
 import math
 
-from .._runtime.errors import NotPositiveDefiniteError, warn
+from .._runtime.errors import LinAlgError, warn
 from .._runtime.validation import namespace
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS
 from ._solve_xp import solve_body, symmetric_view
 
-__all__ = ["lml_body", "fit_body", "predict_body", "cholesky_inverse", "inverse_strips",
-           "Operations"]
-
-#: From ``STRIP_MIN_N`` points on, ``K^-1`` is made by strips (see :func:`inverse_strips`):
-#: ``n // STRIP_MIN_WIDTH`` of them, at least 2 and at most ``STRIPS``.
-STRIP_MIN_N, STRIP_MIN_WIDTH, STRIPS = 1024, 512, 16
+__all__ = ["lml_body", "fit_body", "predict_body", "mirror_lower", "Operations"]
 
 
 def _kernel_matrix(x, k, noise, plan, *, lazy=False):
@@ -75,9 +70,14 @@ def _contract_fallback(w_rows, k_grad):
 def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     """Log marginal likelihood (and gradient in log-hyperparameters) of a GP on ``(x, y)``.
 
-    Like scikit-learn, a kernel matrix that is not positive definite gives ``-inf`` (and a zero
-    gradient) so that the optimizer steps back, rather than jitter. The likelihood stays a
-    0-d array of the inputs' package (no device synchronization for it).
+    One kernel matrix, one Cholesky in place, ``alpha`` by ``cho_solve``; with the gradient,
+    ``K^-1`` in place of the factor (``la.cho_inverse``: LAPACK/cuSOLVER ``potri``, then its
+    lower triangle mirrored) and ``g = 1/2 sum(W * dK/dtheta)``, ``W = alpha alpha^T - K^-1``
+    made row block by row block in ``K^-1``'s own rows and contracted against the kernel's
+    derivatives (:meth:`~._kernels_xp.KernelPlan.contract`): one ``n x n`` buffer in all, no
+    gradient tensor. Like scikit-learn, a kernel matrix that is not positive definite gives
+    ``-inf`` (and a zero gradient) so that the optimizer steps back, rather than jitter. The
+    likelihood stays a 0-d array of the inputs' package (no device synchronization for it).
     """
     n_theta = plan.n_theta if plan is not None else (k_grad.shape[2] if eval_gradient else 0)
     K, bad = _kernel_matrix(x, k, noise, plan, lazy=True)
@@ -85,7 +85,7 @@ def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     try:  # NaN or Inf in K always fails the factorization (NaN reaches the diagonal)
         # cho_factor in place (other triangle kept): K is ours and symmetric
         L = la.cholesky(symmetric_view(K), True, True, False, K.dtype)
-    except NotPositiveDefiniteError:
+    except LinAlgError:  # not positive definite, or a factorization that overflowed
         _raise_if_bad(bad)
         return -math.inf, (xp.zeros(n_theta, dtype=K.dtype) if eval_gradient else None)
     del K
@@ -94,97 +94,37 @@ def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     a = la.cho_solve(L, True, y2, False, L.dtype)
     lml = (-0.5 * (y2 * a).sum() - 0.5 * t * la.logdet(L, L.dtype)
            - 0.5 * t * n * math.log(2.0 * math.pi))
-    _raise_if_bad(bad)  # for a factorization that a NaN did not stop, should one ever
     if not eval_gradient:
+        _raise_if_bad(bad)  # for a factorization that a NaN did not stop, should one ever
         return lml, None
-    if plan is not None and n >= STRIP_MIN_N:
-        strips = inverse_strips(la, L)
-        del L
-        return lml, 0.5 * _strip_gradient(strips, a, t, x, plan)
-    kinv = cholesky_inverse(la, L)
+    kinv = la.cho_inverse(L)  # in L's (K's) memory: the factor is not needed any more
     del L
 
-    def w_rows(i0, i1):
-        w = a[i0:i1] @ a.T
-        w -= t * kinv[i0:i1]
+    def w_rows(i0, i1):  # rows of W, made in place in rows of K^-1 (each read once)
+        w = kinv[i0:i1]
+        w *= -t
+        w += a[i0:i1] @ a.T
         return w
 
     grad = plan.contract(x, w_rows) if plan is not None else _contract_fallback(w_rows, k_grad)
+    _raise_if_bad(bad)
     return lml, 0.5 * grad
 
 
-def _strip_gradient(strips, a, t, x, plan):
-    """``sum_ij W_ij dK_ij/dtheta`` over the lower triangle of ``W = a a^T - t K^-1``, one
-    column strip at a time: the strip of ``K^-1`` is made from the strips of ``L^-1`` (GEMMs)
-    and used at once, so ``K^-1`` is never whole and the symmetric half is never visited."""
-    xp = namespace(a)
-    n = x.shape[0]
-    shift = x.mean(axis=0)
-    bounds = [(j0, j0 + s.shape[1]) for j0, s in zip(_starts(strips, n), strips)]
-    total = xp.zeros(plan.n_theta, dtype=x.dtype)
-    for ji, (j0, j1) in enumerate(bounds):
-        w = xp.empty((n - j0, j1 - j0), dtype=x.dtype)
-        for ri in range(ji, len(bounds)):  # the strip of K^-1, block by block
-            r0, r1 = bounds[ri]
-            xp.matmul(strips[ri].T, strips[ji][r0 - j0:], out=w[r0 - j0:r1 - j0])
-        w *= -t
-        w += a[j0:] @ a[j0:j1].T
-        w[j1 - j0:] *= 2.0  # below the diagonal block: stands for its mirror image too
-        total += plan.contract_block(x[j0:], x[j0:j1], w, offset=0, shift=shift)
-    return total
-
-
-def _starts(strips, n):
-    return [n - s.shape[0] for s in strips]
-
-
-def inverse_strips(la, L):
-    """Column strips of ``L^-1`` for lower triangular ``L``: ``strips[j]`` holds rows ``j0:`` of
-    columns ``j0:j1`` (the rows above are zero). Up to ``la.FULL_SOLVE_MAX_N`` (the engine's
-    choice: one large call pays on the GPU) they are views of one triangular solve against the
-    identity; otherwise each strip is a solve on the trailing part of ``L`` only, n^3/3 flops
-    in all (as LAPACK's ``trtri``)."""
-    xp, n, dtype = namespace(L), L.shape[0], L.dtype
-    count = min(STRIPS, max(2, n // STRIP_MIN_WIDTH))
-    step = -(-n // count)
-    if n <= la.FULL_SOLVE_MAX_N:
-        linv = la.solve_triangular(L, xp.eye(n, dtype=dtype), 0, True, False, True, dtype)
-        return [linv[j0:, j0:min(j0 + step, n)] for j0 in range(0, n, step)]
-    strips = []
-    for j0 in range(0, n, step):
-        j1 = min(j0 + step, n)
-        e = xp.zeros((n - j0, j1 - j0), dtype=dtype)
-        diag = xp.arange(j1 - j0)
-        e[diag, diag] = 1.0
-        strips.append(la.solve_triangular(L[j0:, j0:], e, 0, True, False, True, dtype))
-    return strips
-
-
-def cholesky_inverse(la, L):
-    """``K^-1`` (full, symmetric) from ``L``, the lower Cholesky factor of ``K``.
-
-    Below ``STRIP_MIN_N``: one ``cho_solve`` against the identity (2 n^3 flops). From there on,
-    by column strips: each strip of ``L^-1`` is a triangular solve on the trailing
-    part of ``L`` only (n^3/3 flops in all, as LAPACK's ``trtri``), and each block of
-    ``K^-1 = L^-T L^-1`` at or below the diagonal one product of two strips (n^3/3 flops, as
-    ``lauum``), mirrored above it. Both steps are ``la``'s solves and GEMMs. Only the lower
-    triangle of ``L`` is read.
-    """
-    xp, n, dtype = namespace(L), L.shape[0], L.dtype
-    if n < STRIP_MIN_N:
-        return la.cho_solve(L, True, xp.eye(n, dtype=dtype), True, dtype)
-    strips = inverse_strips(la, L)
-    starts = _starts(strips, n)
-    kinv = xp.empty((n, n), dtype=dtype)
-    for ji, j0 in enumerate(starts):
-        j1 = j0 + strips[ji].shape[1]
-        for ri in range(ji, len(strips)):
-            r0, r1 = starts[ri], starts[ri] + strips[ri].shape[1]
-            block = strips[ri].T @ strips[ji][r0 - j0:]
-            kinv[r0:r1, j0:j1] = block
-            if ri != ji:
-                kinv[j0:j1, r0:r1] = block.T
-    return kinv
+def mirror_lower(c, tile=None):
+    """Copy the lower triangle of the square ``c`` onto its upper triangle, in place, in
+    diagonal tiles of ``tile`` (default: the largest with ``tile^2 <= BLOCK_ELEMENTS``) and
+    the panels beside them; returns ``c``, now symmetric. Used after ``potri``, which writes
+    only the lower triangle of ``K^-1``."""
+    xp, n = namespace(c), c.shape[0]
+    tile = tile or max(1, math.isqrt(BLOCK_ELEMENTS))
+    for j0 in range(0, n, tile):
+        j1 = min(j0 + tile, n)
+        d = c[j0:j1, j0:j1]
+        d[...] = xp.tril(d) + xp.tril(d, -1).T
+        if j1 < n:
+            c[j0:j1, j1:] = c[j1:, j0:j1].T
+    return c
 
 
 def fit_body(la, x, y, noise, k, train, *, plan, jitter):
