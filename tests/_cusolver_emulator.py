@@ -35,6 +35,7 @@ class FakeDev(np.ndarray):
         return types.SimpleNamespace(ptr=self.ctypes.data)
 
     def get(self):
+        CALLS["get"] += 1  # a device-to-host read: one synchronization on a real GPU
         return np.array(self)
 
 
@@ -47,13 +48,22 @@ def _dev(x):
 
 
 class _Kernel:
-    """The triangle-zeroing elementwise kernel of gpulinalg.decomp._cholesky_cuda."""
+    """The elementwise kernels of decomp: the triangle zeroing of _cholesky_cuda and the
+    finiteness flag of _finite_cuda."""
 
-    def __init__(self, in_params, out_params, operation, name):
-        if not name.startswith("gpulinalg_zero_triangle"):
+    def __init__(self, in_params, out_params, operation, name, **options):
+        if not (name.startswith("gpulinalg_zero_triangle") or name == "gl_flag_nonfinite"):
             raise NotImplementedError(f"no emulation of kernel {name}")
+        self.name = name
 
-    def __call__(self, n, lower, x):
+    def __call__(self, *args):
+        if self.name == "gl_flag_nonfinite":
+            x, flag = args
+            CALLS["flag_nonfinite"] += 1
+            if not np.isfinite(np.asarray(x)).all():
+                flag[0] = 1
+            return
+        n, lower, x = args
         mask = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
         x[..., mask] = 0
 

@@ -62,7 +62,14 @@ def test_potrf_limits(n, batch, want):
 
 def test_small_qr_stacks_need_numbers():
     assert _batched_plan.route("geqrf", 200, 8) == "looped"
-    assert _batched_plan.route("geqrf", 200, 64) == "batched"
+    assert _batched_plan.route("geqrf", 120, 64) == "batched"
+    assert _batched_plan.route("geqrf", 256, 64) == "looped"  # lanes won 2x on the H200
+
+
+def test_few_large_triangular_solves_stay_batched_to_2048():
+    assert _batched_plan.route("trsm", 2048, 8) == "batched"  # 1.8x the loop on the H200
+    assert _batched_plan.route("trsm", 4096, 8) == "looped"
+    assert _batched_plan.route("trsm", 4096, 9) == "batched"
     assert _batched_plan.route("geqrf", 16, 2) == "batched"
 
 
@@ -335,3 +342,68 @@ def test_emulated_column_major_factor_stack_is_not_copied(emu):
             ).swapaxes(-1, -2)
     w = _triangular_cuda.stack_matrices(c, (3,), np.dtype("f8"))
     assert w.data.ptr == c.data.ptr and w.strides == c.strides
+
+
+# -- one synchronization per call, check_finite included (issue #16's per-call floor) --------
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+def test_emulated_cholesky_checks_finite_in_its_one_read_back(emu, force, rng, route):
+    force("potrf", route)
+    a = spd_stack(rng, (4,), 8, np.float64)
+    CALLS.clear()
+    _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert CALLS["get"] == 1 and CALLS["flag_nonfinite"] == 1
+    a[2, 0, 7] = np.nan  # the triangle potrf does not read: SciPy's check still refuses it
+    CALLS.clear()
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert CALLS["get"] == 1
+    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8")))
+    assert np.isfinite(got[2]).all()  # finite=False: the upper triangle is not read
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("bad", [None, "c", "b"])
+def test_emulated_solves_check_finite_in_their_one_read_back(emu, force, rng, route, bad):
+    force("trsm", route)
+    c = np.tril(rng.standard_normal((3, 8, 8))) + 4 * np.eye(8)
+    b = rng.standard_normal((3, 8, 2))
+    if bad == "c":
+        c[1, 0, 5] = np.inf
+    elif bad == "b":
+        b[2, 3, 1] = np.nan
+    for solve in (lambda: _cholesky_cuda.cho_solve(dev(c), True, dev(b), False,
+                                                   np.dtype("f8"), True, True),
+                  lambda: _triangular_cuda.solve_triangular(dev(c), dev(b), 0, True, False,
+                                                            False, np.dtype("f8"), True, True)):
+        CALLS.clear()
+        if bad is None:
+            solve()
+        else:
+            name = bad if solve.__code__.co_names[0] == "_cholesky_cuda" or bad == "b" else "a"
+            with pytest.raises(ValueError, match=f"{name} must not contain infs or NaNs"):
+                solve()
+        assert CALLS["get"] == 1
+
+
+def test_emulated_pointer_arrays_are_reused(emu):
+    from gpulinalg.decomp import _cusolver_cuda
+    w = dev(np.zeros((5, 4, 4)))
+    p1, p2 = _cusolver_cuda.pointer_array(w), _cusolver_cuda.pointer_array(w)
+    assert p1 is p2
+    assert list(plain(p1)) == [w.ctypes.data + i * 128 for i in range(5)]
+
+
+def test_gpu_input_defers_check_finite_to_the_engine(monkeypatch):
+    """The api leaves SciPy's check of GPU arrays to the engine (``finite=True``); host
+    arrays are checked up front as before, and the CPU engine checks a deferred one."""
+    from gpulinalg.decomp import _cholesky_api
+    seen = []
+    monkeypatch.setattr(_cholesky_api._arrays, "on_gpu", lambda x: True)
+    monkeypatch.setattr(_cholesky_api._dispatch, "dispatch",
+                        lambda op, g, c, args, **kw: seen.append(args[-1]) or c(*args))
+    a = np.eye(3)
+    a[0, 2] = np.nan
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(a, lower=True)
+    assert seen == [True]

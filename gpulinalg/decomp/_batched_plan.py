@@ -45,13 +45,15 @@ TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
     # Cholesky factor: cuSOLVER <t>potrfBatched up to 1024, blocked Xpotrf per matrix above.
     "potrf": ((1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
-    # <t>trsmBatched, except for a few (<= 8) matrices of order >= 64, where per-matrix
-    # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU (torch's rule, measured by its authors).
-    "trsm": ((63, 2, "batched"), (math.inf, 9, "batched"), (math.inf, 1, "looped")),
+    # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
+    # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
+    # trsmBatched beat the loop 1.6x at 8 x 1024^2 and 1.8x at 8 x 2048^2, issue #16.)
+    "trsm": ((2048, 2, "batched"), (math.inf, 9, "batched"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
-    # m <= 256 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise.
+    # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes
+    # (at 64 x 256^2 the lanes took half the time of geqrfBatched on the H200, issue #16).
     "geqrf": ((32, 2, "batched"), (64, 4, "batched"), (128, 8, "batched"),
-              (256, 16, "batched"), (math.inf, 1, "looped")),
+              (math.inf, 1, "looped")),
     # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     "gesvd": ((32, 2, "batched"), (512, 2, "jacobi"), (math.inf, 1, "looped")),

@@ -145,7 +145,9 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
         check_dask(a, square=True)
         return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _factor_host.cholesky,
                                   (a, bool(lower)), dask_fn=_cholesky_dask.cholesky)
-    a, dtype = prepare(a, square=True, check_finite=check_finite)
+    # GPU input: the engine checks finiteness with the info codes (one read-back in all)
+    defer = bool(check_finite) and _arrays.on_gpu(a)
+    a, dtype = prepare(a, square=True, check_finite=bool(check_finite) and not defer)
     n = a.shape[-1]
     if a.size == 0:
         return _dispatch.shortcut(op, empty_result(a, (tuple(a.shape), dtype))[0])
@@ -156,7 +158,7 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
     in_place = _cholesky_cuda.cholesky_in_place if overwrite_a and _arrays.on_gpu(a) else None
     return _dispatch.dispatch(
         op, _cholesky_cuda.cholesky, _factor_host.cholesky,
-        (a, bool(lower), bool(overwrite_a), clean, dtype),
+        (a, bool(lower), bool(overwrite_a), clean, dtype, defer),
         nbytes=lambda: 2 * nbytes_of((a.shape, dtype)) + workspace_bytes("potrf", n, n, dtype),
         flops=flops, oversize_fn=in_place)
 
@@ -200,7 +202,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     Notes
     -----
     The GPU engine runs cuSOLVER ``Xpotrs``, or two batched cuBLAS triangular solves for
-    stacks (all but a few matrices of order 64 or more: ``decomp/_batched_plan.py``). Unlike
+    stacks (all but a few matrices of order above 2048: ``decomp/_batched_plan.py``). Unlike
     SciPy's, it checks the conditioning of the factor (a reduction over its diagonal and over
     ``b`` and ``x``: O(n k), one read-back on the GPU).
 
@@ -219,8 +221,10 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     c, lower = _pair(c_and_lower)
     if is_dask(c, b):
         return _dask_solve(c, bool(lower), b)
-    c, dtype_c = prepare(c, "c", square=True, check_finite=check_finite)
-    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
+    # GPU input: the engine checks finiteness with the conditioning figures (one read-back)
+    defer = bool(check_finite) and (_arrays.on_gpu(c) or _arrays.on_gpu(b))
+    c, dtype_c = prepare(c, "c", square=True, check_finite=bool(check_finite) and not defer)
+    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=bool(check_finite) and not defer)
     dtype = np.result_type(dtype_c, dtype_b)
     check_rhs(c, b)
     vec = b.ndim == 1
@@ -232,7 +236,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
     flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
     return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve, _factor_host.cho_solve,
-                              (c, bool(lower), b, bool(overwrite_b), dtype, True),
+                              (c, bool(lower), b, bool(overwrite_b), dtype, True, defer),
                               nbytes=nbytes, flops=flops, like=b)
 
 

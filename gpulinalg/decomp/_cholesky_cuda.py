@@ -19,23 +19,38 @@ from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
 from ._batched_plan import route
 from ._cusolver_cuda import Solver
-from ._triangular_cuda import (check_conditioning, finish_rhs, rhs_copy, stack_matrices,
-                               trsm_batched)
+from ._finite_cuda import flag_nonfinite, raise_nonfinite
+from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, rhs_copy,
+                               stack_matrices, trsm_batched)
 
 __all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet"]
 
 
-def cholesky(a, lower, overwrite_a, clean, dtype):
+def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     """Cholesky factor of the CuPy stack ``a`` (..., n, n), laid out for the fast lower kernel.
 
     With ``overwrite_a`` the input is factored in place when it already has that layout, else
     a working copy is made. ``clean``: zero the other triangle (``cholesky``), else leave
-    ``a``'s entries there (``cho_factor``).
+    ``a``'s entries there (``cho_factor``). ``finite``: SciPy's ``check_finite`` of ``a``,
+    read back with the ``info`` codes (:mod:`._finite_cuda`; one synchronization in all).
     """
-    return _factor(a, *_work_copy(a, dtype, lower, overwrite_a, clean), lower, clean)
+    info, flagged = _codes_buffer(a, finite)
+    return _factor(a, *_work_copy(a, dtype, lower, overwrite_a, clean), lower, clean, info,
+                   flagged)
 
 
-def cholesky_in_place(a, lower, overwrite_a, clean, dtype):
+def _codes_buffer(a, finite):
+    """``(info, flagged)``: zeroed int32 codes, one per matrix of ``a`` plus a flag slot for
+    its finiteness check (launched now, before anything may overwrite ``a``)."""
+    import cupy
+    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    info = cupy.zeros(batch + 1, dtype=np.int32)
+    if finite:
+        flag_nonfinite(a, info[batch:])
+    return info, bool(finite)
+
+
+def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """:func:`cholesky` without a working copy whenever ``a``'s memory allows (C or column-major
     stacks of ``dtype``), with the slower upper-triangle kernel when the layout asks for it.
 
@@ -44,20 +59,26 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     if view is None:
-        return cholesky(a, lower, overwrite_a, clean, dtype)
-    return _factor(a, *view, lower, clean)
+        return cholesky(a, lower, overwrite_a, clean, dtype, finite)
+    info, flagged = _codes_buffer(a, finite)
+    return _factor(a, *view, lower, clean, info, flagged)
 
 
-def _factor(a, w, order, zeroed, lower, clean):
+def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
-    with Solver(w.dtype, len(w)) as sv:
-        if route("potrf", a.shape[-1], len(w)) == "batched":
+    nb = len(w)
+    with Solver(w.dtype, nb, info=info, params=route("potrf", a.shape[-1], nb) != "batched") \
+            as sv:
+        if sv.params is None:
             sv.potrf_batched(w, fill_lower)
         else:
-            for i in range(len(w)):
+            for i in range(nb):
                 sv.potrf(w[i], fill_lower, i)
-        mark_nonfinite(w, sv.info)  # one kernel: the codes and the diagonal in one read-back
-        codes = sv.check("potrf")
+        mark_nonfinite(w, info)  # one kernel: the codes and the diagonal in one read-back
+        codes = sv.check("potrf")  # the only synchronization of the call
+    if flagged and codes[nb]:
+        raise_nonfinite("a")
+    codes = codes[:nb]
     nonfinite = codes >= NONFINITE
     bad = np.flatnonzero((codes > 0) & ~nonfinite)
     if bad.size or nonfinite.any():  # the input is diagnosed only on failure
@@ -228,15 +249,18 @@ def _zero_triangle(w, lower):
     kernel(w.shape[-1], lower, w)
 
 
-def cho_solve(c, lower, b, overwrite_b, dtype, check=False):
+def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     """``a^-1 b`` from the CuPy Cholesky factor ``c`` (..., n, n) of ``a`` (the ``lower``
     triangle is read); ``b`` (n,) or (..., n, k), batches broadcast. ``b`` is never written.
 
     ``check``: the conditioning rule of :mod:`._triangular_xp` after the solve (one
-    read-back of three numbers)."""
+    read-back of its figures). ``finite``: SciPy's ``check_finite`` of ``c`` and ``b`` in
+    that same read-back."""
+    if finite and not check:
+        check_finite_pair(c, b, ("c", "b"))
     x = _cho_solve(c, lower, b, dtype)
     if check:
-        check_conditioning(c, b, x, False, squared=True)
+        check_conditioning(c, b, x, False, squared=True, finite=finite, names=("c", "b"))
     return x
 
 
@@ -263,5 +287,5 @@ def _cho_solve(c, lower, b, dtype):
             if flip and conj:
                 cupy.conj(x[i], out=x[i])
             keep.append(ci)
-        sv.check("potrs")
+        sv.done()  # potrs reports argument errors only: no synchronization of its own
     return finish_rhs(x, batch, vec)

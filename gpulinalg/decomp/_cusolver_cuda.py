@@ -11,6 +11,7 @@ legacy per-type API, reached through the same table.
 import contextlib
 import dataclasses
 import functools
+import threading
 import typing
 
 import numpy as np
@@ -93,13 +94,35 @@ def _ptr(x):
     return 0 if x is None else x.data.ptr
 
 
+_POINTERS = threading.local()
+#: Pointer arrays kept per thread (a stack of the same shape often lands at the same address
+#: again: CuPy's pool hands the freed block back); the cache is emptied when it is full.
+POINTER_CACHE_SIZE = 64
+
+
 def pointer_array(x):
-    """Device array of the addresses of the matrices ``x[0], x[1], ...`` (uniform stride)."""
+    """Device array of the addresses of the matrices ``x[0], x[1], ...`` (uniform stride).
+
+    Cached per thread by (device, address, stride, count): its content is a function of that
+    key alone, so a repeated call on a stack at the same address makes no array and launches
+    nothing (one kernel otherwise). Cached arrays are only read, on the thread's streams."""
     import cupy
-    start, step = int(x.data.ptr), int(x.strides[0])
+    start, step, count = int(x.data.ptr), int(x.strides[0]), len(x)
+    cache = getattr(_POINTERS, "cache", None)
+    if cache is None:
+        cache = _POINTERS.cache = {}
+    key = (cupy.cuda.Device().id, start, step, count)
+    ptrs = cache.get(key)
+    if ptrs is not None:
+        return ptrs
     if step <= 0:  # a broadcast stack (every matrix at one address): arange needs a step
-        return cupy.full(len(x), start, dtype=np.uint64)
-    return cupy.arange(start, start + len(x) * step, step, dtype=np.uint64)  # one kernel
+        ptrs = cupy.full(count, start, dtype=np.uint64)
+    else:
+        ptrs = cupy.arange(start, start + count * step, step, dtype=np.uint64)  # one kernel
+    if len(cache) >= POINTER_CACHE_SIZE:
+        cache.clear()
+    cache[key] = ptrs
+    return ptrs
 
 
 class Solver:
@@ -110,7 +133,7 @@ class Solver:
     them all with one synchronization.
     """
 
-    def __init__(self, dtype, slots=1, *, handle=None, info=None):
+    def __init__(self, dtype, slots=1, *, handle=None, info=None, params=True):
         import cupy
         from .._runtime.streams import get_handle
         self.r = routines(dtype)
@@ -123,16 +146,19 @@ class Solver:
         self._dbuf = None
         self._hbuf = None
         self._lanes = []
+        self._want_params = bool(params)
         self.params = None
 
     def __enter__(self):
-        self.params = _new_params()
+        # ``params=False``: only batched (legacy-API) routines will run, which take none
+        self.params = _new_params() if self._want_params else None
         return self
 
     def __exit__(self, *exc):
         for lane in self._lanes:
             _dn().destroy_params(lane.params)
-        _dn().destroy_params(self.params)
+        if self.params is not None:
+            _dn().destroy_params(self.params)
         return False
 
     def lane(self, handle):

@@ -7,6 +7,7 @@ those modules this is decomp's internal layer: no validation, no dispatch (``gp`
 
 import numpy as np
 
+from .._runtime.validation import check_finite
 from ._checks import broadcast_batch, sub
 from ._cholesky_xp import check_potrf, logdet
 from ._results import QRResult, SVDResult
@@ -64,9 +65,13 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     return SVDResult(*flip_signs(res.U, res.S, res.Vh, np)) if compute_uv else res
 
 
-def cholesky(a, lower, overwrite_a, clean, dtype):
-    """LAPACK ``potrf`` of each matrix of ``a``; raises as :func:`._cholesky_xp.check_potrf`."""
+def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
+    """LAPACK ``potrf`` of each matrix of ``a``; raises as :func:`._cholesky_xp.check_potrf`.
+    ``finite``: SciPy's ``check_finite`` of ``a`` (left to the engine by the api for GPU
+    input, which reaches this engine only on a fallback)."""
     from scipy.linalg import get_lapack_funcs
+    if finite:
+        check_finite(a, "a")
     a = np.asarray(a, dtype=dtype)
     if a.ndim == 2:
         potrf, = get_lapack_funcs(("potrf",), (a,))
@@ -83,10 +88,14 @@ def cholesky(a, lower, overwrite_a, clean, dtype):
     return out
 
 
-def cho_solve(c, lower, b, overwrite_b, dtype, check=False):
+def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     """LAPACK ``potrs`` with the factor ``c``; with ``check``, the conditioning rule of
-    :func:`._triangular_xp.check_conditioning` (``a = c^H c`` squares ``c``'s bound)."""
+    :func:`._triangular_xp.check_conditioning` (``a = c^H c`` squares ``c``'s bound);
+    ``finite``: SciPy's ``check_finite`` of ``c`` and ``b``."""
     from scipy.linalg import get_lapack_funcs
+    if finite:
+        check_finite(c, "c")
+        check_finite(b, "b")
     c, b = np.asarray(c, dtype=dtype), np.asarray(b, dtype=dtype)
     scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
     if c.ndim == 2 and b.ndim <= 2:
@@ -111,11 +120,16 @@ def _batched_solve(solve_one, a, b):
     return out[..., 0] if vec else out
 
 
-def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False):
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
+                     finite=False):
     """SciPy's ``solve_triangular`` over the broadcast batch. A zero on the diagonal raises
     :class:`gpulinalg.SingularMatrixError`; with ``check``, also the conditioning rule of
-    :func:`._triangular_xp.check_conditioning` (after the solve)."""
+    :func:`._triangular_xp.check_conditioning` (after the solve); ``finite``: SciPy's
+    ``check_finite`` of ``a`` and ``b``."""
     import scipy.linalg
+    if finite:
+        check_finite(a, "a")
+        check_finite(b, "b")
     a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
     if not unit_diagonal:
         check_nonsingular(a, np)

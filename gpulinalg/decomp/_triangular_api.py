@@ -6,6 +6,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.arrays import on_gpu
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _triangular_cuda
 from ._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare
@@ -58,7 +59,7 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     Notes
     -----
     The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks, but for a few matrices
-    of order 64 or more: ``decomp/_batched_plan.py``) on ``a``'s own memory: a C-ordered
+    of order above 2048: ``decomp/_batched_plan.py``) on ``a``'s own memory: a C-ordered
     matrix is solved as the transposed column-major one.
 
     Unlike SciPy's, this solve checks the conditioning, by one rule on both backends:
@@ -85,8 +86,10 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     """
     if trans not in _TRANS:
         raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
-    a, dtype_a = prepare(a, square=True, check_finite=check_finite)
-    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=check_finite)
+    # GPU input: the engine checks finiteness with the conditioning figures (one read-back)
+    defer = bool(check_finite) and (on_gpu(a) or on_gpu(b))
+    a, dtype_a = prepare(a, square=True, check_finite=bool(check_finite) and not defer)
+    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=bool(check_finite) and not defer)
     dtype = np.result_type(dtype_a, dtype_b)
     check_rhs(a, b)
     vec = b.ndim == 1
@@ -101,4 +104,5 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     return _dispatch.dispatch("decomp.solve_triangular", _triangular_cuda.solve_triangular,
                               _factor_host.solve_triangular,
                               (a, b, _TRANS[trans], bool(lower), bool(unit_diagonal),
-                               bool(overwrite_b), dtype, True), nbytes=nbytes, flops=flops, like=b)
+                               bool(overwrite_b), dtype, True, defer), nbytes=nbytes,
+                              flops=flops, like=b)

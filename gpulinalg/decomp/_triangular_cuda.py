@@ -11,27 +11,46 @@ import numpy as np
 from ._checks import broadcast_batch, matrix_order, sub
 from ._batched_plan import route
 from ._cusolver_cuda import pointer_array, routines
+from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._triangular_xp import check_nonsingular, judge
 
-__all__ = ["solve_triangular", "check_conditioning", "rhs_copy", "finish_rhs", "stack_matrices",
+__all__ = ["solve_triangular", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs", "stack_matrices",
            "trsm_batched"]
 
 
-def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False):
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
+                     finite=False):
     """``op(a)^-1 b`` for CuPy ``a`` (..., n, n) and ``b`` ((n,) or (..., n, k)); ``trans``
     0, 1 or 2 (N, T, C). Raises :class:`gpulinalg.SingularMatrixError` on a zero diagonal
     entry unless ``unit_diagonal``. ``b`` is never written (a copy is solved in place).
 
     ``check``: the conditioning rule of :mod:`._triangular_xp`, after the solve, with the
     zero-diagonal check in the same single read-back (without ``check``, the zero check runs
-    before the solve)."""
+    before the solve). ``finite``: SciPy's ``check_finite`` of ``a`` and ``b``, in that same
+    read-back (``ValueError``; a solve with NaN or Inf is harmless, only its result is
+    dropped)."""
     import cupy
+    if finite and not check:
+        check_finite_pair(a, b, ("a", "b"))
     if not unit_diagonal and not check:
         check_nonsingular(a, cupy)
     x = _solve(a, b, trans, lower, unit_diagonal, dtype)
     if check:
-        check_conditioning(a, b, x, unit_diagonal)
+        check_conditioning(a, b, x, unit_diagonal, finite=finite)
     return x
+
+
+def check_finite_pair(a, b, names):
+    """``ValueError`` naming the first of ``a``, ``b`` that holds NaN or Inf: two flag
+    kernels into one buffer, one read-back."""
+    import cupy
+    flags = cupy.zeros(2, dtype=np.int32)
+    flag_nonfinite(a, flags[0:1])
+    flag_nonfinite(b, flags[1:2])
+    host = flags.get()
+    for name, bad in zip(names, host):
+        if bad:
+            raise_nonfinite(name)
 
 
 def _solve(a, b, trans, lower, unit_diagonal, dtype):
@@ -220,10 +239,11 @@ def _stack3(x, n):
     return x.reshape((-1, n, x.shape[-1]))
 
 
-def figures(a, b, x, unit_diagonal):
+def figures(a, b, x, unit_diagonal, finite=False, names=("a", "b")):
     """The figures of :func:`._triangular_xp.figures` for CuPy ``a``, ``b`` and ``x``: two or
     three launches of one reduction kernel into one buffer, one read-back (the generic
-    version takes some thirty launches: most of a small solve's time)."""
+    version takes some thirty launches: most of a small solve's time). ``finite``: SciPy's
+    ``check_finite`` of ``a`` and ``b`` (named ``names``) in the same read-back."""
     import cupy
     n = a.shape[-1]
     b2 = b[:, None] if b.ndim == 1 else b
@@ -233,22 +253,31 @@ def figures(a, b, x, unit_diagonal):
     na = int(np.prod(a_batch, dtype=np.int64))
     nbb = int(np.prod(b_batch, dtype=np.int64))
     nx = int(np.prod(x_batch, dtype=np.int64))
-    out = cupy.empty(3 * na + nbb * k + nx * k, dtype=np.float64)
+    size = 3 * na + nbb * k + nx * k
+    # finite: one more slot, flagged by a kernel over all of ``a`` (``b``'s figures show
+    # NaN or Inf by themselves: the maxima keep them)
+    out = cupy.zeros(size + 1, dtype=np.float64) if finite else cupy.empty(size, np.float64)
+    if finite:
+        flag_nonfinite(a, out[size:])
     if not unit_diagonal:
         diag = cupy.diagonal(a, axis1=-2, axis2=-1).reshape(na, n)[:, :, None]
         _reduce(diag, out[:3 * na], True)
     _reduce(_stack3(b2, n), out[3 * na:3 * na + nbb * k], False)
     _reduce(_stack3(x2, n), out[3 * na + nbb * k:], False)
-    host = out.get()
+    host = out.get()  # the only synchronization of the call
+    if finite and host[size]:
+        raise_nonfinite(names[0])
+    if finite and not np.isfinite(host[3 * na:3 * na + nbb * k]).all():
+        raise_nonfinite(names[1])
     dstats = host[:3 * na].reshape(a_batch + (3,))
     if unit_diagonal:
         dstats = np.broadcast_to(np.array([1.0, 1.0, -1.0]), a_batch + (3,))
     scale = host[3 * na:3 * na + nbb * k].reshape(b_batch + (k,))
-    xn = host[3 * na + nbb * k:].reshape(x_batch + (k,))
+    xn = host[3 * na + nbb * k:size].reshape(x_batch + (k,))
     return dstats, xn, scale
 
 
-def check_conditioning(a, b, x, unit_diagonal, squared=False):
+def check_conditioning(a, b, x, unit_diagonal, squared=False, finite=False, names=("a", "b")):
     """The conditioning rule of :mod:`._triangular_xp` after ``x = op(a)^-1 b`` on the GPU
     (``b`` is never written by the GPU solves): :func:`figures`, then its ``judge``."""
-    judge(a, *figures(a, b, x, unit_diagonal), x.dtype, squared)
+    judge(a, *figures(a, b, x, unit_diagonal, finite, names), x.dtype, squared)
