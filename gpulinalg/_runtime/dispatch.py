@@ -20,7 +20,7 @@ from .streams import op_stream as _op_stream
 from .validation import is_dask as _is_dask
 
 __all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note",
-           "shortcut"]
+           "shortcut", "Decision", "again"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -292,6 +292,61 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
         why = _on_sticky(op, exc, settings)
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+
+
+class Decision:
+    """A :func:`dispatch` call kept by its caller for repeats of the same call (see :func:`again`).
+
+    Everything but the arrays: ``op``, ``gpu_fn``, ``cpu_fn`` and the keywords of
+    :func:`dispatch` (``nbytes``, ``flops``, ``convert``, ``same_package``, ``own_stream``). A
+    caller keeps one per call key (same package, shapes, layouts and options, so the same
+    estimate).
+    """
+
+    __slots__ = ("op", "gpu_fn", "cpu_fn", "options", "settings", "dev", "reason")
+
+    def __init__(self, op, gpu_fn, cpu_fn, **options):
+        self.op, self.gpu_fn, self.cpu_fn, self.options = op, gpu_fn, cpu_fn, options
+        self.settings = None  # the Settings the GPU decision was made under, while it holds
+
+
+def again(decision, args, like, settings):
+    """``dispatch(op, gpu_fn, cpu_fn, args, like=like, **options)`` of ``decision``, deciding
+    once: a repeat runs ``gpu_fn(*args)`` at once and is recorded as a GPU run when the last
+    decision was a GPU run on the arrays as given (no conversion, the caller's stream) of a
+    job of at most ``budget.FREE_CACHE_FRACTION`` of the memory then available, and nothing it
+    depended on changed since: ``settings`` (the caller's ``get_config()`` of this call) is the
+    same object, no device provider is installed, the GPU is not disabled. Anything else, and
+    any exception of the repeat, goes through :func:`dispatch` (which decides afresh, falls
+    back or raises, and records).
+    """
+    d = decision
+    if d.settings is settings and _device._installed.provider is None \
+            and _device._state["disabled"] is None:
+        start = time.perf_counter()
+        try:
+            result = d.gpu_fn(*args)
+        except Exception:
+            d.settings = None
+        else:
+            seconds = time.perf_counter() - start
+            _local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, {})
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s ran on gpu (%s) in %.3g s", d.op, _reason_text(d.reason), seconds)
+            return result
+    result = dispatch(d.op, d.gpu_fn, d.cpu_fn, args, like=like, **d.options)
+    rec, opts = _local.record, d.options
+    reason = rec[4] if type(rec) is tuple and rec[1] == "gpu" else None
+    # a GPU run's reason is ("estimate {} B fits in {} B", nbytes, available) (see _plan)
+    d.settings = settings if (
+        type(reason) is tuple and len(reason) == 3
+        and reason[1] <= _budget.FREE_CACHE_FRACTION * reason[2]
+        and _device._installed.provider is None and not opts.get("own_stream", True)
+        and (not opts.get("convert", True)
+             or (opts.get("same_package") and _arrays.kind_of(like) is _CUPY))) else None
+    if d.settings is not None:
+        d.dev, d.reason = rec[2], (reason[0] + " (decided at the first call)", *reason[1:])
+    return result
 
 
 def _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert, settings, why):
