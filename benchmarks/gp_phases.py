@@ -1,10 +1,13 @@
 """Where one GP log-marginal-likelihood + gradient evaluation spends its time, on the GPU.
 
 ``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
-``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own (kernel
-matrix, Cholesky, the strips of ``L^-1``, the strip-wise gradient), the whole evaluation, and,
-for comparison, ``K^-1`` through cuSOLVER's ``potri`` and ``L^-1`` through ``Xtrtri`` or one
-triangular solve against the identity. Prints one JSON line per figure.
+``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
+(:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by ``potri`` in place,
+``W`` and the gradient contraction), the whole evaluation through the engine function and
+through the estimator, and, on the GPU, other ways to ``K^-1`` or ``L^-1`` (``potri``,
+``Xtrtri``, a triangular solve against the identity, the GEMM ``L^-T L^-1``). Prints one JSON
+line per figure; runs on the CPU engine without a GPU. Engine functions run inside
+``op_stream`` as under the dispatcher.
 
 :func:`fixed_phases` splits a fixed-kernel ``fit`` + ``predict(return_std=True)`` the same way
 (kernel matrix, Cholesky in place, ``alpha`` and ``log|K|``, cross-kernel and mean,
@@ -69,69 +72,150 @@ def _trsm_identity(c):
                                    check_finite=False)
 
 
-def run(sizes=(8000, 16000)):
-    import cupy
+def _engine():
+    """``(la, xp, sync, stream context)``: the GPU engine on the dispatcher's kind of stream
+    when there is a GPU (engine functions assume it: see ``gp._engine_cuda``), else the CPU
+    engine."""
+    import contextlib
 
-    from gpulinalg import decomp
-    from gpulinalg.gp import _engine_cuda, _fit_xp
+    import gpulinalg
+    if gpulinalg.gpu_available():
+        import cupy
+
+        from gpulinalg._runtime.streams import op_stream
+        from gpulinalg.gp import _engine_cuda
+        return _engine_cuda, cupy, cupy.cuda.Device().synchronize, op_stream
+    from gpulinalg.gp import _engine_host
+    return _engine_host, np, (lambda: None), contextlib.nullcontext
+
+
+def _marker(sync):
+    import time
+    out, state = {}, {"t": time.perf_counter()}
+
+    def mark(name):
+        sync()
+        now = time.perf_counter()
+        out[name] = out.get(name, 0.0) + now - state["t"]
+        state["t"] = now
+    sync()
+    state["t"] = time.perf_counter()
+    return out, mark
+
+
+def lml_phases(x, y, kernel, noise=1e-10):
+    """Seconds of each phase of one log-marginal-likelihood + gradient evaluation, as
+    :func:`gpulinalg.gp._fit_xp.lml_body` runs it (each phase synchronized), and the whole; on
+    the GPU when there is one (else the CPU engine on NumPy)."""
+    from gpulinalg.gp import _fit_xp, _solve_xp
     from gpulinalg.gp._kernels_xp import compile_kernel
+    la, xp, sync, ctx = _engine()
+    plan = compile_kernel(kernel, x.shape[1])
+    with ctx():
+        xd, yd = (xp.asarray(v, dtype=np.float64) for v in (x, y))
+        out, mark = _marker(sync)
+        K, bad = _fit_xp._kernel_matrix(xd, None, noise, plan, lazy=True)
+        mark("kernel matrix (+ NaN check)")
+        L = la.cholesky(_solve_xp.symmetric_view(K), True, True, False, K.dtype)
+        mark("cholesky in place")
+        a = la.cho_solve(L, True, yd.reshape(-1, 1), False, L.dtype)
+        float(la.logdet(L, L.dtype))
+        mark("alpha + logdet")
+        kinv = la.cho_inverse(L)
+        mark("K^-1 (potri in place + mirror)")
+
+        def w_rows(i0, i1):
+            w = kinv[i0:i1]
+            w *= -1.0
+            w += a[i0:i1] @ a.T
+            return w
+        grad = plan.contract(xd, w_rows)
+        float(grad.sum())
+        bool(bad)
+        mark("W + gradient contraction")
+        del K, L, kinv
+    out["total"] = sum(out.values())
+    return out
+
+
+def run(sizes=(3000, 16000)):
+    """One JSON line per figure: :func:`lml_phases`, the whole evaluation through the engine
+    (and through the estimator: dispatch, uploads), and ways of making ``K^-1`` or ``L^-1``."""
+    import gpulinalg
+    from gpulinalg import decomp
+    from gpulinalg.gp import GaussianProcessRegressor
+    from gpulinalg.gp._kernels_xp import compile_kernel
+    gpu = gpulinalg.gpu_available()
+    la, xp, sync, ctx = _engine()
     for n in sizes:
         x, y, _, _ = make_data(n)
         k = kernel()
         plan = compile_kernel(k, x.shape[1])
-        xd, yd = cupy.asarray(x), cupy.asarray(y)
-        noise = 0.0
         reps = dict(warmup=1, repeat=3)
 
         def emit(phase, t, **extra):
-            print(json.dumps({"n": n, "phase": phase, "median_s": t["median_s"], **extra}),
-                  flush=True)
+            print(json.dumps({"n": n, "gpu": gpu, "phase": phase, "median_s": t["median_s"],
+                              **extra}), flush=True)
 
-        emit("kernel matrix", time_gpu(lambda: plan.matrix(xd), **reps))
-        K = plan.matrix(xd)
-        emit("cho_factor", time_gpu(lambda: decomp.cho_factor(K, check_finite=False), **reps))
+        lml_phases(x, y, k)  # warm: compiled kernels, handles
+        phases = [lml_phases(x, y, k) for _ in range(3)]
+        for name in phases[0]:
+            emit("lml+grad: " + name, {"median_s": float(np.median([p[name] for p in phases]))})
+        with ctx():
+            xd, yd = xp.asarray(x), xp.asarray(y)
+
+            def engine():
+                out = la.log_marginal_likelihood(xd, yd, 1e-10, None, None, plan=plan,
+                                                 eval_gradient=True)
+                return float(out[0]), np.asarray(out[1].get() if gpu else out[1])
+            t = _wall(engine, sync, **reps)
+            emit("lml+grad (engine function, one sync)", t)
+        gp = GaussianProcessRegressor(k, alpha=1e-10, optimizer=None).fit(x, y)
+        emit("lml+grad (estimator: dispatch, upload, host result)", _wall(
+            lambda: gp.log_marginal_likelihood(k.theta, eval_gradient=True), sync, **reps))
+        if not gpu:
+            continue
+        with ctx():
+            K = plan.matrix(xd)
         c = decomp.cho_factor(K, check_finite=False)
-        emit("inverse strips (L^-1)", time_gpu(
-            lambda: _fit_xp.inverse_strips(_engine_cuda, c[0]), **reps))
-        strips = _fit_xp.inverse_strips(_engine_cuda, c[0])
-        a = decomp.cho_solve(c, yd.reshape(-1, 1), check_finite=False)
-        emit("strip gradient", time_gpu(
-            lambda: _fit_xp._strip_gradient(strips, a, 1, xd, plan), **reps))
-        del strips
-        emit("cholesky_inverse (strips)", time_gpu(
-            lambda: _fit_xp.cholesky_inverse(_engine_cuda, c[0]), **reps))
-        emit("potri (K^-1 from L)", time_gpu(lambda: _potri(c[0].copy(order="F")), **reps))
+        emit("potri (K^-1 from L, lower)", time_gpu(lambda: _potri(c[0].copy(order="F")),
+                                                    **reps))
         emit("Xtrtri (L^-1)", time_gpu(lambda: _trtri(c[0].copy(order="F")), **reps))
         emit("trsm against I (L^-1)", time_gpu(lambda: _trsm_identity(c[0]), **reps))
-        lt = c[0].copy(order="F")
-        _trtri(lt)
-        ref = _trsm_identity(c[0])
-        emit("Xtrtri vs trsm: max |diff| / max |L^-1|", {"median_s": float(
-            cupy.abs(cupy.tril(lt) - ref).max() / cupy.abs(ref).max())})
-        del lt, ref
-        emit("lml+grad", time_gpu(lambda: _engine_cuda.log_marginal_likelihood(
-            xd, yd, noise, None, None, plan=plan, eval_gradient=True), **reps))
-        del K, c, a
-        cupy.get_default_memory_pool().free_all_blocks()
+        linv = _trsm_identity(c[0])
+        emit("GEMM L^-T L^-1 (K^-1 from L^-1)", time_gpu(lambda: linv.T @ linv, **reps))
+        del K, c, linv
+        xp.get_default_memory_pool().free_all_blocks()
+
+
+def _wall(fn, sync, warmup=1, repeat=3):
+    import time
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return {"median_s": float(np.median(times))}
 
 
 def fixed_phases(x, y, xq, kernel, noise=1e-10):
     """Seconds of each phase of a fixed-kernel fit + predict(std) through the engine functions
     the estimator runs (each phase synchronized), and the whole of it, on the GPU when there is
     one (else the CPU engine on NumPy)."""
+    la, xp, sync, ctx = _engine()
+    with ctx():
+        return _fixed_phases(la, xp, sync, x, y, xq, kernel, noise)
+
+
+def _fixed_phases(la, xp, sync, x, y, xq, kernel, noise):
     import time
 
-    import gpulinalg
     from gpulinalg.gp import _fit_xp, _solve_xp
     from gpulinalg.gp._kernels_xp import compile_kernel
-    if gpulinalg.gpu_available():
-        import cupy
-
-        from gpulinalg.gp import _engine_cuda as la
-        xp, sync = cupy, cupy.cuda.Device().synchronize
-    else:
-        from gpulinalg.gp import _engine_host as la
-        xp, sync = np, (lambda: None)
     plan = compile_kernel(kernel, x.shape[1])
     xd, yd, qd = (xp.asarray(v, dtype=np.float64) for v in (x, y, xq))
     out, start = {}, time.perf_counter()
@@ -177,4 +261,4 @@ def fixed_phases(x, y, xq, kernel, noise=1e-10):
 
 
 if __name__ == "__main__":
-    run(tuple(int(v) for v in sys.argv[1:]) or (8000, 16000))
+    run(tuple(int(v) for v in sys.argv[1:]) or (3000, 16000))

@@ -84,10 +84,12 @@ def _fit_cost(n, t, d, jitter):
 
 
 def _lml_cost(n, t, p, eval_gradient, fallback):
-    """``(nbytes, flops)`` of one log-marginal-likelihood evaluation on ``n`` points."""
+    """``(nbytes, flops)`` of one log-marginal-likelihood evaluation on ``n`` points: one
+    ``n x n`` buffer (``K``, factored and inverted in place) and row-block temporaries; the
+    Cholesky, and with the gradient ``potri`` (``2 n^3 / 3``)."""
     block = min(n * n, BLOCK_ELEMENTS)
-    nbytes = 8 * (3 * n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
-    flops = n ** 3 / 3 + 2 * n * n * t + (2 * n ** 3 if eval_gradient else 0)
+    nbytes = 8 * (n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
+    flops = n ** 3 / 3 + 2 * n * n * t + (2 * n ** 3 / 3 if eval_gradient else 0)
     return nbytes, flops
 
 
