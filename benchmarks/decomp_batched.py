@@ -7,6 +7,10 @@ of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold fir
 warm median (synchronized wall clock: all three libraries synchronize on their info codes or
 not at all, so the clock includes the device work), and the backward error of the result.
 
+``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
+(``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
+path; ``--cases``, ``--svd-shapes`` and ``--routes`` pick rows of the grid.
+
 ``ours`` runs with SciPy's default ``check_finite=True``; ``ours (no check)`` with
 ``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
 180) bounds the run: cases are ordered by priority and the rest are recorded as absent.
@@ -336,7 +340,62 @@ def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes")):
+#: (op, batch, n) of the floor section: host and device time of one call, apart.
+FLOOR = [("cholesky", 4096, 8), ("cho_solve", 4096, 8), ("solve_triangular", 4096, 64),
+         ("solve_triangular", 1, 4096), ("cholesky", 512, 128), ("svd", 512, 32)]
+
+
+def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
+    """Host (CPU) and device (GPU) time per call of ours and torch, from
+    ``cupyx.profiler.benchmark``; with ``prof_dir``, a cProfile of 50 warm calls of ours
+    (the 25 costliest functions by own time) written there."""
+    from cupyx.profiler import benchmark
+    case = f"floor {op} {batch}x{n}^2 {dtype}"
+    inputs = _make(cp, op, batch, n, dtype, rng)
+    calls = _calls(cp, op, inputs, torch)
+    for label in ("ours", "ours (no check)", "torch"):
+        fn = calls.get(label)
+        if fn is None:
+            continue
+        try:
+            res = benchmark(fn, n_repeat=30, n_warmup=3)
+            cpu, gpu = float(res.cpu_times.mean()), float(res.gpu_times.mean())
+            rows.append(row(SUITE, case, label, {"cold_s": cpu, "median_s": max(cpu, gpu),
+                                                 "min_s": cpu, "runs": 30},
+                            op=op, batch=batch, n=n, dtype=dtype, cpu_s=cpu, gpu_s=gpu))
+        except Exception as exc:
+            rows.append(absent(SUITE, case, label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+    if prof_dir:
+        import cProfile
+        import io
+        import os
+        import pstats
+        prof = cProfile.Profile()
+        fn = calls["ours"]
+        prof.enable()
+        for _ in range(50):
+            fn()
+        _sync()
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        name = case.replace(" ", "_").replace("^", "")
+        with open(os.path.join(prof_dir, name + ".txt"), "w") as f:
+            f.write(text.getvalue())
+    del inputs
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def _pick(spec, default, arity):
+    """Entries of ``default`` chosen by ``spec`` ("op:batch:n,..." or "m:n:dtype,...")."""
+    if not spec:
+        return default
+    want = [tuple(x.split(":")) for x in spec.split(",") if x]
+    return [d for d in default if tuple(str(v) for v in d[:arity]) in want]
+
+
+def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"),
+        cases=None, svd_shapes=None, routes=None, prof_dir=None):
     if not have("cupy"):
         return [absent(SUITE, "batched factorizations", "all", "cupy not installed")]
     import gpulinalg
@@ -350,7 +409,12 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
     rng = cp.random.default_rng(0)
     budget = Budget(budget_s)
     rows = []
-    grid = QUICK_GRID if quick else GRID
+    grid = _pick(cases, QUICK_GRID if quick else GRID, 3)
+    if "floor" in sections:
+        for op, batch, n in (QUICK_GRID[:3] if quick else FLOOR):
+            for dtype in DTYPES:
+                if budget.left() > 0:
+                    _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)
     if "grid" in sections:
         for op, batch, n in grid:
             for dtype in DTYPES:
@@ -363,18 +427,18 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
                 else:
                     _case(cp, torch, op, m, n, dtype, rng, budget, rows)
     if "routes" in sections:
-        for op, batch, n in (ROUTES[:2] if quick else ROUTES):
+        for op, batch, n in _pick(routes, ROUTES[:2] if quick else ROUTES, 3):
             for dtype in DTYPES:
                 if budget.left() > 0:
                     _route_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, budget,
                                 rows)
-    if "routes" in sections and not quick:
+    if "routes" in sections and not quick and not routes:
         for api, key, batch, n in LANE_CASES:
             for dtype in DTYPES:
                 if budget.left() > 0:
                     _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows)
     if "svd" in sections:
-        for m, n, dtype in (QUICK_SVD if quick else SVD_SHAPES):
+        for m, n, dtype in _pick(svd_shapes, QUICK_SVD if quick else SVD_SHAPES, 3):
             if max(m, n) >= 8192:  # the slow drivers there would take the whole budget
                 drivers = ("auto",)
             elif min(m, n) >= 4096:
@@ -417,6 +481,11 @@ def summary(rows):
             by_case.setdefault(r["case"], {})[r["impl"]] = r
     lines = []
     for case, impls in by_case.items():
+        if case.startswith("floor"):
+            lines.append(case + ": " + ", ".join(
+                f"{k} cpu {v.get('cpu_s', 0) * 1e3:.3g} gpu {v.get('gpu_s', 0) * 1e3:.3g}"
+                for k, v in impls.items()) + " ms")
+            continue
         if case.startswith(("route", "lanes")):
             lines.append(case + ": " + ", ".join(f"{k[6:]} {v['median_s'] * 1e3:.3g}"
                                                  for k, v in impls.items())
@@ -452,14 +521,20 @@ def main(argv=None):
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds")
-    parser.add_argument("--sections", default="grid,single,svd,routes")
+    parser.add_argument("--sections", default="grid,single,svd,routes",
+                        help="of floor,grid,single,routes,svd")
+    parser.add_argument("--cases", help="grid rows to run: op:batch:n,...")
+    parser.add_argument("--svd-shapes", help="SVD shapes to run: m:n:dtype,...")
+    parser.add_argument("--routes", help="route limits to time: op:batch:n,...")
+    parser.add_argument("--profile-dir", help="floor section: cProfile text files here")
     args = parser.parse_args(argv)
     if args.json:  # every row as soon as it exists: a run stopped by a time limit keeps them
         from . import timing
         stream = open(args.json + "l", "w")  # noqa: SIM115 (open for the whole run)
         timing.emit = lambda r: (stream.write(json.dumps(r, default=str) + "\n"),
                                  stream.flush())
-    rows = run(args.quick, args.budget, tuple(args.sections.split(",")))
+    rows = run(args.quick, args.budget, tuple(args.sections.split(",")), args.cases,
+               args.svd_shapes, args.routes, args.profile_dir)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows}, f, indent=1, default=str)

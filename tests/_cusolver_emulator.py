@@ -52,7 +52,8 @@ class _Kernel:
     finiteness flag of _finite_cuda."""
 
     def __init__(self, in_params, out_params, operation, name, **options):
-        if not (name.startswith("gpulinalg_zero_triangle") or name == "gl_flag_nonfinite"):
+        if not (name.startswith(("gpulinalg_zero_triangle", "gpulinalg_copy_zero"))
+                or name == "gl_flag_nonfinite"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -63,7 +64,12 @@ class _Kernel:
             if not np.isfinite(np.asarray(x)).all():
                 flag[0] = 1
             return
-        n, lower, x = args
+        if self.name.startswith("gpulinalg_copy_zero"):
+            src, n, lower, x = args
+            CALLS["copy_zero"] += 1
+            x[...] = src
+        else:
+            n, lower, x = args
         mask = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
         x[..., mask] = 0
 
@@ -92,19 +98,21 @@ class _Raw:
 
     @staticmethod
     def _figures(grid, block, args):
-        src, out, k, length, sb, sk, sl, diag = (int(x) if np.isscalar(x) else x for x in args)
+        src, out, k, length, sb, sk, sl, diag, rows, warp = (
+            int(x) if np.isscalar(x) else x for x in args)
         CALLS["tri_figures"] += 1
         assert block == (256,)
+        assert grid[0] == ((rows + 7) // 8 if warp else rows)
         item = src.itemsize
-        x = np.abs(np.lib.stride_tricks.as_strided(src, (grid[0] // k, k, length),
+        x = np.abs(np.lib.stride_tricks.as_strided(src, (rows // k, k, length),
                                                    (sb * item, sk * item, sl * item)))
-        x = x.reshape(grid[0], length).astype(np.float64)
+        x = x.reshape(rows, length).astype(np.float64)
         if not diag:
-            out[:grid[0]] = x.max(axis=-1)
+            out[:rows] = x.max(axis=-1)
             return
         zero = x == 0
         first = np.where(zero.any(axis=-1), np.argmax(zero, axis=-1), -1)
-        out[:3 * grid[0]] = np.stack([x.max(axis=-1), x.min(axis=-1), first], axis=-1).ravel()
+        out[:3 * rows] = np.stack([x.max(axis=-1), x.min(axis=-1), first], axis=-1).ravel()
 
     @staticmethod
     def _codes(grid, args):

@@ -79,16 +79,22 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     if flagged and codes[nb]:
         raise_nonfinite("a")
     codes = codes[:nb]
+    if codes.max() > 0:  # one host reduction on success; the input is diagnosed on failure
+        _raise_failure(a, w, codes, lower)
+    if clean and not zeroed:  # potrf reads and writes only its own triangle
+        _zero_triangle(w, lower)
+    return w.reshape(a.shape)
+
+
+def _raise_failure(a, w, codes, lower):
+    """Raise for the first failed matrix: a failed minor first, else a non-finite diagonal."""
     nonfinite = codes >= NONFINITE
     bad = np.flatnonzero((codes > 0) & ~nonfinite)
-    if bad.size or nonfinite.any():  # the input is diagnosed only on failure
+    if bad.size or nonfinite.any():
         entry = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
         minor = int(codes[entry]) if bad.size else int(codes[entry]) - NONFINITE + 1
         raise failure(minor, _entry(a, entry), lower, _shares(a, w),
                       batch_index(entry, a.shape[:-2]))
-    if clean and not zeroed:  # potrf reads and writes only its own triangle
-        _zero_triangle(w, lower)
-    return w.reshape(a.shape)
 
 
 #: A per-matrix code at or above this marks a factor whose diagonal entry ``code - NONFINITE``
@@ -211,7 +217,7 @@ def _work_copy(a, dtype, lower, overwrite, clean):
         w = w.transpose(0, 2, 1)
     if a.dtype == dtype:
         same = _stack_view(a, want)
-        if same is not None:  # one contiguous copy (C-ordered views of both when F)
+        if same is not None and not clean:  # one contiguous copy (C-ordered views when F)
             dst, src = (w, same) if want == "C" else (w.swapaxes(-1, -2), same.swapaxes(-1, -2))
             dst[...] = src
             return w, want, False
@@ -223,6 +229,9 @@ def _work_copy(a, dtype, lower, overwrite, clean):
             if _transpose_cuda.applies(*pair):
                 _transpose_cuda.transpose_copy(*pair, zero_above=clean)
                 return w, want, clean
+    if clean:  # one kernel: the copy, zero in the triangle potrf leaves alone
+        _copy_zero_triangle(a.reshape(batch, n, n), w, lower)
+        return w, want, True
     w[...] = a.reshape(batch, n, n)
     return w, want, False
 
@@ -238,6 +247,19 @@ _ZERO_BODY = {
         "long long r = (i / n) % n, c = i % n;"
         " if (lower ? c > r : c < r) { x = T(0); }",
 }
+
+
+def _copy_zero_triangle(src, w, lower):
+    """``w[...] = src`` for ``(B, n, n)`` stacks (any strides and dtypes), with the strict
+    upper (``lower=True``) or lower triangle of each matrix zero instead: one kernel (a copy
+    and :func:`_zero_triangle` were two, most of a small stack's device time)."""
+    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
+        src, w, lower = src.swapaxes(-1, -2), w.swapaxes(-1, -2), not lower  # w contiguous
+    name = "gpulinalg_copy_zero32" if w.size < 2 ** 31 else "gpulinalg_copy_zero"
+    body = _ZERO_BODY[name.replace("copy_zero", "zero_triangle")].replace(
+        "{ x = T(0); }", "{ x = T(0); } else { x = (T)a; }")
+    kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", body, name)
+    kernel(src, w.shape[-1], lower, w)
 
 
 def _zero_triangle(w, lower):
