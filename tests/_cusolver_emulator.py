@@ -80,7 +80,7 @@ class _Raw:
     ``_cholesky_cuda`` (one matrix per grid x index)."""
 
     def __init__(self, code, name, options=()):
-        if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures"):
+        if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -89,6 +89,8 @@ class _Raw:
             return self._codes(grid, args)
         if self.name == "gl_tri_figures":
             return self._figures(grid, block, args)
+        if self.name == "gl_svd_signs":
+            return self._signs(grid, block, args)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
@@ -113,6 +115,21 @@ class _Raw:
         zero = x == 0
         first = np.where(zero.any(axis=-1), np.argmax(zero, axis=-1), -1)
         out[:3 * rows] = np.stack([x.max(axis=-1), x.min(axis=-1), first], axis=-1).ravel()
+
+    @staticmethod
+    def _signs(grid, block, args):
+        """flip_signs in place on (B, m, .) U and (B, k, n) Vh given by their strides."""
+        from gpulinalg.decomp._svd_xp import flip_signs
+        u, vh, rows, k, m, n, ub, ur, uc, vb, vr, vc = (
+            int(x) if np.isscalar(x) else x for x in args)
+        CALLS["svd_signs"] += 1
+        assert block == (256,) and grid[0] == (rows + 7) // 8
+        item = u.itemsize
+        nb = rows // k
+        uu = np.lib.stride_tricks.as_strided(u, (nb, m, k), (ub * item, ur * item, uc * item))
+        vv = np.lib.stride_tricks.as_strided(vh, (nb, k, n), (vb * item, vr * item, vc * item))
+        fu, _, fv = flip_signs(np.array(uu), np.zeros((nb, k)), np.array(vv), np)
+        uu[...], vv[...] = fu, fv
 
     @staticmethod
     def _codes(grid, args):

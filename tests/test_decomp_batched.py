@@ -407,3 +407,19 @@ def test_gpu_input_defers_check_finite_to_the_engine(monkeypatch):
     with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
         cholesky(a, lower=True)
     assert seen == [True]
+
+
+def test_emulated_small_svd_stack_checks_finite_and_signs_in_one_pass(emu, force, rng):
+    force("gesvd", "batched")
+    a = rng.standard_normal((6, 9, 5))
+    CALLS.clear()
+    got = _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"), "gesdd", False, True)
+    assert CALLS["get"] == 1 and CALLS["svd_signs"] == 1  # one read-back, one sign kernel
+    ref = _factor_host.svd(a, False, True, "auto", np.dtype("f8"))
+    for g, r in zip(got, ref):
+        assert np.allclose(plain(g), r, atol=1e-10)
+    a[4, 2, 3] = -np.inf
+    CALLS.clear()
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"), "gesdd", False, True)
+    assert CALLS["get"] == 1

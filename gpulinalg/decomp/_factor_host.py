@@ -49,10 +49,13 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     return _over_batch(one, a)
 
 
-def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False):
+def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False,
+        finite=False):
     """SciPy's ``svd`` with LAPACK ``lapack_driver`` (``driver`` picks the GPU kernel and is
-    not read here), with deterministic signs."""
+    not read here), with deterministic signs; ``finite``: SciPy's ``check_finite`` of ``a``."""
     import scipy.linalg
+    if finite:
+        check_finite(a, "a")
     a = np.asarray(a, dtype=dtype)
     overwrite = bool(overwrite_a) and a.ndim == 2
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.arrays import on_gpu
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _svd_cuda, _tsqr_dask
 from ._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare, real_dtype
@@ -109,7 +110,9 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     overwrite_a = flag(overwrite_a, "overwrite_a")
     if is_dask(a):
         return _dask(a, bool(full_matrices), bool(compute_uv))
-    a, dtype = prepare(a, check_finite=check_finite)
+    # GPU input: the engine checks finiteness (with the info codes of a small stack)
+    defer = bool(check_finite) and on_gpu(a)
+    a, dtype = prepare(a, check_finite=bool(check_finite) and not defer)
     m, n = a.shape[-2:]
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
     batch = tuple(a.shape[:-2])
@@ -124,7 +127,8 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
     return _dispatch.dispatch(
         "decomp.svd", _svd_cuda.svd, _factor_host.svd,
-        (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, overwrite_a),
+        (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, overwrite_a,
+         defer),
         flops=flops,
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
                         + workspace_bytes("geqrf", big, k, dtype)))

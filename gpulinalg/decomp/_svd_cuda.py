@@ -7,10 +7,12 @@ CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.validation import check_finite
 from ._batched_cuda import fan, spread
 from ._batched_plan import lanes, route
 from ._checks import real_dtype
 from ._cusolver_cuda import JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged
+from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._results import SVDResult
 from ._svd_drivers import SVDPlan, resolve_driver
 from ._svd_xp import flip_signs
@@ -33,11 +35,14 @@ _PROMOTE = {np.dtype(np.float32): np.dtype(np.float64),
             np.dtype(np.complex64): np.dtype(np.complex128)}
 
 
-def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False):
+def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", overwrite_a=False,
+        finite=False):
     """SVD of the CuPy stack ``a`` (..., m, n) with the kernel :func:`resolve_driver` picks:
     ``SVDResult(U, S, Vh)`` with deterministic signs, or ``S`` alone. ``lapack_driver`` and
     ``overwrite_a`` are not read (the api maps ``lapack_driver="gesvd"`` to ``driver``; the
-    kernels run on a column-major copy)."""
+    kernels run on a column-major copy). ``finite``: SciPy's ``check_finite`` of ``a``, read
+    back with the ``info`` codes for a stack of small matrices (one synchronization in all),
+    up front otherwise (no kernel meets NaN or Inf)."""
     import cupy
     m, n = a.shape[-2:]
     wide = m < n
@@ -50,9 +55,12 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
         # a-posteriori check would cost one synchronization per matrix
         plan = SVDPlan("gesvdj", plan.qr_first)
     _dispatch.note(driver=plan.driver, qr_first=plan.qr_first)
+    batched = way == "batched" and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX
+    if finite and not batched:
+        check_finite(a, "a")
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
-    if way == "batched" and plan.driver == "gesvdj" and big <= JACOBI_BATCHED_MAX:
-        s, u, v = _batched_jacobi(w, compute_uv, full_matrices)
+    if batched:
+        s, u, v = _batched_jacobi(w, compute_uv, full_matrices, a if finite else None)
     else:
         s, u, v = _looped(w, compute_uv, full_matrices, plan)
     batch = tuple(a.shape[:-2])
@@ -63,8 +71,85 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     u, vh = u.reshape(batch + u.shape[1:]), vh.reshape(batch + (k, k))
     if wide:
         u, vh = vh.conj().swapaxes(-1, -2), u.conj().swapaxes(-1, -2)
-    u, s, vh = flip_signs(u, s, vh, cupy)
+    if u.dtype in _SIGN_TYPES and k > 0:
+        u, vh = _flip_signs_fused(u, vh, k)
+    else:
+        u, s, vh = flip_signs(u, s, vh, cupy)
     return SVDResult(u, s, vh)
+
+
+_SIGNS_SOURCE = r"""
+__device__ __forceinline__ double mag(float x) { return (double)fabsf(x); }
+__device__ __forceinline__ double mag(double x) { return fabs(x); }
+__device__ __forceinline__ double mag(complex<float> x) { return (double)abs(x); }
+__device__ __forceinline__ double mag(complex<double> x) { return abs(x); }
+__device__ __forceinline__ float cj(float x) { return x; }
+__device__ __forceinline__ double cj(double x) { return x; }
+__device__ __forceinline__ complex<float> cj(complex<float> x) { return conj(x); }
+__device__ __forceinline__ complex<double> cj(complex<double> x) { return conj(x); }
+// flip_signs of ._svd_xp, in place, one warp per (matrix b, row i < k of Vh): the first
+// column j with the largest |vh[b, i, j]| (in T's precision, as NumPy's argmax of abs) gives
+// phase = vh / |vh| (1 when zero); row i of Vh takes conj(phase), column i of U phase.
+extern "C" __global__ void gl_svd_signs(T* u, T* vh, const long long rows, const long long k,
+                                        const long long m, const long long n,
+                                        const long long ub, const long long ur,
+                                        const long long uc, const long long vb,
+                                        const long long vr, const long long vc) {
+    const long long w = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (w >= rows) return;  // the whole warp
+    const long long b = w / k, i = w % k;
+    T* row = vh + b * vb + i * vr;
+    double best = -1.0;
+    long long at = 0;
+    for (long long j = lane; j < n; j += 32) {
+        const double a = mag(row[j * vc]);
+        if (a > best || (isnan(a) && !isnan(best))) { best = a; at = j; }
+        if (isnan(best)) break;  // NumPy's argmax stops at the first NaN
+    }
+    for (int h = 16; h > 0; h >>= 1) {
+        const double ob = __shfl_down_sync(0xffffffffu, best, h);
+        const long long oa = __shfl_down_sync(0xffffffffu, at, h);
+        const bool nan_o = isnan(ob), nan_b = isnan(best);
+        if ((nan_o && (!nan_b || oa < at)) || (!nan_o && !nan_b &&
+                                                (ob > best || (ob == best && oa < at)))) {
+            best = ob;
+            at = oa;
+        }
+    }
+    at = __shfl_sync(0xffffffffu, at, 0);
+    best = __shfl_sync(0xffffffffu, best, 0);
+    const T peak = row[at * vc];
+    __syncwarp();  // every lane has read the peak before any lane rescales the row
+    const T phase = best > 0 ? peak / T(best) : T(1);
+    const T back = cj(phase);
+    for (long long j = lane; j < n; j += 32) row[j * vc] = row[j * vc] * back;
+    T* col = u + b * ub + i * uc;
+    for (long long r = lane; r < m; r += 32) col[r * ur] = col[r * ur] * phase;
+}
+"""
+
+_SIGN_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+               np.dtype(np.complex64): "complex<float>",
+               np.dtype(np.complex128): "complex<double>"}
+
+
+def _flip_signs_fused(u, vh, k):
+    """:func:`._svd_xp.flip_signs` on the engine's own ``u`` and ``vh`` (..., ., .), in place:
+    one kernel (the generic version is a dozen launches and two copies: most of a small
+    stack's time). Returns the arrays written (a batch that does not merge is copied)."""
+    from .._runtime.kernels import raw_kernel
+    u3 = u.reshape((-1,) + u.shape[-2:])
+    v3 = vh.reshape((-1,) + vh.shape[-2:])
+    rows = len(v3) * k
+    if rows:
+        item = u3.itemsize
+        kern = raw_kernel("gl_svd_signs", _SIGNS_SOURCE, {"T": _SIGN_TYPES[u3.dtype]},
+                          options=("--std=c++17",))
+        st = [np.int64(x // item) for x in u3.strides + v3.strides]
+        kern(((rows + 7) // 8,), (256,), (u3, v3, np.int64(rows), np.int64(k),
+                                          np.int64(u3.shape[1]), np.int64(v3.shape[2]), *st))
+    return u3.reshape(u.shape), v3.reshape(vh.shape)
 
 
 def _looped(w, compute_uv, full_matrices, plan):
@@ -92,18 +177,24 @@ def _looped(w, compute_uv, full_matrices, plan):
     return s, u, v
 
 
-def _batched_jacobi(w, compute_uv, full_matrices):
-    """A stack of small matrices in one ``gesvdjBatched`` call (full U, then sliced)."""
+def _batched_jacobi(w, compute_uv, full_matrices, check=None):
+    """A stack of small matrices in one ``gesvdjBatched`` call (full U, then sliced);
+    ``check``: the input, whose finiteness is flagged into the info codes' last slot."""
     import cupy
     nb, big, k = w.shape
     _dispatch.note(batched=True)
     s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
     u = cupy.empty((nb, big, big), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
     v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1) if compute_uv else None
-    with Solver(w.dtype, nb) as sv:
+    info = cupy.zeros(nb + 1, dtype=np.int32)
+    if check is not None:
+        flag_nonfinite(check, info[nb:])
+    with Solver(w.dtype, nb, info=info, params=False) as sv:
         sv.gesvdj_batched(w, s, u, v)
-        codes = sv.check("svd (gesvdjBatched)")
-    raise_not_converged(codes, "svd (gesvdjBatched)")
+        codes = sv.check("svd (gesvdjBatched)")  # the only synchronization of the call
+    if codes[nb]:
+        raise_nonfinite("a")
+    raise_not_converged(codes[:nb], "svd (gesvdjBatched)")
     if u is not None and not full_matrices:
         u = u[:, :, :k]
     return s, u, v
