@@ -13,6 +13,13 @@ a few attribute lookups; a torch key also holds the device index, so CPU and CUD
 share an entry); anything else, and any call whose options cannot be hashed, takes the full path.
 ``matmul_backward`` calls without an aux or an upstream pair have keys of their own
 (:func:`backward_key`).
+
+An entry is ``(decision, spec, settings)``: the dispatcher's
+:class:`~gpulinalg._runtime.dispatch.Decision` of the call (a repeat goes through
+:func:`~gpulinalg._runtime.dispatch.again`, which runs the GPU engine at once while the GPU
+decision holds), the validated spec, and the settings it was validated under (``autotune=None``
+reads the configuration: an entry serves only calls under the same settings object). Keys hold
+the ``autotune`` argument as given.
 """
 
 import sys
@@ -54,20 +61,27 @@ def _is_tensor(x):
     return type(x) in _tensor_types
 
 
-def _torch_key(arrays, options):
-    for x in arrays:
-        if x is not None and type(x) not in _tensor_types:
-            return None
-    return (*[None if x is None else _torch_layout(x) for x in arrays], *options)
+def _torch_key(a, b, bias, c, options):
+    """The key of torch tensors ``a``, ``b`` and the optional ``bias`` and ``c`` (``a`` is a
+    tensor; ``None`` unless they all are). Inline: this runs on every call."""
+    types = _tensor_types
+    if type(b) not in types or bias is not None and type(bias) not in types \
+            or c is not None and type(c) not in types:
+        return None
+    return (a.shape, a.stride(), a.dtype, a.data_ptr() & 255, a.get_device(), a.is_conj(),
+            b.shape, b.stride(), b.dtype, b.data_ptr() & 255, b.get_device(), b.is_conj(),
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype,
+                                       bias.data_ptr() & 255, bias.get_device(), bias.is_conj()),
+            None if c is None else _torch_layout(c), options)
 
 
 def backward_key(grad_out, a, b, activation, bias, compute_type, autotune):
     """The memo key of a ``matmul_backward`` call without aux or upstream pair (torch tensors
     only: the ``FusedLinear`` backward), or ``None``."""
-    if not _is_tensor(a) or type(grad_out) is tuple or type(grad_out) is list:
+    if type(grad_out) is tuple or type(grad_out) is list or not _is_tensor(a):
         return None
-    return _torch_key((grad_out, a, b), ("backward", activation, bias, compute_type,
-                                            autotune))
+    return _torch_key(a, b, grad_out, None, ("backward", activation, bias, compute_type,
+                                             autotune))
 
 
 def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):
@@ -84,8 +98,8 @@ def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, a
     nd = _ndarray[0] if _ndarray else None
     if type(a) is not nd or type(b) is not nd:
         if _is_tensor(a):
-            return _torch_key((a, b, bias, c), (activation, type(alpha), alpha, type(beta), beta,
-                                                return_aux, compute_type, autotune))
+            return _torch_key(a, b, bias, c, (activation, type(alpha), alpha, type(beta),
+                                              beta, return_aux, compute_type, autotune))
         return None
     if bias is not None and type(bias) is not nd or c is not None and type(c) is not nd:
         return None
@@ -97,7 +111,7 @@ def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, a
 
 
 def lookup(key):
-    """The remembered ``(spec, nbytes, flops)`` of ``key``, or ``None``."""
+    """The remembered ``(decision, spec, settings)`` of ``key``, or ``None``."""
     try:
         return _memo.calls.get(key)
     except TypeError:  # an unhashable option: the full path reports it

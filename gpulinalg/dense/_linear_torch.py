@@ -104,21 +104,25 @@ class FusedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight: torch.Tensor = self.weight
         bias: torch.Tensor | None = self.bias
-        kind = x.device.type
+        kind = "cuda" if x.is_cuda else x.device.type
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
             x, weight = x.to(dt), weight.to(dt)
             bias = None if bias is None else bias.to(dt)
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, x.shape[-1])
-        act = _ops_torch.NONE if self.activation is None else self.activation
+        flat = x.dim() == 2  # the common case: no reshapes
+        x2 = x if flat else x.reshape(-1, x.shape[-1])
+        act = self._act
         need = act == "gelu" and torch.is_grad_enabled() and (
             x2.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
         if torch.compiler.is_compiling():
             out = torch.ops.gpulinalg.fused_linear(x2, weight, bias, act, need)[0]
         else:
             out = _FusedLinearFunction.apply(x2, weight, bias, act, need)
-        return out.reshape(*lead, self.out_features)
+        return out if flat else out.reshape(*x.shape[:-1], self.out_features)
+
+    @property
+    def _act(self) -> str:
+        return _ops_torch.NONE if self.activation is None else self.activation
 
     @classmethod
     def from_linear(cls, linear: nn.Linear,

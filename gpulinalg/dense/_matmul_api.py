@@ -11,7 +11,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
-from .._runtime.dispatch import dispatch, shortcut
+from .._runtime.dispatch import Decision, again, shortcut
 from .._runtime.validation import check_finite as _check_finite
 from . import _calls, _matmul_cuda, _matmul_host, _tensors_cuda
 from ._results import Gradients, MatmulAux
@@ -243,13 +243,14 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     ...
     ValueError: a must not contain infs or NaNs
     """
-    tune = _tune(autotune)
+    settings = get_config()
     key = None if check_finite else _calls.call_key(a, b, bias, c, activation, alpha, beta,
-                                                     return_aux, compute_type, tune)
+                                                     return_aux, compute_type, autotune)
     if key is not None:
         known = _calls.lookup(key)
-        if known is not None:
-            return known[0](a, b, bias, c, *known[1:])
+        if known is not None and known[2] is settings:
+            return again(known[0], (a, b, bias, c, known[1]), a, settings)
+    tune = _tune(autotune, settings)
     a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
     dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
     if _SWAPPED:  # only once a byte-swapped array was ever seen
@@ -277,33 +278,26 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     size = _size(out_shape)
     arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
         (0 if c is None else c.nbytes)
-    route = _dispatch_tensors if _cuda_tensors(a, b, bias, c) else _dispatch
-    known = (route, spec, _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k)
+    nbytes, flops = _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k
+    if _cuda_tensors(a, b, bias, c):  # the torch engine (torch's stream and allocator), no moves
+        decision = Decision("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors,
+                            nbytes=nbytes, flops=flops, same_package=True, own_stream=False,
+                            convert=False)
+    else:
+        decision = Decision("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul,
+                            nbytes=nbytes, flops=flops, same_package=True, own_stream=False)
     if key is not None:
-        _calls.remember(key, known)
-    return route(a, b, bias, c, *known[1:])
+        _calls.remember(key, (decision, spec, settings))
+    return again(decision, (a, b, bias, c, spec), a, settings)
 
 
-def _tune(autotune):
+def _tune(autotune, settings):
     """The call's autotuning: ``True``/``False`` as asked (argument, else the config's ``True``);
     ``"auto"`` when nobody asked (the GPU engine then tunes only the epilogs listed in
     ``_plans_cuda.AUTO_TUNED``)."""
     if autotune is None:
-        return True if get_config().autotune else "auto"
+        return True if settings.autotune else "auto"
     return bool(autotune)
-
-
-def _dispatch(a, b, bias, c, spec, nbytes, flops):
-    return dispatch("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul,
-                    (a, b, bias, c, spec), nbytes=nbytes, flops=flops, like=a, same_package=True,
-                    own_stream=False)
-
-
-def _dispatch_tensors(a, b, bias, c, spec, nbytes, flops):
-    """CUDA torch tensors: the torch engine (torch's stream and caching allocator), no moves."""
-    return dispatch("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors,
-                    (a, b, bias, c, spec), nbytes=nbytes, flops=flops, like=a, same_package=True,
-                    own_stream=False, convert=False)
 
 
 def _cuda_tensors(*xs):
@@ -422,13 +416,14 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     >>> np.allclose(grads.grad_bias, ((a @ b + bias) > 0).sum(axis=0))
     True
     """
-    tune = _tune(autotune)
+    settings = get_config()
     key = None if aux is not None else _calls.backward_key(grad_out, a, b, activation, bias,
-                                                           compute_type, tune)
+                                                           compute_type, autotune)
     if key is not None:
         known = _calls.lookup(key)
-        if known is not None:
-            return known[0](grad_out, None, a, b, None, *known[1:])
+        if known is not None and known[2] is settings:
+            return again(known[0], (grad_out, None, a, b, None, known[1]), a, settings)
+    tune = _tune(autotune, settings)
     upstream = None
     if isinstance(grad_out, (tuple, list)):
         upstream, grad_out = (_coerce(grad_out[0]), _coerce(grad_out[1])), None
@@ -465,23 +460,17 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     tensors = _cuda_tensors(a, b, grad_out, *(upstream or ()),
                             None if aux is None else aux.data)
-    route = _backward_tensors if tensors else _backward
+    if tensors:
+        decision = Decision("dense.matmul_backward", _tensors_cuda.matmul_backward,
+                            _host_backward_tensors, nbytes=nbytes, flops=4.0 * size * k,
+                            own_stream=False, convert=False)
+    else:
+        decision = Decision("dense.matmul_backward", _matmul_cuda.matmul_backward,
+                            _matmul_host.matmul_backward, nbytes=nbytes, flops=4.0 * size * k,
+                            own_stream=False)
     if key is not None:
-        _calls.remember(key, (route, spec, nbytes, 4.0 * size * k))
-    return route(grad_out, upstream, a, b, aux, spec, nbytes, 4.0 * size * k)
-
-
-def _backward(grad_out, upstream, a, b, aux, spec, nbytes, flops):
-    return dispatch("dense.matmul_backward", _matmul_cuda.matmul_backward,
-                    _matmul_host.matmul_backward,
-                    (grad_out, upstream, a, b, aux, spec), nbytes=nbytes,
-                    flops=flops, like=a, own_stream=False)
-
-
-def _backward_tensors(grad_out, upstream, a, b, aux, spec, nbytes, flops):
-    return dispatch("dense.matmul_backward", _tensors_cuda.matmul_backward,
-                    _host_backward_tensors, (grad_out, upstream, a, b, aux, spec),
-                    nbytes=nbytes, flops=flops, like=a, own_stream=False, convert=False)
+        _calls.remember(key, (decision, spec, settings))
+    return again(decision, (grad_out, upstream, a, b, aux, spec), a, settings)
 
 
 def _zero_grads(a, b, form, m, n):

@@ -48,9 +48,10 @@ def forward(x, weight, bias, activation, need_saved):
 
 def preactivation(aux, m, n):
     """The ``(M, N)`` pre-activation in a GELU aux (a view: cuBLASLt's buffer is padded)."""
+    data = aux.data
     if aux.transposed:
-        return aux.data[..., :n, :].transpose(-1, -2)
-    return aux.data[..., :m, :]
+        return (data if data.shape[-2] == n else data[..., :n, :]).transpose(-1, -2)
+    return data if data.shape[-2] == m else data[..., :m, :]
 
 
 def backward(grad, x, weight, saved, activation, has_bias):
@@ -63,8 +64,8 @@ def backward(grad, x, weight, saved, activation, has_bias):
         dz = torch.ops.aten.gelu_backward(grad, saved, approximate="tanh")
     else:
         dz = grad
-    grads = matmul_backward(dz, x, weight.t(), bias=has_bias)
-    return grads.grad_a, grads.grad_b.t(), grads.grad_bias
+    grad_x, grad_wt, grad_bias = matmul_backward(dz, x, weight.t(), bias=has_bias)
+    return grad_x, grad_wt.t(), grad_bias
 
 
 @torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())

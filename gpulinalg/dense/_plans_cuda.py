@@ -58,7 +58,7 @@ class Plan:
 
     __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta",
                  "scalar_ptrs", "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size",
-                 "ws", "key", "scalars", "_keep", "torch_parts", "torch_ws")
+                 "ws", "key", "scalars", "_keep", "torch_ws")
 
     def __init__(self, mm, epilog):
         import cupy
@@ -79,7 +79,6 @@ class Plan:
         self.ws_size = parts["ws_size"]
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
         self.key = None  # the cache key while the plan is cached; None once freed
-        self.torch_parts = None  # the torch engine's reading of out/outputs (_tensors_cuda)
         self.torch_ws = {}  # stream pointer -> workspace tensor of torch's caching allocator
 
     def execute(self, a_ptr, b_ptr, c_ptr, alpha, beta, in_ptrs, out_ptr, out_ptrs, ws_ptr,

@@ -13,25 +13,15 @@ engine (:mod:`gpulinalg.dense._matmul_cuda`) on zero-copy views, on the same tor
 results handed back through DLPack. Same signatures as the other engines.
 """
 
-import threading
-
 from . import _matmul_cuda, _plans_cuda
 from ._results import Gradients, MatmulAux
 
-__all__ = ["matmul", "matmul_backward", "MAX_GEMMS"]
-
-#: Backward products remembered per thread (layout key -> plan); the map starts afresh when full.
-MAX_GEMMS = 256
+__all__ = ["matmul", "matmul_backward"]
 
 _torch: list = []  # [torch, raw-stream getter] once resolved
-
-
-class _Local(threading.local):
-    def __init__(self):
-        self.gemms = {}
-
-
-_local = _Local()
+_empty: list = []  # [torch.empty_strided] once resolved
+_NO_INPUTS: dict = {}
+_NONE = ()
 
 
 def _mods():
@@ -42,47 +32,62 @@ def _mods():
             def raw(dev):
                 return torch.cuda.current_stream(dev).cuda_stream
         _torch.extend((torch, raw))
+        _empty.append(torch.empty_strided)
     return _torch
 
 
-def _parts(plan, torch):
-    """``(out, out transposed, epilog outputs, their names)`` as torch shapes/strides/dtypes."""
-    parts = plan.torch_parts
-    if parts is None:
-        def conv(shape, dtype, nbytes, strides):
-            item = dtype.itemsize
-            return tuple(shape), tuple(s // item for s in strides), getattr(torch, dtype.name)
-        parts = plan.torch_parts = (conv(*plan.out), conv(*plan.out_t),
-                                    tuple(conv(*o[1:5]) for o in plan.outputs),
-                                    tuple(o[0] for o in plan.outputs))
-    return parts
+def _layout(shape, dtype, nbytes, strides, torch):
+    item = dtype.itemsize
+    return tuple(shape), tuple(s // item for s in strides), getattr(torch, dtype.name)
 
 
-def _launch(plan, a, b, c, alpha, beta, in_ptrs, transposed):
-    """Run ``plan`` on tensors in NumPy orientation; returns ``(result, {output name: tensor})``."""
-    torch, raw = _mods()
-    out_l, out_tl, extra_l, names = _parts(plan, torch)
-    dev = a.device
-    stream = raw(dev.index)
-    shape, strides, dtype = out_tl if transposed else out_l
-    out = torch.empty_strided(shape, strides, dtype=dtype, device=dev)
-    extra, ptrs = {}, []
-    for name, (s, st, dt) in zip(names, extra_l):
-        buf = extra[name] = torch.empty_strided(s, st, dtype=dt, device=dev)
-        ptrs.append(buf.data_ptr())
-    ws_ptr = 0
-    if plan.ws_size:
-        ws = plan.torch_ws.get(stream)
-        if ws is None:
-            if len(plan.torch_ws) >= _plans_cuda.MAX_STREAM_WORKSPACES:
-                plan.torch_ws.clear()
-            ws = plan.torch_ws[stream] = torch.empty(plan.ws_size, dtype=torch.uint8, device=dev)
-        ws_ptr = ws.data_ptr()
-    if transposed:
-        a, b = b, a
-    plan.execute(a.data_ptr(), b.data_ptr(), 0 if c is None else c.data_ptr(), alpha, beta,
-                 in_ptrs, out.data_ptr(), ptrs, ws_ptr, stream)
-    return out, extra
+class _Launch:
+    """One planned product on torch tensors: the plan and the torch layouts (shape, strides,
+    dtype) of the result and of the epilog outputs, worked out once. Called with the operands'
+    pointers in NumPy orientation (``a @ b``); returns ``(result, [epilog outputs])``, all from
+    torch's caching allocator, launched on torch's current stream of ``dev``."""
+
+    __slots__ = ("plan", "out", "extra", "swap")
+
+    def __init__(self, plan, transposed):
+        torch = _mods()[0]
+        self.plan, self.swap = plan, transposed
+        self.out = _layout(*(plan.out_t if transposed else plan.out), torch)
+        self.extra = tuple(_layout(*o[1:5], torch) for o in plan.outputs)
+
+    def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev):
+        empty = _empty[0]
+        plan = self.plan
+        stream = _torch[1](dev.index)
+        shape, strides, dtype = self.out
+        out = empty(shape, strides, dtype=dtype, device=dev)
+        if self.extra:
+            bufs = [empty(s, st, dtype=dt, device=dev) for s, st, dt in self.extra]
+            ptrs = [x.data_ptr() for x in bufs]
+        else:
+            bufs = ptrs = _NONE
+        ws_ptr = 0
+        if plan.ws_size:
+            ws = plan.torch_ws.get(stream)
+            if ws is None:
+                ws = self._workspace(stream, dev)
+            ws_ptr = ws.data_ptr()
+        if self.swap:
+            a_ptr, b_ptr = b_ptr, a_ptr
+        plan.execute(a_ptr, b_ptr, 0, alpha, 0.0, in_ptrs, out.data_ptr(), ptrs, ws_ptr, stream)
+        return out, bufs
+
+    def _workspace(self, stream, dev):
+        """The plan's workspace on ``stream`` (once per stream; the oldest are dropped)."""
+        torch, plan = _torch[0], self.plan
+        if len(plan.torch_ws) >= _plans_cuda.MAX_STREAM_WORKSPACES:
+            plan.torch_ws.clear()
+        ws = plan.torch_ws[stream] = torch.empty(plan.ws_size, dtype=torch.uint8, device=dev)
+        return ws
+
+    def live(self):
+        """Count a plan-cache hit; ``False`` once the plan was evicted or the cache cleared."""
+        return _plans_cuda.touch(self.plan)
 
 
 class _OnTorchStream:
@@ -119,72 +124,94 @@ def _to_torch(result):
     return arrays.convert_tree(result, torch.from_dlpack)
 
 
-def _finish(done, spec):
-    out, extra = done
+def _finish(out, bufs, spec):
     if not spec.return_aux:
         return out
     if spec.activation is None:
         return out, None
-    return out, MatmulAux(spec.activation, extra[f"{spec.activation}_aux"], spec.transposed,
-                          *spec.aux_dims)
-
-
-def _bias_ptrs(bias):
-    return {} if bias is None else {"bias": bias.data_ptr()}
+    return out, MatmulAux(spec.activation, bufs[0], spec.transposed, *spec.aux_dims)
 
 
 def matmul(a, b, bias, c, spec):
-    """``act(alpha * a @ b + beta * c + bias)`` on CUDA torch tensors, on torch's stream."""
+    """``act(alpha * a @ b + beta * c + bias)`` on CUDA torch tensors, on torch's stream.
+
+    ``spec.plan`` is the :class:`_Launch` an earlier call of the same call key left there (the
+    operands as given went to cuBLASLt): a repeat goes straight to it.
+    """
+    run = spec.plan
+    if run is not None and run.live():
+        out, bufs = run(a.data_ptr(), b.data_ptr(),
+                        _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, spec.alpha,
+                        a.device)
+        return _finish(out, bufs, spec) if spec.return_aux else out
     used_c = c is not None and spec.beta != 0.0
-    plan = spec.plan
-    if plan is not None and not used_c and _plans_cuda.touch(plan):
-        return _finish(_launch(plan, a, b, None, spec.alpha, 0.0, _bias_ptrs(bias),
-                               spec.transposed), spec)
-    with _OnTorchStream(a.get_device()):
-        ca, cb, cbias, cc = _view(a), _view(b), _view(bias), _view(c)
-        plan = None if used_c else _direct_plan(ca, cb, cbias, spec)
-        if plan is None:  # the CuPy engine, on views (a fresh spec: it keeps no plan in ours)
-            return _to_torch(_matmul_cuda.matmul(ca, cb, cbias, cc, spec.replace()))
-    spec.plan = plan
-    return _finish(_launch(plan, a, b, None, spec.alpha, 0.0, _bias_ptrs(bias),
-                           spec.transposed), spec)
-
-
-def _direct_plan(ca, cb, cbias, spec):
-    """The plan of a product cuBLASLt takes on the operands as given, or ``None``."""
-    if ca.shape[-1] == 0 or ca.dtype.kind == "c" or ca.ndim > 2 or cb.ndim > 2:
-        return None
-    if _matmul_cuda._gemm_ready(ca, ()) is not ca or _matmul_cuda._gemm_ready(cb, ()) is not cb:
-        return None
-    inputs = None
-    if cbias is not None:
-        vec = cbias.reshape(-1) if cbias.ndim != 1 else cbias
-        if _matmul_cuda._vector(vec) is not vec or vec.data.ptr != cbias.data.ptr:
-            return None
-        inputs = {"bias": vec}
-    epilog = _matmul_cuda._EPILOGS[spec.activation, cbias is not None, spec.return_aux]
-    return _plans_cuda.lookup(ca, cb, None, spec.transposed, spec.alpha, 0.0, epilog, inputs,
-                              spec.compute_type, spec.autotune)
-
-
-def _gemm(a, b, transpose, epilog, spec):
-    """``a @ b`` (``epilog``) on tensors as given, or ``None`` when cuBLASLt would need copies."""
-    key = (transpose, epilog, spec.compute_type, spec.autotune, a.dtype, a.get_device(),
-           a.shape, a.stride(), a.data_ptr() & 255, b.shape, b.stride(), b.data_ptr() & 255)
-    gemms = _local.gemms
-    plan = gemms.get(key)
-    if plan is None or not _plans_cuda.touch(plan):
+    plan = None if used_c else _plan_direct(a, b, bias, spec)
+    if plan is None:  # the CuPy engine, on views (a fresh spec: it keeps no plan in ours)
         with _OnTorchStream(a.get_device()):
-            ca, cb = _view(a), _view(b)
-            if _matmul_cuda._gemm_ready(ca, ()) is not ca or \
-                    _matmul_cuda._gemm_ready(cb, ()) is not cb:
+            return _to_torch(_matmul_cuda.matmul(_view(a), _view(b), _view(bias), _view(c),
+                                                 spec.replace()))
+    run = spec.plan = _Launch(plan, spec.transposed)
+    out, bufs = run(a.data_ptr(), b.data_ptr(),
+                    _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, spec.alpha,
+                    a.device)
+    return _finish(out, bufs, spec)
+
+
+def _plan_direct(a, b, bias, spec):
+    """The plan of a product cuBLASLt takes on the tensors as given, or ``None``."""
+    with _OnTorchStream(a.get_device()):
+        ca, cb, cbias = _view(a), _view(b), _view(bias)
+        if ca.shape[-1] == 0 or ca.dtype.kind == "c" or ca.ndim > 2 or cb.ndim > 2:
+            return None
+        if _matmul_cuda._gemm_ready(ca, ()) is not ca or \
+                _matmul_cuda._gemm_ready(cb, ()) is not cb:
+            return None
+        inputs = None
+        if cbias is not None:
+            vec = cbias.reshape(-1) if cbias.ndim != 1 else cbias
+            if _matmul_cuda._vector(vec) is not vec or vec.data.ptr != cbias.data.ptr:
                 return None
-            plan = _plans_cuda.lookup(ca, cb, None, transpose, 1.0, 0.0, epilog, None,
-                                      spec.compute_type, spec.autotune)
-        if len(gemms) >= MAX_GEMMS:
-            gemms.clear()
-        gemms[key] = plan
-    return _launch(plan, a, b, None, 1.0, 0.0, {}, transpose)
+            inputs = {"bias": vec}
+        epilog = _matmul_cuda._EPILOGS[spec.activation, cbias is not None, spec.return_aux]
+        return _plans_cuda.lookup(ca, cb, None, spec.transposed, spec.alpha, 0.0, epilog,
+                                  inputs, spec.compute_type, spec.autotune)
+
+
+def _plan_gemm(x, y, transpose, epilog, spec):
+    """The plan of ``x @ y`` (``epilog``) on tensors as given, or ``None`` when cuBLASLt would
+    need copies."""
+    with _OnTorchStream(x.get_device()):
+        cx, cy = _view(x), _view(y)
+        if _matmul_cuda._gemm_ready(cx, ()) is not cx or \
+                _matmul_cuda._gemm_ready(cy, ()) is not cy:
+            return None
+        return _plans_cuda.lookup(cx, cy, None, transpose, 1.0, 0.0, epilog, None,
+                                  spec.compute_type, spec.autotune)
+
+
+class _Backward:
+    """The two launches of a direct backward pass (``grad_a = dz @ b.T``, ``grad_b = a.T @ dz``
+    with the bias gradient from BGRADB) for one call key."""
+
+    __slots__ = ("ga", "gb", "bias")
+
+    def __init__(self, ga, gb, bias):
+        self.ga, self.gb, self.bias = ga, gb, bias
+
+    def live(self):
+        return self.ga.live() and self.gb.live()
+
+    def __call__(self, dz, a, b):
+        dev, dz_ptr = a.device, dz.data_ptr()
+        ga = self.ga(dz_ptr, b.data_ptr(), _NO_INPUTS, 1.0, dev)[0]
+        gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
+        if not self.bias:
+            return Gradients(ga, gb, None)
+        v = bufs[0]
+        if v.ndim != 1:  # (1, N) or batched: nvmath's BGRADB layout
+            v = v.reshape(-1, v.shape[-2] if v.ndim > 1 else v.shape[0])
+            v = v.sum(0) if v.shape[0] > 1 else v[0]
+        return Gradients(ga, gb, v)
 
 
 def matmul_backward(grad_out, upstream, a, b, aux, spec):
@@ -192,14 +219,19 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
 
     Without an activation and with a ``(N,)`` bias or none, two launches on torch memory:
     ``grad_a = dz @ b.T`` and ``grad_b = a.T @ dz`` (the bias gradient from its BGRADB epilog,
-    the same products as the CuPy engine's). Everything else runs the CuPy engine on views.
+    the same products as the CuPy engine's); a repeat of a call key goes straight to them
+    (``spec.plan``). Everything else runs the CuPy engine on views.
     """
+    run = spec.plan
+    if run is not None and run.live():
+        return run(grad_out, a, b)
     if upstream is None and spec.activation is None and spec.bias_form != "m1" \
             and a.ndim == 2 and b.ndim == 2 and a.shape[-1] > 0 and not a.is_complex() \
             and grad_out.is_contiguous():
-        done = _direct_backward(grad_out, a, b, spec)
-        if done is not None:
-            return done
+        run = _direct_backward(grad_out, a, b, spec)
+        if run is not None:
+            spec.plan = run
+            return run(grad_out, a, b)
     with _OnTorchStream(a.get_device()):
         views = (_view(grad_out), None if upstream is None else (_view(upstream[0]),
                                                                  _view(upstream[1])),
@@ -210,16 +242,12 @@ def matmul_backward(grad_out, upstream, a, b, aux, spec):
 
 
 def _direct_backward(dz, a, b, spec):
-    form = spec.bias_form
-    ga = _gemm(dz, b.t(), True, None, spec)
+    """The :class:`_Backward` of these operands, or ``None`` when cuBLASLt would need copies."""
+    ga = _plan_gemm(dz, b.t(), True, None, spec)
     if ga is None:
         return None
-    gb = _gemm(a.t(), dz, False, "BGRADB" if form == "n" else None, spec)
+    bias = spec.bias_form == "n"
+    gb = _plan_gemm(a.t(), dz, False, "BGRADB" if bias else None, spec)
     if gb is None:
         return None
-    grad_bias = None
-    if form == "n":
-        v = gb[1]["bgradb"]
-        v = v.reshape(-1, v.shape[-2] if v.ndim > 1 else v.shape[0])
-        grad_bias = v.sum(0) if v.shape[0] > 1 else v[0]
-    return Gradients(ga[0], gb[0], grad_bias)
+    return _Backward(_Launch(ga, True), _Launch(gb, False), bias)

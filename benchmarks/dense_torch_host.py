@@ -1,0 +1,217 @@
+"""Host (CPU) cost of the CUDA torch path of dense, measured without a GPU.
+
+The torch engine (:mod:`gpulinalg.dense._tensors_cuda`) runs on CPU tensors here: the device
+module is told of one GPU (its discovery state, memory reading and current device are patched
+for the block; not a device provider, under which every call decides afresh), CPU tensors
+pass for CUDA ones, plans are stand-ins whose ``execute`` does nothing (what is timed is
+everything but the cuBLASLt launch itself), and the raw-stream getter returns 0. Everything else
+is the production code: the memo, the dispatcher's decision and record, the engine's
+``torch.empty_strided`` allocations, the autograd Function, the elementwise backward kernel.
+
+Peers on the same tiny CPU tensors (so that their kernels cost next to nothing): ``nn.Linear``
++ activation forward + backward, and ``torch._addmm_activation``. Their CPU kernels stand in for
+the CUDA launches that this measurement leaves out of ours.
+
+``python -m benchmarks.dense_torch_host`` prints µs per call / per step (best of runs, process
+CPU time); ``--profile`` adds a cProfile of the step.
+"""
+
+import contextlib
+import time
+
+import numpy as np
+import torch
+
+from gpulinalg._runtime import budget as _budget
+from gpulinalg._runtime import device as _device
+from gpulinalg._runtime.config import config_context
+from gpulinalg.dense import _matmul_api, _plans_cuda, _tensors_cuda
+from gpulinalg.dense._spec import aux_shape
+
+SUITE = "dense_torch_host"
+
+
+class _StandInPlan:
+    """What the torch engine reads off a plan (``_plans_cuda.Plan``'s ``out``, ``out_t``,
+    ``outputs``, ``ws_size``, ``torch_ws``), for the product as cuBLASLt plans it
+    (``rows x cols``, column-major); ``execute`` launches nothing."""
+
+    def __init__(self, rows, cols, dtype, epilog):
+        dt = np.dtype(str(dtype).replace("torch.", ""))
+        item = dt.itemsize
+        self.key = None
+        self.ws_size = 0
+        self.torch_ws = {}
+        self.out = ((rows, cols), dt, rows * cols * item, (item, rows * item))
+        self.out_t = ((cols, rows), dt, rows * cols * item, (rows * item, item))
+        outputs = []
+        if epilog and "AUX" in epilog:
+            act = "relu" if epilog.startswith("RELU") else "gelu"
+            pr, pc = aux_shape(act, rows, cols)
+            at = np.dtype(np.uint8) if act == "relu" else dt
+            outputs.append((f"{act}_aux", (pr, pc), at, pr * pc * at.itemsize,
+                            (at.itemsize, pr * at.itemsize), None))
+        if epilog == "BGRADB":
+            outputs.append(("bgradb", (cols,), dt, cols * item, (item,), None))
+        self.outputs = tuple(outputs)
+        self.launches = 0
+
+    def execute(self, *args):
+        self.launches += 1
+
+    def free(self):
+        self.key = None
+
+
+def _stand_in_plan(a, b, transpose, epilog):
+    key = ("stand-in", transpose, a.dtype, epilog, tuple(a.shape), a.stride(), tuple(b.shape),
+           b.stride())
+    cache = _plans_cuda._cache
+    if cache.generation != _plans_cuda._generation[0]:
+        _plans_cuda._drop_all(cache)
+    plan = cache.plans.get(key)
+    if plan is None:
+        m, n = a.shape[-2], b.shape[-1]
+        rows, cols = (n, m) if transpose else (m, n)
+        plan = _plans_cuda._insert(cache, key, _StandInPlan(rows, cols, a.dtype, epilog))
+    else:
+        cache.hits += 1
+    return plan
+
+
+def _stand_in_direct(a, b, bias, spec):
+    from gpulinalg.dense._matmul_cuda import _EPILOGS
+    epilog = _EPILOGS[spec.activation, bias is not None, spec.return_aux]
+    return _stand_in_plan(a, b, spec.transposed, epilog)
+
+
+def _stand_in_gemm(x, y, transpose, epilog, spec):
+    return _stand_in_plan(x, y, transpose, epilog)
+
+
+def _all_tensors(*xs):
+    return all(x is None or (type(x) in (torch.Tensor, torch.nn.Parameter) and not x.is_conj())
+               for x in xs)
+
+
+@contextlib.contextmanager
+def stand_in():
+    """The CUDA torch path on CPU tensors, with no-op launches (see the module's docstring)."""
+    saved = []
+
+    def patch(owner, name, value):
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+    torch_mods = list(_tensors_cuda._mods())
+    _tensors_cuda._torch[:] = [torch, lambda dev: 0]
+    patch(_matmul_api, "_cuda_tensors", _all_tensors)
+    patch(_tensors_cuda, "_plan_direct", _stand_in_direct)
+    patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)
+    # the machine's "own" GPU (no device provider: a provider makes every call decide afresh)
+    state = dict(_device._state)
+    _device._state.update(probed=True, gpus=(_device.GPUInfo(0, "stand-in", (9, 0), 80 << 30),),
+                          why_not=None, disabled=None)
+    patch(_device, "memory_info", lambda device=None: (64 << 30, 80 << 30))
+    patch(_device, "_get_device", lambda: 0)
+    patch(_budget, "_pool_limit_left", lambda: None)
+    from gpulinalg.dense import clear_plan_cache
+    clear_plan_cache()
+    try:
+        with config_context(backend="gpu"):
+            yield  # backend="gpu": CPU tensors are host inputs, which "auto" keeps on the CPU
+    finally:
+        _device._state.clear()
+        _device._state.update(state)
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+        _tensors_cuda._torch[:] = torch_mods
+        clear_plan_cache()
+
+
+def _best_us(fn, calls, runs):
+    fn()
+    fn()
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.process_time() - t0) / calls)
+    return best * 1e6
+
+
+def _step(model, x, grad):
+    params = list(model.parameters())
+
+    def run():
+        for p in params:
+            p.grad = None
+        x.grad = None
+        model(x).backward(grad)
+    return run
+
+
+def _layers(batch, width, act, dtype=torch.float32):
+    from gpulinalg.dense import FusedLinear
+    torch.manual_seed(0)
+    ours = FusedLinear(width, width, activation=act, dtype=dtype)
+    linear = torch.nn.Linear(width, width, dtype=dtype)
+    linear.load_state_dict(ours.state_dict())
+    ref = torch.nn.Sequential(linear, torch.nn.ReLU() if act == "relu"
+                              else torch.nn.GELU(approximate="tanh"))
+    x = torch.randn(batch, width, dtype=dtype, requires_grad=True)
+    return ours, ref, x, torch.randn(batch, width, dtype=dtype)
+
+
+def measure(batch=8, width=16, calls=2000, runs=7):
+    """``{case: µs}``: per matmul call and per FusedLinear step (stand-in launches) against
+    torch's on the same CPU tensors."""
+    from gpulinalg.dense import matmul
+    res = {}
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(batch, width, generator=g), torch.randn(width, width, generator=g)
+    bias = torch.randn(width, generator=g)
+    res["torch _addmm_activation"] = _best_us(lambda: torch._addmm_activation(bias, a, b),
+                                              calls, runs)
+    for act in ("relu", "gelu"):
+        ours, ref, x, grad = _layers(batch, width, act)
+        res[f"torch nn.Linear+{act} step"] = _best_us(_step(ref, x, grad), calls // 4, runs)
+    with stand_in():
+        res["ours matmul per call"] = _best_us(
+            lambda: matmul(a, b, bias=bias, activation="relu"), calls, runs)
+        for act in ("relu", "gelu"):
+            ours, ref, x, grad = _layers(batch, width, act)
+            res[f"ours FusedLinear {act} step"] = _best_us(_step(ours, x, grad), calls // 4,
+                                                           runs)
+    return res
+
+
+def profile(act="relu", steps=2000):
+    import cProfile
+    import pstats
+    ours, _, x, grad = _layers(8, 16, act)
+    fn = _step(ours, x, grad)
+    with stand_in():
+        fn()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(steps):
+            fn()
+        prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_host")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    for case, us in measure().items():
+        print(f"{case:32s} {us:8.1f} us")
+    if args.profile:
+        profile()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
