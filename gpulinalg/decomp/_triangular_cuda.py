@@ -272,6 +272,8 @@ def figures(a, b, x, unit_diagonal, finite=False, names=("a", "b")):
     ``check_finite`` of ``a`` and ``b`` (named ``names``) in the same read-back."""
     import cupy
     n = a.shape[-1]
+    if b.dtype not in _FIGURE_TYPES:  # integer or half-precision b: the solve's dtype
+        b = b.astype(x.dtype)
     b2 = b[:, None] if b.ndim == 1 else b
     x2 = x[..., None] if x.ndim == a.ndim - 1 else x
     k = b2.shape[-1]
@@ -287,6 +289,8 @@ def figures(a, b, x, unit_diagonal, finite=False, names=("a", "b")):
         flag_nonfinite(a, out[size:])
     if not unit_diagonal:
         diag = cupy.diagonal(a, axis1=-2, axis2=-1).reshape(na, n)[:, :, None]
+        if diag.dtype not in _FIGURE_TYPES:
+            diag = diag.astype(x.dtype)
         _reduce(diag, out[:3 * na], True)
     _reduce(_stack3(b2, n), out[3 * na:3 * na + nbb * k], False)
     _reduce(_stack3(x2, n), out[3 * na + nbb * k:], False)
