@@ -7,7 +7,7 @@
 * ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
 * ``layer``: ``FusedLinear`` against ``nn.Linear`` + activation, forward + backward, batch
   256/8192 × width 1024/4096 (square), fp16/bf16, eager; and under ``torch.compile`` (fp16,
-  batch 8192). Also the kernels of one step from the torch profiler.
+  batch 8192, width 1024). Also the kernels of one step from the torch profiler.
 
 ``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.dense_torch``);
 ``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
@@ -240,7 +240,7 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
         tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
         lay = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
                    acts=("relu", "gelu"), repeat=10)
-        comp = dict(batches=(8192,), widths=(1024, 4096), dtypes=("float16",), acts=("relu",),
+        comp = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu",),
                     repeat=10)
     if "per_call" in sections:
         rows += per_call_rows(**per)

@@ -1,0 +1,119 @@
+"""Repeats of a call decide once: ``dispatch.again`` with a kept ``Decision`` (the per-call hot
+path of dense for CUDA torch tensors and CuPy arrays), and dense's memo entries that hold one."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg._runtime import budget as _budget
+from gpulinalg._runtime import device as _device
+from gpulinalg._runtime import testing
+from gpulinalg._runtime.config import config_context, get_config
+from gpulinalg._runtime.dispatch import Decision, again
+
+
+@pytest.fixture
+def own_gpu(monkeypatch):
+    """The machine's own GPU (no device provider), pretended: discovery, memory, device."""
+    monkeypatch.setitem(_device._state, "probed", True)
+    monkeypatch.setitem(_device._state, "gpus", (_device.GPUInfo(0, "pretend", (9, 0), 80 << 30),))
+    monkeypatch.setitem(_device._state, "why_not", None)
+    monkeypatch.setitem(_device._state, "disabled", None)
+    monkeypatch.setattr(_device, "memory_info", lambda device=None: (64 << 30, 80 << 30))
+    monkeypatch.setattr(_device, "_get_device", lambda: 0)
+    monkeypatch.setattr(_budget, "_pool_limit_left", lambda: None)
+
+
+def _decision(calls, nbytes=1000, fail=False):
+    def gpu(x):
+        calls.append("gpu")
+        if fail:
+            raise ValueError("engine failed")
+        return x + 1
+
+    def cpu(x):
+        calls.append("cpu")
+        return x + 1
+    return Decision("test.repeat", gpu, cpu, nbytes=nbytes, own_stream=False, convert=False)
+
+
+def test_a_kept_gpu_decision_runs_the_engine_at_once(own_gpu):
+    calls, x = [], np.zeros(2)
+    d = _decision(calls)
+    with config_context(backend="gpu"):
+        settings = get_config()
+        again(d, (x,), x, settings)
+        assert d.settings is settings and calls == ["gpu"]
+        assert gpulinalg.last_run().backend == "gpu"
+        out = again(d, (x,), x, settings)
+        rec = gpulinalg.last_run()
+    assert calls == ["gpu", "gpu"] and np.array_equal(out, x + 1)
+    assert rec.op == "test.repeat" and rec.backend == "gpu" and rec.device == 0
+    assert rec.reason.endswith("(decided at the first call)") and not rec.fell_back
+
+
+def test_other_settings_decide_afresh(own_gpu):
+    calls, x = [], np.zeros(2)
+    d = _decision(calls)
+    with config_context(backend="gpu"):
+        again(d, (x,), x, get_config())
+    with config_context(backend="cpu"):
+        again(d, (x,), x, get_config())
+        assert gpulinalg.last_run().backend == "cpu"
+    assert calls == ["gpu", "cpu"]
+
+
+def test_a_disabled_gpu_and_providers_are_never_skipped(own_gpu):
+    calls, x = [], np.zeros(2)
+    d = _decision(calls)
+    with config_context(backend="auto"):
+        settings = get_config()
+        again(d, (x,), x, settings)
+        _device._state["disabled"] = "simulated sticky error"
+        again(d, (x,), x, settings)
+        assert gpulinalg.last_run().backend == "cpu"
+        testing.reset_gpu_state()
+        with testing.fake_gpu(), testing.inject_fault("oom", op="test.repeat"), \
+                pytest.warns(gpulinalg.FallbackWarning):
+            again(d, (x,), x, settings)  # the provider's fault: the full road falls back
+        assert gpulinalg.last_run().fell_back
+    assert calls == ["gpu", "cpu", "cpu"]
+
+
+def test_an_exception_of_a_repeat_goes_through_the_full_road(own_gpu):
+    calls, x = [], np.zeros(2)
+    d = _decision(calls)
+    with config_context(backend="gpu"):
+        settings = get_config()
+        again(d, (x,), x, settings)
+        d.gpu_fn = _decision(calls, fail=True).gpu_fn
+        with pytest.raises(ValueError, match="engine failed"):
+            again(d, (x,), x, settings)
+        assert "raised" in gpulinalg.last_run().details
+    assert calls == ["gpu", "gpu", "gpu"] and d.settings is None
+
+
+def test_large_jobs_and_provider_runs_decide_every_time(own_gpu):
+    calls, x = [], np.zeros(2)
+    big = _decision(calls, nbytes=40 << 30)  # over a quarter of the free 64 GiB
+    small = _decision(calls)
+    with config_context(backend="gpu"):
+        again(big, (x,), x, get_config())
+        with testing.fake_gpu():
+            again(small, (x,), x, get_config())
+    assert calls == ["gpu", "gpu"] and big.settings is None and small.settings is None
+
+
+def test_memo_entries_serve_only_their_settings():
+    torch = pytest.importorskip("torch")
+    from gpulinalg.dense import _calls, matmul
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    _calls.clear()
+    matmul(a, b)
+    key = _calls.call_key(a, b, None, None, None, 1.0, 0.0, False, None, None)
+    decision, spec, settings = _calls.lookup(key)
+    assert settings is get_config() and spec.autotune == "auto"
+    with config_context(autotune=True):
+        matmul(a, b)
+        assert _calls.lookup(key)[1].autotune is True  # validated again under the new settings
+    assert gpulinalg.last_run().backend == "cpu"
