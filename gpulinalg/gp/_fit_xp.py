@@ -43,8 +43,8 @@ def _nonfinite(k, block_elements):
     xp, n = namespace(k), k.shape[0]
     step = max(1, block_elements // max(k.shape[1], 1))
     bad = None
-    for i0 in range(0, n, step):
-        part = ~xp.isfinite(k[i0:i0 + step]).all()
+    for i0 in range(0, n, step):  # per row first: spreads the reduction over the GPU
+        part = ~xp.isfinite(k[i0:i0 + step]).all(axis=1).all()
         bad = part if bad is None else bad | part
     return bad if bad is not None else xp.zeros((), dtype=bool)
 

@@ -43,6 +43,26 @@ class _Block:
         k = xp.arange(lo, max(lo, hi))
         return k, k + self.i0
 
+    def diagonal(self, a):
+        """The entries ``(k, k + i0)`` of the C-contiguous block ``a`` as a strided 1-D view
+        (one kernel to read or write them, no index arrays); ``None`` if ``a`` is not
+        C-contiguous."""
+        if not a.flags.c_contiguous:
+            return None
+        m = a.shape[1]
+        lo, hi = max(0, -self.i0), min(a.shape[0], m - self.i0)
+        if hi <= lo:
+            return a.reshape(-1)[:0]
+        start = lo * m + lo + self.i0
+        return a.reshape(-1)[start:start + (hi - lo - 1) * (m + 1) + 1:m + 1]
+
+    def set_diagonal(self, a, value):
+        d = self.diagonal(a)
+        if d is not None:
+            d[...] = value
+        else:
+            a[self.diag_index()] = value
+
 
 def _total(m):
     """Sum of all entries of a block, as a 0-d array: row sums first, so that the reduction
@@ -114,14 +134,15 @@ class _White(_Leaf):
             return 0.0  # k(X, Y) of white noise is zero (scikit-learn's convention)
         xp = namespace(blk.xs)
         out = xp.zeros((blk.xs.shape[0], blk.ys.shape[0]), dtype=blk.xs.dtype)
-        out[blk.diag_index()] = self.noise
+        blk.set_diagonal(out, self.noise)
         return out
 
     def diag(self, x):
         return namespace(x).full(x.shape[0], self.noise, dtype=x.dtype)
 
     def _grads(self, blk, m):
-        return {"noise_level": [self.noise * m[blk.diag_index()].sum()]}
+        d = blk.diagonal(m)
+        return {"noise_level": [self.noise * (d if d is not None else m[blk.diag_index()]).sum()]}
 
 
 class _DotProduct(_Leaf):
@@ -151,6 +172,10 @@ class _Stationary(_Leaf):
         ls = np.atleast_1d(np.asarray(kernel.length_scale, dtype=np.float64))
         self.ls = ls if ls.size > 1 else float(ls[0])
         self.anisotropic = ls.size > 1
+        self._arrays = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_arrays": {}}
 
     def r2(self, blk):
         key = ("r2", id(self))
@@ -162,12 +187,20 @@ class _Stationary(_Leaf):
             r2 += (zy * zy).sum(axis=1)[None, :]
             namespace(r2).maximum(r2, 0.0, out=r2)
             if blk.same:
-                r2[blk.diag_index()] = 0.0
+                blk.set_diagonal(r2, 0.0)
             blk.cache[key] = r2
         return blk.cache[key]
 
     def _ls_like(self, x):
-        return namespace(x).asarray(self.ls, dtype=x.dtype) if self.anisotropic else self.ls
+        """The length scales as an array of ``x``'s package (uploaded once per plan and
+        package, dtype and device; not pickled)."""
+        if not self.anisotropic:
+            return self.ls
+        key = (type(x), x.dtype, str(getattr(x, "device", "")))
+        got = self._arrays.get(key)
+        if got is None:
+            got = self._arrays[key] = namespace(x).asarray(self.ls, dtype=x.dtype)
+        return got
 
     def diag(self, x):
         return namespace(x).ones(x.shape[0], dtype=x.dtype)
