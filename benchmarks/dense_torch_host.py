@@ -25,7 +25,7 @@ import torch
 from gpulinalg._runtime import budget as _budget
 from gpulinalg._runtime import device as _device
 from gpulinalg._runtime.config import config_context
-from gpulinalg.dense import _matmul_api, _plans_cuda, _tensors_cuda
+from gpulinalg.dense import _calls, _matmul_api, _plans_cuda, _tensors_cuda
 from gpulinalg.dense._spec import aux_shape
 
 SUITE = "dense_torch_host"
@@ -89,6 +89,21 @@ def _stand_in_gemm(x, y, transpose, epilog, spec):
     return _stand_in_plan(x, y, transpose, epilog)
 
 
+def _torch_key_64(a, b, bias, c, options):
+    """``_calls._torch_key`` with the pointer alignment read modulo 64, not 256: torch's CPU
+    allocator aligns to 64 bytes (its CUDA allocator to 512), so fresh CPU tensors (the output
+    gradient of every step) would otherwise make a new key per call. Same work per call."""
+    types = _calls._tensor_types
+    if type(b) not in types or bias is not None and type(bias) not in types \
+            or c is not None and type(c) not in types:
+        return None
+    return (a.shape, a.stride(), a.dtype, a.data_ptr() & 63, a.get_device(), a.is_conj(),
+            b.shape, b.stride(), b.dtype, b.data_ptr() & 63, b.get_device(), b.is_conj(),
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype,
+                                       bias.data_ptr() & 63, bias.get_device(), bias.is_conj()),
+            None if c is None else _calls._torch_layout(c), options)
+
+
 def _all_tensors(*xs):
     return all(x is None or (type(x) in (torch.Tensor, torch.nn.Parameter) and not x.is_conj())
                for x in xs)
@@ -107,6 +122,7 @@ def stand_in():
     patch(_matmul_api, "_cuda_tensors", _all_tensors)
     patch(_tensors_cuda, "_plan_direct", _stand_in_direct)
     patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)
+    patch(_calls, "_torch_key", _torch_key_64)
     # the machine's "own" GPU (no device provider: a provider makes every call decide afresh)
     state = dict(_device._state)
     _device._state.update(probed=True, gpus=(_device.GPUInfo(0, "stand-in", (9, 0), 80 << 30),),

@@ -25,7 +25,7 @@ the ``autotune`` argument as given.
 import sys
 import threading
 
-__all__ = ["call_key", "backward_key", "lookup", "remember", "clear", "MAX_CALLS"]
+__all__ = ["call_key", "backward_key", "linear_key", "lookup", "remember", "clear", "MAX_CALLS"]
 
 #: Calls remembered per thread; the memo starts afresh when it is full.
 MAX_CALLS = 256
@@ -82,6 +82,14 @@ def backward_key(grad_out, a, b, activation, bias, compute_type, autotune):
         return None
     return _torch_key(a, b, grad_out, None, ("backward", activation, bias, compute_type,
                                              autotune))
+
+
+def linear_key(x, weight, third, options):
+    """The memo key of a fused-linear call (:mod:`gpulinalg.dense._linear_api`) on torch tensors
+    ``x``, ``weight`` and ``third`` (the bias, the output gradient, or ``None``), or ``None``."""
+    if not _is_tensor(x):
+        return None
+    return _torch_key(x, weight, third, None, options)
 
 
 def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):

@@ -1,7 +1,8 @@
 """``FusedLinear``: ``nn.Linear`` + activation whose forward and backward are fused products.
 
-A torch-only layer (``_<family>_torch``): ``nn.Module`` / ``autograd.Function`` wrappers that call
-the public functions of ``_matmul_api`` (which dispatch as for any caller), never an engine.
+A torch-only layer (``_<family>_torch``): ``nn.Module`` / ``autograd.Function`` wrappers over
+:mod:`._ops_torch`, whose products are ``_linear_api``'s (the public ``matmul`` /
+``matmul_backward`` road on a first call, dispatched repeats after it), never an engine.
 Imported only on first use of ``gpulinalg.dense.FusedLinear`` (it needs torch).
 """
 
@@ -111,7 +112,7 @@ class FusedLinear(nn.Module):
             bias = None if bias is None else bias.to(dt)
         flat = x.dim() == 2  # the common case: no reshapes
         x2 = x if flat else x.reshape(-1, x.shape[-1])
-        act = self._act
+        act = self.activation or _ops_torch.NONE
         need = act == "gelu" and torch.is_grad_enabled() and (
             x2.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
         if torch.compiler.is_compiling():
@@ -119,10 +120,6 @@ class FusedLinear(nn.Module):
         else:
             out = _FusedLinearFunction.apply(x2, weight, bias, act, need)
         return out if flat else out.reshape(*x.shape[:-1], self.out_features)
-
-    @property
-    def _act(self) -> str:
-        return _ops_torch.NONE if self.activation is None else self.activation
 
     @classmethod
     def from_linear(cls, linear: nn.Linear,

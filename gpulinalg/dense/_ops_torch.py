@@ -7,9 +7,9 @@ shapes), so ``torch.compile(model, fullgraph=True)`` over a model holding
 the backward op the forward op's derivative. Eager calls skip the custom-op machinery (``FusedLinear``
 uses an ``autograd.Function`` over the same :func:`forward` and :func:`backward`).
 
-Both call the public :func:`~gpulinalg.dense.matmul` / :func:`~gpulinalg.dense.matmul_backward`
-(CUDA tensors: cuBLASLt on torch's stream and caching allocator; CPU tensors: the NumPy
-engine). Per training step on CUDA (``FusedLinear`` with bias):
+Both call :mod:`gpulinalg.dense._linear_api` (the public :func:`~gpulinalg.dense.matmul` /
+:func:`~gpulinalg.dense.matmul_backward` road on a key's first call; CUDA tensors: cuBLASLt on
+torch's stream and caching allocator, repeats launched at once; CPU tensors: the NumPy engine). Per training step on CUDA (``FusedLinear`` with bias):
 
 * forward: one cuBLASLt launch, ``RELU_BIAS`` (the output is kept: ReLU's derivative is
   ``out > 0``) or ``GELU_AUX_BIAS`` (the pre-activation is kept as the aux);
@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from ._matmul_api import matmul, matmul_backward
+from . import _linear_api
 
 __all__ = ["forward", "backward", "NONE"]
 
@@ -32,40 +32,27 @@ __all__ = ["forward", "backward", "NONE"]
 NONE = "none"
 
 
-def _act(activation):
-    return None if activation == NONE else activation
-
-
 def forward(x, weight, bias, activation, need_saved):
     """``(act(x @ weight.T + bias), saved)`` for 2-D ``x``; ``saved`` is the GELU pre-activation
     ``(M, N)`` when ``need_saved`` (else ``None``)."""
-    act = _act(activation)
-    if act == "gelu" and need_saved:
-        out, aux = matmul(x, weight.t(), bias=bias, activation="gelu", return_aux=True)
-        return out, preactivation(aux, x.shape[0], weight.shape[0])
-    return matmul(x, weight.t(), bias=bias, activation=act), None
-
-
-def preactivation(aux, m, n):
-    """The ``(M, N)`` pre-activation in a GELU aux (a view: cuBLASLt's buffer is padded)."""
-    data = aux.data
-    if aux.transposed:
-        return (data if data.shape[-2] == n else data[..., :n, :]).transpose(-1, -2)
-    return data if data.shape[-2] == m else data[..., :m, :]
+    return _linear_api.forward(x, weight, bias, None if activation == NONE else activation,
+                               need_saved)
 
 
 def backward(grad, x, weight, saved, activation, has_bias):
     """``(grad_x, grad_weight, grad_bias or None)``; ``saved`` is the forward output (ReLU) or
     the pre-activation (GELU)."""
-    act = _act(activation)
-    if act == "relu":
-        dz = torch.ops.aten.threshold_backward(grad, saved, 0)
-    elif act == "gelu":
-        dz = torch.ops.aten.gelu_backward(grad, saved, approximate="tanh")
+    if activation == "relu":
+        dz = _threshold_backward(grad, saved, 0)
+    elif activation == "gelu":
+        dz = _gelu_backward(grad, saved, approximate="tanh")
     else:
         dz = grad
-    grad_x, grad_wt, grad_bias = matmul_backward(dz, x, weight.t(), bias=has_bias)
-    return grad_x, grad_wt.t(), grad_bias
+    return _linear_api.backward(dz, x, weight, has_bias)
+
+
+_threshold_backward = torch.ops.aten.threshold_backward.default
+_gelu_backward = torch.ops.aten.gelu_backward.default
 
 
 @torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())

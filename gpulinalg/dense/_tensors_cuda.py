@@ -16,7 +16,7 @@ results handed back through DLPack. Same signatures as the other engines.
 from . import _matmul_cuda, _plans_cuda
 from ._results import Gradients, MatmulAux
 
-__all__ = ["matmul", "matmul_backward"]
+__all__ = ["matmul", "matmul_backward", "linear", "linear_backward"]
 
 _torch: list = []  # [torch, raw-stream getter] once resolved
 _empty: list = []  # [torch.empty_strided] once resolved
@@ -49,10 +49,12 @@ class _Launch:
 
     __slots__ = ("plan", "out", "extra", "swap")
 
-    def __init__(self, plan, transposed):
+    def __init__(self, plan, transposed, read_transposed=None):
         torch = _mods()[0]
         self.plan, self.swap = plan, transposed
-        self.out = _layout(*(plan.out_t if transposed else plan.out), torch)
+        if read_transposed is None:
+            read_transposed = transposed
+        self.out = _layout(*(plan.out_t if read_transposed else plan.out), torch)
         self.extra = tuple(_layout(*o[1:5], torch) for o in plan.outputs)
 
     def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev):
@@ -191,12 +193,14 @@ def _plan_gemm(x, y, transpose, epilog, spec):
 
 class _Backward:
     """The two launches of a direct backward pass (``grad_a = dz @ b.T``, ``grad_b = a.T @ dz``
-    with the bias gradient from BGRADB) for one call key."""
+    with the bias gradient from BGRADB) for one call key; ``gbt`` is the second launch writing
+    ``grad_b.T`` (the fused linear layer's weight gradient, in the weight's layout)."""
 
-    __slots__ = ("ga", "gb", "bias")
+    __slots__ = ("ga", "gb", "gbt", "bias")
 
     def __init__(self, ga, gb, bias):
         self.ga, self.gb, self.bias = ga, gb, bias
+        self.gbt = _Launch(gb.plan, False, True)
 
     def live(self):
         return self.ga.live() and self.gb.live()
@@ -205,13 +209,22 @@ class _Backward:
         dev, dz_ptr = a.device, dz.data_ptr()
         ga = self.ga(dz_ptr, b.data_ptr(), _NO_INPUTS, 1.0, dev)[0]
         gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
-        if not self.bias:
-            return Gradients(ga, gb, None)
-        v = bufs[0]
-        if v.ndim != 1:  # (1, N) or batched: nvmath's BGRADB layout
-            v = v.reshape(-1, v.shape[-2] if v.ndim > 1 else v.shape[0])
-            v = v.sum(0) if v.shape[0] > 1 else v[0]
-        return Gradients(ga, gb, v)
+        return Gradients(ga, gb, _bias_grad(bufs) if self.bias else None)
+
+    def linear(self, dz, x, weight):
+        """``(grad_x, grad_weight, grad_bias)`` of ``x @ weight.T (+ bias)`` (``b = weight.T``)."""
+        dev, dz_ptr, w_ptr = x.device, dz.data_ptr(), weight.data_ptr()
+        gx = self.ga(dz_ptr, w_ptr, _NO_INPUTS, 1.0, dev)[0]
+        gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
+        return gx, gw, _bias_grad(bufs) if self.bias else None
+
+
+def _bias_grad(bufs):
+    v = bufs[0]
+    if v.ndim != 1:  # (1, N) or batched: nvmath's BGRADB layout
+        v = v.reshape(-1, v.shape[-2] if v.ndim > 1 else v.shape[0])
+        v = v.sum(0) if v.shape[0] > 1 else v[0]
+    return v
 
 
 def matmul_backward(grad_out, upstream, a, b, aux, spec):
@@ -251,3 +264,26 @@ def _direct_backward(dz, a, b, spec):
     if gb is None:
         return None
     return _Backward(_Launch(ga, True), _Launch(gb, False), bias)
+
+
+def linear(x, weight, bias, spec):
+    """``(act(x @ weight.T + bias), epilog output or None)`` for the fused linear layer
+    (``spec`` is that of ``matmul(x, weight.T, ...)``); a repeat launches at once."""
+    run = spec.plan
+    if run is not None and run.live():
+        out, bufs = run(x.data_ptr(), weight.data_ptr(),
+                        _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, 1.0,
+                        x.device)
+        return out, (bufs[0] if bufs else None)
+    res = matmul(x, weight.t(), bias, None, spec)
+    return (res[0], None if res[1] is None else res[1].data) if spec.return_aux else (res, None)
+
+
+def linear_backward(dz, x, weight, spec):
+    """``(grad_x, grad_weight, grad_bias or None)`` of the fused linear layer's product (``spec``
+    is that of ``matmul_backward(dz, x, weight.T, ...)``)."""
+    run = spec.plan
+    if run is not None and run.live():
+        return run.linear(dz, x, weight)
+    ga, gbt, gb = matmul_backward(dz, None, x, weight.t(), None, spec)
+    return ga, gbt.t(), gb

@@ -1,0 +1,94 @@
+"""The fused linear layer's products (``FusedLinear`` and its custom ops): ``act(x @ weight.T +
+bias)`` and its gradients, with the fewest host steps a repeat allows.
+
+A first call of a key (the torch tensors' shapes, strides, dtypes, alignments, devices, and the
+options) takes the public road: :func:`~gpulinalg.dense.matmul` /
+:func:`~gpulinalg.dense.matmul_backward` on ``weight.T`` validate and dispatch. When the
+dispatcher sent that call to the torch engine (CUDA tensors), the key keeps its spec and a
+:class:`~gpulinalg._runtime.dispatch.Decision` for the engine's linear entry points
+(:func:`gpulinalg.dense._tensors_cuda.linear`, ``linear_backward``: they take ``weight`` as it
+is, so no transposed view is made, and the weight gradient is written in the weight's layout);
+a repeat goes through :func:`~gpulinalg._runtime.dispatch.again` (recorded, decided afresh
+when the settings, the device provider or the GPU's state changed). Everything else (CPU
+tensors) takes the public road on every call.
+"""
+
+from .._runtime.config import get_config
+from .._runtime.dispatch import Decision, again
+from . import _calls, _tensors_cuda
+from ._matmul_api import _host_backward_tensors, _host_matmul_tensors, matmul, matmul_backward
+
+__all__ = ["forward", "backward"]
+
+
+def forward(x, weight, bias, activation, need_saved):
+    """``(act(x @ weight.T + bias), saved)`` for 2-D ``x``: ``saved`` is the GELU
+    pre-activation ``(M, N)`` when ``need_saved`` (else ``None``)."""
+    settings = get_config()
+    aux = activation == "gelu" and need_saved
+    key = _calls.linear_key(x, weight, bias, ("linear", activation, aux))
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None and known[2] is settings:
+            out, buf = again(known[0], (x, weight, bias, known[1]), x, settings)
+            return out, (None if buf is None else _saved(buf, known[1].transposed, x, weight))
+    wt = weight.t()
+    res = matmul(x, wt, bias=bias, activation=activation, return_aux=aux)
+    if key is not None:
+        _keep(key, _calls.call_key(x, wt, bias, None, activation, 1.0, 0.0, aux, None, None),
+              _tensors_cuda.matmul, _tensors_cuda.linear, _host_linear, settings)
+    if not aux:
+        return res, None
+    return res[0], _saved(res[1].data, res[1].transposed, x, weight)
+
+
+def backward(dz, x, weight, has_bias):
+    """``(grad_x, grad_weight, grad_bias or None)`` of ``x @ weight.T (+ bias)`` for the output
+    gradient ``dz`` (the activation's derivative already applied)."""
+    settings = get_config()
+    key = _calls.linear_key(x, weight, dz, ("linear_backward", has_bias))
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None and known[2] is settings:
+            return again(known[0], (dz, x, weight, known[1]), x, settings)
+    wt = weight.t()
+    grad_x, grad_wt, grad_bias = matmul_backward(dz, x, wt, bias=has_bias)
+    if key is not None:
+        _keep(key, _calls.backward_key(dz, x, wt, None, has_bias, None, None),
+              _tensors_cuda.matmul_backward, _tensors_cuda.linear_backward,
+              _host_linear_backward, settings)
+    return grad_x, grad_wt.t(), grad_bias
+
+
+def _keep(key, public_key, engine, linear_engine, host, settings):
+    """Remember ``key`` when the public call of ``public_key`` went to the torch engine."""
+    known = _calls.lookup(public_key) if public_key is not None else None
+    if known is None or known[0].gpu_fn is not engine or known[2] is not settings:
+        return
+    first = known[0]
+    decision = Decision(first.op, linear_engine, host, **first.options)
+    if first.settings is not None:  # the public call's GPU decision holds for this one too
+        decision.settings, decision.dev, decision.reason = first.settings, first.dev, first.reason
+    _calls.remember(key, (decision, known[1], settings))
+
+
+def _saved(buf, transposed, x, weight):
+    """The ``(M, N)`` pre-activation in GELU aux buffer ``buf`` (a view: cuBLASLt pads it)."""
+    m, n = x.shape[0], weight.shape[0]
+    if transposed:
+        return (buf if buf.shape[-2] == n else buf[..., :n, :]).transpose(-1, -2)
+    return buf if buf.shape[-2] == m else buf[..., :m, :]
+
+
+def _host_linear(x, weight, bias, spec):
+    """The CPU twin of :func:`gpulinalg.dense._tensors_cuda.linear` (CUDA tensors in and out)."""
+    res = _host_matmul_tensors(x, weight.t(), bias, None, spec)
+    if not spec.return_aux:
+        return res, None
+    return res[0], None if res[1] is None else res[1].data
+
+
+def _host_linear_backward(dz, x, weight, spec):
+    """The CPU twin of :func:`gpulinalg.dense._tensors_cuda.linear_backward`."""
+    grad_x, grad_wt, grad_bias = _host_backward_tensors(dz, None, x, weight.t(), None, spec)
+    return grad_x, grad_wt.t(), grad_bias
