@@ -205,8 +205,9 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     On the GPU, a NumPy-shaped bias of shape ``(N,)`` is served by planning the transposed
     product ``b.T @ a.T`` (cuBLASLt adds its bias per row of the column-major result); no operand
     is copied. Plans are cached per thread, keyed by shapes, strides, dtypes, pointer
-    alignments, epilog, compute type, autotuning and device; repeated calls on CuPy arrays of
-    the same layout also skip validation. Half-precision inputs are computed in float32 and
+    alignments, epilog, compute type, autotuning and device; repeated calls on CuPy arrays or
+    torch tensors of the same layout also skip validation and, while the dispatcher's GPU
+    decision holds (same settings, GPU healthy), the decision itself. Half-precision inputs are computed in float32 and
     rounded once, on both backends.
 
     **NaN and Inf propagate by default.** ``check_finite`` defaults to ``False``, as in
