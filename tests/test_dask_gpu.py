@@ -72,9 +72,12 @@ def test_pca_on_cupy_chunks(cuda_client):
     rng = np.random.default_rng(2)
     a = rng.standard_normal((2000, 50)) @ np.diag(0.8 ** np.arange(50)) + 4.0
     out = r.pca(_cupy_chunks(a, (500, 25)), 3, random_state=0, iterated_power=6)
-    comp, mean = cuda_client.compute([out["components"], out["mean"]], sync=True)
+    comp, mean, ratio = cuda_client.compute(
+        [out["components"], out["mean"], out["explained_variance_ratio"]], sync=True)
     assert _is_cupy(comp) and _is_cupy(mean)
     np.testing.assert_allclose(mean.get(), a.mean(axis=0), atol=1e-12)
+    s = np.linalg.svd(a - a.mean(axis=0), compute_uv=False)  # moments of the first pass
+    np.testing.assert_allclose(ratio.get(), s[:3] ** 2 / (s ** 2).sum(), rtol=1e-6)
 
 
 def test_blocked_cholesky_on_cupy_tiles(cuda_client):
@@ -91,6 +94,22 @@ def test_blocked_cholesky_on_cupy_tiles(cuda_client):
     np.testing.assert_allclose(L.get(), np.linalg.cholesky(a), atol=1e-8)
     np.testing.assert_allclose(a @ xs.get(), b, atol=1e-8)
     assert abs(float(ld) - np.linalg.slogdet(a)[1]) < 1e-8
+
+
+@pytest.mark.parametrize("dtype, lower", [(np.complex128, False)])
+def test_panel_cholesky_dtypes_and_triangles(cuda_client, dtype, lower):
+    """The panel kernels (HERK/SYRK, GEMM and TRSM in the C-ordered frame) with odd tiles."""
+    from gpulinalg.decomp import _cholesky_dask as c
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal((700, 700)) + (1j * rng.standard_normal((700, 700))
+                                           if np.dtype(dtype).kind == "c" else 0)
+    a = (g @ g.conj().T + 700 * np.eye(700)).astype(dtype)
+    f = cuda_client.compute(c.cholesky(_cupy_chunks(a, 256), lower), sync=True).get()
+    hi = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    ref = np.linalg.cholesky(a.astype(hi))
+    ref = ref if lower else ref.conj().T
+    tol = 2e-4 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(f, ref, atol=tol * np.abs(ref).max())
 
 
 def test_not_positive_definite_on_cupy_tiles(cuda_client):

@@ -64,7 +64,7 @@ def test_same_seed_same_result_whatever_the_scheduler(client, rng):
         np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("normalizer", ["none", "QR", "qr"])
+@pytest.mark.parametrize("normalizer", ["none", "QR", "qr", "CholQR", "auto"])
 def test_persist_between_passes_and_normalizers(client, rng, normalizer):
     a, s = _low_rank(rng, 120, 50)
     x = da.from_array(a, chunks=(50, 20))
@@ -133,3 +133,32 @@ def test_complex_pca_centres_with_the_conjugate_mean(client, rng):
     s_ref = np.linalg.svd(a - a.mean(axis=0), compute_uv=False)
     np.testing.assert_allclose(s, s_ref[:3], rtol=1e-6)
     np.testing.assert_allclose(ev, s_ref[:3] ** 2 / 49, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_pca_moments_come_from_the_first_sketch_pass(client, rng, dtype):
+    """The mean and total variance (odd chunks, a mean far from 0) match NumPy's, and every
+    block of X is read by 2 n_iter + 2 tasks only: no separate pass for the moments."""
+    from dask.core import get_dependencies
+    a = (rng.standard_normal((97, 31)) * 10 * 0.5 ** np.arange(31) + 100.0).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(a.shape)
+    x = da.from_array(a, chunks=(37, 13))
+    out = rsvd.pca(x, 3, iterated_power=2, random_state=0)
+    names = ("explained_variance", "mean", "explained_variance_ratio", "noise_variance")
+    got = dict(zip(names, client.compute([out[k] for k in names], sync=True)))
+    tol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-10
+    np.testing.assert_allclose(got["mean"], a.astype(np.complex128 if a.dtype.kind == "c"
+                                                     else np.float64).mean(axis=0), rtol=tol)
+    a64 = a.astype(np.complex128)
+    total = (np.abs(a64 - a64.mean(axis=0)) ** 2).sum() / 96  # sum of the column variances
+    ev = got["explained_variance"]
+    np.testing.assert_allclose(got["explained_variance_ratio"], ev / total, rtol=10 * tol)
+    np.testing.assert_allclose(got["noise_variance"], (total - ev.sum()) / 28, rtol=10 * tol)
+    graph = dict(dask.base.collections_to_expr([out[k] for k in names]).__dask_graph__())
+    readers = {k: 0 for k in graph if isinstance(k, tuple) and k[0] == x.name}
+    for key in graph:
+        for dep in get_dependencies(graph, key):
+            if dep in readers:
+                readers[dep] += 1
+    assert set(readers.values()) == {2 * 2 + 2}

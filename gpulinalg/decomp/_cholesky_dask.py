@@ -13,7 +13,6 @@ the triangle named by ``lower`` is read, as LAPACK's ``potrf``.
 
 from __future__ import annotations
 
-from functools import partial
 from operator import getitem
 from typing import Any
 
@@ -101,39 +100,42 @@ def cholesky_jitter(a: Any, start: float, tries: int) -> tuple[Any, Any]:
 
 
 def _factor_graph(a, tiles, lower, name, jitter=None):
-    """The tasks of the factorization; ``lkey(i, j)`` (``i >= j``) names tile ``L_ij``. With
-    ``jitter = (start, tries)`` each POTRF retries with growing jitter (key ``(name-P, k)``
-    holds the pair ``(L_kk, j_k)``)."""
+    """The tasks of the factorization; ``lkey(i, j)`` (``i >= j``) is the task (or key) of
+    tile ``L_ij``. Key ``(name-P, k)`` holds ``(panel, L_kk, jitter_k)`` after step ``k``;
+    with ``jitter = (start, tries)`` each POTRF retries with growing jitter."""
     sizes = a.chunks[0]
     t = len(sizes)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    offsets = [int(v) for v in np.concatenate([[0], np.cumsum(sizes)])]
 
     def source(i, j):  # tile (i, j) of the lower triangle of a, read from the named triangle
         return (a.name, i, j) if lower else (_tiles_xp.hermitian, (a.name, j, i))
 
-    def cur(k, i, j):  # tile (i, j) after the updates of steps < k
-        return source(i, j) if k == 0 else (f"{name}-a", k, i, j)
+    def panel(k, j):  # panel j after the updates of steps < k (a task for k = 0)
+        if k == 0:
+            return (_tiles_xp.stack_panel, [source(i, j) for i in range(j, t)])
+        return (f"{name}-upd", k, j)
+
+    def fkey(k):
+        return (f"{name}-P", k)
 
     def lkey(i, j):
-        return (f"{name}-L", i, j)
+        if i == j:
+            return (getitem, fkey(j), 1)
+        return (_tiles_xp.panel_rows, fkey(j), offsets[i] - offsets[j],
+                offsets[i + 1] - offsets[j])
 
     dsk = {}
-    right = partial(_tiles_xp.right_trsm, tiles.trsm)
+    retry = ()
     if jitter is not None:
         dsk[(f"{name}-scale",)] = (_tiles_xp.diag_scale, *[(a.name, k, k) for k in range(t)])
+        retry = ((f"{name}-scale",), *jitter)
     for k in range(t):
-        if jitter is None:
-            dsk[lkey(k, k)] = (tiles.potrf, cur(k, k, k), int(offsets[k]))
-        else:
-            dsk[(f"{name}-P", k)] = (_tiles_xp.potrf_retry, tiles.potrf, cur(k, k, k),
-                                     int(offsets[k]), (f"{name}-scale",), *jitter)
-            dsk[lkey(k, k)] = (getitem, (f"{name}-P", k), 0)
-        for i in range(k + 1, t):
-            dsk[lkey(i, k)] = (right, lkey(k, k), cur(k, i, k))
-        for i in range(k + 1, t):
-            for j in range(k + 1, i + 1):
-                dsk[(f"{name}-a", k + 1, i, j)] = (_tiles_xp.update, cur(k, i, j), lkey(i, k),
-                                                   lkey(j, k))
+        dsk[fkey(k)] = (_tiles_xp.factor_panel, tiles.potrf, tiles.trsm_right, panel(k, k),
+                        offsets[k], *retry)
+        for j in range(k + 1, t):
+            dsk[(f"{name}-upd", k + 1, j)] = (_tiles_xp.update_panel, tiles.gemm_sub,
+                                            tiles.herk_sub, panel(k, j), fkey(k),
+                                            offsets[j] - offsets[k])
     return dsk, lkey
 
 

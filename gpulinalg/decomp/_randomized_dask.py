@@ -6,14 +6,21 @@ Tropp 2011, Alg. 4.4 + 5.1), on the workers.
   block's index: the same numbers whatever the scheduler or the chunks' package.
 * Products with ``A^H`` conjugate only the thin block: ``A^H Q = (Q^H A)^H`` (Dask's own
   ``svd_compressed`` uses ``A^T``, wrong for complex input: dask/dask#7639).
-* Power iterations normalize each tall sketch by TSQR (:func:`._tsqr_dask.tsqr`); the
-  Rayleigh-Ritz step is the TSQR SVD of the tall ``B^H = A^H Q``; nothing ``m x n`` is formed
-  but ``A`` itself.
+* Power iterations (``"auto"``/``"CholQR"``, as the single-GPU default) normalize by shifted
+  Cholesky QR: the Gram matrix ``Y^H Y`` in double precision (one small reduction over the
+  sketch's blocks) and ``R^-1`` applied to the thin product that follows
+  (``A^H Y R^-1 = (A^H Y) R^-1``), so no basis is formed and no QR tree is run between passes;
+  ``"QR"`` orthonormalizes each sketch by TSQR (:func:`._tsqr_dask.tsqr`). The final basis is
+  always TSQR's, and the Rayleigh-Ritz step is the TSQR SVD of the tall ``B^H = A^H Q``;
+  nothing ``m x n`` is formed but ``A`` itself.
 * ``persist=True`` computes each pass's sketch on the cluster before the next pass is built, so
   every pass reads the input once and nothing but thin sketches is kept; ``persist=False``
   (default) returns one lazy graph.
 * PCA centres implicitly: ``(X - 1 mu^T) z = X z - 1 (mu^T z)`` and
-  ``(X - 1 mu^T)^H q = X^H q - conj(mu) (1^T q)``; ``X - mu`` is never formed.
+  ``(X - 1 mu^T)^H q = X^H q - conj(mu) (1^T q)``; ``X - mu`` is never formed. The column
+  means and the total variance come from the first sketch pass: one task per block computes
+  ``X_ij Omega_j`` and the block's column moments (sum and centred sum of squares, combined
+  across blocks by Chan's formula), so fitting reads ``X`` ``2 n_iter + 2`` times in all.
 * Signs: the largest-magnitude entry of each row of ``Vh`` is real and positive (as the
   single-GPU :func:`gpulinalg.decomp.truncated_svd`).
 """
@@ -33,16 +40,33 @@ from ._tsqr_dask import flip_signs, tsqr
 
 __all__ = ["randomized_svd", "pca", "transform", "residual_norm", "gaussian"]
 
-_NORMALIZERS = {"auto": "QR", "qr": "QR", "none": "none"}
+_NORMALIZERS = {"auto": "CholQR", "cholqr": "CholQR", "qr": "QR", "none": "none"}
 
 
 class _Operator:
-    """``A`` (or ``A - 1 mu^T`` with ``mean``) seen through products with thin Dask blocks."""
+    """``A`` (or ``A - 1 mu^T`` with ``centre``) seen through products with thin Dask blocks.
 
-    def __init__(self, a, mean=None):
-        self.a, self.mean = a, mean
+    With ``centre`` the means come from the first product (:meth:`first`), which also gives
+    the total variance of the columns (``total``): one read of ``A`` for all three."""
+
+    def __init__(self, a, centre=False):
+        self.a, self.centre = a, bool(centre)
+        self.mean = self.total = None
         self.complex = a.dtype.kind == "c"
         self.shape = tuple(int(x) for x in a.shape)
+
+    def first(self, omega):
+        """``(Y, shift)``: ``A Omega = Y - 1 shift`` (``shift`` (l,) or ``None``; centred with
+        ``centre``), the moments of ``A`` from the same tasks."""
+        if not self.centre:
+            return _matmat(self, omega), None
+        y, self.mean, self.total = _sketch_moments(self.a, omega)
+        return y, (self.mean @ omega).rechunk(-1)
+
+    def moments(self):
+        """The means and total variance alone (when no product is taken: ``k = 0``)."""
+        if self.centre and self.mean is None:
+            _, self.mean, self.total = _sketch_moments(self.a, None)
 
     def matmat(self, z):
         y = self.a @ z
@@ -57,6 +81,117 @@ class _Operator:
             return t
         mu = self.mean.conj() if self.complex else self.mean
         return t - mu[:, None] * q.sum(axis=0)[None, :]
+
+
+def _sketch_moments(a, omega):
+    """``(A Omega, mean, total)``: one task per block of ``a`` computes its share of the
+    product and its column moments (:func:`._tiles_xp.sketch_moments`); ``mean`` (n,) in
+    ``a``'s dtype, ``total`` the 0-d float64 sum of the column variances (``ddof=1``).
+    ``omega=None``: the moments alone (``A Omega`` is then ``None``)."""
+    m, n = (int(v) for v in a.shape)
+    nr, nc = a.numblocks
+    name = f"gpulinalg-sketch-moments-{tokenize(a, omega)}"
+    dsk = {}
+    for i in range(nr):
+        for j in range(nc):
+            dsk[(f"{name}-t", i, j)] = (_tiles_xp.sketch_moments, (a.name, i, j),
+                                        None if omega is None else (omega.name, j, 0))
+    for j in range(nc):
+        dsk[(f"{name}-m", j)] = (_tiles_xp.combine_moments,
+                                 *[(f"{name}-t", i, j) for i in range(nr)])
+    mdsk = {(f"{name}-mean", j): (_tiles_xp.moments_mean, (f"{name}-m", j), a.dtype)
+            for j in range(nc)}
+    mdsk[(f"{name}-var",)] = (_tiles_xp.moments_total, m, *[(f"{name}-m", j)
+                                                           for j in range(nc)])
+    if omega is None:
+        deps, base = [a], dsk
+        y = None
+    else:
+        l = int(omega.shape[1])
+        ydsk = {(f"{name}-y", i, 0): (_tiles_xp.sum_first, *[(f"{name}-t", i, j)
+                                                             for j in range(nc)])
+                for i in range(nr)}
+        y = new_array(f"{name}-y", {**dsk, **ydsk}, [a, omega], (m, l), (a.chunks[0], (l,)),
+                      meta_of(a, 2, a.dtype))
+        deps, base = [y], {}
+    mean = new_array(f"{name}-mean", {**base, **mdsk}, deps, (n,), (a.chunks[1],),
+                     meta_of(a, 1, a.dtype))
+    total = new_array(f"{name}-var", {**base, **mdsk}, deps, (), (), meta_of(a, 0, np.float64))
+    return y, mean, total
+
+
+def _cholqr_inverse(y, rows):
+    """Lazy ``R^-1`` (l, l) of the shifted Cholesky QR of the thin Dask array ``y`` (one column
+    of blocks, ``rows`` rows): the Gram matrix in double precision, one small task."""
+    hi = np.complex128 if y.dtype.kind == "c" else np.float64
+    yh = y.astype(hi)
+    g = (yh.conj().T if y.dtype.kind == "c" else yh.T) @ yh
+    return g.map_blocks(_tiles_xp.cholqr_inverse, rows, np.dtype(y.dtype), dtype=y.dtype,
+                        meta=meta_of(y, 2, y.dtype))
+
+
+def _matmat(op, z, rz=None):
+    """``(A - 1 mu^T) z rz`` (lazy, (m, l), chunked as ``A``'s rows) for ``z`` chunked as
+    ``A``'s columns: one task per block of ``A`` (product and centring fused), the column
+    blocks' shares summed (and ``rz`` applied) in one more task per row block when ``A`` has
+    several."""
+    a, mu = op.a, op.mean
+    nr, nc = a.numblocks
+    l = int(z.shape[1])
+    name = f"gpulinalg-matmat-{tokenize(a, z, mu, rz)}"
+    rk = None if rz is None else (rz.name, 0, 0)
+    dsk = {}
+    for i in range(nr):
+        for j in range(nc):
+            args = ((a.name, i, j), (z.name, j, 0), None if mu is None else (mu.name, j))
+            if nc == 1:
+                dsk[(name, i, 0)] = (_tiles_xp.mat_part, *args, rk)
+            else:
+                dsk[(f"{name}-p", i, j)] = (_tiles_xp.mat_part, *args, None)
+        if nc > 1:
+            dsk[(name, i, 0)] = (_tiles_xp.sum_times, rk, *[(f"{name}-p", i, j)
+                                                            for j in range(nc)])
+    deps = [a, z] + [d for d in (mu, rz) if d is not None]
+    return new_array(name, dsk, deps, (op.shape[0], l), (a.chunks[0], (l,)),
+                     meta_of(a, 2, a.dtype))
+
+
+def _rmatmat(op, q, *, shift=None, normalize=False, split_every=None):
+    """``(A - 1 mu^T)^H (q - 1 shift)`` (lazy, (n, l), chunked as ``A``'s columns), times
+    ``R^-1`` of the shifted Cholesky QR of ``q - 1 shift`` with ``normalize``; ``q`` chunked as
+    ``A``'s rows. One task per block of ``A`` (product, centring and, in column block 0, the
+    Gram matrix of the row block fused), summed over the row blocks by a tree of fan-in
+    ``split_every``; ``R^-1`` comes from the Gram matrix inside the last task."""
+    from ._tsqr_dask import SPLIT_EVERY
+    a, mu = op.a, op.mean
+    nr, nc = a.numblocks
+    l = int(q.shape[1])
+    fan = max(int(split_every or SPLIT_EVERY), 2)
+    name = f"gpulinalg-rmatmat-{tokenize(a, q, mu, shift, normalize, fan)}"
+    sk = None if shift is None else (shift.name, 0)
+    dsk = {}
+    roots = []
+    for j in range(nc):
+        level = [(f"{name}-p", i, j) for i in range(nr)]
+        for i in range(nr):
+            dsk[level[i]] = (_tiles_xp.rmat_part, (a.name, i, j), (q.name, i, 0),
+                             None if mu is None else (mu.name, j), sk, normalize and j == 0)
+        depth = 0
+        while len(level) > 1:
+            depth += 1
+            nxt = []
+            for g in range(0, len(level), fan):
+                key = (f"{name}-s{depth}", g // fan, j)
+                dsk[key] = (_tiles_xp.add_pairs, *level[g:g + fan])
+                nxt.append(key)
+            level = nxt
+        roots.append(level[0])
+    for j in range(nc):
+        dsk[(name, j, 0)] = (_tiles_xp.rmat_finish, roots[j], roots[0] if normalize else None,
+                             op.shape[0], a.dtype)
+    deps = [a, q] + [d for d in (mu, shift) if d is not None]
+    return new_array(name, dsk, deps, (op.shape[1], l), (a.chunks[1], (l,)),
+                     meta_of(a, 2, a.dtype))
 
 
 def gaussian(a, n_rows, row_chunks, l, dtype, seed):
@@ -83,7 +218,8 @@ def _check(a):
 def _normalizer(name):
     key = str(name).lower() if isinstance(name, str) else name
     if key not in _NORMALIZERS:
-        raise ValueError("power_iteration_normalizer must be 'auto', 'QR' or 'none' for Dask "
+        raise ValueError("power_iteration_normalizer must be 'auto', 'CholQR', 'QR' or 'none' "
+                         "for Dask "
                          f"arrays, got {name!r}")
     return _NORMALIZERS[key]
 
@@ -99,18 +235,32 @@ def _empty(a, shape, dtype):
 def _range(op, a, l, n_iter, normalizer, seed, keep, split_every):
     """Orthonormal ``Q`` (m, l) for the range of ``(A A^H)^n_iter A Omega``."""
     m, n = op.shape
-    y = persist(op.matmat(gaussian(a, n, a.chunks[1], l, op.a.dtype, seed)), keep)
+    y, shift = op.first(gaussian(a, n, a.chunks[1], l, op.a.dtype, seed))
+    y = persist(y, keep)
     for _ in range(n_iter):
-        q = tsqr(y, split_every=split_every)[0] if normalizer == "QR" else y
-        z = op.rmatmat(q)
-        z = persist(tsqr(z, split_every=split_every)[0] if normalizer == "QR" else z, keep)
-        y = persist(op.matmat(z), keep)
+        if normalizer == "QR":
+            if shift is not None:
+                y = y - shift[None, :]
+            z = _rmatmat(op, tsqr(y, split_every=split_every)[0], split_every=split_every)
+            z = persist(tsqr(z, split_every=split_every)[0], keep)
+            y = persist(_matmat(op, z), keep)
+        elif normalizer == "CholQR":  # A^H (Y R^-1) = (A^H Y) R^-1: no basis formed
+            z = persist(_rmatmat(op, y, shift=shift, normalize=True, split_every=split_every),
+                        keep)
+            y = persist(_matmat(op, z, _cholqr_inverse(z, n)), keep)
+        else:
+            z = persist(_rmatmat(op, y, shift=shift, split_every=split_every), keep)
+            y = persist(_matmat(op, z), keep)
+        shift = None
+    if shift is not None:
+        y = y - shift[None, :]
     return persist(tsqr(y, split_every=split_every)[0], keep)
 
 
 def _svd(op, a, k, l, n_iter, normalizer, seed, keep, split_every):
     q = _range(op, a, l, n_iter, normalizer, seed, keep, split_every)
-    ub, s, vbh = tsqr(op.rmatmat(q), compute_svd=True, split_every=split_every)  # B^H
+    bh = _rmatmat(op, q, split_every=split_every)  # B^H = A^H Q
+    ub, s, vbh = tsqr(bh, compute_svd=True, split_every=split_every)
     U = q @ vbh.conj().T[:, :k]
     Vh = ub[:, :k].conj().T
     U, Vh = flip_signs(U, Vh)
@@ -124,8 +274,8 @@ def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str
     """Top-``k`` SVD of the Dask array ``a`` (m, n), chunked in any way (NumPy or CuPy chunks).
 
     Parameters as :func:`gpulinalg.decomp.truncated_svd` (``method="randomized"``);
-    ``power_iteration_normalizer``: ``"auto"``/``"QR"`` (TSQR of each tall sketch) or
-    ``"none"``. ``persist``: compute each pass on the cluster before building the next (needs
+    ``power_iteration_normalizer``: ``"auto"``/``"CholQR"`` (shifted Cholesky QR from a Gram
+    matrix reduced with the next product), ``"QR"`` (TSQR of each sketch) or ``"none"``. ``persist``: compute each pass on the cluster before building the next (needs
     the cluster to hold the thin sketches, reads the input once per pass; the call then blocks).
 
     Returns
@@ -147,6 +297,7 @@ def _run(op, a, dtype, k, n_oversamples, n_iter, normalizer, random_state, error
     normalizer = _normalizer(normalizer)
     real = np.empty(0, dtype).real.dtype
     if plan.k == 0 or m == 0 or n == 0:
+        op.moments()
         U, S, Vh = (_empty(a, (m, plan.k), dtype), _empty(a, (plan.k,), real),
                     _empty(a, (plan.k, n), dtype))
         err = _empty(a, (), real)
@@ -196,20 +347,14 @@ def pca(x: Any, n_components: int | None = None, *, n_oversamples: int = 10,
     m, n = (int(v) for v in x.shape)
     small = min(m, n)
     k = small if n_components is None else n_components
-    hi = np.complex128 if dtype.kind == "c" else np.float64
-    mean = x.mean(axis=0, dtype=hi).astype(dtype) if m else _empty(x, (n,), dtype)
-    U, S, Vh = _run(_Operator(x, mean if m else None), x, dtype, k, n_oversamples,
-                    iterated_power, power_iteration_normalizer, random_state, False, persist,
-                    split_every)
+    op = _Operator(x, centre=m > 0)
+    U, S, Vh = _run(op, x, dtype, k, n_oversamples, iterated_power,
+                    power_iteration_normalizer, random_state, False, persist, split_every)
+    mean = op.mean if m else _empty(x, (n,), dtype)
     k = int(S.shape[0])
     denom = max(m - 1, 1)
     ev = S ** 2 / denom
-    if dtype.kind == "c":
-        var = x.real.var(axis=0, ddof=1, dtype=np.float64) + \
-            x.imag.var(axis=0, ddof=1, dtype=np.float64)
-    else:
-        var = x.var(axis=0, ddof=1, dtype=np.float64)
-    total = var.sum() if m > 1 else ev.sum().astype(np.float64)
+    total = op.total if m > 1 else ev.sum().astype(np.float64)
     real = ev.dtype
     ratio = (ev / total).astype(real) if m > 1 else ev * 0
     noise = ((total - ev.sum()) / (small - k)).astype(real) if k < small else ev.sum() * 0

@@ -12,7 +12,7 @@ from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from ._sketch_host import gaussian_real
 from ._tiles_xp import complex_gaussian
 
-__all__ = ["qr", "potrf", "trsm", "gaussian"]
+__all__ = ["qr", "potrf", "trsm", "gaussian", "trsm_right", "gemm_sub", "herk_sub"]
 
 
 def qr(x):
@@ -55,3 +55,21 @@ def trsm(l, b, trans):
 def gaussian(shape, dtype, seed):
     """Standard normal block (complex: circular, unit variance) from the 64-bit ``seed``."""
     return complex_gaussian(gaussian_real, shape, dtype, seed)
+
+
+def trsm_right(l, b):
+    """``b <- b l^-H`` in place, for a lower triangular tile ``l`` (a panel's rows ``b``)."""
+    import scipy.linalg
+    if b.size:
+        b[...] = scipy.linalg.solve_triangular(l, b.conj().T, lower=True,
+                                               check_finite=False).conj().T
+
+
+def gemm_sub(c, a, b):
+    """``c -= a @ b^H`` in place."""
+    c -= a @ b.conj().T
+
+
+def herk_sub(c, b):
+    """``c -= b @ b^H`` in place (the lower triangle is what is read afterwards)."""
+    c -= b @ b.conj().T

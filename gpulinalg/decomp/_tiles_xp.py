@@ -13,9 +13,12 @@ from .._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
 __all__ = ["complex_gaussian", "node_qr", "root_qr", "down", "column_peaks", "peaks_phase",
-           "scale_columns", "matmul_small", "update", "right_trsm", "zeros", "logdiag",
+           "scale_columns", "matmul_small", "zeros", "logdiag",
            "solve_step", "total", "diag_scale", "potrf_retry", "largest",
-           "hermitian"]
+           "hermitian", "sketch_moments", "sum_first", "combine_moments", "moments_mean",
+           "moments_total", "cholqr_inverse", "mat_part", "sum_times", "rmat_part",
+           "add_pairs", "rmat_finish", "stack_panel", "factor_panel", "update_panel",
+           "panel_rows"]
 
 
 def complex_gaussian(gaussian_real, shape, dtype, seed):
@@ -109,16 +112,6 @@ def matmul_small(block, small, phase=None):
     return block @ small
 
 
-def update(c, li, lj):
-    """``c - li @ lj^H``: the trailing update of a Cholesky tile (SYRK when ``li is lj``)."""
-    return c - li @ hermitian(lj)
-
-
-def right_trsm(trsm_fn, l, a):
-    """``X`` with ``X @ l^H = a``, i.e. ``(l^-1 a^H)^H``, for a lower triangular tile ``l``."""
-    return hermitian(trsm_fn(l, namespace(a).ascontiguousarray(hermitian(a)), 0))
-
-
 def zeros(like, shape):
     """A zero tile of ``shape`` in the array module and dtype of ``like``."""
     return namespace(like).zeros(shape, dtype=like.dtype)
@@ -183,6 +176,197 @@ def potrf_retry(potrf_fn, tile, offset, scale, start, tries):
         f"{failure.minor} failed); increase the noise term")
 
 
-def largest(*pairs):
-    """The largest jitter of the ``(L, j)`` pairs of :func:`potrf_retry` (0.0 for none)."""
-    return np.float64(max([float(p[1]) for p in pairs], default=0.0))
+def largest(*steps):
+    """The largest jitter of the ``(panel, L, j)`` steps of :func:`factor_panel` (0.0 for
+    none)."""
+    return np.float64(max([float(p[2]) for p in steps], default=0.0))
+
+
+# -- blocked Cholesky by tile columns (panels): each task writes only the panel it owns --------
+
+def stack_panel(tiles):
+    """The C-ordered panel of a tile column: its tiles ``i >= j`` stacked (one copy)."""
+    xp = namespace(tiles[0])
+    out = xp.empty((sum(int(t.shape[0]) for t in tiles), int(tiles[0].shape[1])),
+                   dtype=tiles[0].dtype)
+    row = 0
+    for t in tiles:
+        out[row:row + t.shape[0]] = t
+        row += t.shape[0]
+    return out
+
+
+def factor_panel(potrf_fn, trsm_right_fn, panel, offset, scale=None, start=0.0, tries=0):
+    """Step ``k`` on its panel: ``(panel, L_kk, j)``, the diagonal tile's lower Cholesky factor
+    (C order; with ``scale``, of the tile plus ``j I`` as :func:`potrf_retry`) and the tiles
+    below it solved in place, ``X <- X L_kk^-H`` (one TRSM)."""
+    w = panel.shape[1]
+    top = panel[:w]
+    if scale is None:
+        l, j = potrf_fn(top, offset), 0.0
+    else:
+        l, j = potrf_retry(potrf_fn, top, offset, scale, start, tries)
+    if not l.flags.c_contiguous:
+        l = l.copy(order="C")
+    if panel.shape[0] > w and w:
+        trsm_right_fn(l, panel[w:])
+    return panel, l, np.float64(j)
+
+
+def update_panel(gemm_fn, herk_fn, panel, step, start):
+    """The update of step ``k`` applied to panel ``j`` in place (``start``: the row of panel
+    ``k`` where tile row ``j`` begins): its diagonal tile's lower triangle ``-= B B^H`` and
+    the tiles below ``-= A B^H``, ``B``/``A`` the rows of panel ``k`` from ``start``."""
+    pk = step[0]
+    w = panel.shape[1]
+    b = pk[start:start + w]
+    if w and b.shape[1]:
+        herk_fn(panel[:w], b)
+        if panel.shape[0] > w:
+            gemm_fn(panel[w:], pk[start + w:], b)
+    return panel
+
+
+def panel_rows(step, start, stop):
+    """Rows ``start:stop`` of a factored panel: one tile of ``L`` (a C-contiguous view)."""
+    return step[0][start:stop]
+
+
+# -- randomized PCA: the moments from the first sketch pass, the Cholesky-QR normalizer --------
+
+def _hi(dtype):
+    return np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+
+
+def sketch_moments(block, omega):
+    """``(block @ omega, (rows, mean, m2))`` from one read of ``block``: the column means in
+    double precision and the column sums of ``|x - mean|^2`` (float64), centred on the
+    block's own mean (``omega=None``: no product)."""
+    xp = namespace(block)
+    rows = int(block.shape[0])
+    mean = xp.sum(block, axis=0, dtype=_hi(block.dtype)) / max(rows, 1)
+    c = mean.astype(block.dtype)
+    d = block - c[None, :]
+    if d.dtype.kind == "c":
+        sq = d.real * d.real + d.imag * d.imag
+    else:
+        sq = xp.multiply(d, d, out=d)
+    shift = mean - c  # the sum of squares about c, moved to the exact mean
+    m2 = xp.sum(sq, axis=0, dtype=np.float64) - rows * (shift * xp.conj(shift)).real
+    part = None if omega is None else block @ omega
+    return part, (rows, mean, m2)
+
+
+def sum_first(*pairs):
+    """The sum of the first entries of ``pairs`` (one row block's share of a product)."""
+    out = pairs[0][0]
+    for p in pairs[1:]:
+        out = out + p[0]
+    return out
+
+
+def combine_moments(*pairs):
+    """``(rows, mean, m2)`` of a column block from its row blocks' :func:`sketch_moments`
+    (Chan, Golub & LeVeque's pairwise update)."""
+    moms = [p[1] for p in pairs]
+    total = sum(r for r, _, _ in moms)
+    mean0 = moms[0][1]
+    if total == 0:
+        return 0, mean0 * 0, moms[0][2] * 0
+    mean = sum(r * mu for r, mu, _ in moms) / total
+    m2 = moms[0][2] * 0
+    for r, mu, s in moms:
+        dev = mu - mean
+        m2 = m2 + s + r * (dev * namespace(dev).conj(dev)).real
+    return total, mean, m2
+
+
+def moments_mean(moments, dtype):
+    """The column means of :func:`combine_moments` in ``dtype``."""
+    return moments[1].astype(dtype)
+
+
+def moments_total(rows, *moments):
+    """The sum of the column variances (``ddof=1``) of every column block: a 0-d float64."""
+    out = moments[0][2].sum() if moments else np.float64(0.0)
+    for mom in moments[1:]:
+        out = out + mom[2].sum()
+    return out / max(rows - 1, 1)
+
+
+def _to_host(x):
+    return np.asarray(x) if isinstance(x, np.ndarray) else x.get()
+
+
+def cholqr_inverse(gram, rows, dtype):
+    """``R^-1`` (upper triangular, ``dtype``, in ``gram``'s package) with
+    ``R^H R = gram + s I``: the shifted Cholesky QR of a thin matrix of ``rows`` rows whose
+    Gram matrix is ``gram`` (double precision), ``s = 11 (rows l + l (l + 1)) eps tr(gram)``
+    (Fukaya et al. 2020, as the single-GPU normalizer). Computed on the host (``l x l``); a
+    zero or non-finite ``gram`` gives the identity (the sketch carries its NaNs on)."""
+    g = _to_host(gram).astype(_hi(dtype))
+    l = g.shape[0]
+    scale = float(np.trace(g).real) if l else 0.0
+    rinv = np.eye(l, dtype=g.dtype)
+    if l and np.isfinite(g).all() and scale > 0:
+        shift = 11.0 * (rows * l + l * (l + 1)) * np.finfo(g.dtype).eps * scale
+        try:
+            r = np.linalg.cholesky(g + shift * np.eye(l)).conj().T
+            rinv = np.linalg.solve(r, np.eye(l, dtype=g.dtype))
+        except np.linalg.LinAlgError:  # a Gram matrix past double precision: scale only
+            rinv = np.diag(1 / np.sqrt(np.maximum(np.diagonal(g).real, shift))).astype(g.dtype)
+    out = np.ascontiguousarray(rinv.astype(dtype))
+    return out if isinstance(gram, np.ndarray) and type(gram) is np.ndarray else \
+        namespace(gram).asarray(out)
+
+
+def mat_part(block, z, mu, rz):
+    """``(block - 1 mu^T) z rz`` as ``block @ z - 1 (mu^T z)`` (``mu``/``rz`` may be None)."""
+    y = block @ z
+    if mu is not None:
+        y = y - (mu @ z)[None, :]
+    return y if rz is None else y @ rz
+
+
+def sum_times(rz, *parts):
+    """``(sum of parts) @ rz`` (``rz`` may be None)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out if rz is None else out @ rz
+
+
+def rmat_part(block, q, mu, shift, gram):
+    """``((block - 1 mu^T)^H (q - 1 shift), G)`` with ``G = (q - 1 shift)^H (q - 1 shift)``
+    in double precision when ``gram`` (else ``None``); conjugates only the thin block."""
+    xp = namespace(block)
+    if shift is not None:
+        q = q - shift[None, :]
+    if block.dtype.kind == "c":
+        t = hermitian(hermitian(q) @ block)
+    else:
+        t = block.T @ q
+    if mu is not None:
+        t = t - xp.conj(mu)[:, None] * q.sum(axis=0)[None, :]
+    g = None
+    if gram:
+        qh = q.astype(_hi(q.dtype))
+        g = hermitian(qh) @ qh
+    return t, g
+
+
+def add_pairs(*pairs):
+    """The entrywise sum of :func:`rmat_part` pairs (``None`` stays ``None``)."""
+    t, g = pairs[0]
+    for pt, pg in pairs[1:]:
+        t = t + pt
+        g = None if g is None else g + pg
+    return t, g
+
+
+def rmat_finish(pair, gram_pair, rows, dtype):
+    """The summed product of ``pair``, times ``R^-1`` of :func:`cholqr_inverse` from the Gram
+    matrix of ``gram_pair`` (when given)."""
+    if gram_pair is None:
+        return pair[0]
+    return pair[0] @ cholqr_inverse(gram_pair[1], rows, dtype)
