@@ -121,7 +121,7 @@ def mirror_lower(c, tile=None):
     for j0 in range(0, n, tile):
         j1 = min(j0 + tile, n)
         d = c[j0:j1, j0:j1]
-        d[...] = xp.tril(d) + xp.tril(d, -1).T
+        d[...] = xp.where(xp.tri(j1 - j0, dtype=bool), d, d.T)  # a new array, then copied
         if j1 < n:
             c[j0:j1, j1:] = c[j1:, j0:j1].T
     return c
