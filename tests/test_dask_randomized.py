@@ -162,3 +162,15 @@ def test_pca_moments_come_from_the_first_sketch_pass(client, rng, dtype):
             if dep in readers:
                 readers[dep] += 1
     assert set(readers.values()) == {2 * 2 + 2}
+
+
+def test_pca_persist_reads_x_once_for_the_sketch_and_the_moments(client, rng):
+    """With ``persist=True`` the moments are persisted with the first sketch: computing the
+    mean afterwards runs no task on X's blocks again."""
+    a = rng.standard_normal((90, 12)) + 2.0
+    x = client.persist(da.from_array(a, chunks=(30, 12)))
+    out = rsvd.pca(x, 2, iterated_power=1, random_state=0, persist=True)
+    with distributed.get_task_stream(client) as ts:
+        mean = client.compute(out["mean"], sync=True)
+    np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-12)
+    assert not [r for r in ts.data if "sketch-moments" in str(r["key"])]

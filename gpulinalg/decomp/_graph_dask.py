@@ -60,16 +60,19 @@ def new_array(name, dsk, deps, shape, chunks, meta):
 
 def persist(x, enabled):
     """``x`` computed and held by the cluster (``persist`` then wait), when ``enabled``; ``x``
-    as it is otherwise. Lets a multi-pass algorithm read its input once per pass."""
+    as it is otherwise. Lets a multi-pass algorithm read its input once per pass. A tuple of
+    collections is persisted in one call (tasks they share run once)."""
     if not enabled:
         return x
-    x = x.persist()
+    import dask
+    many = isinstance(x, tuple)
+    out = dask.persist(*x) if many else (x.persist(),)
     try:
         from distributed import futures_of, wait
     except ImportError:  # the local schedulers persist synchronously
-        return x
-    wait(futures_of(x))
-    return x
+        return out if many else out[0]
+    wait([f for c in out for f in futures_of(c)])
+    return out if many else out[0]
 
 
 def compute(*xs):

@@ -236,7 +236,10 @@ def _range(op, a, l, n_iter, normalizer, seed, keep, split_every):
     """Orthonormal ``Q`` (m, l) for the range of ``(A A^H)^n_iter A Omega``."""
     m, n = op.shape
     y, shift = op.first(gaussian(a, n, a.chunks[1], l, op.a.dtype, seed))
-    y = persist(y, keep)
+    if op.mean is not None and keep:  # the moments come from the same tasks: persist together
+        y, shift, op.mean, op.total = persist((y, shift, op.mean, op.total), keep)
+    else:
+        y = persist(y, keep)
     for _ in range(n_iter):
         if normalizer == "QR":
             if shift is not None:
