@@ -144,16 +144,20 @@ def stand_in():
         clear_plan_cache()
 
 
-def _best_us(fn, calls, runs):
-    fn()
-    fn()
-    best = float("inf")
+def _best_us(cases, runs):
+    """``{name: µs}``: the best of ``runs`` rounds of ``(fn, calls)`` per case, the cases
+    interleaved in every round (so that a busy machine slows them alike)."""
+    for fn, _ in cases.values():
+        fn()
+        fn()
+    best = {name: float("inf") for name in cases}
     for _ in range(runs):
-        t0 = time.process_time()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.process_time() - t0) / calls)
-    return best * 1e6
+        for name, (fn, calls) in cases.items():
+            t0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            best[name] = min(best[name], (time.process_time() - t0) / calls)
+    return {name: us * 1e6 for name, us in best.items()}
 
 
 def _step(model, x, grad):
@@ -181,25 +185,20 @@ def _layers(batch, width, act, dtype=torch.float32):
 
 def measure(batch=8, width=16, calls=2000, runs=7):
     """``{case: µs}``: per matmul call and per FusedLinear step (stand-in launches) against
-    torch's on the same CPU tensors."""
+    torch's on the same CPU tensors, interleaved."""
     from gpulinalg.dense import matmul
-    res = {}
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(batch, width, generator=g), torch.randn(width, width, generator=g)
     bias = torch.randn(width, generator=g)
-    res["torch _addmm_activation"] = _best_us(lambda: torch._addmm_activation(bias, a, b),
-                                              calls, runs)
-    for act in ("relu", "gelu"):
-        ours, ref, x, grad = _layers(batch, width, act)
-        res[f"torch nn.Linear+{act} step"] = _best_us(_step(ref, x, grad), calls // 4, runs)
+    cases = {"torch _addmm_activation": (lambda: torch._addmm_activation(bias, a, b), calls)}
     with stand_in():
-        res["ours matmul per call"] = _best_us(
-            lambda: matmul(a, b, bias=bias, activation="relu"), calls, runs)
+        cases["ours matmul per call"] = (lambda: matmul(a, b, bias=bias, activation="relu"),
+                                         calls)
         for act in ("relu", "gelu"):
             ours, ref, x, grad = _layers(batch, width, act)
-            res[f"ours FusedLinear {act} step"] = _best_us(_step(ours, x, grad), calls // 4,
-                                                           runs)
-    return res
+            cases[f"torch nn.Linear+{act} step"] = (_step(ref, x, grad), calls // 4)
+            cases[f"ours FusedLinear {act} step"] = (_step(ours, x, grad), calls // 4)
+        return _best_us(cases, runs)
 
 
 def profile(act="relu", steps=2000):

@@ -342,3 +342,16 @@ def test_gpu_sixteen_threads_own_streams():
 
     run_in_threads(worker, 16)
     assert errors == []
+
+
+def test_parametrized_weight_is_read_through_the_parametrization():
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+    layer = FusedLinear(4, 3, activation="relu", dtype=torch.float64)
+    parametrize.register_parametrization(layer, "weight", Double())
+    x = torch.randn(2, 4, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), torch.relu(x @ layer.weight.t() + layer.bias))
+    assert torch.allclose(layer.weight, 2 * layer.parametrizations.weight.original)

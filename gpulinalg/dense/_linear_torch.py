@@ -103,8 +103,13 @@ class FusedLinear(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight: torch.Tensor = self.weight
-        bias: torch.Tensor | None = self.bias
+        params = self._parameters  # dict reads, not two nn.Module.__getattr__ calls
+        weight: torch.Tensor
+        bias: torch.Tensor | None
+        if "weight" in params and "bias" in params:
+            weight, bias = cast(torch.Tensor, params["weight"]), params["bias"]
+        else:  # parametrized (torch.nn.utils.parametrize): the attributes
+            weight, bias = self.weight, self.bias
         kind = "cuda" if x.is_cuda else x.device.type
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
