@@ -207,8 +207,8 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     is copied. Plans are cached per thread, keyed by shapes, strides, dtypes, pointer
     alignments, epilog, compute type, autotuning and device; repeated calls on CuPy arrays or
     torch tensors of the same layout also skip validation and, while the dispatcher's GPU
-    decision holds (same settings, GPU healthy), the decision itself. Half-precision inputs are computed in float32 and
-    rounded once, on both backends.
+    decision holds (same settings, GPU healthy), the decision itself. Half-precision inputs
+    are computed in float32 and rounded once, on both backends.
 
     **NaN and Inf propagate by default.** ``check_finite`` defaults to ``False``, as in
     ``numpy.matmul``, ``cupy.matmul`` and ``torch.matmul``: NaN or Inf in ``a``, ``b``,

@@ -9,7 +9,8 @@ uses an ``autograd.Function`` over the same :func:`forward` and :func:`backward`
 
 Both call :mod:`gpulinalg.dense._linear_api` (the public :func:`~gpulinalg.dense.matmul` /
 :func:`~gpulinalg.dense.matmul_backward` road on a key's first call; CUDA tensors: cuBLASLt on
-torch's stream and caching allocator, repeats launched at once; CPU tensors: the NumPy engine). Per training step on CUDA (``FusedLinear`` with bias):
+torch's stream and caching allocator, repeats launched at once; CPU tensors: the NumPy
+engine). Per training step on CUDA (``FusedLinear`` with bias):
 
 * forward: one cuBLASLt launch, ``RELU_BIAS`` (the output is kept: ReLU's derivative is
   ``out > 0``) or ``GELU_AUX_BIAS`` (the pre-activation is kept as the aux);
