@@ -48,6 +48,24 @@ class CountingAllocator:
         """Whether the ``fail_at``-th allocation was reached (and refused)."""
         return self.failed_size is not None
 
+    def torch_allocator(self, empty: Callable[..., Any]) -> Callable[..., Any]:
+        """``empty`` (``torch.empty_strided``) counted in the same sequence as :meth:`malloc`;
+        the ``fail_at``-th allocation raises ``torch.OutOfMemoryError``, as torch's caching
+        allocator does when the device is full."""
+        import torch
+
+        def counted(shape: Any, strides: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.count += 1
+                hit = self.count == self.fail_at
+                if hit:
+                    self.failed_size = 0
+            if hit:
+                self.failed_at = _caller_frames()
+                raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+            return empty(shape, strides, **kwargs)
+        return counted
+
     def malloc(self, size: int) -> Any:
         with self._lock:
             self.count += 1
@@ -79,10 +97,16 @@ def counting_allocator(cupy: Any, fail_at: int | None = None):
     previous = cupy.cuda.get_allocator()
     counter = CountingAllocator(pool.malloc, fail_at, cupy.cuda.memory.OutOfMemoryError)
     cupy.cuda.set_allocator(counter.malloc)
+    torch_engine = sys.modules.get("gpulinalg.dense._tensors_cuda")
+    torch_empty = torch_engine._empty if torch_engine is not None else []
+    if torch_empty:  # dense's torch engine allocates from torch's caching allocator
+        torch_empty[0] = counter.torch_allocator(original := torch_empty[0])
     try:
         yield counter
     finally:
         cupy.cuda.set_allocator(previous)
+        if torch_empty:
+            torch_empty[0] = original
 
 
 @dataclasses.dataclass(frozen=True)

@@ -117,3 +117,49 @@ def test_memo_entries_serve_only_their_settings():
         matmul(a, b)
         assert _calls.lookup(key)[1].autotune is True  # validated again under the new settings
     assert gpulinalg.last_run().backend == "cpu"
+
+
+@pytest.mark.parametrize("mode", ["cpu", "raise"])
+def test_a_repeat_out_of_memory_falls_back_without_a_second_gpu_run(own_gpu, mode):
+    """Out of memory in a repeat is handled as in a first call: the CPU run (fallback='cpu') or
+    a MemoryError (fallback='raise'), recorded, and the GPU is not tried a second time."""
+    calls, x = [], np.zeros(2)
+    d = _decision(calls)
+    with config_context(backend="gpu", fallback=mode):
+        settings = get_config()
+        again(d, (x,), x, settings)
+
+        def oom(x):
+            calls.append("gpu")
+            raise MemoryError("out of memory")
+        d.gpu_fn = oom
+        if mode == "cpu":
+            with pytest.warns(gpulinalg.FallbackWarning):
+                assert np.array_equal(again(d, (x,), x, settings), x + 1)
+            assert gpulinalg.last_run().fell_back and gpulinalg.last_run().backend == "cpu"
+        else:
+            with pytest.raises(MemoryError):
+                again(d, (x,), x, settings)
+            assert "raised" in gpulinalg.last_run().details
+    assert calls == ["gpu", "gpu"] + (["cpu"] if mode == "cpu" else []) and d.settings is None
+
+
+@pytest.mark.parametrize("mode", ["cpu", "raise"])
+def test_torch_out_of_memory_is_a_memory_error_to_the_dispatcher(fake_gpu, mode):
+    """torch's caching allocator raises torch.OutOfMemoryError (a RuntimeError): the dispatcher
+    falls back on it, or raises it as a MemoryError, as for CuPy's."""
+    torch = pytest.importorskip("torch")
+    from gpulinalg._runtime.dispatch import dispatch
+
+    def gpu(x):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with gpulinalg.config(backend="gpu", fallback=mode):
+        if mode == "cpu":
+            with pytest.warns(gpulinalg.FallbackWarning):
+                out = dispatch("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),))
+            assert np.array_equal(out, [1.0, 1.0]) and gpulinalg.last_run().fell_back
+        else:
+            with pytest.raises(MemoryError, match="torch's allocator") as info:
+                dispatch("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),))
+            assert isinstance(info.value.__cause__, torch.OutOfMemoryError)

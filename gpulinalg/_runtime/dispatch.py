@@ -281,15 +281,44 @@ def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
     try:
         return _run(op, route, fn, args, kwargs, kind, like_arr, gpu_convert, reason, False,
                     own_stream, dev)
-    except MemoryError as exc:
-        _free_pools()
-        if settings.fallback is _RAISE:
-            raise
-        why = f"GPU out of memory ({type(exc).__name__}: {exc})"
     except Exception as exc:
-        if not is_sticky(exc):
-            raise
-        why = _on_sticky(op, exc, settings)
+        why = _after_gpu_failure(op, exc, settings)
+    return _fall_back(op, cpu_fn, args, kwargs, kind, like_arr, convert, why)
+
+
+def _out_of_memory(exc):
+    """``exc`` as a ``MemoryError`` when it is the GPU running out of memory, else ``None``.
+
+    CuPy's ``OutOfMemoryError`` is a ``MemoryError``; torch's caching allocator raises
+    ``torch.OutOfMemoryError``, a ``RuntimeError``: it becomes a ``MemoryError`` (chained)."""
+    if isinstance(exc, MemoryError):
+        return exc
+    torch = sys.modules.get("torch")
+    oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom is not None and isinstance(exc, oom):
+        mem = MemoryError(f"GPU out of memory in torch's allocator: {exc}")
+        mem.__cause__ = exc
+        return _mark_recorded(mem)
+    return None
+
+
+def _after_gpu_failure(op, exc, settings):
+    """The reason to run on the CPU after a GPU run raised ``exc`` (out of memory, or a sticky
+    CUDA error); raises when it is neither, or under ``fallback="raise"``."""
+    mem = _out_of_memory(exc)
+    if mem is not None:
+        _free_pools_quietly()
+        if settings.fallback is _RAISE:
+            if mem is exc:
+                raise exc
+            raise mem from exc
+        return f"GPU out of memory ({type(exc).__name__}: {exc})"
+    if not is_sticky(exc):
+        raise exc
+    return _on_sticky(op, exc, settings)
+
+
+def _fall_back(op, cpu_fn, args, kwargs, kind, like_arr, convert, why):
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
 
@@ -326,8 +355,16 @@ def again(decision, args, like, settings):
         start = time.perf_counter()
         try:
             result = d.gpu_fn(*args)
-        except Exception:
+        except Exception as exc:
             d.settings = None
+            if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
+                _local.record = (d.op, "gpu", d.dev, False, d.reason,
+                                 time.perf_counter() - start,
+                                 {"raised": f"{type(exc).__name__}: {exc}"})
+                why = _after_gpu_failure(d.op, exc, settings)
+                kind = _arrays.kind_of(like) if like is not None else None
+                return _fall_back(d.op, d.cpu_fn, args, {}, kind, like,
+                                  d.options.get("convert", True), why)
         else:
             seconds = time.perf_counter() - start
             _local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, {})
