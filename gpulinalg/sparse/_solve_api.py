@@ -14,7 +14,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.dispatch import front_door
 from .._runtime import arrays as _arrays
-from .._runtime.config import config_context, get_config
+from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
@@ -271,10 +271,7 @@ class SparseFactorization:
         return self._twin
 
     def _dispatch(self, op, gpu_fn, cpu_fn, args=(), kwargs=None, **kw):
-        # The factorization's own backend, unless the caller asked for the CPU (a GPU factor
-        # then works through its host twin), as the front door's rerun on host copies does.
-        route = "cpu" if get_config().backend == "cpu" else self._route()
-        with config_context(backend=route):
+        with config_context(backend=self._route()):  # the factorization keeps its backend
             return dispatch(f"sparse.SparseFactorization.{op}", gpu_fn, cpu_fn, args, kwargs,
                             **kw)
 
