@@ -137,3 +137,30 @@ def test_torch_bfloat16_round_trip_keeps_the_bits(monkeypatch):
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # not installed
     with pytest.raises(TypeError, match="ml_dtypes"):
         arrays.to_host(t)
+
+
+class _DeviceStandIn:
+    """Stands for a CuPy array (NumPy underneath, CuPy's ``get(order=)``)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    ndim = property(lambda self: self.a.ndim)
+    flags = property(lambda self: self.a.flags)
+
+    def swapaxes(self, i, j):
+        return _DeviceStandIn(self.a.swapaxes(i, j))
+
+    def get(self, order="C"):
+        return np.array(self.a, order=order)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "stack of F"])
+def test_device_results_come_to_the_host_in_their_own_layout(layout):
+    # LAPACK-style engines return Fortran-ordered matrices (qr mode='raw' Q): SciPy users read
+    # their strides, so the host copy keeps them, also for a stack of Fortran-ordered matrices.
+    from gpulinalg._runtime.arrays import _cupy_to_host
+    a = {"C": np.ones((3, 4)), "F": np.asfortranarray(np.ones((3, 4))),
+         "stack of F": np.ones((2, 3, 4)).swapaxes(-1, -2)}[layout]
+    host = _cupy_to_host(_DeviceStandIn(a))
+    assert host.strides == a.strides and np.array_equal(host, a)

@@ -99,13 +99,23 @@ def to_host(x):
     if k is Kind.NUMPY or k is None:
         return x if k else np.asarray(x)
     if k is Kind.CUPY:
-        return x.get(order="A")  # a Fortran-ordered result stays Fortran-ordered, as LAPACK's
+        return _cupy_to_host(x)
     x = x.detach()
     x = (x.cpu() if x.device.type != "cpu" else x).resolve_conj()
     if str(x.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: the same bits, as ml_dtypes'
         import torch
         return x.view(torch.int16).numpy().view(bfloat16())
     return x.numpy()
+
+
+def _cupy_to_host(x):
+    """A NumPy copy of CuPy array ``x`` in ``x``'s own layout: C, Fortran, or a stack of
+    Fortran-ordered matrices (what LAPACK-style engines return), as SciPy's results have it."""
+    if x.ndim > 2 and not x.flags.c_contiguous:
+        t = x.swapaxes(-1, -2)
+        if t.flags.c_contiguous:
+            return t.get().swapaxes(-1, -2)
+    return x.get(order="F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C")
 
 
 def bfloat16():
