@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
 ``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
-(:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by ``potri`` in place,
-``W`` and the gradient contraction), the whole evaluation through the engine function and
+(:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by the engine's
+``cho_inverse`` (GPU: ``L^-1`` by panelled ``trsm``, then ``gemm``; CPU: ``potri``), ``W`` and the
+gradient contraction), the whole evaluation through the engine function and
 through the estimator, and, on the GPU, other ways to ``K^-1`` or ``L^-1`` (``potri``,
 ``Xtrtri``, a triangular solve against the identity, the GEMM ``L^-T L^-1``). Prints one JSON
 line per figure; runs on the CPU engine without a GPU. Engine functions run inside
@@ -122,7 +123,7 @@ def lml_phases(x, y, kernel, noise=1e-10):
         float(la.logdet(L, L.dtype))
         mark("alpha + logdet")
         kinv = la.cho_inverse(L)
-        mark("K^-1 (potri in place + mirror)")
+        mark("K^-1 (cho_inverse: trsm panels + gemm)")
 
         def w_rows(i0, i1):
             w = kinv[i0:i1]
@@ -180,6 +181,9 @@ def run(sizes=(3000, 16000)):
         c = decomp.cho_factor(K, check_finite=False)
         emit("potri (K^-1 from L, lower)", time_gpu(lambda: _potri(c[0].copy(order="F")),
                                                     **reps))
+        from gpulinalg.gp import _engine_cuda
+        emit("cho_inverse (trsm panels + gemm)", time_gpu(
+            lambda: _engine_cuda.cho_inverse(c[0].copy(order="F")), **reps))
         emit("Xtrtri (L^-1)", time_gpu(lambda: _trtri(c[0].copy(order="F")), **reps))
         emit("trsm against I (L^-1)", time_gpu(lambda: _trsm_identity(c[0]), **reps))
         linv = _trsm_identity(c[0])

@@ -29,9 +29,26 @@ def problem(n, m, seed=0):
     return x, y, xq, kernel
 
 
+def kernel_matrix(x, kernel):
+    """``kernel(x)`` for ``problem``'s ``C * RBF(ARD) + White`` by scikit-learn's formula
+    (``c exp(-|x/l - x'/l|^2 / 2) + w I``) in one ``n x n`` array: SciPy's ``cdist``, then
+    in place. At n = 20 000 on a 2-core CPU it took 2.4 s where ``kernel(x)`` (pdist,
+    squareform and an ``n x n`` temporary per kernel operator) took 25 s."""
+    from scipy.spatial.distance import cdist
+    c, ls = kernel.k1.k1.constant_value, kernel.k1.k2.length_scale
+    xs = x / ls
+    K = cdist(xs, xs, "sqeuclidean")
+    K *= -0.5
+    np.exp(K, out=K)
+    K *= c
+    K.reshape(-1)[::K.shape[0] + 1] += kernel.k2.noise_level
+    return K
+
+
 def reference(x, y, xq, kernel, alpha=1e-10):
-    """scikit-learn's posterior mean and standard deviation, in float64 on the CPU."""
-    K = kernel(x)
+    """scikit-learn's posterior mean and standard deviation, in float64 on the CPU (one
+    Cholesky of the kernel matrix, made by :func:`kernel_matrix`)."""
+    K = kernel_matrix(x, kernel)
     K[np.diag_indices_from(K)] += alpha
     L = scipy.linalg.cholesky(K, lower=True, overwrite_a=True, check_finite=False)
     a = scipy.linalg.cho_solve((L, True), y, check_finite=False)
@@ -42,6 +59,11 @@ def reference(x, y, xq, kernel, alpha=1e-10):
 
 def rel(a, b):
     return float(np.abs(np.asarray(a) - b).max() / np.abs(b).max())
+
+
+def test_reference_kernel_matrix_is_scikit_learns():
+    x, _, _, kernel = problem(150, 1, seed=4)
+    np.testing.assert_allclose(kernel_matrix(x, kernel), kernel(x), rtol=1e-13, atol=1e-15)
 
 
 def test_predict_matches_the_formulas_on_cpu():
