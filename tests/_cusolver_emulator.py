@@ -32,11 +32,14 @@ class FakeDev(np.ndarray):
 
     @property
     def data(self):
-        return types.SimpleNamespace(ptr=self.ctypes.data)
+        return types.SimpleNamespace(ptr=self.ctypes.data, device_id=0)
 
-    def get(self):
+    def get(self, order="C"):
         CALLS["get"] += 1  # a device-to-host read: one synchronization on a real GPU
-        return np.array(self)
+        return np.array(self, order=order)
+
+    def set(self, host, stream=None):  # a host-to-device copy
+        self[...] = host
 
 
 def _dev(x):

@@ -332,18 +332,20 @@ class Decision:
     estimate).
     """
 
-    __slots__ = ("op", "gpu_fn", "cpu_fn", "options", "settings", "dev", "reason")
+    __slots__ = ("op", "gpu_fn", "cpu_fn", "options", "settings", "dev", "reason", "own")
 
     def __init__(self, op, gpu_fn, cpu_fn, **options):
         self.op, self.gpu_fn, self.cpu_fn, self.options = op, gpu_fn, cpu_fn, options
+        self.own = options.get("own_stream", True)  # a repeat runs on the thread's stream
         self.settings = None  # the Settings the GPU decision was made under, while it holds
 
 
 def again(decision, args, like, settings):
     """``dispatch(op, gpu_fn, cpu_fn, args, like=like, **options)`` of ``decision``, deciding
     once: a repeat runs ``gpu_fn(*args)`` at once and is recorded as a GPU run when the last
-    decision was a GPU run on the arrays as given (no conversion, the caller's stream) of a
-    job of at most ``budget.FREE_CACHE_FRACTION`` of the memory then available, and nothing it
+    decision was a GPU run on the arrays as given (no conversion; on the thread's own stream,
+    ordered against the caller's, with ``own_stream``, else on the caller's stream) of a job
+    of at most ``budget.FREE_CACHE_FRACTION`` of the memory then available, and nothing it
     depended on changed since: ``settings`` (the caller's ``get_config()`` of this call) is the
     same object, no device provider is installed, the GPU is not disabled. Anything else, and
     any exception of the repeat, goes through :func:`dispatch` (which decides afresh, falls
@@ -353,9 +355,15 @@ def again(decision, args, like, settings):
     if d.settings is settings and _device._installed.provider is None \
             and _device._state["disabled"] is None:
         start = time.perf_counter()
+        _local.details = details = {}  # what the engine notes (note()) goes in the record
         try:
-            result = d.gpu_fn(*args)
+            if d.own:
+                with _op_stream():
+                    result = d.gpu_fn(*args)
+            else:
+                result = d.gpu_fn(*args)
         except Exception as exc:
+            _local.details = None
             d.settings = None
             if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
                 _local.record = (d.op, "gpu", d.dev, False, d.reason,
@@ -366,8 +374,9 @@ def again(decision, args, like, settings):
                 return _fall_back(d.op, d.cpu_fn, args, {}, kind, like,
                                   d.options.get("convert", True), why)
         else:
+            _local.details = None
             seconds = time.perf_counter() - start
-            _local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, {})
+            _local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, details)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s ran on gpu (%s) in %.3g s", d.op, _reason_text(d.reason), seconds)
             return result
@@ -378,7 +387,7 @@ def again(decision, args, like, settings):
     d.settings = settings if (
         type(reason) is tuple and len(reason) == 3
         and reason[1] <= _budget.FREE_CACHE_FRACTION * reason[2]
-        and _device._installed.provider is None and not opts.get("own_stream", True)
+        and _device._installed.provider is None
         and (not opts.get("convert", True)
              or (opts.get("same_package") and _arrays.kind_of(like) is _CUPY))) else None
     if d.settings is not None:

@@ -2,6 +2,7 @@
 validation and one dispatch each to :mod:`._cholesky_cuda` (cuSOLVER ``Xpotrf``/``Xpotrs``) or
 :mod:`._factor_host` (LAPACK through SciPy)."""
 
+import math
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,8 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
 from .._runtime.budget import nbytes_of
-from . import _cholesky_cuda, _cholesky_dask, _factor_host
+from .._runtime.config import get_config
+from . import _cholesky_cuda, _cholesky_dask, _factor_host, _repeats
 from ._checks import (broadcast_batch, check_dask, check_rhs, empty_result, flag, flops_scale,
                       is_dask, prepare, real_dtype)
 from ._cholesky_xp import logdet_checked
@@ -141,6 +143,14 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
 
 def _factor(op, a, lower, overwrite_a, check_finite, clean):
     overwrite_a = flag(overwrite_a, "overwrite_a")
+    # A repeat of a CuPy call (same layout and options): no validation, the decision kept
+    # (_repeats). Not with overwrite_a: a failed in-place factor could not be run again.
+    key = None if overwrite_a else _repeats.call_key(op, a, None,
+                                                      (bool(lower), bool(check_finite)))
+    if key is not None:
+        known = _repeats.lookup(key)
+        if known is not None:
+            return _dispatch.again(known[0], (a, *known[1]), a, get_config())
     if is_dask(a):
         check_dask(a, square=True)
         return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _factor_host.cholesky,
@@ -151,16 +161,23 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
     n = a.shape[-1]
     if a.size == 0:
         return _dispatch.shortcut(op, empty_result(a, (tuple(a.shape), dtype))[0])
-    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    batch = math.prod(a.shape[:-2])
     flops = batch * n ** 3 / 3 * flops_scale(dtype)
     # The estimate holds the input and a working copy. An input already on the GPU that may be
     # overwritten has a second GPU route when that does not fit: factor it in place.
     in_place = _cholesky_cuda.cholesky_in_place if overwrite_a and _arrays.on_gpu(a) else None
-    return _dispatch.dispatch(
-        op, _cholesky_cuda.cholesky, _factor_host.cholesky,
-        (a, bool(lower), bool(overwrite_a), clean, dtype, defer),
-        nbytes=lambda: 2 * nbytes_of((a.shape, dtype)) + workspace_bytes("potrf", n, n, dtype),
-        flops=flops, oversize_fn=in_place)
+    shape = tuple(a.shape)  # the estimate holds no array (a kept decision outlives the call)
+
+    def nbytes():
+        return 2 * nbytes_of((shape, dtype)) + workspace_bytes("potrf", n, n, dtype)
+    tail = (bool(lower), bool(overwrite_a), clean, dtype, defer)
+    if key is None:
+        return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _factor_host.cholesky,
+                                  (a, *tail), nbytes=nbytes, flops=flops, oversize_fn=in_place)
+    decision = _dispatch.Decision(op, _cholesky_cuda.cholesky, _factor_host.cholesky,
+                                  nbytes=nbytes, flops=flops, same_package=True)
+    _repeats.remember(key, (decision, tail))
+    return _dispatch.again(decision, (a, *tail), a, get_config())
 
 
 @_dispatch.front_door("decomp.cho_solve")
@@ -219,6 +236,12 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     True
     """
     c, lower = _pair(c_and_lower)
+    key = _repeats.call_key("decomp.cho_solve", c, b, (bool(lower), bool(overwrite_b),
+                                                        bool(check_finite)))
+    if key is not None:  # a repeat of a CuPy call: no validation, the decision kept
+        known = _repeats.lookup(key)
+        if known is not None:
+            return _dispatch.again(known[0], (c, known[1], b, *known[2]), b, get_config())
     if is_dask(c, b):
         return _dask_solve(c, bool(lower), b)
     # GPU input: the engine checks finiteness with the conditioning figures (one read-back)
@@ -232,12 +255,19 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     shape = batch + ((c.shape[-1],) if vec else tuple(b.shape[-2:]))
     if c.shape[-1] == 0 or 0 in shape:
         return _dispatch.shortcut("decomp.cho_solve", empty_result(b, (shape, dtype))[0])
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
     flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
-    return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve, _factor_host.cho_solve,
-                              (c, bool(lower), b, bool(overwrite_b), dtype, True, defer),
-                              nbytes=nbytes, flops=flops, like=b)
+    tail = (bool(overwrite_b), dtype, True, defer)
+    if key is None:
+        return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve,
+                                  _factor_host.cho_solve, (c, bool(lower), b, *tail),
+                                  nbytes=nbytes, flops=flops, like=b)
+    decision = _dispatch.Decision("decomp.cho_solve", _cholesky_cuda.cho_solve,
+                                  _factor_host.cho_solve, nbytes=nbytes, flops=flops,
+                                  same_package=True)
+    _repeats.remember(key, (decision, bool(lower), tail))
+    return _dispatch.again(decision, (c, bool(lower), b, *tail), b, get_config())
 
 
 def _dask_solve(c, lower, b):

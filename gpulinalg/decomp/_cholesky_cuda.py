@@ -11,6 +11,8 @@ no validation, no dispatch, no budget question. Failures raise
 :class:`gpulinalg.NotPositiveDefiniteError` as the public functions do.
 """
 
+import math
+
 import numpy as np
 
 from .._runtime.kernels import elementwise_kernel, raw_kernel
@@ -43,7 +45,7 @@ def _codes_buffer(a, finite):
     """``(info, flagged)``: zeroed int32 codes, one per matrix of ``a`` plus a flag slot for
     its finiteness check (launched now, before anything may overwrite ``a``)."""
     import cupy
-    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    batch = math.prod(a.shape[:-2])
     info = cupy.zeros(batch + 1, dtype=np.int32)
     if finite:
         flag_nonfinite(a, info[batch:])
@@ -173,7 +175,7 @@ def _stack_view(a, order):
     """``a`` as a ``(B, n, n)`` view whose matrices are contiguous in ``order`` with a uniform
     stride, or ``None`` when its memory is not laid out that way."""
     n = a.shape[-1]
-    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    batch = math.prod(a.shape[:-2])
     if order == "C":
         return a.reshape(batch, n, n) if a.flags.c_contiguous else None
     t = a.swapaxes(-1, -2)
@@ -211,7 +213,7 @@ def _work_copy(a, dtype, lower, overwrite, clean):
         if view is not None:
             return view, want, False
     n = a.shape[-1]
-    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    batch = math.prod(a.shape[:-2])
     w = cupy.empty((batch, n, n), dtype=dtype)
     if want == "F":
         w = w.transpose(0, 2, 1)

@@ -11,6 +11,7 @@ legacy per-type API, reached through the same table.
 import contextlib
 import dataclasses
 import functools
+import math
 import threading
 import typing
 
@@ -80,7 +81,7 @@ def fortran_batch(a, dtype):
     import cupy
     from . import _transpose_cuda
     m, n = a.shape[-2:]
-    batch = int(np.prod(a.shape[:-2], dtype=np.int64))
+    batch = math.prod(a.shape[:-2])
     out = cupy.empty((batch, n, m), dtype=dtype).transpose(0, 2, 1)
     if a.dtype == dtype and a.flags.c_contiguous:
         src = a.reshape(batch, m, n)

@@ -6,6 +6,8 @@ with the transposed operation and the other triangle; no transposing copy of ``a
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
+import math
+
 import numpy as np
 
 from ._checks import broadcast_batch, matrix_order, sub
@@ -72,7 +74,7 @@ def rhs_copy(a, b, dtype):
     b2 = b[:, None] if vec else b
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     n, k = b2.shape[-2:]
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)
     x[...] = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
     return x, batch, vec
@@ -89,7 +91,7 @@ def stack_matrices(a, batch, dtype):
     is one."""
     import cupy
     n = a.shape[-1]
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     order = matrix_order(a) or "F"
     if a.dtype == dtype and tuple(a.shape[:-2]) == tuple(batch):
         if order == "C" and a.flags.c_contiguous:
@@ -278,9 +280,9 @@ def figures(a, b, x, unit_diagonal, finite=False, names=("a", "b")):
     x2 = x[..., None] if x.ndim == a.ndim - 1 else x
     k = b2.shape[-1]
     a_batch, b_batch, x_batch = tuple(a.shape[:-2]), tuple(b2.shape[:-2]), tuple(x2.shape[:-2])
-    na = int(np.prod(a_batch, dtype=np.int64))
-    nbb = int(np.prod(b_batch, dtype=np.int64))
-    nx = int(np.prod(x_batch, dtype=np.int64))
+    na = math.prod(a_batch)
+    nbb = math.prod(b_batch)
+    nx = math.prod(x_batch)
     size = 3 * na + nbb * k + nx * k
     # finite: one more slot, flagged by a kernel over all of ``a`` (``b``'s figures show
     # NaN or Inf by themselves: the maxima keep them)
