@@ -4,8 +4,9 @@ final factorization of ``fit``, ``predict``), written once for any array module.
 The dispatcher's GPU function (:mod:`._engine_cuda`) runs them on CuPy arrays and its CPU
 function (:mod:`._engine_host`) on NumPy arrays, each passing its linear-algebra engine ``la``:
 decomp's internal layer (``cholesky``, ``cho_solve``, ``solve_triangular``, ``logdet``, arrays
-already on the right device) and ``cho_inverse`` (``K^-1`` in place of its Cholesky factor, by
-``potri`` and :func:`mirror_lower`). Kernel matrices
+already on the right device) and ``cho_inverse`` (``K^-1`` in its Cholesky factor's memory: on
+the GPU ``L^-1`` by ``trsm`` then one ``gemm``, on the CPU ``potri`` and :func:`mirror_lower`).
+Kernel matrices
 come from a :class:`~._kernels_xp.KernelPlan` when the kernel has one, else they arrive
 precomputed by scikit-learn (``k``, ``k_grad``).
 """
@@ -71,11 +72,11 @@ def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
     """Log marginal likelihood (and gradient in log-hyperparameters) of a GP on ``(x, y)``.
 
     One kernel matrix, one Cholesky in place, ``alpha`` by ``cho_solve``; with the gradient,
-    ``K^-1`` in place of the factor (``la.cho_inverse``: LAPACK/cuSOLVER ``potri``, then its
-    lower triangle mirrored) and ``g = 1/2 sum(W * dK/dtheta)``, ``W = alpha alpha^T - K^-1``
+    ``K^-1`` in the factor's memory (``la.cho_inverse``: on the GPU ``L^-1`` by cuBLAS ``trsm``
+    in a second ``n x n`` buffer, then ``L^-T L^-1`` by ``gemm``; on the CPU, or without room
+    for that buffer, LAPACK/cuSOLVER ``potri`` with its lower triangle mirrored) and ``g = 1/2 sum(W * dK/dtheta)``, ``W = alpha alpha^T - K^-1``
     made row block by row block in ``K^-1``'s own rows and contracted against the kernel's
-    derivatives (:meth:`~._kernels_xp.KernelPlan.contract`): one ``n x n`` buffer in all, no
-    gradient tensor. Like scikit-learn, a kernel matrix that is not positive definite gives
+    derivatives (:meth:`~._kernels_xp.KernelPlan.contract`): no gradient tensor. Like scikit-learn, a kernel matrix that is not positive definite gives
     ``-inf`` (and a zero gradient) so that the optimizer steps back, rather than jitter. The
     likelihood stays a 0-d array of the inputs' package (no device synchronization for it).
     """
