@@ -68,8 +68,12 @@ class _Kernel:
                 flag[0] = 1
             return
         if self.name.startswith("gpulinalg_copy_zero"):
-            src, n, lower, x = args
+            src, n, lower, x = args[:4]
             CALLS["copy_zero"] += 1
+            if self.name.endswith("_flag"):  # the finiteness flag in the same pass
+                CALLS["flag_nonfinite"] += 1
+                if not np.isfinite(np.asarray(src)).all():
+                    args[4][0] = 1
             x[...] = src
         else:
             n, lower, x = args

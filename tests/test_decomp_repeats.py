@@ -142,3 +142,30 @@ def test_repeat_records_what_the_engine_notes(emu_gpu, rng):
     for _ in range(3):
         solve_triangular(dev(L), dev(b), lower=True)
         assert gpulinalg.last_run().details["rcond_bound"] > 0
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_cleaned_copy_checks_finite_in_the_same_kernel(emu_gpu, rng, lower):
+    """The working copy that zeroes the other triangle also flags NaN or Inf of ``a`` (one
+    pass over ``a``, one read-back); any layout and side is checked as SciPy's."""
+    from _cusolver_emulator import CALLS
+
+    from gpulinalg.decomp import _cholesky_cuda
+    a = spd(rng, (3,), 6)
+    for x in (a, np.asfortranarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)):
+        CALLS.clear()
+        got = _cholesky_cuda.cholesky(dev(x), lower, False, True, np.dtype("f8"), True)
+        assert CALLS["flag_nonfinite"] == 1 and CALLS["get"] == 1
+        ref = np.linalg.cholesky(a)
+        assert np.allclose(plain(got), ref if lower else ref.swapaxes(-1, -2))
+    CALLS.clear()
+    _cholesky_cuda._copy_zero_triangle(dev(a), dev(np.empty_like(a)), lower,
+                                       dev(np.zeros(1, np.int32)))
+    assert CALLS["copy_zero"] == 1 and CALLS["flag_nonfinite"] == 1
+    bad = a.copy()
+    bad[1, 0, 5] = np.inf  # above the diagonal: the triangle lower=True does not read
+    bad[1, 5, 0] = np.inf if not lower else bad[1, 5, 0]
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(dev(bad), lower=lower)
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(dev(bad), lower=lower)  # the repeat

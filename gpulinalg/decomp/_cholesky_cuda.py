@@ -21,7 +21,7 @@ from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
 from ._batched_plan import route
 from ._cusolver_cuda import Solver
-from ._finite_cuda import flag_nonfinite, raise_nonfinite
+from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
 from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, rhs_copy,
                                stack_matrices, trsm_batched)
 
@@ -36,9 +36,14 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     ``a``'s entries there (``cho_factor``). ``finite``: SciPy's ``check_finite`` of ``a``,
     read back with the ``info`` codes (:mod:`._finite_cuda`; one synchronization in all).
     """
-    info, flagged = _codes_buffer(a, finite)
-    return _factor(a, *_work_copy(a, dtype, lower, overwrite_a, clean), lower, clean, info,
-                   flagged)
+    import cupy
+    batch = math.prod(a.shape[:-2])
+    info = cupy.zeros(batch + 1, dtype=np.int32)
+    slot = info[batch:] if finite else None
+    w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
+    if slot is not None and not flagged:  # before potrf, on its stream: a is still unwritten
+        flag_nonfinite(a, slot)
+    return _factor(a, w, order, zeroed, lower, clean, info, bool(finite))
 
 
 def _codes_buffer(a, finite):
@@ -195,9 +200,12 @@ def _in_place_view(a, dtype, lower):
     return None
 
 
-def _work_copy(a, dtype, lower, overwrite, clean):
-    """``(w, order, zeroed)``: the ``(B, n, n)`` matrices to factor, contiguous in ``order``;
-    ``zeroed``: the triangle the factorization leaves alone is zero already.
+def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
+    """``(w, order, zeroed, flagged)``: the ``(B, n, n)`` matrices to factor, contiguous in
+    ``order``; ``zeroed``: the triangle the factorization leaves alone is zero already;
+    ``flagged``: the copy also flagged NaN or Inf of ``a`` in ``slot`` (an int32 device slot,
+    or ``None``), the finiteness check of :func:`._finite_cuda.flag_nonfinite` in the same
+    kernel (else the caller launches that check).
 
     cuSOLVER's lower-triangle kernel is the fast one (about 2x the upper one on the H200), so
     ``w`` is laid out for it: column-major (F) for ``lower=True``, C order for ``lower=False``
@@ -211,7 +219,7 @@ def _work_copy(a, dtype, lower, overwrite, clean):
     if overwrite and a.dtype == dtype:
         view = _stack_view(a, want)
         if view is not None:
-            return view, want, False
+            return view, want, False, False
     n = a.shape[-1]
     batch = math.prod(a.shape[:-2])
     w = cupy.empty((batch, n, n), dtype=dtype)
@@ -222,7 +230,7 @@ def _work_copy(a, dtype, lower, overwrite, clean):
         if same is not None and not clean:  # one contiguous copy (C-ordered views when F)
             dst, src = (w, same) if want == "C" else (w.swapaxes(-1, -2), same.swapaxes(-1, -2))
             dst[...] = src
-            return w, want, False
+            return w, want, False, False
         # In the frame where a's matrices are contiguous along the last axis, w's are along
         # the middle one; "q > p" there is the triangle that stays (lower: above the diagonal).
         src = _stack_view(a, "C" if want == "F" else "F")
@@ -230,12 +238,13 @@ def _work_copy(a, dtype, lower, overwrite, clean):
             pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
             if _transpose_cuda.applies(*pair):
                 _transpose_cuda.transpose_copy(*pair, zero_above=clean)
-                return w, want, clean
-    if clean:  # one kernel: the copy, zero in the triangle potrf leaves alone
-        _copy_zero_triangle(a.reshape(batch, n, n), w, lower)
-        return w, want, True
+                return w, want, clean, False
+    if clean:  # one kernel: the copy, zero in the triangle potrf leaves alone (and the flag)
+        fused = slot is not None and a.dtype == dtype
+        _copy_zero_triangle(a.reshape(batch, n, n), w, lower, slot if fused else None)
+        return w, want, True, fused
     w[...] = a.reshape(batch, n, n)
-    return w, want, False
+    return w, want, False, False
 
 
 # 32-bit index arithmetic when the array allows it: 64-bit division per element cost ~8 ms on
@@ -251,17 +260,30 @@ _ZERO_BODY = {
 }
 
 
-def _copy_zero_triangle(src, w, lower):
+def _copy_zero_triangle(src, w, lower, slot=None):
     """``w[...] = src`` for ``(B, n, n)`` stacks (any strides and dtypes), with the strict
     upper (``lower=True``) or lower triangle of each matrix zero instead: one kernel (a copy
-    and :func:`_zero_triangle` were two, most of a small stack's device time)."""
+    and :func:`_zero_triangle` were two, most of a small stack's device time). ``slot``
+    (an int32 device slot, floating ``src`` only): set to 1 when ``src`` holds NaN or Inf
+    (SciPy's ``check_finite`` in the same kernel: one launch less)."""
     if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
         src, w, lower = src.swapaxes(-1, -2), w.swapaxes(-1, -2), not lower  # w contiguous
     name = "gpulinalg_copy_zero32" if w.size < 2 ** 31 else "gpulinalg_copy_zero"
-    body = _ZERO_BODY[name.replace("copy_zero", "zero_triangle")].replace(
-        "{ x = T(0); }", "{ x = T(0); } else { x = (T)a; }")
-    kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", body, name)
-    kernel(src, w.shape[-1], lower, w)
+    if slot is None:
+        kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _COPY_BODY[name], name)
+        kernel(src, w.shape[-1], lower, w)
+    else:
+        kernel = elementwise_kernel("S a, int64 n, bool lower", "T x, raw int32 flag",
+                                    _COPY_FLAG_BODY[name], name + "_flag",
+                                    preamble=FINITE_PREAMBLE)
+        kernel(src, w.shape[-1], lower, w, slot)
+
+
+#: The copy kernels' bodies: the zeroing kernel's, copying where it leaves an entry alone.
+_COPY_BODY = {name.replace("zero_triangle", "copy_zero"): body.replace(
+    "{ x = T(0); }", "{ x = T(0); } else { x = (T)a; }") for name, body in _ZERO_BODY.items()}
+_COPY_FLAG_BODY = {name: "if (!gl_fin(a)) flag[0] = 1; " + body
+                   for name, body in _COPY_BODY.items()}
 
 
 def _zero_triangle(w, lower):

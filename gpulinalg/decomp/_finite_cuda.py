@@ -9,9 +9,10 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 
 from .._runtime.kernels import elementwise_kernel
 
-__all__ = ["flag_nonfinite", "raise_nonfinite"]
+__all__ = ["flag_nonfinite", "raise_nonfinite", "FINITE_PREAMBLE"]
 
-_PREAMBLE = r"""
+#: ``gl_fin(x)``: whether ``x`` (float, double or their complex) is finite.
+FINITE_PREAMBLE = r"""
 __device__ __forceinline__ bool gl_fin(float x) { return isfinite(x); }
 __device__ __forceinline__ bool gl_fin(double x) { return isfinite(x); }
 __device__ __forceinline__ bool gl_fin(complex<float> x) {
@@ -30,7 +31,7 @@ def flag_nonfinite(x, flag):
     if x.size == 0 or x.dtype.kind not in "fc":
         return
     kern = elementwise_kernel("T x", "raw U flag", "if (!gl_fin(x)) flag[0] = (U)1;",
-                              "gl_flag_nonfinite", preamble=_PREAMBLE)
+                              "gl_flag_nonfinite", preamble=FINITE_PREAMBLE)
     kern(x, flag)
 
 
