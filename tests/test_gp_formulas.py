@@ -167,6 +167,7 @@ def test_predict_at_20000_matches_the_formulas(xp_gpu):
 @pytest.mark.gpu
 def test_tiled_path_on_gpu(xp_gpu):
     """The same code with small tiles on the GPU agrees with the default tiles."""
+    from gpulinalg._runtime.streams import op_stream
     from gpulinalg.gp import _engine_cuda
     x, y, xq, kernel = problem(3000, 300, seed=3)
     out = []
@@ -176,12 +177,15 @@ def test_tiled_path_on_gpu(xp_gpu):
         plan = compile_kernel(kernel, D, **kw)
         xd, yd, qd = (xp_gpu.asarray(v) for v in (x, y, xq))
         train = _Training(x, None, None, keep=True)
-        res = _fit_xp.fit_body(_engine_cuda, xd, yd, 1e-10, None, train, plan=plan,
-                               jitter=None)
-        _, L, a = train.device
-        mean, std = _fit_xp.predict_body(_engine_cuda, qd, xd, L, a, xp_gpu.ones(1),
-                                         xp_gpu.zeros(1), None, None, None, plan=plan,
-                                         mode="std")
+        # the bodies on the thread's library stream, as the dispatcher runs them (the kernel
+        # builds on CuPy's current stream would race the in-place factorization otherwise)
+        with op_stream():
+            res = _fit_xp.fit_body(_engine_cuda, xd, yd, 1e-10, None, train, plan=plan,
+                                   jitter=None)
+            _, L, a = train.device
+            mean, std = _fit_xp.predict_body(_engine_cuda, qd, xd, L, a, xp_gpu.ones(1),
+                                             xp_gpu.zeros(1), None, None, None, plan=plan,
+                                             mode="std")
         out.append((xp_gpu.asnumpy(mean), xp_gpu.asnumpy(std), res.log_marginal_likelihood))
     assert rel(out[1][0], out[0][0]) < 1e-10 and rel(out[1][1], out[0][1]) < 1e-10
     assert abs(out[1][2] - out[0][2]) <= 1e-10 * abs(out[0][2])

@@ -87,21 +87,22 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
         raise_nonfinite("a")
     codes = codes[:nb]
     if codes.max() > 0:  # one host reduction on success; the input is diagnosed on failure
-        _raise_failure(a, w, codes, lower)
+        _raise_failure(a, w, codes, lower, flagged)
     if clean and not zeroed:  # potrf reads and writes only its own triangle
         _zero_triangle(w, lower)
     return w.reshape(a.shape)
 
 
-def _raise_failure(a, w, codes, lower):
-    """Raise for the first failed matrix: a failed minor first, else a non-finite diagonal."""
+def _raise_failure(a, w, codes, lower, input_finite=False):
+    """Raise for the first failed matrix: a failed minor first, else a non-finite diagonal
+    (``input_finite``: the input was checked finite, see :func:`._cholesky_xp.failure`)."""
     nonfinite = codes >= NONFINITE
     bad = np.flatnonzero((codes > 0) & ~nonfinite)
     if bad.size or nonfinite.any():
         entry = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
         minor = int(codes[entry]) if bad.size else int(codes[entry]) - NONFINITE + 1
         raise failure(minor, _entry(a, entry), lower, _shares(a, w),
-                      batch_index(entry, a.shape[:-2]))
+                      batch_index(entry, a.shape[:-2]), input_finite)
 
 
 #: A per-matrix code at or above this marks a factor whose diagonal entry ``code - NONFINITE``

@@ -33,7 +33,7 @@ def logdet_checked(c, dtype):
     return out
 
 
-def failure(minor, a, lower, overwritten, where):
+def failure(minor, a, lower, overwritten, where, input_finite=False):
     """The exception for a Cholesky factorization of ``a`` (one matrix; ``where``: its batch
     index or ``None``) that stopped at leading minor ``minor`` (1-based) or produced a
     non-finite diagonal there.
@@ -42,11 +42,12 @@ def failure(minor, a, lower, overwritten, where):
     NaN or Inf in the triangle that was read is reported as such (``ValueError``, as
     ``check_finite=True`` would have), never as a leading minor that is "not positive". When
     the input was factored in place (``overwritten``) it can no longer be told apart from an
-    overflow: a :class:`gpulinalg.LinAlgError` says both.
+    overflow: a :class:`gpulinalg.LinAlgError` says both. ``input_finite``: the input was
+    checked finite before it was factored (``check_finite``), so a NaN or Inf in the factor
+    comes from a pivot that is not positive: :class:`~gpulinalg.NotPositiveDefiniteError`.
     """
     xp = namespace(a)
-    tri = xp.tril(a) if lower else xp.triu(a)
-    finite = bool(xp.isfinite(tri).all())
+    finite = input_finite or bool(xp.isfinite(xp.tril(a) if lower else xp.triu(a)).all())
     at = "" if where is None else f" (batch entry {where})"
     if not finite and not overwritten:
         return ValueError(f"a{at} holds NaN or Inf (check_finite=False skipped the check): "
@@ -64,7 +65,7 @@ def failure(minor, a, lower, overwritten, where):
         f"{err} (Internal potrf return info = [{minor}]{slices})"))
 
 
-def check_potrf(info, c, a, lower, overwritten, flat_batch, xp):
+def check_potrf(info, c, a, lower, overwritten, flat_batch, xp, input_finite=False):
     """Raise for LAPACK ``potrf``'s ``info`` or a non-finite diagonal of the factor ``c`` of
     ``a``; ``flat_batch``: ``(flat index, batch shape)`` or ``None``."""
     if info < 0:
@@ -76,6 +77,6 @@ def check_potrf(info, c, a, lower, overwritten, flat_batch, xp):
             return
         minor = int(bad[0]) + 1  # a NaN on the diagonal: never a silent NaN factor
     where = None if flat_batch is None else batch_index(*flat_batch)
-    raise failure(minor, a, lower, overwritten, where)
+    raise failure(minor, a, lower, overwritten, where, input_finite)
 
 

@@ -79,14 +79,14 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     if a.ndim == 2:
         potrf, = get_lapack_funcs(("potrf",), (a,))
         c, info = potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean)
-        check_potrf(info, c, a, lower, np.may_share_memory(c, a), None, np)
+        check_potrf(info, c, a, lower, np.may_share_memory(c, a), None, np, finite)
         return c
     out = a if overwrite_a and a.flags.writeable else np.empty_like(a)
     batch = a.shape[:-2]
     for flat, idx in enumerate(np.ndindex(*batch)):
         potrf, = get_lapack_funcs(("potrf",), (a[idx],))
         c, info = potrf(a[idx], lower=lower, overwrite_a=False, clean=clean)
-        check_potrf(info, c, a[idx], lower, False, (flat, batch), np)
+        check_potrf(info, c, a[idx], lower, False, (flat, batch), np, finite)
         out[idx] = c
     return out
 

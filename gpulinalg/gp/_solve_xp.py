@@ -79,8 +79,11 @@ def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False, symmetric=False)
         if j:
             kj.reshape(-1)[::n + 1] += j
         try:
+            # finite=True: checked with the factorization, so that a NaN the factorization
+            # makes (a pivot that is not positive, factored in place) reads as not positive
+            # definite and the next jitter is tried
             return la.cholesky(symmetric_view(kj) if symmetric else kj, True, True, True,
-                               kj.dtype), j
+                               kj.dtype, True), j
         except NotPositiveDefiniteError as exc:
             failure = exc
     raise NotPositiveDefiniteError(
