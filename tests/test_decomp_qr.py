@@ -248,3 +248,26 @@ def test_qr_real_oom_falls_back(xp_gpu, rng):
         pool.set_limit(size=0)
     assert gpulinalg.last_run().backend == "cpu"
     assert backward_ratio(a, q @ r, np.float64) <= 30
+
+
+@pytest.mark.parametrize("scipy_deprecates", [False, True])
+def test_lwork_warns_as_the_installed_scipy(monkeypatch, scipy_deprecates):
+    """SciPy 1.18 deprecated qr's lwork: passing it at all (None included) warns there, and so
+    here with that SciPy installed; leaving it out never warns; bad values still raise."""
+    import warnings
+    from gpulinalg.decomp import _qr_api
+    monkeypatch.setattr(_qr_api, "_LWORK_WARNS", [scipy_deprecates])
+    a = np.array([[8.0, 2, 3], [2, 9, 3], [5, 3, 6]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q, r = qr(a)
+    for lwork in (None, 10, -1):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            q2, r2 = qr(a, lwork=lwork)
+        ours = [w for w in seen if issubclass(w.category, DeprecationWarning)]
+        assert len(ours) == (1 if scipy_deprecates else 0), [str(w.message) for w in seen]
+        np.testing.assert_allclose(q2 @ r2, a)
+    for bad in (0, 2):
+        with pytest.raises(ValueError):
+            qr(a, lwork=bad)

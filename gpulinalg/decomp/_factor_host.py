@@ -41,8 +41,9 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     overwrite = bool(overwrite_a) and a.ndim == 2
 
     def one(x):
-        out = scipy.linalg.qr(x, overwrite_a=overwrite, lwork=lwork, mode=mode,
-                              pivoting=pivoting, check_finite=False)
+        given = {} if lwork is None else {"lwork": lwork}  # SciPy >= 1.18 warns on any lwork
+        out = scipy.linalg.qr(x, overwrite_a=overwrite, mode=mode, pivoting=pivoting,
+                              check_finite=False, **given)
         if mode in ("full", "economic"):
             return QRResult(*out) if not pivoting else tuple(out)
         return tuple(out)

@@ -7,6 +7,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime import dispatch as _dispatch
+from .._runtime.errors import warn
 from .._runtime.budget import nbytes_of
 from . import _factor_host, _qr_cuda, _tsqr_dask
 from ._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare
@@ -19,12 +20,24 @@ from ._results import QRResult
 __all__ = ["qr"]
 
 MODES = ("full", "r", "economic", "raw")
+
+
+class _NotGiven:
+    """The default of ``lwork``: SciPy 1.18 warns when ``lwork`` is passed at all, ``None``
+    included, so passing it must be told apart from leaving it out."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+_LWORK_WARNS: list = []  # [bool] once SciPy's version is read
 #: NumPy's names, refused with a pointer to SciPy's (gpulinalg 0.1 took them).
 _NUMPY_MODES = {"reduced": "economic", "complete": "full"}
 
 
 @_dispatch.front_door("decomp.qr")
-def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
+def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GIVEN,
        mode: Literal["full", "r", "economic", "raw"] = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:
     """QR factorization ``a = Q @ R`` (``a[:, P] = Q @ R`` with pivoting), as SciPy's, of a
@@ -38,7 +51,9 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     lwork : int, optional
         LAPACK work array size (``None`` or ``-1``: the optimal size), passed to SciPy on the
         CPU; on the GPU cuSOLVER sizes its own workspace and ``lwork`` is only checked against
-        LAPACK's minimum (``ValueError`` below it, on both backends).
+        LAPACK's minimum (``ValueError`` below it, on both backends). Deprecated by SciPy 1.18:
+        with SciPy >= 1.18 installed, passing it at all (``None`` included) warns
+        (``DeprecationWarning``) on both backends, as SciPy's ``qr`` does.
     mode : {"full", "r", "economic", "raw"}, default "full"
         ``full``: Q (..., M, M), R (..., M, N); ``economic``: Q (..., M, K), R (..., K, N)
         with ``K = min(M, N)``; ``r``: ``(R,)`` with R (..., M, N); ``raw``:
@@ -104,6 +119,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     """
     mode = _check_mode(mode)
     overwrite_a, pivoting = flag(overwrite_a, "overwrite_a"), flag(pivoting, "pivoting")
+    lwork = _lwork(lwork)
     if is_dask(a):
         return _dask(a, mode, pivoting, lwork)
     a, dtype = prepare(a, check_finite=check_finite)
@@ -120,7 +136,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None = None,
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
     return _dispatch.dispatch(
         "decomp.qr", None if pivoting else _qr_cuda.qr, _factor_host.qr,
-        (a, mode, bool(pivoting), lwork, bool(overwrite_a), dtype), flops=flops,
+        (a, mode, bool(pivoting), _for_lapack(lwork), bool(overwrite_a), dtype), flops=flops,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)),
         no_gpu_reason=PIVOTING_ON_CPU)
@@ -157,6 +173,26 @@ def _check_mode(mode):
     hint = (f" ({mode!r} is NumPy's name: use {_NUMPY_MODES[mode]!r})"
             if mode in _NUMPY_MODES else "")
     raise ValueError(f"Mode argument should be one of {list(MODES)}, got {mode!r}{hint}")
+
+
+def _lwork(lwork):
+    """``lwork`` as the engines take it (``None``: not given), warning as the installed SciPy
+    does when it was passed."""
+    if lwork is NOT_GIVEN:
+        return None
+    if not _LWORK_WARNS:
+        from importlib.metadata import version
+        _LWORK_WARNS.append(tuple(int(p) for p in version("scipy").split(".")[:2]) >= (1, 18))
+    if _LWORK_WARNS[0]:
+        warn("the lwork argument of qr is deprecated (as in SciPy 1.18): the GPU sizes its "
+             "own workspace and LAPACK picks the optimal one", DeprecationWarning)
+    return lwork
+
+
+def _for_lapack(lwork):
+    """The ``lwork`` the CPU engine hands to SciPy: none once SciPy deprecated it (it would
+    warn a second time), else the caller's."""
+    return None if _LWORK_WARNS and _LWORK_WARNS[0] else lwork
 
 
 def _check_lwork(lwork, n, q_cols):

@@ -25,9 +25,6 @@ XFAIL_GPU = {
     "TestSVD_GESVD::test_overwrite": _SVD_OVERWRITE,
     "TestQR::test_overwrite_args": (("shape0-F-False-*-float-True",
                                      "shape1-F-False-*-float-True"), _NOT_OVERWRITTEN),
-    "TestQR::test_lwork": (("",), "SciPy 1.18 deprecates qr's lwork: its LAPACK wrapper warns "
-                           "(DeprecationWarning), which the CPU engine calls and the GPU engine "
-                           "does not; gpulinalg's qr does not warn itself yet"),
 } if SCIPY_1_18 else {}
 
 _xfail_gpu = gpu_xfail_fixture(XFAIL_GPU)
