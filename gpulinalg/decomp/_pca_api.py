@@ -102,7 +102,8 @@ class _PCA:
 
     A Dask array (chunked in any way) is fitted on its cluster by the randomized solver
     (``svd_solver`` ``"auto"`` or ``"randomized"``, ``n_components`` an int or ``None``,
-    ``power_iteration_normalizer`` ``"auto"``, ``"QR"`` or ``"none"``; see docs/dask.md):
+    ``power_iteration_normalizer`` ``"auto"`` (``"CholQR"``), ``"CholQR"``, ``"QR"`` or
+    ``"none"``; see docs/dask.md):
     ``X - mean`` is never formed, and the fitted attributes are computed in one
     ``dask.compute`` at the end of ``fit``, as NumPy or CuPy arrays (the chunks' package).
     ``transform`` and ``fit_transform`` of a Dask array return lazy Dask arrays (the
