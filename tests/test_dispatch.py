@@ -373,3 +373,21 @@ def test_front_door_leaves_the_dispatchers_memory_errors_alone(fake_gpu):
         with pytest.raises(MemoryError):
             public(np.ones(2))
     assert calls == [1]  # not run a second time
+
+
+def test_headroom_is_what_a_gpu_run_may_spend_beyond_its_estimate():
+    """A GPU function sizes an optional buffer from the dispatcher's measurement (no second
+    budget question, no allocation tried and caught); outside a GPU run there is none."""
+    seen = []
+
+    def gpu(x):
+        seen.append(_dispatch.headroom_bytes())
+        return x
+
+    with testing.fake_gpu(free=8 << 30):
+        _dispatch.dispatch("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20)
+        assert seen and 0 < seen[0] <= (8 << 30) - (1 << 20)
+        assert _dispatch.headroom_bytes() is None  # reset when the run ends
+        with gpulinalg.config(backend="cpu"):
+            _dispatch.dispatch("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20)
+    assert len(seen) == 1

@@ -19,8 +19,8 @@ from .errors import warn as _warn
 from .streams import op_stream as _op_stream
 from .validation import is_dask as _is_dask
 
-__all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes", "note",
-           "shortcut", "Decision", "again"]
+__all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes",
+           "headroom_bytes", "note", "shortcut", "Decision", "again"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -61,6 +61,7 @@ class _Local(threading.local):
     record = None  # class defaults: lookups on the hot path never raise AttributeError
     details = None
     granted = None
+    headroom = None
 
 
 _local = _Local()
@@ -130,6 +131,20 @@ def granted_bytes():
     True
     """
     return _local.granted
+
+
+def headroom_bytes():
+    """Device bytes beyond its estimate that the dispatcher found available for the GPU run in
+    progress on this thread (``None`` outside one): what a GPU function may spend on an
+    optional buffer (a faster route's workspace) instead of asking the budget again, or trying
+    the allocation and catching its failure.
+
+    Examples
+    --------
+    >>> headroom_bytes() is None
+    True
+    """
+    return _local.headroom
 
 
 def is_sticky(exc):
@@ -479,6 +494,7 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
     dev = _device.current_device()
     ok, avail = _budget.fits(nbytes, dev)
     if ok:
+        _local.headroom = avail - nbytes
         return "gpu", ("estimate {} B fits in {} B", nbytes, avail), False, dev
     if oversize_fn is not None:
         _local.granted = avail
@@ -520,7 +536,7 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
         raise
     finally:
         _local.details = None
-        _local.granted = None
+        _local.granted = _local.headroom = None
     seconds = time.perf_counter() - start
     _local.record = (op, route, dev, fell_back, reason, seconds, details)  # see last_run()
     level = logging.WARNING if fell_back else logging.DEBUG

@@ -4,8 +4,8 @@ the dispatcher's GPU functions of gp's four operations (:class:`._fit_xp.Operati
 ``la`` is this module: decomp's internal CuPy layer (:func:`cholesky`, :func:`cho_solve`,
 :func:`logdet` of :mod:`gpulinalg.decomp._cholesky_cuda`, :func:`solve_triangular` of
 :mod:`gpulinalg.decomp._triangular_cuda`: CuPy arrays on the dispatcher's stream, no second
-validation, dispatch or budget question), :func:`cho_inverse` (cuSOLVER ``potri``),
-:func:`keep` and :func:`training`. The CPU twin is :mod:`._engine_host`.
+validation, dispatch or budget question), :func:`cho_inverse` (cuBLAS ``trsm`` + ``gemm``,
+or ``potri``), :func:`keep` and :func:`training`. The CPU twin is :mod:`._engine_host`.
 
 The four operations, given CuPy arrays, run inside
 :class:`~gpulinalg._runtime.streams.op_stream`: under the dispatcher that is its stream already
@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from .._runtime import arrays as _arrays
-from .._runtime.dispatch import note
+from .._runtime.dispatch import headroom_bytes, note
 from .._runtime.streams import get_handle, op_stream
 from ..decomp._cholesky_cuda import cho_solve, cholesky, logdet
 from ..decomp._triangular_cuda import solve_triangular
@@ -45,15 +45,15 @@ def cho_inverse(L):
     full-identity trsm and a full gemm took 3.0 + 0.9 ms where ``potri`` took 7.8 ms
     (benchmarks.gp_phases); the panels do less of both. Peak memory: the factor plus one
     ``n x n`` buffer (``8 n^2`` bytes in fp64: 72 MB at n=3000, 0.8 GB at n=10000, 3.2 GB at
-    n=20000). If that buffer cannot be allocated, the memory-lean route: cuSOLVER's ``potri``
-    in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`."""
+    n=20000). When the dispatcher found less headroom than that buffer beyond the run's
+    estimate (:func:`~gpulinalg._runtime.dispatch.headroom_bytes`), the memory-lean route:
+    cuSOLVER's ``potri`` in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`."""
     import cupy
     c = L if L.flags.f_contiguous else cupy.asfortranarray(L)
-    try:
-        v = cupy.zeros(c.shape, dtype=c.dtype)  # the identity; symmetric, so any order
-    except cupy.cuda.memory.OutOfMemoryError:
+    headroom = headroom_bytes()
+    if headroom is not None and headroom < c.nbytes:
         return _potri(c)
-    return _trsm_gemm(c, v)
+    return _trsm_gemm(c, cupy.zeros(c.shape, dtype=c.dtype))  # the identity: any order
 
 
 def _trsm_gemm(c, v):

@@ -73,12 +73,14 @@ def lml_body(la, x, y, noise, k, k_grad, *, plan, eval_gradient):
 
     One kernel matrix, one Cholesky in place, ``alpha`` by ``cho_solve``; with the gradient,
     ``K^-1`` in the factor's memory (``la.cho_inverse``: on the GPU ``L^-1`` by cuBLAS ``trsm``
-    in a second ``n x n`` buffer, then ``L^-T L^-1`` by ``gemm``; on the CPU, or without room
-    for that buffer, LAPACK/cuSOLVER ``potri`` with its lower triangle mirrored) and ``g = 1/2 sum(W * dK/dtheta)``, ``W = alpha alpha^T - K^-1``
-    made row block by row block in ``K^-1``'s own rows and contracted against the kernel's
-    derivatives (:meth:`~._kernels_xp.KernelPlan.contract`): no gradient tensor. Like scikit-learn, a kernel matrix that is not positive definite gives
-    ``-inf`` (and a zero gradient) so that the optimizer steps back, rather than jitter. The
-    likelihood stays a 0-d array of the inputs' package (no device synchronization for it).
+    in a second ``n x n`` buffer, then ``L^-T L^-1`` by ``gemm``; on the CPU, or without
+    headroom for that buffer, LAPACK/cuSOLVER ``potri`` with its lower triangle mirrored) and
+    ``g = 1/2 sum(W * dK/dtheta)``, ``W = alpha alpha^T - K^-1`` made row block by row block in
+    ``K^-1``'s own rows and contracted against the kernel's derivatives
+    (:meth:`~._kernels_xp.KernelPlan.contract`): no gradient tensor. Like scikit-learn, a kernel
+    matrix that is not positive definite gives ``-inf`` (and a zero gradient) so that the
+    optimizer steps back, rather than jitter. The likelihood stays a 0-d array of the inputs'
+    package (no device synchronization for it).
     """
     n_theta = plan.n_theta if plan is not None else (k_grad.shape[2] if eval_gradient else 0)
     K, bad = _kernel_matrix(x, k, noise, plan, lazy=True)

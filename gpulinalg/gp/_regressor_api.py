@@ -87,8 +87,9 @@ def _lml_cost(n, t, p, eval_gradient, fallback):
     """``(nbytes, flops)`` of one log-marginal-likelihood evaluation on ``n`` points: one
     ``n x n`` buffer (``K``, factored and inverted in place) and row-block temporaries; the
     Cholesky, and with the gradient ``K^-1`` (``2 n^3 / 3`` by ``potri``). The GPU's faster
-    ``K^-1`` (``trsm`` + ``gemm``) takes a second ``n x n`` buffer when the device has it and
-    falls back to ``potri`` in place when not, so the estimate counts the minimum."""
+    ``K^-1`` (``trsm`` + ``gemm``) takes a second ``n x n`` buffer when the dispatcher found
+    the headroom for it and uses ``potri`` in place when not, so the estimate counts the
+    minimum."""
     block = min(n * n, BLOCK_ELEMENTS)
     nbytes = 8 * (n * n + 8 * block + 2 * n * t + (n * n * p if fallback else 0))
     flops = n ** 3 / 3 + 2 * n * n * t + (2 * n ** 3 / 3 if eval_gradient else 0)
