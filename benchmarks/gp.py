@@ -253,40 +253,58 @@ def _gpytorch(n, data, quick, ours):
                        f"failed: {type(exc).__name__}: {exc}")]
 
 
-def _gpytorch_setup(x, y):
+def gpytorch_model(tx, ty):
+    """GPyTorch's exact GP with the kernel of our benchmarks (scaled RBF ARD, zero mean,
+    Gaussian likelihood), in float64 on the tensors' device: ``(model, likelihood)``."""
     import gpytorch
     import torch
 
     class ExactGP(gpytorch.models.ExactGP):
-        def __init__(self, tx, ty, likelihood):
-            super().__init__(tx, ty, likelihood)
+        def __init__(self, a, b, likelihood):
+            super().__init__(a, b, likelihood)
             self.mean_module = gpytorch.means.ZeroMean()
             self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.RBFKernel(ard_num_dims=D))
+                gpytorch.kernels.RBFKernel(ard_num_dims=tx.shape[1]))
 
         def forward(self, z):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(z),
                                                              self.covar_module(z))
-    dev = torch.device(_TORCH_DEVICE)
-    tx = torch.as_tensor(x, device=dev)
-    ty = torch.as_tensor(y, device=dev)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood().to(dev, torch.float64)
-    model = ExactGP(tx, ty, likelihood).to(dev, torch.float64)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().to(tx.device, torch.float64)
+    model = ExactGP(tx, ty, likelihood).to(tx.device, torch.float64)
+    return model, likelihood
+
+
+def gpytorch_start(tx, ty):
+    """GPyTorch's exact GP on the tensors at the start point of our fitted benchmarks (scales
+    and noise 1): ``(model, likelihood, mll)``."""
+    import gpytorch
+    model, likelihood = gpytorch_model(tx, ty)
     model.covar_module.base_kernel.lengthscale = 1.0  # floats: the setters put them on dev
     model.covar_module.outputscale = 1.0
     likelihood.noise = 1.0
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    return model, likelihood, mll, tx, ty
+    return model, likelihood, gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
 
 
-def _exact_mode():
+def _gpytorch_setup(x, y):
+    import torch
+
+    dev = torch.device(_TORCH_DEVICE)
+    tx = torch.as_tensor(x, device=dev)
+    ty = torch.as_tensor(y, device=dev)
+    return (*gpytorch_start(tx, ty), tx, ty)
+
+
+def exact_mode(exact=True):
+    """GPyTorch's settings for its exact path (Cholesky at any size, no fast approximations);
+    ``exact=False``: its defaults (conjugate gradients above ``max_cholesky_size``)."""
     import contextlib
 
     import gpytorch
     stack = contextlib.ExitStack()
-    stack.enter_context(gpytorch.settings.max_cholesky_size(10 ** 9))
-    stack.enter_context(gpytorch.settings.fast_computations(False, False, False))
-    stack.enter_context(gpytorch.settings.fast_pred_var(False))
+    if exact:
+        stack.enter_context(gpytorch.settings.max_cholesky_size(10 ** 9))
+        stack.enter_context(gpytorch.settings.fast_computations(False, False, False))
+        stack.enter_context(gpytorch.settings.fast_pred_var(False))
     return stack
 
 
@@ -304,7 +322,7 @@ def _gpytorch_rows(n, data, quick, ours):
         return loss
 
     rows = []
-    with _exact_mode():
+    with exact_mode():
         model.train()
         likelihood.train()
         t = time_wall_gpu(loss_and_grad, **_reps(n))

@@ -40,6 +40,8 @@ import time
 
 import numpy as np
 
+from .gp import exact_mode, gpytorch_model, gpytorch_start
+
 D = 6
 LENGTH_SCALES = np.linspace(0.5, 1.5, D)
 OUTPUT_SCALE, NOISE, ALPHA = 1.0, 0.1, 1e-10
@@ -127,43 +129,12 @@ def _torch_device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _gpytorch_model(tx, ty):
-    import gpytorch
-    import torch
-
-    class ExactGP(gpytorch.models.ExactGP):
-        def __init__(self, a, b, likelihood):
-            super().__init__(a, b, likelihood)
-            self.mean_module = gpytorch.means.ZeroMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.RBFKernel(ard_num_dims=tx.shape[1]))
-
-        def forward(self, z):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(z),
-                                                             self.covar_module(z))
-    likelihood = gpytorch.likelihoods.GaussianLikelihood().to(tx.device, torch.float64)
-    model = ExactGP(tx, ty, likelihood).to(tx.device, torch.float64)
-    return model, likelihood
-
-
 def _gpytorch_set_fixed(model, likelihood):
     import torch
     ls = torch.as_tensor(LENGTH_SCALES, dtype=torch.float64).reshape(1, -1)
     model.covar_module.base_kernel.lengthscale = ls.to(model.train_inputs[0].device)
     model.covar_module.outputscale = OUTPUT_SCALE
     likelihood.noise = NOISE + ALPHA
-
-
-def _exact_mode(exact=True):
-    import contextlib
-
-    import gpytorch
-    stack = contextlib.ExitStack()
-    if exact:
-        stack.enter_context(gpytorch.settings.max_cholesky_size(10 ** 9))
-        stack.enter_context(gpytorch.settings.fast_computations(False, False, False))
-        stack.enter_context(gpytorch.settings.fast_pred_var(False))
-    return stack
 
 
 def gpytorch_fixed(x, y, xq, exact=True):
@@ -174,11 +145,11 @@ def gpytorch_fixed(x, y, xq, exact=True):
     tx, ty, tq = (torch.as_tensor(v, device=dev) for v in (x, y, xq))
 
     def run():
-        model, likelihood = _gpytorch_model(tx, ty)
+        model, likelihood = gpytorch_model(tx, ty)
         _gpytorch_set_fixed(model, likelihood)
         model.eval()
         likelihood.eval()
-        with torch.no_grad(), _exact_mode(exact):
+        with torch.no_grad(), exact_mode(exact):
             pred = likelihood(model(tq))
             mean, std = pred.mean, pred.variance.sqrt()
         return mean.cpu().numpy(), std.cpu().numpy()
@@ -271,12 +242,7 @@ def _gpytorch_fitted(x, y, n, ours_s):
     tx, ty = torch.as_tensor(x, device=dev), torch.as_tensor(y, device=dev)
 
     def fit_once():
-        model, likelihood = _gpytorch_model(tx, ty)
-        model.covar_module.base_kernel.lengthscale = 1.0
-        model.covar_module.outputscale = 1.0
-        likelihood.noise = 1.0
-        import gpytorch
-        mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+        model, likelihood, mll = gpytorch_start(tx, ty)
         params = [p for p in model.parameters() if p.requires_grad]
 
         def loss_and_grad():
@@ -284,7 +250,7 @@ def _gpytorch_fitted(x, y, n, ours_s):
             loss = -mll(model(tx), ty) * n
             loss.backward()
             return loss
-        with _exact_mode():
+        with exact_mode():
             model.train()
             likelihood.train()
             nfev = _gpytorch_lbfgsb(params, loss_and_grad)

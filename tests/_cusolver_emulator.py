@@ -474,6 +474,16 @@ def _geqrf_batched(dtype):
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 
 
+def dev(x):
+    """``x`` as an emulated device array (its own layout kept)."""
+    return np.array(x, order="K").view(FakeDev)
+
+
+def plain(x):
+    """An emulated device array back as a plain NumPy array (no copy)."""
+    return np.asarray(x).view(np.ndarray)
+
+
 @contextlib.contextmanager
 def emulated_gpu(monkeypatch):
     """Install the fake CuPy and bindings for the duration of a test."""

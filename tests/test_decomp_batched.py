@@ -16,7 +16,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
                               _triangular_cuda, cho_factor, cho_solve, cholesky, qr,
                               solve_triangular, svd)
 
-from _cusolver_emulator import CALLS, FakeDev, emulated_gpu
+from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
 ROUTES = {"potrf": ("batched", "looped"), "trsm": ("batched", "looped"),
           "geqrf": ("batched", "looped"), "gesvd": ("batched", "jacobi", "looped")}
@@ -79,14 +79,6 @@ def test_few_large_triangular_solves_stay_batched_to_2048():
 def emu(monkeypatch):
     with emulated_gpu(monkeypatch):
         yield
-
-
-def dev(x):
-    return np.array(x, order="K").view(FakeDev)
-
-
-def plain(x):
-    return np.asarray(x).view(np.ndarray)
 
 
 @pytest.mark.parametrize("route", ["batched", "looped"])

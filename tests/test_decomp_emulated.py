@@ -12,7 +12,8 @@ from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _qr_cuda,
                               _svd_cuda, _transpose_cuda, _triangular_cuda)
 
-from _cusolver_emulator import CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, emulated_gpu
+from _cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev, emulated_gpu,
+                                plain)
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -20,14 +21,6 @@ from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, rando
 def emu(monkeypatch):
     with emulated_gpu(monkeypatch):
         yield
-
-
-def dev(x):
-    return np.array(x, order="K").view(FakeDev)
-
-
-def plain(x):
-    return np.asarray(x).view(np.ndarray)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -8,7 +8,7 @@ dispatcher sees a GPU whose arrays are the emulator's (no device provider, as on
 
 import numpy as np
 import pytest
-from _cusolver_emulator import FakeDev, emulated_gpu
+from _cusolver_emulator import FakeDev, dev, emulated_gpu, plain
 
 import gpulinalg
 from gpulinalg import NotPositiveDefiniteError
@@ -41,14 +41,6 @@ def emu_gpu(monkeypatch):
         _repeats.clear()
         yield
         _repeats.clear()
-
-
-def dev(x):
-    return np.array(x, order="K").view(FakeDev)
-
-
-def plain(x):
-    return np.asarray(x).view(np.ndarray)
 
 
 def spd(rng, batch, n, dtype=np.float64):

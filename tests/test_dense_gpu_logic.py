@@ -306,7 +306,7 @@ def test_memoized_calls_validate_and_answer_like_first_calls(emulated, rng, monk
         with pytest.raises(ValueError, match="NaN"):
             _matmul.matmul(a, b, bias=_fake(np.full(6, np.nan)), activation="relu",
                            check_finite=True)
-        monkeypatch.setattr(_calls, "MAX_CALLS", 2)
+        monkeypatch.setattr(_calls._memo, "limit", 2)  # the memo of the calling thread
         for n in (2, 3, 4):
             _matmul.matmul(a, _fake(rng.standard_normal((5, n))))
         assert 1 <= len(_calls._memo.calls) <= 2

@@ -109,15 +109,7 @@ def _raise_failure(a, w, codes, lower, input_finite=False):
 #: (0-based) is NaN or Inf while ``potrf`` reported success (``info`` codes stay below).
 NONFINITE = 1 << 30
 
-_CODES_SOURCE = r"""
-__device__ __forceinline__ bool fin(float x) { return isfinite(x); }
-__device__ __forceinline__ bool fin(double x) { return isfinite(x); }
-__device__ __forceinline__ bool fin(complex<float> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
-}
-__device__ __forceinline__ bool fin(complex<double> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
-}
+_CODES_SOURCE = FINITE_PREAMBLE + r"""
 // Block (b, c) reads entries [c * 1024, c * 1024 + 1024) of matrix b's diagonal; a
 // non-finite entry j turns info[b] == 0 into NONFINITE + (smallest such j). potrf's own
 // codes (failed minor > 0, argument error < 0) are never overwritten.
@@ -132,7 +124,7 @@ extern "C" __global__ void gl_potrf_codes(const T* __restrict__ w, int* __restri
     const T* d = w + b * sb;
     const long long j1 = j0 + 1024 < n ? j0 + 1024 : n;
     for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-        if (!fin(d[j * sd])) atomicMin(&first, (int)j);
+        if (!gl_fin(d[j * sd])) atomicMin(&first, (int)j);
     }
     __syncthreads();
     if (threadIdx.x != 0 || first == 0x7fffffff) return;

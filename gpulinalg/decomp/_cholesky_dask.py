@@ -35,6 +35,13 @@ def _check_tiles(a, what="a"):
                          f"got chunks {a.chunks}: rechunk with {what}.rechunk((t, t))")
 
 
+def _factor_input(a):
+    """``(a, dtype, tiles)``: ``a`` checked and in the working dtype, and its tiles."""
+    _check_tiles(a)
+    dtype = work_dtype(a)
+    return (a if a.dtype == dtype else a.astype(dtype)), dtype, tiles_for(a)
+
+
 def cholesky(a: Any, lower: bool = True) -> Any:
     """Cholesky factor of the Hermitian positive-definite Dask array ``a`` (n, n), lazy.
 
@@ -44,11 +51,7 @@ def cholesky(a: Any, lower: bool = True) -> Any:
     :class:`gpulinalg.NotPositiveDefiniteError` (the leading minor of the whole matrix) when
     the result is computed.
     """
-    _check_tiles(a)
-    dtype = work_dtype(a)
-    if a.dtype != dtype:
-        a = a.astype(dtype)
-    tiles = tiles_for(a)
+    a, dtype, tiles = _factor_input(a)
     name = f"gpulinalg-cholesky-{tokenize(a, bool(lower))}"
     dsk, lkey = _factor_graph(a, tiles, bool(lower), name)
     out = f"{name}-{'l' if lower else 'u'}"
@@ -77,11 +80,7 @@ def cholesky_jitter(a: Any, start: float, tries: int) -> tuple[Any, Any]:
     complement of the steps after it by the same amount, so ``L L^H = a + D`` exactly. Every
     try failing raises :class:`gpulinalg.NotPositiveDefiniteError` when computed.
     """
-    _check_tiles(a)
-    dtype = work_dtype(a)
-    if a.dtype != dtype:
-        a = a.astype(dtype)
-    tiles = tiles_for(a)
+    a, dtype, tiles = _factor_input(a)
     name = f"gpulinalg-cholesky-jitter-{tokenize(a, float(start), int(tries))}"
     t = a.numblocks[0]
     dsk, lkey = _factor_graph(a, tiles, True, name, jitter=(float(start), int(tries)))

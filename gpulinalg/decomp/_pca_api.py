@@ -93,11 +93,12 @@ class _PCA:
     ``n_components > min(shape) - 3`` and breaks down on rank-deficient input); sparse
     input takes CuPy's thick-restart Lanczos ``svds`` on the implicitly centered operator, one
     Rayleigh-Ritz step and a residual check, and is densified on the device for the exact
-    route where ``n_components > min(shape) - 3`` or the check fails. ``covariance_eigh`` forms the covariance in
-    float64 also for float32 input. Float32 input gives float32 attributes and projections;
-    other dtypes are fitted in float64. A host matrix that is not in memory (``np.memmap``,
-    an h5py or zarr dataset) is fitted and transformed out of core, streamed in row panels; so
-    is one larger than the GPU budget (``arpack`` then takes the exact covariance route).
+    route where ``n_components > min(shape) - 3`` or the check fails. ``covariance_eigh``
+    forms the covariance in float64 also for float32 input. Float32 input gives float32
+    attributes and projections; other dtypes are fitted in float64. A host matrix that is not
+    in memory (``np.memmap``, an h5py or zarr dataset) is fitted and transformed out of core,
+    streamed in row panels; so is one larger than the GPU budget (``arpack`` then takes the
+    exact covariance route).
     Fitted attributes are arrays of the package ``fit`` was given (NumPy, CuPy or torch).
 
     A Dask array (chunked in any way) is fitted on its cluster by the randomized solver

@@ -198,7 +198,8 @@ def gaussian(a, n_rows, row_chunks, l, dtype, seed):
     """A lazy standard normal ``(n_rows, l)`` Dask array chunked ``(row_chunks, (l,))`` on the
     backend of ``a``'s chunks; block ``i`` is drawn from ``seed`` and ``i`` alone."""
     tiles = tiles_for(a)
-    name = f"gpulinalg-gaussian-{tokenize(seed, row_chunks, l, np.dtype(dtype).str, tiles.__name__)}"
+    token = tokenize(seed, row_chunks, l, np.dtype(dtype).str, tiles.__name__)
+    name = f"gpulinalg-gaussian-{token}"
     dsk = {}
     for i, rows in enumerate(row_chunks):
         s = int(np.random.SeedSequence([seed & _MASK64, i]).generate_state(1, np.uint64)[0])
@@ -278,7 +279,8 @@ def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str
 
     Parameters as :func:`gpulinalg.decomp.truncated_svd` (``method="randomized"``);
     ``power_iteration_normalizer``: ``"auto"``/``"CholQR"`` (shifted Cholesky QR from a Gram
-    matrix reduced with the next product), ``"QR"`` (TSQR of each sketch) or ``"none"``. ``persist``: compute each pass on the cluster before building the next (needs
+    matrix reduced with the next product), ``"QR"`` (TSQR of each sketch) or ``"none"``.
+    ``persist``: compute each pass on the cluster before building the next (needs
     the cluster to hold the thin sketches, reads the input once per pass; the call then blocks).
 
     Returns

@@ -12,7 +12,8 @@ holds no array, so the memo keeps no memory alive. Any other input takes the ful
 """
 
 import sys
-import threading
+
+from .._runtime.memo import CallMemo
 
 __all__ = ["call_key", "lookup", "remember", "clear", "MAX_CALLS"]
 
@@ -20,12 +21,9 @@ __all__ = ["call_key", "lookup", "remember", "clear", "MAX_CALLS"]
 MAX_CALLS = 128
 
 
-class _Memo(threading.local):
-    def __init__(self):
-        self.calls = {}
-
-
-_memo = _Memo()
+_memo = CallMemo(MAX_CALLS)
+#: What was kept for a key, or ``None``; keep one; forget the calling thread's calls.
+lookup, remember, clear = _memo.lookup, _memo.remember, _memo.clear
 
 
 def call_key(op, a, b, options):
@@ -41,27 +39,3 @@ def call_key(op, a, b, options):
         return (op, a.shape, a.strides, a.dtype, a.data.device_id, options)
     return (op, a.shape, a.strides, a.dtype, a.data.device_id,
             b.shape, b.strides, b.dtype, b.data.device_id, options)
-
-
-def lookup(key):
-    """What :func:`remember` kept for ``key``, or ``None``."""
-    try:
-        return _memo.calls.get(key)
-    except TypeError:  # an unhashable option: the full path reports it
-        return None
-
-
-def remember(key, value):
-    """Keep ``value`` for ``key`` (a full memo starts afresh)."""
-    calls = _memo.calls
-    if len(calls) >= MAX_CALLS:
-        calls.clear()
-    try:
-        calls[key] = value
-    except TypeError:
-        pass
-
-
-def clear():
-    """Forget the calling thread's calls."""
-    _memo.calls.clear()

@@ -16,8 +16,8 @@ from ._cusolver_cuda import pointer_array, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._triangular_xp import check_nonsingular, judge
 
-__all__ = ["solve_triangular", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs", "stack_matrices",
-           "trsm_batched"]
+__all__ = ["solve_triangular", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs",
+           "stack_matrices", "trsm_batched"]
 
 
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,

@@ -23,7 +23,8 @@ the ``autotune`` argument as given.
 """
 
 import sys
-import threading
+
+from .._runtime.memo import CallMemo
 
 __all__ = ["call_key", "backward_key", "linear_key", "lookup", "remember", "clear", "MAX_CALLS"]
 
@@ -31,12 +32,10 @@ __all__ = ["call_key", "backward_key", "linear_key", "lookup", "remember", "clea
 MAX_CALLS = 256
 
 
-class _Memo(threading.local):
-    def __init__(self):
-        self.calls = {}
-
-
-_memo = _Memo()
+_memo = CallMemo(MAX_CALLS)
+#: The remembered ``(decision, spec, settings)`` of a key, or ``None``; keep one; forget the
+#: calling thread's calls (the plan cache's clearing does this).
+lookup, remember, clear = _memo.lookup, _memo.remember, _memo.clear
 _ndarray: list = []  # [cupy.ndarray] once CuPy is imported
 _tensor_types: set = set()  # {torch.Tensor, torch.nn.Parameter} once torch is imported
 
@@ -116,26 +115,3 @@ def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, a
             b.shape, b.strides, b.dtype, bd.ptr & 255, bd.device_id,
             None if bias is None else _layout(bias), None if c is None else _layout(c),
             activation, type(alpha), alpha, type(beta), beta, return_aux, compute_type, autotune)
-
-
-def lookup(key):
-    """The remembered ``(decision, spec, settings)`` of ``key``, or ``None``."""
-    try:
-        return _memo.calls.get(key)
-    except TypeError:  # an unhashable option: the full path reports it
-        return None
-
-
-def remember(key, entry):
-    calls = _memo.calls
-    if len(calls) >= MAX_CALLS:
-        calls.clear()
-    try:
-        calls[key] = entry
-    except TypeError:
-        pass
-
-
-def clear():
-    """Forget the calling thread's calls (the plan cache's clearing does this)."""
-    _memo.calls.clear()

@@ -4,8 +4,9 @@
 ``torch.compile``: Dynamo records one call of each (their fake implementations give the
 shapes), so ``torch.compile(model, fullgraph=True)`` over a model holding
 :class:`~gpulinalg.dense.FusedLinear` compiles without graph breaks. ``register_autograd`` makes
-the backward op the forward op's derivative. Eager calls skip the custom-op machinery (``FusedLinear``
-uses an ``autograd.Function`` over the same :func:`forward` and :func:`backward`).
+the backward op the forward op's derivative. Eager calls skip the custom-op machinery
+(``FusedLinear`` uses an ``autograd.Function`` over the same :func:`forward` and
+:func:`backward`).
 
 Both call :mod:`gpulinalg.dense._linear_api` (the public :func:`~gpulinalg.dense.matmul` /
 :func:`~gpulinalg.dense.matmul_backward` road on a key's first call; CUDA tensors: cuBLASLt on

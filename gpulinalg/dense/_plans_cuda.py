@@ -224,12 +224,8 @@ def rerun(plan, a, b, c, transpose, alpha, beta, inputs):
     Returns ``None`` when the plan has since been evicted or the cache cleared: the caller then
     goes through :func:`lookup` again.
     """
-    cache = _cache
-    key = plan.key
-    if key is None or cache.generation != _generation[0]:
+    if not touch(plan):
         return None
-    cache.hits += 1
-    cache.plans.move_to_end(key)
     if transpose:
         return plan.run(b, a, c, alpha, beta, inputs, _current_stream().ptr, transposed=True)
     return plan.run(a, b, c, alpha, beta, inputs, _current_stream().ptr)
