@@ -30,8 +30,7 @@ def forward(x, weight, bias, activation, need_saved):
     if key is not None:
         known = _calls.lookup(key)
         if known is not None and known[2] is settings:
-            out, buf = again(known[0], (x, weight, bias, known[1]), x, settings)
-            return out, (None if buf is None else _saved(buf, known[1].transposed, x, weight))
+            return again(known[0], (x, weight, bias, known[1]), x, settings)
     wt = weight.t()
     res = matmul(x, wt, bias=bias, activation=activation, return_aux=aux)
     if key is not None:
@@ -39,18 +38,21 @@ def forward(x, weight, bias, activation, need_saved):
               _tensors_cuda.matmul, _tensors_cuda.linear, _host_linear, settings)
     if not aux:
         return res, None
-    return res[0], _saved(res[1].data, res[1].transposed, x, weight)
+    return res[0], _tensors_cuda.saved_view(res[1].data, res[1].transposed, x.shape[0],
+                                            weight.shape[0])
 
 
-def backward(dz, x, weight, has_bias):
+def backward(dz, x, weight, has_bias, need_x=True, need_w=True):
     """``(grad_x, grad_weight, grad_bias or None)`` of ``x @ weight.T (+ bias)`` for the output
-    gradient ``dz`` (the activation's derivative already applied)."""
+    gradient ``dz`` (the activation's derivative already applied). A repeat launches only the
+    products asked for: ``grad_x`` is ``None`` when not ``need_x`` (a first layer), ``grad_weight``
+    and ``grad_bias`` are ``None`` when not ``need_w`` (frozen parameters)."""
     settings = get_config()
-    key = _calls.linear_key(x, weight, dz, ("linear_backward", has_bias))
+    key = _calls.linear_key(x, weight, dz, ("linear_backward", has_bias, need_x, need_w))
     if key is not None:
         known = _calls.lookup(key)
         if known is not None and known[2] is settings:
-            return again(known[0], (dz, x, weight, known[1]), x, settings)
+            return again(known[0], (dz, x, weight, known[1], need_x, need_w), x, settings)
     wt = weight.t()
     grad_x, grad_wt, grad_bias = matmul_backward(dz, x, wt, bias=has_bias)
     if key is not None:
@@ -72,23 +74,17 @@ def _keep(key, public_key, engine, linear_engine, host, settings):
     _calls.remember(key, (decision, known[1], settings))
 
 
-def _saved(buf, transposed, x, weight):
-    """The ``(M, N)`` pre-activation in GELU aux buffer ``buf`` (a view: cuBLASLt pads it)."""
-    m, n = x.shape[0], weight.shape[0]
-    if transposed:
-        return (buf if buf.shape[-2] == n else buf[..., :n, :]).transpose(-1, -2)
-    return buf if buf.shape[-2] == m else buf[..., :m, :]
-
-
 def _host_linear(x, weight, bias, spec):
     """The CPU twin of :func:`gpulinalg.dense._tensors_cuda.linear` (CUDA tensors in and out)."""
     res = _host_matmul_tensors(x, weight.t(), bias, None, spec)
     if not spec.return_aux:
         return res, None
-    return res[0], None if res[1] is None else res[1].data
+    return res[0], (None if res[1] is None else
+                    _tensors_cuda.saved_view(res[1].data, res[1].transposed, x.shape[0],
+                                             weight.shape[0]))
 
 
-def _host_linear_backward(dz, x, weight, spec):
+def _host_linear_backward(dz, x, weight, spec, need_x=True, need_w=True):
     """The CPU twin of :func:`gpulinalg.dense._tensors_cuda.linear_backward`."""
     grad_x, grad_wt, grad_bias = _host_backward_tensors(dz, None, x, weight.t(), None, spec)
     return grad_x, grad_wt.t(), grad_bias

@@ -14,18 +14,21 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
-from . import _ops_torch
+from . import _linear_api, _ops_torch
 
 __all__ = ["FusedLinear"]
 
+_is_compiling = torch.compiler.is_compiling
+
 
 class _FusedLinearFunction(torch.autograd.Function):
-    """Eager autograd over :mod:`_ops_torch`'s forward and backward (``torch.compile`` records
-    the custom ops instead, which share them)."""
+    """Eager autograd over :mod:`._linear_api`'s forward and backward (``torch.compile`` records
+    the custom ops of :mod:`._ops_torch` instead, which share them). ``activation`` is ``None``,
+    ``"relu"`` or ``"gelu"``."""
 
     @staticmethod
     def forward(ctx, x2, weight, bias, activation, need_saved):
-        out, z = _ops_torch.forward(x2, weight, bias, activation, need_saved)
+        out, z = _linear_api.forward(x2, weight, bias, activation, need_saved)
         ctx.save_for_backward(x2, weight, out if activation == "relu" else z)
         ctx.activation, ctx.has_bias = activation, bias is not None
         return out
@@ -33,11 +36,36 @@ class _FusedLinearFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         x2, weight, saved = ctx.saved_tensors
-        gx, gw, gb = _ops_torch.backward(grad_out.contiguous(), x2, weight, saved,
-                                         ctx.activation, ctx.has_bias)
+        act, has_bias = ctx.activation, ctx.has_bias
         need = ctx.needs_input_grad
+        if act == "relu":
+            dz = _threshold_backward(grad_out, saved, 0).contiguous()
+        elif act == "gelu":
+            dz = _gelu_backward(grad_out, saved, approximate="tanh").contiguous()
+        else:
+            dz = grad_out.contiguous()
+        # the GEMM of a gradient nobody asked for is not launched (a first layer's grad_x,
+        # a frozen weight's grad_W)
+        gx, gw, gb = _linear_api.backward(dz, x2, weight, has_bias, need[0],
+                                          need[1] or (has_bias and need[2]))
         return (gx if need[0] else None, gw if need[1] else None,
-                gb if ctx.has_bias and need[2] else None, None, None)
+                gb if has_bias and need[2] else None, None, None)
+
+
+_threshold_backward = torch.ops.aten.threshold_backward.default
+_gelu_backward = torch.ops.aten.gelu_backward.default
+_functorch_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+#: ``autograd.Function.apply`` below its Python wrapper (which, outside functorch transforms,
+#: only unwraps dead functorch wrappers: done here per tensor, without its generic pass).
+_c_apply = getattr(super(torch.autograd.Function, _FusedLinearFunction), "apply", None)
+
+
+def _apply(x2, weight, bias, activation, need_saved):
+    if _c_apply is None or _functorch_active():
+        return _FusedLinearFunction.apply(x2, weight, bias, activation, need_saved)
+    return _c_apply(_unwrap_if_dead(x2), _unwrap_if_dead(weight),
+                    None if bias is None else _unwrap_if_dead(bias), activation, need_saved)
 
 
 class FusedLinear(nn.Module):
@@ -117,13 +145,14 @@ class FusedLinear(nn.Module):
             bias = None if bias is None else bias.to(dt)
         flat = x.dim() == 2  # the common case: no reshapes
         x2 = x if flat else x.reshape(-1, x.shape[-1])
-        act = self.activation or _ops_torch.NONE
+        act = self.activation
         need = act == "gelu" and torch.is_grad_enabled() and (
             x2.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
-        if torch.compiler.is_compiling():
-            out = torch.ops.gpulinalg.fused_linear(x2, weight, bias, act, need)[0]
+        if _is_compiling():
+            out = torch.ops.gpulinalg.fused_linear(x2, weight, bias, act or _ops_torch.NONE,
+                                                   need)[0]
         else:
-            out = _FusedLinearFunction.apply(x2, weight, bias, act, need)
+            out = _apply(x2, weight, bias, act, need)
         return out if flat else out.reshape(*x.shape[:-1], self.out_features)
 
     @classmethod

@@ -47,15 +47,27 @@ class _Launch:
     pointers in NumPy orientation (``a @ b``); returns ``(result, [epilog outputs])``, all from
     torch's caching allocator, launched on torch's current stream of ``dev``."""
 
-    __slots__ = ("plan", "out", "extra", "swap")
+    __slots__ = ("plan", "out", "extra", "swap", "rows")
 
-    def __init__(self, plan, transposed, read_transposed=None):
+    def __init__(self, plan, transposed, read_transposed=None, rows=False):
         torch = _mods()[0]
         self.plan, self.swap = plan, transposed
         if read_transposed is None:
             read_transposed = transposed
         self.out = _layout(*(plan.out_t if read_transposed else plan.out), torch)
         self.extra = tuple(_layout(*o[1:5], torch) for o in plan.outputs)
+        self.rows = None  # the fused layer's launch (rows=True), made on first use
+        if rows and transposed:  # the epilog outputs of 2-D products read as (M, rows)
+            self.extra = tuple((s[::-1], st[::-1], dt) if len(s) == 2 else (s, st, dt)
+                               for s, st, dt in self.extra)
+
+    def by_rows(self):
+        """This launch with a transposed product's 2-D epilog outputs (the GELU aux) read
+        transposed: ``(M, N)`` row-major, the layout of the layer's output (made once)."""
+        run = self.rows
+        if run is None:
+            run = self.rows = _Launch(self.plan, self.swap, rows=True)
+        return run
 
     def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev):
         empty = _empty[0]
@@ -211,10 +223,13 @@ class _Backward:
         gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
         return Gradients(ga, gb, _bias_grad(bufs) if self.bias else None)
 
-    def linear(self, dz, x, weight):
-        """``(grad_x, grad_weight, grad_bias)`` of ``x @ weight.T (+ bias)`` (``b = weight.T``)."""
-        dev, dz_ptr, w_ptr = x.device, dz.data_ptr(), weight.data_ptr()
-        gx = self.ga(dz_ptr, w_ptr, _NO_INPUTS, 1.0, dev)[0]
+    def linear(self, dz, x, weight, need_x=True, need_w=True):
+        """``(grad_x, grad_weight, grad_bias)`` of ``x @ weight.T (+ bias)`` (``b = weight.T``);
+        a product not asked for is not launched (its gradients are ``None``)."""
+        dev, dz_ptr = x.device, dz.data_ptr()
+        gx = self.ga(dz_ptr, weight.data_ptr(), _NO_INPUTS, 1.0, dev)[0] if need_x else None
+        if not need_w:
+            return gx, None, None
         gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
         return gx, gw, _bias_grad(bufs) if self.bias else None
 
@@ -267,23 +282,42 @@ def _direct_backward(dz, a, b, spec):
 
 
 def linear(x, weight, bias, spec):
-    """``(act(x @ weight.T + bias), epilog output or None)`` for the fused linear layer
-    (``spec`` is that of ``matmul(x, weight.T, ...)``); a repeat launches at once."""
+    """``(act(x @ weight.T + bias), saved or None)`` for the fused linear layer (``spec`` is that
+    of ``matmul(x, weight.T, ...)``): ``saved`` is the GELU pre-activation ``(M, N)`` when the
+    spec returns the aux. A repeat launches at once, its aux allocated as ``(M, N)``."""
     run = spec.plan
     if run is not None and run.live():
-        out, bufs = run(x.data_ptr(), weight.data_ptr(),
-                        _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, 1.0,
-                        x.device)
-        return out, (bufs[0] if bufs else None)
+        out, bufs = (run.rows or run.by_rows())(
+            x.data_ptr(), weight.data_ptr(),
+            _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, 1.0, x.device)
+        if not bufs:
+            return out, None
+        z = bufs[0]
+        if run.swap:  # (M, N') with N' >= N
+            n = weight.shape[0]
+            return out, (z if z.shape[1] == n else z[:, :n])
+        return out, saved_view(z, False, x.shape[0], weight.shape[0])
     res = matmul(x, weight.t(), bias, None, spec)
-    return (res[0], None if res[1] is None else res[1].data) if spec.return_aux else (res, None)
+    if not spec.return_aux:
+        return res, None
+    return res[0], (None if res[1] is None else
+                    saved_view(res[1].data, spec.transposed, x.shape[0], weight.shape[0]))
 
 
-def linear_backward(dz, x, weight, spec):
+def saved_view(buf, transposed, m, n):
+    """The ``(m, n)`` pre-activation in a GELU aux buffer as cuBLASLt lays it out (a view:
+    cuBLASLt pads its rows)."""
+    if transposed:
+        return (buf if buf.shape[-2] == n else buf[..., :n, :]).transpose(-1, -2)
+    return buf if buf.shape[-2] == m else buf[..., :m, :]
+
+
+def linear_backward(dz, x, weight, spec, need_x=True, need_w=True):
     """``(grad_x, grad_weight, grad_bias or None)`` of the fused linear layer's product (``spec``
-    is that of ``matmul_backward(dz, x, weight.T, ...)``)."""
+    is that of ``matmul_backward(dz, x, weight.T, ...)``); a repeat launches only the products
+    asked for (``need_x``: ``grad_x``; ``need_w``: ``grad_weight`` and ``grad_bias``)."""
     run = spec.plan
     if run is not None and run.live():
-        return run.linear(dz, x, weight)
+        return run.linear(dz, x, weight, need_x, need_w)
     ga, gbt, gb = matmul_backward(dz, None, x, weight.t(), None, spec)
     return ga, gbt.t(), gb
