@@ -149,7 +149,7 @@ def tflops_rows(sizes, dtypes, repeat):
     return rows
 
 
-def _models(batch, width, dtype, act):
+def _models(batch, width, dtype, act, first=False):
     torch = _torch()
     from gpulinalg.dense import FusedLinear
     dev = _device()
@@ -159,7 +159,7 @@ def _models(batch, width, dtype, act):
     linear.load_state_dict(ours.state_dict())
     ref = torch.nn.Sequential(linear, torch.nn.ReLU() if act == "relu"
                               else torch.nn.GELU(approximate="tanh"))
-    x = torch.randn(batch, width, device=dev, dtype=dtype, requires_grad=True)
+    x = torch.randn(batch, width, device=dev, dtype=dtype, requires_grad=not first)
     grad = torch.randn(batch, width, device=dev, dtype=dtype)
     return {"gpulinalg FusedLinear": ours, "torch nn.Linear+act": ref}, x, grad
 
@@ -173,25 +173,37 @@ def _step(model, x, grad):
     return run
 
 
-def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False):
+def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False, first=False,
+               tuned=False):
+    """``first``: the input does not require grad (a first layer: no ``grad_x`` product, for
+    either model); ``tuned``: under ``gpulinalg.config_context(autotune=True)``."""
+    import contextlib
+
+    from gpulinalg import config_context
     torch = _torch()
     rows = []
     for dname in dtypes:
         for width in widths:
             for batch in batches:
                 for act in acts:
-                    models, x, grad = _models(batch, width, getattr(torch, dname), act)
+                    models, x, grad = _models(batch, width, getattr(torch, dname), act, first)
                     case = (f"layer fwd+bwd batch {batch} {width}->{width} {dname} {act}"
-                            + (" compiled" if compiled else " eager"))
+                            + (" compiled" if compiled else " eager")
+                            + (" first-layer" if first else "") + (" autotuned" if tuned else ""))
                     res = {}
                     for name, model in models.items():
                         m = torch.compile(model, fullgraph=True) if compiled else model
                         fn = _step(m, x, grad)
-                        t0 = time.perf_counter()
-                        fn()
-                        _sync()
-                        cold = time.perf_counter() - t0
-                        t = _events(fn, warmup=3, repeat=repeat, inner=5)
+                        scope = (config_context(autotune=True) if tuned and "gpulinalg" in name
+                                 else contextlib.nullcontext())
+                        with scope:
+                            if tuned:
+                                _cold(lambda: None)  # plans made afresh, tuned
+                            t0 = time.perf_counter()
+                            fn()
+                            _sync()
+                            cold = time.perf_counter() - t0
+                            t = _events(fn, warmup=3, repeat=repeat, inner=5)
                         res[name] = t["median_s"]
                         rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
                                         cold_first_call_s=cold))
@@ -199,6 +211,15 @@ def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False):
                                     ratio=res["gpulinalg FusedLinear"]
                                     / res["torch nn.Linear+act"]))
     return rows
+
+
+def _device_us(event):
+    """The GPU time (µs) of a profiler event (``0`` for CPU-side events)."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        us = getattr(event, name, None)
+        if us is not None:
+            return us
+    return 0
 
 
 def kernel_rows(batch, width, dtype_name):
@@ -219,27 +240,35 @@ def kernel_rows(batch, width, dtype_name):
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 fn()
                 _sync()
-            kernels = [(e.key, e.count) for e in prof.key_averages()
-                       if e.device_type is not None and "cuda" in str(e.device_type).lower()
+            kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
+                       for e in prof.key_averages()
+                       if _device_us(e) > 0
                        and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
             rows.append(row(SUITE, f"kernels per step {batch} {width} {dtype_name} {act}",
                             name, {}, kernels=kernels,
-                            kernel_launches=sum(c for _, c in kernels)))
+                            kernel_launches=sum(c for _, c, _ in kernels),
+                            kernel_us=round(sum(us for _, _, us in kernels), 1)))
     return rows
 
 
 def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compiled")):
+    """Sections: ``per_call``, ``tflops``, ``layer``, ``layer_first`` (inputs without grad),
+    ``layer_tuned`` (batch 8192, width 1024, fp16, autotuned plans), ``kernels``, ``compiled``."""
     rows = []
     if quick:
         per = dict(sizes=(32,), calls=20)
         tfl = dict(sizes=(64,), dtypes=("float32",), repeat=3)
         lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), repeat=3)
-        comp = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), repeat=3)
+        first = tuned = comp = lay
     else:
         per = dict(sizes=(128, 512, 2048), calls=1000)
         tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
         lay = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
                    acts=("relu", "gelu"), repeat=10)
+        first = dict(batches=(256, 8192), widths=(1024,), dtypes=("float16",),
+                     acts=("relu", "gelu"), repeat=10)
+        tuned = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu", "gelu"),
+                     repeat=10)
         comp = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu",),
                     repeat=10)
     if "per_call" in sections:
@@ -248,12 +277,45 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
         rows += tflops_rows(**tfl)
     if "layer" in sections:
         rows += layer_rows(**lay)
+    if "layer_first" in sections:
+        rows += layer_rows(**first, first=True)
+    if "layer_tuned" in sections:
+        rows += layer_rows(**tuned, tuned=True)
     if "kernels" in sections:
         rows += kernel_rows(8192 if not quick else 16, 1024 if not quick else 32,
                             "float16" if not quick else "float32")
     if "compiled" in sections:
         rows += layer_rows(**comp, compiled=True)
     return rows
+
+
+def summarize(rows):
+    """Compact lines: ours against torch per case (µs per call, TFLOP/s, ms per step and ratio,
+    kernels per step)."""
+    by_case: dict = {}
+    for r in rows:
+        by_case.setdefault(r.get("case"), {})[r.get("impl")] = r
+    lines = []
+    for case, impls in by_case.items():
+        if case is None:
+            continue
+        if case.startswith("per_call"):
+            vals = " ".join(f"{k.replace('gpulinalg ', 'ours ')}={v.get('us_per_call', 0):.1f}"
+                            for k, v in impls.items())
+            lines.append(f"{case}: {vals} us")
+        elif case.startswith("tflops"):
+            vals = " ".join(f"{k.split()[0]}={v.get('tflops', 0):.0f}" for k, v in impls.items())
+            lines.append(f"{case}: {vals} TFLOP/s")
+        elif case.startswith("layer"):
+            ours = impls.get("gpulinalg FusedLinear", {}).get("ms", float("nan"))
+            ref = impls.get("torch nn.Linear+act", {}).get("ms", float("nan"))
+            ratio = impls.get("ratio ours/torch", {}).get("ratio", float("nan"))
+            lines.append(f"{case[14:]}: ours {ours:.3f} torch {ref:.3f} ms ratio {ratio:.2f}")
+        elif case.startswith("kernels"):
+            for k, v in impls.items():
+                lines.append(f"{case} {k.split()[0]}: {v.get('kernel_launches')} launches "
+                             f"{v.get('kernel_us')} us")
+    return lines
 
 
 def main(argv=None):
@@ -266,7 +328,13 @@ def main(argv=None):
     parser.add_argument("--json", help="write the rows here (rewritten after each section)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="per_call,tflops,layer,kernels,compiled")
+    parser.add_argument("--summarize", metavar="JSON",
+                        help="print the compact comparison of a written JSON and exit")
     args = parser.parse_args(argv)
+    if args.summarize:
+        with open(args.summarize) as f:
+            print("\n".join(summarize(json.load(f)["rows"])))
+        return 0
     rows = []
 
     def emit(r):
