@@ -22,60 +22,45 @@ from .._runtime import arrays as _arrays
 from .._runtime.dispatch import headroom_bytes, note
 from .._runtime.streams import get_handle, op_stream
 from ..decomp._cholesky_cuda import cho_solve, cholesky, logdet
+from ..decomp._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._triangular_cuda import solve_triangular
+from . import _fused_cuda
 from ._fit_xp import Operations, mirror_lower
+from ._fused_cuda import tril_copy
+from ._kernels_xp import fused_form
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
            "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training"]
 
 _POTRI = {"f": "spotri", "d": "dpotri"}
-_PREFIX = {"f": "s", "d": "d"}
-PANEL = 1024  # column panels of the triangular solve against I (below the diagonal only)
 
 
 def cho_inverse(L):
     """``K^-1`` (full, symmetric) from the lower Cholesky factor ``L`` of ``K`` (CuPy, float32
     or float64), on the current stream, no synchronization.
 
-    Fast route (a second ``n x n`` buffer): ``V = L^-1`` by cuBLAS ``trsm`` against the
-    identity in column panels (each panel solves only below its diagonal block, as ``V`` is
-    lower triangular: about ``0.4 n^3`` flops), then ``K^-1 = V^T V`` by cuBLAS ``gemm`` in
-    the same column panels (``K^-1[:, j0:j1] = V[j0:, :]^T V[j0:, j0:j1]``: ``n^3`` flops, half
-    a full product) written into ``L``'s memory (no mirror). On the H200 at n=3000 a
-    full-identity trsm and a full gemm took 3.0 + 0.9 ms where ``potri`` took 7.8 ms
-    (benchmarks.gp_phases); the panels do less of both. Peak memory: the factor plus one
-    ``n x n`` buffer (``8 n^2`` bytes in fp64: 72 MB at n=3000, 0.8 GB at n=10000, 3.2 GB at
-    n=20000). When the dispatcher found less headroom than that buffer beyond the run's
-    estimate (:func:`~gpulinalg._runtime.dispatch.headroom_bytes`), the memory-lean route:
-    cuSOLVER's ``potri`` in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`."""
+    Fast route, float64 with the headroom for a second ``n x n`` buffer and the merges'
+    scratch: ``V = L^-1`` in that buffer by
+    :func:`~gpulinalg.decomp._cholinv_cuda.tri_inverse` (the diagonal blocks of order 32 by
+    one kernel, then doubling merges by strided-batched cuBLAS ``gemm``: ``2 n^3 / 3``
+    flops, all in GEMMs), then ``K^-1 = V^T V`` by ``gemm`` in column panels written into
+    ``L``'s memory (:func:`~gpulinalg.decomp._cholinv_cuda.gram_lower` with ``full``).
+    Peak memory: the factor, one ``n x n`` buffer and a scratch under a quarter of one. When
+    the dispatcher found less headroom than that beyond the run's estimate
+    (:func:`~gpulinalg._runtime.dispatch.headroom_bytes`), or in float32, the memory-lean
+    route: cuSOLVER's ``potri`` in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`."""
     import cupy
     c = L if L.flags.f_contiguous else cupy.asfortranarray(L)
+    n = c.shape[0]
     headroom = headroom_bytes()
-    if headroom is not None and headroom < c.nbytes:
+    if c.dtype != np.float64 or (headroom is not None and
+                                 headroom < 8 * (n * n + tri_inverse_scratch(n))):
         return _potri(c)
-    return _trsm_gemm(c, cupy.zeros(c.shape, dtype=c.dtype))  # the identity: any order
-
-
-def _trsm_gemm(c, v):
-    """``V = L^-1`` in ``v`` (the identity, ``n x n``), then ``V^T V`` into ``c`` (``L``,
-    column-major); returns ``c`` as the symmetric ``K^-1``."""
-    from nvmath.bindings import cublas
-    n, pre, size = c.shape[0], _PREFIX[c.dtype.char], c.dtype.itemsize
-    v.reshape(-1)[::n + 1] = 1
-    one, zero = np.ones(1, dtype=c.dtype), np.zeros(1, dtype=c.dtype)
-    handle = get_handle("cublas")
-    trsm, gemm = getattr(cublas, pre + "trsm"), getattr(cublas, pre + "gemm")
-    side, lower = int(cublas.SideMode.LEFT), int(cublas.FillMode.LOWER)
-    op_n, op_t = int(cublas.Operation.N), int(cublas.Operation.T)
-    for j0 in range(0, n, PANEL):  # columns j0:j1 of V are zero above row j0
-        off = (j0 * n + j0) * size  # column-major (j0, j0)
-        trsm(handle, side, lower, op_n, int(cublas.DiagType.NON_UNIT), n - j0,
-             min(PANEL, n - j0), one.ctypes.data, c.data.ptr + off, n, v.data.ptr + off, n)
-    for j0 in range(0, n, PANEL):  # K^-1[:, j0:j1] = V[j0:, :]^T V[j0:, j0:j1]
-        b = min(PANEL, n - j0)
-        gemm(handle, op_t, op_n, n, b, n - j0, one.ctypes.data, v.data.ptr + j0 * size, n,
-             v.data.ptr + (j0 * n + j0) * size, n, zero.ctypes.data,
-             c.data.ptr + j0 * n * size, n)
+    lf = c.T.reshape(-1)  # column-major memory of L, flat
+    v = cupy.empty(n * n, dtype=np.float64)
+    tril_copy(lf, n, v)
+    tri_inverse(v, n, cupy.empty(tri_inverse_scratch(n), dtype=np.float64))
+    gram_lower(v, n, lf, full=True)
     return c.T
 
 
@@ -132,5 +117,24 @@ def _on_op_stream(fn):
     return run
 
 
+def _log_marginal_likelihood(x, y, noise, k, k_grad, *, plan, eval_gradient):
+    """The likelihood (and gradient): the fused evaluation (:mod:`._fused_cuda`, host results)
+    for a gradient of a kernel of its form on float64 CuPy inputs, with the headroom for its
+    second ``n x n`` buffer; else :func:`._fit_xp.lml_body` on this engine."""
+    form = None
+    if eval_gradient and plan is not None and _arrays.kind_of(x) is _arrays.Kind.CUPY \
+            and x.dtype == np.float64 and y.dtype == np.float64:
+        form = fused_form(plan, x.shape[1])
+        n = x.shape[0]
+        headroom = headroom_bytes()
+        if headroom is not None and headroom < 8 * (n * n + tri_inverse_scratch(n)):
+            form = None
+    if form is not None:
+        return _fused_cuda.lml_grad(_SELF, x, y, noise, form)
+    return _OPS.log_marginal_likelihood(x, y, noise, k, k_grad, plan=plan,
+                                        eval_gradient=eval_gradient)
+
+
+_SELF = sys.modules[__name__]
 exact_gp_solve, log_marginal_likelihood, fit, predict = (_on_op_stream(f) for f in (
-    _OPS.exact_gp_solve, _OPS.log_marginal_likelihood, _OPS.fit, _OPS.predict))
+    _OPS.exact_gp_solve, _log_marginal_likelihood, _OPS.fit, _OPS.predict))

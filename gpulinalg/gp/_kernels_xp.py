@@ -460,3 +460,78 @@ def compile_kernel(kernel, n_features, n_theta=None, *, block_elements=BLOCK_ELE
         return None
     return KernelPlan(root, len(kernel.theta) if n_theta is None else int(n_theta),
                       block_elements, predict_elements)
+
+
+# ---------------------------------------------------------------------------------------------
+# the fused form: [ConstantKernel *] stationary [+ WhiteKernel]
+
+#: Stationary leaves of the fused GPU kernels, by the code the kernels' source takes.
+FUSED_KINDS = {_RBF: 0, _Matern05: 1, _Matern15: 2, _Matern25: 3}
+#: Largest input dimension of the fused kernels (the point's coordinates live in registers).
+FUSED_MAX_D = 32
+
+
+class Fused:
+    """A kernel ``c * s(r) + w I`` (``s`` an RBF or Matern leaf, ``c`` and ``w`` optional),
+    the form the GPU builds and differentiates in one pass each (:mod:`._fused_cuda`).
+
+    ``kind``: the leaf's code in :data:`FUSED_KINDS`; ``c``, ``white``: the constant and the
+    white-noise level (1.0 and 0.0 when absent); ``inv_ls``: inverse length scales, one per
+    input dimension; ``order``: the free hyperparameters in ``theta``'s order, each
+    ``"c"``, ``"ls"`` (all length scales, or the one) or ``"w"``; ``anisotropic``: one length
+    scale per dimension.
+    """
+
+    __slots__ = ("kind", "c", "white", "inv_ls", "order", "anisotropic")
+
+    def gradient(self, acc):
+        """``theta``'s gradient from the fused contraction's sums ``acc`` (host, float64):
+        ``acc[0] = sum W_ij c s_ij``, ``acc[1 + d] = sum W_ij c h_ij (z_id - z_jd)^2``,
+        ``acc[-1] = trace(W)``; ``W = alpha alpha^T - t K^-1`` and each gradient entry is half
+        its sum."""
+        d = self.inv_ls.shape[0]
+        parts = {"c": acc[:1], "w": self.white * acc[d + 1:d + 2],
+                 "ls": acc[1:d + 1] if self.anisotropic else acc[1:d + 1].sum(keepdims=True)}
+        if not self.order:
+            return np.zeros(0)
+        return 0.5 * np.concatenate([parts[name] for name in self.order])
+
+
+def fused_form(plan, n_features):
+    """The :class:`Fused` form of ``plan``'s kernel, or ``None`` when it has another shape."""
+    root = plan.root if plan is not None else None
+    white = None
+    if isinstance(root, _Sum) and not isinstance(root, _Product):
+        if isinstance(root.k2, _White):
+            root, white = root.k1, root.k2
+        elif isinstance(root.k1, _White):
+            root, white = root.k2, root.k1
+        else:
+            return None
+    const, leaves = None, [root]
+    if isinstance(root, _Product):
+        leaves = [root.k1, root.k2]
+        const = next((k for k in leaves if isinstance(k, _Constant)), None)
+        if const is None:
+            return None
+    stat = [k for k in leaves if type(k) in FUSED_KINDS]
+    if len(stat) != 1 or len(leaves) - len(stat) != (const is not None):
+        return None
+    s = stat[0]
+    if not 1 <= n_features <= FUSED_MAX_D:
+        return None
+    f = Fused()
+    f.kind, f.anisotropic = FUSED_KINDS[type(s)], s.anisotropic
+    f.c = const.c if const is not None else 1.0
+    f.white = white.noise if white is not None else 0.0
+    f.inv_ls = 1.0 / np.broadcast_to(np.asarray(s.ls, dtype=np.float64), (n_features,))
+    names = {id(s): "ls", id(const): "c", id(white): "w"}
+    order = [k for k in _leaves(plan.root)]
+    f.order = [names[id(k)] for k in order if k.free]
+    return f
+
+
+def _leaves(node):
+    if isinstance(node, _Sum):
+        return _leaves(node.k1) + _leaves(node.k2)
+    return [node]

@@ -1,0 +1,223 @@
+"""The GPU's fused log-marginal-likelihood + gradient for kernels ``c * s(r) + w I``
+(:class:`._kernels_xp.Fused`: ``s`` an RBF or Matern leaf, isotropic or ARD), float64.
+
+One evaluation, all on the operation's stream, one synchronization besides the Cholesky's:
+
+1. ``K`` by one kernel (``gl_gp_build``): each entry ``c s(r_ij) + delta_ij (w + noise_i)``
+   from the scaled points ``z = x / l`` (``r_ij^2 = sum_d (z_id - z_jd)^2``, summed directly:
+   no GEMM, no cancellation), a flag raised for a non-finite entry;
+2. the Cholesky factor in place (decomp's ``cholesky``);
+3. ``V = L^-1`` (:func:`gpulinalg.decomp._cholinv_cuda.tri_inverse`: a leaf kernel and
+   doubling merges by strided-batched GEMMs) in a second ``n x n`` buffer holding ``tril(L)``;
+4. ``u = V y``, ``alpha = V^T u``, ``log|K| = -2 sum log V_ii``, the likelihood;
+5. the lower triangle of ``K^-1 = V^T V`` (:func:`~gpulinalg.decomp._cholinv_cuda.gram_lower`)
+   in ``K``'s memory;
+6. one kernel (``gl_gp_contract``) over that triangle: with ``W = alpha alpha^T - t K^-1``,
+   the sums ``sum W_ij c s_ij``, ``sum W_ij c h_ij (z_id - z_jd)^2`` for every ``d`` at once
+   and ``trace W`` (``dK/dlog l_d = c h(r) (z_id - z_jd)^2``), reduced per thread block and
+   added atomically;
+7. the likelihood, the sums and the flag read back in one copy.
+
+Peak memory: two ``n x n`` buffers and the merges' scratch (under a quarter of one).
+"""
+
+import math
+
+import numpy as np
+
+from .._runtime.kernels import elementwise_kernel, raw_kernel
+from ..decomp._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
+
+__all__ = ["lml_grad", "nbytes", "tril_copy"]
+
+_FUNCTIONS = r"""
+// s(r^2) and h(r^2) = -2 ds/d(r^2), by GL_KIND: 0 RBF, 1/2/3 Matern nu = 0.5/1.5/2.5
+__device__ __forceinline__ void gl_sh(const double r2, double& s, double& h) {
+#if GL_KIND == 0
+    s = exp(-0.5 * r2); h = s;
+#elif GL_KIND == 1
+    const double r = sqrt(r2);
+    s = exp(-r); h = r > 0.0 ? s / r : 0.0;
+#elif GL_KIND == 2
+    const double q = sqrt(3.0 * r2), e = exp(-q);
+    s = (1.0 + q) * e; h = 3.0 * e;
+#else
+    const double q = sqrt(5.0 * r2), e = exp(-q);
+    s = (1.0 + q + q * q / 3.0) * e; h = (5.0 / 3.0) * (1.0 + q) * e;
+#endif
+}
+"""
+
+_BUILD = _FUNCTIONS + r"""
+// K[i * n + j] = c s(r_ij) + (i == j) (white + noise[i * noise_step]); z is n x GL_D
+// row-major. Block (32, 8): threads along j (coalesced writes), 32 rows i per block.
+extern "C" __global__ void gl_gp_build(const double* __restrict__ z,
+                                       const double* __restrict__ noise,
+                                       double* __restrict__ k, int* __restrict__ flag,
+                                       const long long n, const double c, const double white,
+                                       const long long noise_step) {
+    const long long j = (long long)blockIdx.x * 32 + threadIdx.x;
+    const long long i0 = (long long)blockIdx.y * 32;
+    if (j >= n) return;
+    double zj[GL_D];
+#pragma unroll
+    for (int d = 0; d < GL_D; ++d) zj[d] = z[j * GL_D + d];
+    bool bad = false;
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        const long long i = i0 + r;
+        if (i >= n) break;
+        double r2 = 0.0;
+#pragma unroll
+        for (int d = 0; d < GL_D; ++d) {
+            const double t = z[i * GL_D + d] - zj[d];
+            r2 += t * t;
+        }
+        double s, h;
+        gl_sh(r2, s, h);
+        double v = c * s;
+        if (i == j) v += white + noise[i * noise_step];
+        bad |= !isfinite(v);
+        k[i * n + j] = v;
+    }
+    if (bad) atomicOr(flag, 1);
+}
+"""
+
+_CONTRACT = _FUNCTIONS + r"""
+// Over the lower triangle (i >= j) of the column-major K^-1 (kinv[j * n + i]): with
+// W_ij = sum_t alpha[i, t] alpha[j, t] - nt K^-1_ij and weight 2 off the diagonal (W is
+// symmetric), acc[0] += sum w W c s, acc[1 + d] += sum w W c h (z_id - z_jd)^2,
+// acc[GL_D + 1] += sum_i W_ii. Block (32, 8): threads along i (coalesced reads), a tile of
+// 32 rows x 64 columns per block, blocks wholly above the diagonal return at once.
+#define GL_NACC (GL_D + 2)
+extern "C" __global__ void gl_gp_contract(const double* __restrict__ kinv,
+                                          const double* __restrict__ alpha,
+                                          const double* __restrict__ z,
+                                          double* __restrict__ acc, const long long n,
+                                          const int nt, const double c) {
+    const long long i0 = (long long)blockIdx.x * 32, j0 = (long long)blockIdx.y * 64;
+    if (i0 + 31 < j0) return;  // the whole block: every thread leaves together
+    const long long i = i0 + threadIdx.x;
+    double a[GL_NACC];
+#pragma unroll
+    for (int q = 0; q < GL_NACC; ++q) a[q] = 0.0;
+    if (i < n) {
+        double zi[GL_D];
+#pragma unroll
+        for (int d = 0; d < GL_D; ++d) zi[d] = z[i * GL_D + d];
+        for (int m = threadIdx.y; m < 64; m += 8) {
+            const long long j = j0 + m;
+            if (j > i || j >= n) break;
+            double w = -nt * kinv[j * n + i];
+            for (int t = 0; t < nt; ++t) w += alpha[i * nt + t] * alpha[j * nt + t];
+            double r2 = 0.0, df[GL_D];
+#pragma unroll
+            for (int d = 0; d < GL_D; ++d) {
+                df[d] = zi[d] - z[j * GL_D + d];
+                r2 += df[d] * df[d];
+            }
+            double s, h;
+            gl_sh(r2, s, h);
+            const double wc = (i == j ? 1.0 : 2.0) * w * c;
+            a[0] += wc * s;
+            const double wh = wc * h;
+#pragma unroll
+            for (int d = 0; d < GL_D; ++d) a[1 + d] += wh * df[d] * df[d];
+            if (i == j) a[GL_D + 1] += w;
+        }
+    }
+    __shared__ double part[8][GL_NACC];
+    const int lane = threadIdx.x;  // blockDim.x == 32: one warp per threadIdx.y
+#pragma unroll
+    for (int q = 0; q < GL_NACC; ++q) {
+        double v = a[q];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) part[threadIdx.y][q] = v;
+    }
+    __syncthreads();
+    const int tid = threadIdx.y * 32 + lane;
+    if (tid < GL_NACC) {
+        double v = 0.0;
+        for (int y = 0; y < 8; ++y) v += part[y][tid];
+        atomicAdd(&acc[tid], v);
+    }
+}
+"""
+
+
+def _opts(form, d):
+    return ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(form.kind)}")
+
+
+def nbytes(n, t, d):
+    """Device bytes of one fused evaluation: two ``n x n`` buffers and the merges' scratch,
+    and the thin arrays."""
+    return 8 * (2 * n * n + tri_inverse_scratch(n) + n * (3 * t + 2 * d + 4))
+
+
+def lml_grad(la, x, y, noise, form):
+    """``(log marginal likelihood, gradient)`` as host float64 of the kernel ``form`` (a
+    :class:`._kernels_xp.Fused`) on the CuPy ``x`` (n x d) and ``y`` (n or n x t), float64,
+    with ``noise`` (a float, or an array of one entry per point) on the diagonal: ``-inf``
+    and zeros where the kernel matrix is not positive definite (scikit-learn's convention);
+    ``ValueError`` when it holds NaN or Inf. ``la``: gp's GPU engine (``cholesky``)."""
+    import cupy
+
+    from .._runtime.errors import LinAlgError
+    from ._solve_xp import symmetric_view
+    n, d = x.shape
+    y2 = y.reshape(n, -1)
+    t = y2.shape[1]
+    z = cupy.ascontiguousarray(x * cupy.asarray(form.inv_ls))
+    if np.ndim(noise):
+        noise_d, step = cupy.asarray(noise, dtype=np.float64), 1
+    else:
+        noise_d, step = cupy.full(1, float(noise), dtype=np.float64), 0
+    flag = cupy.zeros(1, dtype=np.int32)
+    k = cupy.empty((n, n), dtype=np.float64)
+    opts = _opts(form, d)
+    blocks = -(-n // 32)
+    raw_kernel("gl_gp_build", _BUILD, {}, options=opts)(
+        (blocks, blocks), (32, 8),
+        (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(form.white),
+         np.int64(step)))
+    try:
+        L = la.cholesky(symmetric_view(k), True, True, False, k.dtype)
+    except LinAlgError:  # not positive definite: the optimizer steps back
+        if int(flag.get()[0]):
+            raise ValueError(_NONFINITE) from None
+        return -math.inf, np.zeros(len(form.gradient(np.zeros(d + 2))))
+    del k
+    lf = L.T.reshape(-1) if L.flags.f_contiguous else cupy.asfortranarray(L).T.reshape(-1)
+    v = cupy.empty(n * n, dtype=np.float64)
+    tril_copy(lf, n, v)
+    tri_inverse(v, n, cupy.empty(tri_inverse_scratch(n), dtype=np.float64))
+    vm = v.reshape(n, n).T  # V, column-major
+    u = vm @ y2
+    a = cupy.ascontiguousarray(vm.T @ u)
+    logdet = -2.0 * cupy.log(v[::n + 1]).sum()
+    lml = -0.5 * (u * u).sum() - 0.5 * t * logdet - 0.5 * t * n * math.log(2.0 * math.pi)
+    gram_lower(v, n, lf)
+    del v, vm, u
+    acc = cupy.zeros(d + 2, dtype=np.float64)
+    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=opts)(
+        (blocks, -(-n // 64)), (32, 8),
+        (lf, a, z, acc, np.int64(n), np.int32(t), np.float64(form.c)))
+    packed = cupy.concatenate([lml.reshape(1), acc, flag.astype(np.float64)]).get()
+    if packed[-1]:
+        raise ValueError(_NONFINITE)
+    if not math.isfinite(packed[0]):  # a NaN factor that potrf passed: not positive definite
+        return -math.inf, np.zeros(len(form.gradient(packed[1:-1])))
+    return float(packed[0]), form.gradient(packed[1:-1])
+
+
+_NONFINITE = ("the kernel matrix contains NaN or Inf; check the kernel's hyperparameters and "
+              "the training inputs")
+
+
+def tril_copy(l, n, v):
+    """``v[c n + r] = l[c n + r]`` for ``r >= c``, else 0: the lower triangle of the flat
+    column-major ``n x n`` buffer ``l`` into ``v``, zeros above it (one kernel)."""
+    elementwise_kernel("raw T l, int64 n", "T v",
+                       "const long long r = i % n, c = i / n; v = r >= c ? l[i] : T(0)",
+                       "gl_tril_colmajor")(l, np.int64(n), v)
