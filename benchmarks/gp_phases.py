@@ -4,8 +4,9 @@
 ``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
 (:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by the engine's
 ``cho_inverse`` (GPU: ``L^-1`` by panelled ``trsm``, then ``gemm``; CPU: ``potri``), ``W`` and the
-gradient contraction), the whole evaluation through the engine function and
-through the estimator, and, on the GPU, other ways to ``K^-1`` or ``L^-1`` (``potri``,
+gradient contraction), the same for the GPU's fused evaluation (:func:`fused_phases`), the
+host time around the engine (:func:`host_overhead`), the whole evaluation through the engine
+function and through the estimator, and, on the GPU, other ways to ``K^-1`` or ``L^-1`` (``potri``,
 ``Xtrtri``, a triangular solve against the identity, the GEMM ``L^-T L^-1``). Prints one JSON
 line per figure; runs on the CPU engine without a GPU. Engine functions run inside
 ``op_stream`` as under the dispatcher.
@@ -44,7 +45,7 @@ def _potri(c):
 
 
 def _cho_inverse(c):
-    """The GPU engine's ``cho_inverse`` (panelled ``trsm`` against I, then ``gemm``) on the
+    """The GPU engine's ``cho_inverse`` (``L^-1`` by GEMM merges, then ``V^T V``) on the
     column-major lower factor ``c``, on the operation stream, synchronized."""
     import cupy
 
@@ -136,7 +137,7 @@ def lml_phases(x, y, kernel, noise=1e-10):
         float(la.logdet(L, L.dtype))
         mark("alpha + logdet")
         kinv = la.cho_inverse(L)
-        mark("K^-1 (cho_inverse: trsm panels + gemm)")
+        mark("K^-1 (cho_inverse: GEMM L^-1 + V^T V panels)")
 
         def w_rows(i0, i1):
             w = kinv[i0:i1]
@@ -150,6 +151,76 @@ def lml_phases(x, y, kernel, noise=1e-10):
         del K, L, kinv
     out["total"] = sum(out.values())
     return out
+
+
+def fused_phases(x, y, kernel, noise=1e-10):
+    """Seconds of each phase of the GPU's fused evaluation (:mod:`gpulinalg.gp._fused_cuda`,
+    each phase synchronized) for a kernel of its form, and the whole; ``None`` without a GPU
+    or for another kernel."""
+    import gpulinalg
+    if not gpulinalg.gpu_available():
+        return None
+    import cupy
+
+    from gpulinalg.decomp._cholinv_cuda import gram_lower
+    from gpulinalg.gp import _engine_cuda, _fused_cuda
+    from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
+    from gpulinalg._runtime.streams import op_stream
+    form = fused_form(compile_kernel(kernel, x.shape[1]), x.shape[1])
+    if form is None:
+        return None
+    with op_stream():
+        xd, yd = cupy.asarray(x, dtype=np.float64), cupy.asarray(y, dtype=np.float64)
+        out, mark = _marker(cupy.cuda.get_current_stream().synchronize)
+        k, z, flag = _fused_cuda.build(xd, noise, form)
+        mark("kernel matrix (one kernel)")
+        lf = _fused_cuda.factor(_engine_cuda, k, flag)
+        mark("cholesky in place (decomp, one sync)")
+        v = _fused_cuda.inverse(lf)
+        mark("L^-1 (leaf kernel + doubling GEMMs)")
+        lml, a = _fused_cuda.likelihood(v, yd)
+        mark("alpha, log|K|, lml (GEMV from L^-1)")
+        gram_lower(v, x.shape[0], lf)
+        mark("K^-1 lower = V^T V (panel GEMMs)")
+        acc = _fused_cuda.contract(lf, a, z, form)
+        mark("gradient contraction (one kernel)")
+        _fused_cuda.read_back(lml, acc, flag, form)
+        mark("read back (one copy)")
+        del k, lf, v
+    out["total"] = sum(out.values())
+    return out
+
+
+def host_overhead(x, y, kernel, noise=1e-10, repeat=20):
+    """Seconds per evaluation spent on the host around the engine: the estimator's
+    ``log_marginal_likelihood(theta, eval_gradient=True)`` (theta set on the kernel, plan
+    compiled, dispatch, uploads, read-back) minus the engine function on device-resident
+    inputs, medians of ``repeat`` synchronized calls; and the estimator's call itself."""
+    import time
+
+    from gpulinalg.gp import GaussianProcessRegressor
+    from gpulinalg.gp._kernels_xp import compile_kernel
+    la, xp, sync, ctx = _engine()
+    gp = GaussianProcessRegressor(kernel, alpha=noise, optimizer=None).fit(x, y)
+    theta = kernel.theta
+    plan = compile_kernel(kernel, x.shape[1])
+
+    def med(fn):
+        fn()
+        times = []
+        for _ in range(repeat):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+    est = med(lambda: gp.log_marginal_likelihood(theta, eval_gradient=True, clone_kernel=False))
+    with ctx():
+        xd, yd = xp.asarray(x, dtype=np.float64), xp.asarray(y, dtype=np.float64)
+        eng = med(lambda: la.log_marginal_likelihood(xd, yd, noise, None, None, plan=plan,
+                                                     eval_gradient=True))
+    return {"estimator_s": est, "engine_s": eng, "host_overhead_s": est - eng}
 
 
 def run(sizes=(3000, 16000)):
@@ -174,7 +245,14 @@ def run(sizes=(3000, 16000)):
         lml_phases(x, y, k)  # warm: compiled kernels, handles
         phases = [lml_phases(x, y, k) for _ in range(3)]
         for name in phases[0]:
-            emit("lml+grad: " + name, {"median_s": float(np.median([p[name] for p in phases]))})
+            emit("generic lml+grad: " + name,
+                 {"median_s": float(np.median([p[name] for p in phases]))})
+        if fused_phases(x, y, k) is not None:  # the first call compiles its kernels
+            phases = [fused_phases(x, y, k) for _ in range(3)]
+            for name in phases[0]:
+                emit("fused lml+grad: " + name,
+                     {"median_s": float(np.median([p[name] for p in phases]))})
+        emit("host around the engine", {"median_s": host_overhead(x, y, k)["host_overhead_s"]})
         with ctx():
             xd, yd = xp.asarray(x), xp.asarray(y)
 
@@ -194,7 +272,7 @@ def run(sizes=(3000, 16000)):
         c = decomp.cho_factor(K, check_finite=False)
         emit("potri (K^-1 from L, lower)", time_gpu(lambda: _potri(c[0].copy(order="F")),
                                                     **reps))
-        emit("cho_inverse (trsm panels + gemm)", time_gpu(
+        emit("cho_inverse (GEMM L^-1 + V^T V panels)", time_gpu(
             lambda: _cho_inverse(c[0].copy(order="F")), **reps))
         emit("Xtrtri (L^-1)", time_gpu(lambda: _trtri(c[0].copy(order="F")), **reps))
         emit("trsm against I (L^-1)", time_gpu(lambda: _trsm_identity(c[0]), **reps))
