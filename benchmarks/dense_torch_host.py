@@ -104,6 +104,11 @@ def _torch_key_64(a, b, bias, c, options):
             None if c is None else _calls._torch_layout(c), options)
 
 
+def _grad_key_64(base, grad, options):
+    """``_calls.grad_key`` with the alignment read modulo 64 (see :func:`_torch_key_64`)."""
+    return (base, grad.stride(), grad.data_ptr() & 63, grad.is_conj(), options)
+
+
 def _all_tensors(*xs):
     return all(x is None or (type(x) in (torch.Tensor, torch.nn.Parameter) and not x.is_conj())
                for x in xs)
@@ -123,6 +128,7 @@ def stand_in():
     patch(_tensors_cuda, "_plan_direct", _stand_in_direct)
     patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)
     patch(_calls, "_torch_key", _torch_key_64)
+    patch(_calls, "grad_key", _grad_key_64)
     # the machine's "own" GPU (no device provider: a provider makes every call decide afresh)
     state = dict(_device._state)
     _device._state.update(probed=True, gpus=(_device.GPUInfo(0, "stand-in", (9, 0), 80 << 30),),

@@ -26,7 +26,8 @@ import sys
 
 from .._runtime.memo import CallMemo
 
-__all__ = ["call_key", "backward_key", "linear_key", "lookup", "remember", "clear", "MAX_CALLS"]
+__all__ = ["call_key", "backward_key", "linear_key", "grad_key", "lookup", "remember", "clear",
+           "MAX_CALLS"]
 
 #: Calls remembered per thread; the memo starts afresh when it is full.
 MAX_CALLS = 256
@@ -89,6 +90,13 @@ def linear_key(x, weight, third, options):
     if not _is_tensor(x):
         return None
     return _torch_key(x, weight, third, None, options)
+
+
+def grad_key(base, grad, options):
+    """The memo key of a fused-linear backward call whose ``x`` and ``weight`` are those of the
+    forward call of key ``base`` (``grad`` has that call's output shape, dtype and device, as
+    autograd guarantees): only ``grad``'s layout is read."""
+    return (base, grad.stride(), grad.data_ptr() & 255, grad.is_conj(), options)
 
 
 def call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):

@@ -18,37 +18,51 @@ from .._runtime.dispatch import Decision, again
 from . import _calls, _tensors_cuda
 from ._matmul_api import _host_backward_tensors, _host_matmul_tensors, matmul, matmul_backward
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "forward_keyed", "backward"]
 
 
 def forward(x, weight, bias, activation, need_saved):
     """``(act(x @ weight.T + bias), saved)`` for 2-D ``x``: ``saved`` is the GELU
     pre-activation ``(M, N)`` when ``need_saved`` (else ``None``)."""
+    out, saved, _ = forward_keyed(x, weight, bias, activation, need_saved)
+    return out, saved
+
+
+def forward_keyed(x, weight, bias, activation, need_saved):
+    """:func:`forward` and the call's memo key (``None`` for operands that are not all torch
+    tensors), which the backward pass of the same operands may pass as ``forward_key``."""
     settings = get_config()
     aux = activation == "gelu" and need_saved
     key = _calls.linear_key(x, weight, bias, ("linear", activation, aux))
     if key is not None:
         known = _calls.lookup(key)
         if known is not None and known[2] is settings:
-            return again(known[0], (x, weight, bias, known[1]), x, settings)
+            out, saved = again(known[0], (x, weight, bias, known[1]), x, settings)
+            return out, saved, key
     wt = weight.t()
     res = matmul(x, wt, bias=bias, activation=activation, return_aux=aux)
     if key is not None:
         _keep(key, _calls.call_key(x, wt, bias, None, activation, 1.0, 0.0, aux, None, None),
               _tensors_cuda.matmul, _tensors_cuda.linear, _host_linear, settings)
     if not aux:
-        return res, None
+        return res, None, key
     return res[0], _tensors_cuda.saved_view(res[1].data, res[1].transposed, x.shape[0],
-                                            weight.shape[0])
+                                            weight.shape[0]), key
 
 
-def backward(dz, x, weight, has_bias, need_x=True, need_w=True):
+def backward(dz, x, weight, has_bias, need_x=True, need_w=True, forward_key=None):
     """``(grad_x, grad_weight, grad_bias or None)`` of ``x @ weight.T (+ bias)`` for the output
     gradient ``dz`` (the activation's derivative already applied). A repeat launches only the
     products asked for: ``grad_x`` is ``None`` when not ``need_x`` (a first layer), ``grad_weight``
-    and ``grad_bias`` are ``None`` when not ``need_w`` (frozen parameters)."""
+    and ``grad_bias`` are ``None`` when not ``need_w`` (frozen parameters).
+
+    ``forward_key``: the key :func:`forward_keyed` gave for these ``x`` and ``weight`` (``dz``
+    then has the forward output's shape, dtype and device), so that only ``dz``'s layout is read.
+    """
     settings = get_config()
-    key = _calls.linear_key(x, weight, dz, ("linear_backward", has_bias, need_x, need_w))
+    options = ("linear_backward", has_bias, need_x, need_w)
+    key = (_calls.linear_key(x, weight, dz, options) if forward_key is None
+           else _calls.grad_key(forward_key, dz, options))
     if key is not None:
         known = _calls.lookup(key)
         if known is not None and known[2] is settings:

@@ -28,9 +28,9 @@ class _FusedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x2, weight, bias, activation, need_saved):
-        out, z = _linear_api.forward(x2, weight, bias, activation, need_saved)
+        out, z, key = _forward(x2, weight, bias, activation, need_saved)
         ctx.save_for_backward(x2, weight, out if activation == "relu" else z)
-        ctx.activation, ctx.has_bias = activation, bias is not None
+        ctx.activation, ctx.has_bias, ctx.key = activation, bias is not None, key
         return out
 
     @staticmethod
@@ -46,12 +46,13 @@ class _FusedLinearFunction(torch.autograd.Function):
             dz = grad_out.contiguous()
         # the GEMM of a gradient nobody asked for is not launched (a first layer's grad_x,
         # a frozen weight's grad_W)
-        gx, gw, gb = _linear_api.backward(dz, x2, weight, has_bias, need[0],
-                                          need[1] or (has_bias and need[2]))
+        gx, gw, gb = _backward(dz, x2, weight, has_bias, need[0],
+                               need[1] or (has_bias and need[2]), ctx.key)
         return (gx if need[0] else None, gw if need[1] else None,
                 gb if has_bias and need[2] else None, None, None)
 
 
+_forward, _backward = _linear_api.forward_keyed, _linear_api.backward
 _threshold_backward = torch.ops.aten.threshold_backward.default
 _gelu_backward = torch.ops.aten.gelu_backward.default
 _functorch_active = torch._C._are_functorch_transforms_active
