@@ -215,6 +215,42 @@ def test_gpu_layer_matches_linear(dtype, activation):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_gpu_first_layer_and_frozen_weight_launch_only_what_is_asked(activation):
+    """A first layer (input without grad) launches no grad_x product, a frozen layer no
+    grad_W/grad_b product; the gradients asked for match nn.Linear's on every step."""
+    dev = _cuda()
+    torch.manual_seed(0)
+    layer = FusedLinear(64, 96, activation=activation, device=dev, dtype=torch.float16)
+    ref = torch.nn.Linear(64, 96, device=dev, dtype=torch.float16)
+    ref.load_state_dict(layer.state_dict())
+    x = torch.randn(128, 64, device=dev, dtype=torch.float16)
+    g = torch.randn(128, 96, device=dev, dtype=torch.float16)
+    tol = HALF_TOL[torch.float16]
+    for _ in range(3):  # first call, then memoized repeats
+        for p in (*layer.parameters(), *ref.parameters()):
+            p.grad = None
+        layer(x).backward(g)
+        REFS[activation](ref(x)).backward(g)
+        torch.testing.assert_close(layer.weight.grad, ref.weight.grad,
+                                   rtol=tol["rtol"], atol=tol["atol"] * 20)
+        torch.testing.assert_close(layer.bias.grad, ref.bias.grad,
+                                   rtol=tol["rtol"], atol=tol["atol"] * 20)
+    for p in (*layer.parameters(), *ref.parameters()):
+        p.grad = None
+    layer.requires_grad_(False)
+    ref.requires_grad_(False)
+    xg = x.clone().requires_grad_(True)
+    xr = x.clone().requires_grad_(True)
+    for _ in range(3):
+        xg.grad = xr.grad = None
+        layer(xg).backward(g)
+        REFS[activation](ref(xr)).backward(g)
+        torch.testing.assert_close(xg.grad, xr.grad, **tol)
+        assert layer.weight.grad is None and layer.bias.grad is None
+
+
+@pytest.mark.gpu
 def test_gpu_fast_path_uses_torch_memory_and_stream():
     dev = _cuda()
     import cupy
