@@ -87,7 +87,8 @@ class _Raw:
     ``_cholesky_cuda`` (one matrix per grid x index)."""
 
     def __init__(self, code, name, options=()):
-        if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs"):
+        if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
+                        "gl_small_potrf", "gl_small_trsm"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -98,6 +99,10 @@ class _Raw:
             return self._figures(grid, block, args)
         if self.name == "gl_svd_signs":
             return self._signs(grid, block, args)
+        if self.name == "gl_small_potrf":
+            return _small_potrf(grid, args)
+        if self.name == "gl_small_trsm":
+            return _small_trsm(grid, args)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
@@ -149,6 +154,77 @@ class _Raw:
             bad = np.flatnonzero(~np.isfinite(diag[b]))
             if bad.size and (info[b] == 0 or info[b] >= nonfinite):
                 info[b] = nonfinite + int(bad[0])
+
+
+def _strided(x, shape, strides):
+    item = x.itemsize
+    return np.lib.stride_tricks.as_strided(x, shape, tuple(int(s) * item for s in strides))
+
+
+def _small_potrf(grid, args):
+    """The fused Cholesky of ``_fused_cuda`` (one matrix per block), step by step as the
+    kernel: the same codes (``k + 1``, or ``nonfinite + k`` for a NaN/Inf pivot) and flags."""
+    a3, w, info, n, nb, *st = (int(x) if np.isscalar(x) else x for x in args)
+    (sab, sar, sac, swb, swr, swc), (lower, clean, nonfinite) = st[:6], st[6:]
+    CALLS["small_potrf"] += 1
+    assert grid == (nb,)
+    av = _strided(a3, (nb, n, n), (sab, sar, sac))
+    wv = _strided(w, (nb, n, n), (swb, swr, swc))
+    tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+    for b in range(nb):
+        src = np.array(av[b])
+        info[nb + b] = int(not np.isfinite(src).all())
+        wv[b][~tri] = 0 if clean else src[~tri]
+        s = np.tril(src if lower else src.conj().T).astype(src.dtype)
+        code = 0
+        with np.errstate(all="ignore"):
+            for k in range(n):
+                d = s[k, k].real
+                if not (d > 0) or not np.isfinite(d):
+                    code = k + 1 if np.isfinite(d) else nonfinite + k
+                    break
+                s[k + 1:, k + 1:] -= np.tril(np.outer(s[k + 1:, k] / d, s[k + 1:, k].conj()))
+        info[b] = code
+        if code:
+            continue
+        r = np.sqrt(np.diagonal(s).real)
+        fac = np.tril(s / r[None, :])
+        fac[np.arange(n), np.arange(n)] = r
+        wv[b][tri] = (fac if lower else fac.conj().T)[tri]
+
+
+def _small_trsm(grid, args):
+    """The fused triangular / Cholesky solves of ``_fused_cuda`` with their figures."""
+    a3, b3, x, fig, n, k, *st = (int(x) if np.isscalar(x) else x for x in args)
+    (tr, cj, mode, unit) = st[9:]
+    CALLS["small_trsm"] += 1
+    nb = grid[0]
+    av = _strided(a3, (nb, n, n), st[0:3])
+    bv = _strided(b3, (nb, n, k), st[3:6])
+    xv = _strided(x, (nb, n, k), st[6:9])
+    assert fig.shape == (nb, 5 + 2 * k)
+    for b in range(nb):
+        a, y = np.array(av[b]), np.array(bv[b])
+        m = np.tril(a.T if tr else a)
+        m = m.conj() if cj else m
+        if unit:
+            m[np.arange(n), np.arange(n)] = 1
+        d = np.abs(np.diagonal(a))
+        zero = np.flatnonzero(d == 0)
+        fig[b, :5] = (d.max(), d.min(), zero[0] if zero.size else -1,
+                      not np.isfinite(a).all(), not np.isfinite(y).all())
+        fig[b, 5:5 + k] = np.abs(y).max(axis=0)
+        with np.errstate(all="ignore"):
+            if mode != 1:
+                for j in range(n):
+                    y[j] /= m[j, j]
+                    y[j + 1:] -= m[j + 1:, j, None] * y[j]
+            if mode != 0:
+                for j in reversed(range(n)):
+                    y[j] /= m[j, j].conj()
+                    y[:j] -= m[j, :j, None].conj() * y[j]
+        xv[b] = y
+        fig[b, 5 + k:] = np.abs(y).max(axis=0)
 
 
 class _Stream:
@@ -472,6 +548,14 @@ def _geqrf_batched(dtype):
 
 
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
+
+
+def without_fused(monkeypatch):
+    """Take the fused small-stack rows out of decomp's route table for one test (tests of the
+    library routes on small stacks)."""
+    from gpulinalg.decomp import _batched_plan
+    for op, rows in list(_batched_plan.TABLE.items()):
+        monkeypatch.setitem(_batched_plan.TABLE, op, tuple(r for r in rows if r[2] != "fused"))
 
 
 def dev(x):

@@ -18,7 +18,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
-ROUTES = {"potrf": ("batched", "looped"), "trsm": ("batched", "looped"),
+ROUTES = {"potrf": ("batched", "looped", "fused"), "trsm": ("batched", "looped", "fused"),
           "geqrf": ("batched", "looped"), "gesvd": ("batched", "jacobi", "looped")}
 
 
@@ -54,10 +54,21 @@ def test_table_rows_name_known_routes():
         assert {r[2] for r in rows} <= set(ROUTES[op]), op
 
 
-@pytest.mark.parametrize("n, batch, want", [(8, 4096, "batched"), (512, 200, "batched"),
+@pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (64, 2, "fused"),
+                                            (65, 4096, "batched"), (512, 200, "batched"),
                                             (1024, 2, "batched"), (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
     assert _batched_plan.route("potrf", n, batch) == want
+
+
+def test_fused_rows_need_the_kernel_and_few_right_hand_sides():
+    from gpulinalg.decomp import _fused_cuda
+    assert _batched_plan.route("potrf", 32, 100, fused=False) == "batched"
+    assert _batched_plan.route("trsm", 32, 100, rhs=_batched_plan.FUSED_RHS) == "fused"
+    assert _batched_plan.route("trsm", 32, 100, rhs=_batched_plan.FUSED_RHS + 1) == "batched"
+    assert _fused_cuda.fits(64, np.float64) and not _fused_cuda.fits(65, np.float32)
+    assert _fused_cuda.fits(32, np.complex128) and not _fused_cuda.fits(33, np.complex128)
+    assert not _fused_cuda.fits(8, np.float16)
 
 
 def test_small_qr_stacks_need_numbers():
@@ -194,7 +205,7 @@ GPU_CASES = [("potrf", 8, 64), ("potrf", 64, 32), ("potrf", 512, 6), ("potrf", 1
 
 
 def _both_routes(op):
-    return ROUTES[op][:2]
+    return ROUTES[op][:2] + (("fused",) if op in ("potrf", "trsm") else ())
 
 
 @pytest.mark.gpu
@@ -225,7 +236,7 @@ def test_gpu_stack_equals_slices(xp_gpu, force, rng, op, n, batch, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("route", ["batched", "looped", "fused"])
 @pytest.mark.parametrize("n", [16, 300])
 def test_gpu_failing_slice_index(xp_gpu, force, rng, route, n):
     force("potrf", route)

@@ -13,7 +13,7 @@ from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _qr_
                               _svd_cuda, _transpose_cuda, _triangular_cuda)
 
 from _cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev, emulated_gpu,
-                                plain)
+                                plain, without_fused)
 from _decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 
@@ -107,6 +107,7 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
 @pytest.mark.parametrize("clean", [True, False])
 def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower, clean):
     monkeypatch.setattr(_transpose_cuda, "MIN_ORDER", 1)
+    without_fused(monkeypatch)  # the library route's working copy (small stacks are fused)
     spd_ = spd(rng, 37, dtype, batch=(2,))
     keep = np.tril if lower else np.triu
     mask = keep(np.ones((37, 37), bool))
@@ -123,7 +124,8 @@ def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower
     assert np.array_equal(np.where(mask, 0, got), np.where(mask, 0, 0 * spd_ if clean else a))
 
 
-def test_cholesky_batched_overwrite_and_errors(emu, rng):
+def test_cholesky_batched_overwrite_and_errors(emu, rng, monkeypatch):
+    without_fused(monkeypatch)  # the library route (small stacks are fused)
     a = spd(rng, 6, np.float64, batch=(2, 3))
     f64 = np.dtype(np.float64)
     src = dev(a)  # C order: the fast lower kernel wants column-major, so a copy...
@@ -193,7 +195,8 @@ def test_solve_triangular_batched_broadcast(emu, rng):
     assert np.allclose(np.einsum("bji,bj->bi", a, v), b[0, 0, :, 0])
 
 
-def test_batched_routines_are_used(emu, rng):
+def test_batched_routines_are_used(emu, rng, monkeypatch):
+    without_fused(monkeypatch)  # the library routes (small stacks are fused)
     CALLS.clear()
     a = spd(rng, 5, np.float64, batch=(4,))
     _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"))

@@ -137,10 +137,11 @@ def test_repeat_records_what_the_engine_notes(emu_gpu, rng):
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_cleaned_copy_checks_finite_in_the_same_kernel(emu_gpu, rng, lower):
+def test_cleaned_copy_checks_finite_in_the_same_kernel(emu_gpu, rng, lower, monkeypatch):
     """The working copy that zeroes the other triangle also flags NaN or Inf of ``a`` (one
     pass over ``a``, one read-back); any layout and side is checked as SciPy's."""
-    from _cusolver_emulator import CALLS
+    from _cusolver_emulator import CALLS, without_fused
+    without_fused(monkeypatch)  # the library route (small stacks are fused)
 
     from gpulinalg.decomp import _cholesky_cuda
     a = spd(rng, (3,), 6)

@@ -4,6 +4,13 @@ Pure Python (no GPU package): the GPU engines (:mod:`._cholesky_cuda`, :mod:`._t
 :mod:`._qr_cuda`, :mod:`._svd_cuda`) ask :func:`route` which of their code paths serves a stack
 of ``batch`` matrices of order ``n``:
 
+``"fused"``
+    (``potrf``, ``trsm``) one launch of a fused kernel of :mod:`._fused_cuda` for the whole
+    stack: one thread block per matrix holds it in shared memory and does the whole call on
+    it (the copy, the finiteness check, the factorization or the solves, the figures of the
+    conditioning rule), so a call makes one launch and one read-back. Only where the kernel
+    exists (order <= 64; 32 for complex128, :func:`._fused_cuda.fits`) and, for solves, for at
+    most :data:`FUSED_RHS` right-hand sides: elsewhere the next row of the table applies;
 ``"batched"``
     one call of the batched library routine for the whole stack (cuSOLVER ``potrfBatched``,
     cuBLAS ``trsmBatched`` and ``geqrfBatched``, cuSOLVER ``gesvdjBatched``);
@@ -14,6 +21,10 @@ of ``batch`` matrices of order ``n``:
     (``gesvd`` only) one Jacobi SVD (``gesvdj``) per matrix: accurate to working precision,
     so no a-posteriori check (that check costs one synchronization per matrix).
 
+Where the limits come from: on the H200 (issue #16) the small stacks were host bound: the
+batched routines' chain of launches (copy, ``potrfBatched``, checks, two ``trsmBatched``,
+reductions) took 3-8x torch's time at 4096 x 8^2 to 4096 x 64^2, most of it launches and
+their Python; the fused kernels do the call in one launch.
 Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack, torch
 ``trsmBatched`` for all but a few large matrices and cuBLAS ``geqrfBatched`` for small
 orders in numbers; on the H200 (issue #16) the per-matrix loop lost 16x to ``potrfBatched``
@@ -32,23 +43,28 @@ Examples
 'looped'
 >>> route("gesvd", 16, 100), route("gesvd", 128, 100), route("gesvd", 4096, 2)
 ('batched', 'jacobi', 'looped')
+>>> route("potrf", 64, 4096), route("potrf", 64, 4096, fused=False), route("trsm", 8, 64, rhs=500)
+('fused', 'batched', 'batched')
 """
 
 import math
 
-__all__ = ["TABLE", "LANES", "route", "lanes"]
+__all__ = ["TABLE", "LANES", "FUSED_RHS", "route", "lanes"]
 
 #: ``op -> ((max_order, min_batch, route), ...)``: the first row with ``n <= max_order`` and
 #: ``batch >= min_batch`` gives the route; a single matrix (``batch == 1``) is always
 #: ``"looped"`` (one call of the per-matrix routine).
 TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
-    # Cholesky factor: cuSOLVER <t>potrfBatched up to 1024, blocked Xpotrf per matrix above.
-    "potrf": ((1024, 2, "batched"), (math.inf, 1, "looped")),
+    # Cholesky factor: the fused kernel up to 64, cuSOLVER <t>potrfBatched up to 1024, blocked
+    # Xpotrf per matrix above.
+    "potrf": ((64, 2, "fused"), (1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
     # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
     # trsmBatched beat the loop 1.6x at 8 x 1024^2 and 1.8x at 8 x 2048^2, issue #16.)
-    "trsm": ((2048, 2, "batched"), (math.inf, 9, "batched"), (math.inf, 1, "looped")),
+    # The fused kernel up to order 64 (at most FUSED_RHS right-hand sides).
+    "trsm": ((64, 2, "fused"), (2048, 2, "batched"), (math.inf, 9, "batched"),
+             (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
     # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes
     # (at 64 x 256^2 the lanes took half the time of geqrfBatched on the H200, issue #16).
@@ -83,12 +99,21 @@ def lanes(op: str, n: int, batch: int) -> int:
     return 1
 
 
-def route(op: str, n: int, batch: int) -> str:
+#: The fused triangular solves take at most this many right-hand sides (they solve 16 at a
+#: time, one after the other: many more are better served by ``trsmBatched``).
+FUSED_RHS = 64
+
+
+def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
-    module docstring); ``"looped"`` for a single matrix."""
+    module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
+    exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
+    right-hand sides a solve has."""
     if batch <= 1:
         return "looped"
     for max_order, min_batch, name in TABLE[op]:
+        if name == "fused" and (not fused or rhs > FUSED_RHS):
+            continue
         if n <= max_order and batch >= min_batch:
             return name
     return "looped"

@@ -16,14 +16,14 @@ import math
 import numpy as np
 
 from .._runtime.kernels import elementwise_kernel, raw_kernel
-from . import _transpose_cuda
+from . import _fused_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
 from ._batched_plan import route
 from ._cusolver_cuda import Solver
 from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
-from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, rhs_copy,
-                               stack_matrices, trsm_batched)
+from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, fused_solve,
+                               rhs_copy, stack_matrices, trsm_batched)
 
 __all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet"]
 
@@ -38,12 +38,43 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     import cupy
     batch = math.prod(a.shape[:-2])
+    n = a.shape[-1]
+    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype)) == "fused":
+        return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
     if slot is not None and not flagged:  # before potrf, on its stream: a is still unwritten
         flag_nonfinite(a, slot)
     return _factor(a, w, order, zeroed, lower, clean, info, bool(finite))
+
+
+def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
+    """:func:`cholesky` of a stack of small matrices: one fused launch (:mod:`._fused_cuda`),
+    one read-back of its per-matrix codes and finiteness flags. With ``overwrite_a`` a stack of
+    ``dtype`` whose matrices do not overlap is factored in place (the kernel holds each matrix
+    in shared memory; a failed matrix keeps the triangle that was read)."""
+    import cupy
+    n = a.shape[-1]
+    nb = math.prod(a.shape[:-2])
+    a3 = a.reshape(nb, n, n)
+    if a3.dtype != dtype:
+        a3 = w = a3.astype(dtype)  # a private copy: factored in place
+    elif overwrite_a and (_stack_view(a, "C") is not None or _stack_view(a, "F") is not None):
+        w = a3
+    else:
+        w = cupy.empty((nb, n, n), dtype=dtype)
+        if lower:
+            w = w.transpose(0, 2, 1)  # the layout of the other routes: cho_solve reads either
+    info = cupy.empty(2 * nb, dtype=np.int32)
+    _fused_cuda.potrf(a3, w, info, lower, clean, NONFINITE)
+    host = info.get()  # the only synchronization of the call
+    if finite and host[nb:].any():
+        raise_nonfinite("a")
+    codes = host[:nb]
+    if codes.any():
+        _raise_failure(a, codes, lower, False, finite)
+    return w.reshape(a.shape)
 
 
 def _codes_buffer(a, finite):
@@ -65,7 +96,8 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     copy) does not fit in device memory.
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
-    if view is None:
+    n, nb = a.shape[-1], math.prod(a.shape[:-2])
+    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype)) == "fused":
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)
     return _factor(a, *view, lower, clean, info, flagged)
@@ -74,7 +106,7 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
 def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
     nb = len(w)
-    with Solver(w.dtype, nb, info=info, params=route("potrf", a.shape[-1], nb) != "batched") \
+    with Solver(w.dtype, nb, info=info, params=route("potrf", a.shape[-1], nb, fused=False) != "batched") \
             as sv:
         if sv.params is None:
             sv.potrf_batched(w, fill_lower)
@@ -87,21 +119,22 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
         raise_nonfinite("a")
     codes = codes[:nb]
     if codes.max() > 0:  # one host reduction on success; the input is diagnosed on failure
-        _raise_failure(a, w, codes, lower, flagged)
+        _raise_failure(a, codes, lower, _shares(a, w), flagged)
     if clean and not zeroed:  # potrf reads and writes only its own triangle
         _zero_triangle(w, lower)
     return w.reshape(a.shape)
 
 
-def _raise_failure(a, w, codes, lower, input_finite=False):
+def _raise_failure(a, codes, lower, overwritten, input_finite=False):
     """Raise for the first failed matrix: a failed minor first, else a non-finite diagonal
-    (``input_finite``: the input was checked finite, see :func:`._cholesky_xp.failure`)."""
+    (``overwritten``: ``a`` was factored in place; ``input_finite``: it was checked finite;
+    see :func:`._cholesky_xp.failure`)."""
     nonfinite = codes >= NONFINITE
     bad = np.flatnonzero((codes > 0) & ~nonfinite)
     if bad.size or nonfinite.any():
         entry = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
         minor = int(codes[entry]) if bad.size else int(codes[entry]) - NONFINITE + 1
-        raise failure(minor, _entry(a, entry), lower, _shares(a, w),
+        raise failure(minor, _entry(a, entry), lower, overwritten,
                       batch_index(entry, a.shape[:-2]), input_finite)
 
 
@@ -295,6 +328,11 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     ``check``: the conditioning rule of :mod:`._triangular_xp` after the solve (one
     read-back of its figures). ``finite``: SciPy's ``check_finite`` of ``c`` and ``b`` in
     that same read-back."""
+    # a = L L^H: solve with L then L^H; the upper factor U = L^H is read as L (conjugated)
+    x = fused_solve(c, b, dtype, (not lower, not lower, 2), False, check, finite,
+                    ("c", "b"), squared=True)
+    if x is not None:
+        return x
     if finite and not check:
         check_finite_pair(c, b, ("c", "b"))
     x = _cho_solve(c, lower, b, dtype)
@@ -306,7 +344,7 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
 def _cho_solve(c, lower, b, dtype):
     import cupy
     x, batch, vec = rhs_copy(c, b, dtype)
-    if route("trsm", c.shape[-1], len(x)) == "batched":  # two batched triangular solves
+    if route("trsm", c.shape[-1], len(x), fused=False) == "batched":  # two batched solves
         cw = stack_matrices(c, batch, dtype)
         for trans in ((0, 2) if lower else (2, 0)):
             trsm_batched(cw, x, trans, lower, False)

@@ -10,13 +10,14 @@ import math
 
 import numpy as np
 
+from . import _fused_cuda
 from ._checks import broadcast_batch, matrix_order, sub
 from ._batched_plan import route
 from ._cusolver_cuda import pointer_array, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
-from ._triangular_xp import check_nonsingular, judge
+from ._triangular_xp import check_nonsingular, judge, raise_zero_diagonal
 
-__all__ = ["solve_triangular", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs",
+__all__ = ["solve_triangular", "fused_solve", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs",
            "stack_matrices", "trsm_batched"]
 
 
@@ -32,6 +33,12 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     read-back (``ValueError``; a solve with NaN or Inf is harmless, only its result is
     dropped)."""
     import cupy
+    # m = op(a) is lower triangular (forward substitution with it), or m^H is (backward)
+    forward = bool(lower) == (trans == 0)
+    x = fused_solve(a, b, dtype, (not lower, (trans == 2) == forward, 0 if forward else 1),
+                    unit_diagonal, check, finite, ("a", "b"), squared=False)
+    if x is not None:
+        return x
     if finite and not check:
         check_finite_pair(a, b, ("a", "b"))
     if not unit_diagonal and not check:
@@ -40,6 +47,50 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     if check:
         check_conditioning(a, b, x, unit_diagonal, finite=finite)
     return x
+
+
+def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
+    """The solve of a stack of small matrices by :func:`._fused_cuda.trsm` (one launch, one
+    read-back of its figures, none when nothing is to be checked), or ``None`` where the table
+    of :mod:`._batched_plan` picks another route. ``how``: the kernel's ``(tr, cj, mode)``.
+    Checks as :func:`solve_triangular`: ``check`` the conditioning rule (``squared``: of
+    ``a^H a``), else only a zero on the diagonal (unless ``unit`` or ``mode`` 2: ``cho_solve``
+    without ``check`` checks nothing); ``finite``: NaN or Inf in ``a`` or ``b`` (``names``)."""
+    import cupy
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    n, k = b2.shape[-2:]
+    batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
+    nb = math.prod(batch)
+    if route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k) != "fused":
+        return None
+    a3 = cupy.broadcast_to(a, batch + (n, n)).reshape(nb, n, n).astype(dtype, copy=False)
+    b3 = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k).astype(dtype, copy=False)
+    x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)  # column-major, as rhs_copy
+    fig = cupy.empty((nb, _fused_cuda.FIG_HEAD + 2 * k), dtype=np.float64)
+    _fused_cuda.trsm(a3, b3, x, fig, *how, unit)
+    out = finish_rhs(x, batch, vec)
+    zero_check = not unit and how[2] != 2
+    if not (check or finite or zero_check):
+        return out
+    host = fig.get()  # the only synchronization of the call
+    if finite and host[:, 3].any():
+        raise_nonfinite(names[0])
+    if finite and host[:, 4].any():
+        raise_nonfinite(names[1])
+    head = _fused_cuda.FIG_HEAD
+    dstats = host[:, :3].reshape(batch + (3,))
+    lead = len(batch) - (a.ndim - 2)  # a's own matrices: its broadcast copies agree
+    dstats = dstats[(0,) * lead + tuple(slice(0, 1) if d == 1 else slice(None)
+                                        for d in a.shape[:-2])]
+    if unit:
+        dstats = np.broadcast_to(np.array([1.0, 1.0, -1.0]), dstats.shape)
+    if check:
+        judge(a, dstats, host[:, head + k:].reshape(batch + (k,)),
+              host[:, head:head + k].reshape(batch + (k,)), dtype, squared)
+    else:
+        raise_zero_diagonal(a, dstats)
+    return out
 
 
 def check_finite_pair(a, b, names):
@@ -58,7 +109,7 @@ def check_finite_pair(a, b, names):
 def _solve(a, b, trans, lower, unit_diagonal, dtype):
     x, batch, vec = rhs_copy(a, b, dtype)
     n = a.shape[-1]
-    if route("trsm", n, len(x)) == "batched":
+    if route("trsm", n, len(x), fused=False) == "batched":
         trsm_batched(stack_matrices(a, batch, dtype), x, trans, lower, unit_diagonal)
     else:
         for i, idx in enumerate(np.ndindex(*batch)):

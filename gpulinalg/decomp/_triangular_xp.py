@@ -30,7 +30,8 @@ from .._runtime.errors import IllConditionedWarning, SingularMatrixError
 from .._runtime.errors import warn as _warn
 from ._checks import batch_index
 
-__all__ = ["check_nonsingular", "rhs_scale", "check_conditioning", "figures", "judge"]
+__all__ = ["check_nonsingular", "rhs_scale", "check_conditioning", "figures", "judge",
+           "raise_zero_diagonal"]
 
 
 def _singular(flat, a):
@@ -83,14 +84,21 @@ def figures(a, scale, x, unit_diagonal, xp):
     return to_host(dstats), to_host(xn), to_host(scale)
 
 
-def judge(a, dstats, xn, scale, dtype, squared=False):
-    """The rule on the host figures of :func:`figures` (NumPy arrays): raise on a zero
-    diagonal entry, note ``rcond_bound``, warn below the epsilon of ``dtype``."""
-    dmax, dmin, first = dstats[..., 0], dstats[..., 1], dstats[..., 2]
+def raise_zero_diagonal(a, dstats):
+    """Raise :class:`gpulinalg.SingularMatrixError` for the first matrix of ``a`` whose
+    figures (``dstats`` of :func:`figures`, host) show a zero on the diagonal."""
+    first = dstats[..., 2]
     if first.size and np.max(first) >= 0:
         zero = (first >= 0).reshape(-1)
         entry = int(np.argmax(zero))
         raise _singular(entry * a.shape[-1] + int(first.reshape(-1)[entry]), a)
+
+
+def judge(a, dstats, xn, scale, dtype, squared=False):
+    """The rule on the host figures of :func:`figures` (NumPy arrays): raise on a zero
+    diagonal entry, note ``rcond_bound``, warn below the epsilon of ``dtype``."""
+    raise_zero_diagonal(a, dstats)
+    dmax, dmin = dstats[..., 0], dstats[..., 1]
     # Whole-array operations only (a reduction along a short last axis, as the k columns of
     # a stack's solutions, costs NumPy several times more: most of a 4096-stack's host time)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

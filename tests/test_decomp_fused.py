@@ -1,0 +1,233 @@
+"""The fused small-stack route of ``decomp._batched_plan`` (``decomp._fused_cuda``: one launch
+and one read-back per call) on the CPU emulation, and on the device (``gpu``-marked): results
+equal the per-matrix ones, a failing slice is named, NaN/Inf and singular inputs raise, the
+conditioning rule warns as on the other routes."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import IllConditionedWarning, NotPositiveDefiniteError, SingularMatrixError
+from gpulinalg.decomp import (_cholesky_cuda, _factor_host, _triangular_cuda, cho_factor,
+                              cho_solve, cholesky, solve_triangular)
+
+from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+def spd(rng, batch, n, dtype):
+    x = rng.standard_normal(batch + (n, n))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(batch + (n, n))
+    return (x @ np.conj(x.swapaxes(-1, -2)) / n + np.eye(n)).astype(dtype)
+
+
+def tol(dtype):
+    return 2e-4 if np.finfo(np.dtype(dtype)).bits <= 32 or np.dtype(dtype) == np.complex64 \
+        else 1e-10
+
+
+def layout(x, order):
+    if order == "F":
+        return dev(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
+    if order == "strided":
+        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        big[..., ::2] = x
+        return dev(big)[..., ::2]
+    return dev(x)
+
+
+@pytest.mark.parametrize("n", [1, 5, 32])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_emulated_fused_cholesky_equals_slices(emu, rng, n, lower, clean, dtype, order):
+    a = spd(rng, (2, 3), n, dtype)
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cholesky(layout(a, order), lower, False, clean, np.dtype(dtype),
+                                        True))
+    assert CALLS["small_potrf"] == 1 and CALLS["get"] == 1 and CALLS["potrf_batched"] == 0
+    tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+    for idx in np.ndindex(2, 3):
+        ref = _factor_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
+        assert np.allclose(np.where(tri, got[idx], 0), ref, rtol=tol(dtype), atol=tol(dtype))
+        assert np.array_equal(got[idx][~tri], 0 * a[idx][~tri] if clean else a[idx][~tri])
+
+
+def test_emulated_fused_cholesky_in_place(emu, rng):
+    a = dev(spd(rng, (4,), 12, np.float64))
+    ref = _factor_host.cholesky(np.array(a), True, False, True, np.dtype("f8"))
+    got = _cholesky_cuda.cholesky(a, True, True, True, np.dtype("f8"))
+    assert got.data.ptr == a.data.ptr and np.allclose(plain(got), ref)
+
+
+@pytest.mark.parametrize("finite", [True, False])
+def test_emulated_fused_cholesky_names_the_failing_slice(emu, rng, finite):
+    a = spd(rng, (3, 2), 12, np.float64)
+    a[2, 1, 5, 5] = -50.0
+    a[2, 0, 7, 7] = -50.0  # a later slice fails too: the first one is named
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), finite)
+    assert info.value.batch_index == (2, 0) and info.value.minor == 8
+
+
+def test_emulated_fused_cholesky_nan_is_never_a_silent_answer(emu, rng):
+    a = spd(rng, (4,), 8, np.float64)
+    a[1, 6, 2] = np.nan  # in the lower triangle: read by the factorization
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    with pytest.raises(ValueError, match=r"a \(batch entry \(1,\)\) holds NaN or Inf"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
+    a[1, 6, 2] = 0.0
+    a[3, 0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"batch entry \(3,\)"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
+
+
+TRI_CASES = [((3, 6, 6), (3, 6, 2)), ((6, 6), (6,)), ((3, 6, 6), (6, 2)),
+             ((3, 6, 6), (2, 1, 6, 4)), ((2, 1, 6, 6), (3, 6, 1)), ((4, 40, 40), (4, 40, 70))]
+
+
+@pytest.mark.parametrize("a_shape, b_shape", TRI_CASES)
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_emulated_fused_solve_triangular_equals_host(emu, rng, a_shape, b_shape, trans, lower,
+                                                     unit, dtype):
+    n = a_shape[-1]
+    a = (rng.standard_normal(a_shape) + 4 * np.eye(n)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 0.5j * rng.standard_normal(a_shape)
+    a = np.tril(a) if lower else np.triu(a)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    CALLS.clear()
+    got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, lower, unit, False,
+                                                  np.dtype(dtype), True, True))
+    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    fused = len(a_shape) > 2 and b_shape[-1] <= 64 and not (b_shape == (6,) and len(a_shape) == 2)
+    assert CALLS["small_trsm"] == int(fused)
+    if fused:
+        assert CALLS["get"] == 1 and CALLS["trsm_batched"] == 0
+    assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("b_shape", [(5, 9, 3), (9,), (2, 5, 9, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_emulated_fused_cho_solve_equals_host(emu, rng, lower, b_shape, dtype):
+    a = spd(rng, (5,), 9, dtype)
+    c = np.stack([_factor_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
+    b = rng.standard_normal(b_shape).astype(dtype)
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype), True,
+                                         True))
+    assert CALLS["small_trsm"] == 1 and CALLS["get"] == 1
+    ref = _factor_host.cho_solve(c, lower, b, False, np.dtype(dtype))
+    assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=tol(dtype), atol=tol(dtype))
+    CALLS.clear()  # nothing to check: no read-back at all
+    _cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype))
+    assert CALLS["small_trsm"] == 1 and CALLS["get"] == 0
+
+
+def test_emulated_fused_solves_check_in_their_one_read_back(emu, rng):
+    c = np.tril(rng.standard_normal((3, 8, 8))) + 4 * np.eye(8)
+    b = rng.standard_normal((3, 8, 2))
+    for bad, name in (("c", "a"), ("b", "b")):
+        cc, bb = c.copy(), b.copy()
+        if bad == "c":
+            cc[1, 0, 5] = np.inf  # the other triangle: SciPy's check still refuses it
+        else:
+            bb[2, 3, 1] = np.nan
+        CALLS.clear()
+        with pytest.raises(ValueError, match=f"{name} must not contain infs or NaNs"):
+            _triangular_cuda.solve_triangular(dev(cc), dev(bb), 0, True, False, False,
+                                              np.dtype("f8"), True, True)
+        with pytest.raises(ValueError, match=f"{bad} must not contain infs or NaNs"):
+            _cholesky_cuda.cho_solve(dev(cc), True, dev(bb), False, np.dtype("f8"), True, True)
+        assert CALLS["get"] == 2 and CALLS["small_trsm"] == 2
+    z = c.copy()
+    z[2, 5, 5] = 0
+    for check in (True, False):
+        with pytest.raises(SingularMatrixError, match=r"batch entry \(2,\).*entry 5"):
+            _triangular_cuda.solve_triangular(dev(z), dev(b), 0, True, False, False,
+                                              np.dtype("f8"), check)
+    with pytest.raises(SingularMatrixError, match=r"batch entry \(2,\).*entry 5"):
+        _cholesky_cuda.cho_solve(dev(z), True, dev(b), False, np.dtype("f8"), True)
+
+
+def test_emulated_fused_zero_diagonal_of_a_broadcast_matrix_names_its_own_slice(emu, rng):
+    a = np.tril(rng.standard_normal((2, 1, 6, 6))) + 4 * np.eye(6)
+    a[1, 0, 3, 3] = 0
+    with pytest.raises(SingularMatrixError, match=r"batch entry \(1, 0\).*entry 3"):
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones((2, 3, 6, 2))), 0, True, False,
+                                          False, np.dtype("f8"), True)
+
+
+def test_emulated_fused_ill_conditioning_warns(emu, rng):
+    a = np.tril(rng.standard_normal((4, 8, 8))) + 4 * np.eye(8)
+    a[3, 6, 6] = 1e-20
+    with pytest.warns(IllConditionedWarning):
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones((4, 8, 1))), 0, True, False,
+                                          False, np.dtype("f8"), True)
+    a[3, 6, 6] = 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _triangular_cuda.solve_triangular(dev(a), dev(np.ones((4, 8, 1))), 0, True, False,
+                                          False, np.dtype("f8"), True)
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 8, 17, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+def test_gpu_fused_cholesky_and_solves(xp_gpu, rng, n, dtype, lower):
+    cp = xp_gpu
+    if np.dtype(dtype) == np.complex128 and n > 32:
+        n = 32
+    a_h = spd(rng, (3, 5), n, dtype)
+    b_h = rng.standard_normal((3, 5, n, 3)).astype(dtype)
+    a, b = cp.asarray(a_h), cp.asarray(b_h)
+    eps = float(np.finfo(dtype).eps)
+    c = cholesky(a, lower=lower)
+    assert gpulinalg.last_run().backend == "gpu"
+    for idx in ((0, 0), (2, 4)):
+        ref = _factor_host.cholesky(a_h[idx], lower, False, True, np.dtype(dtype))
+        assert np.abs(cp.asnumpy(c[idx]) - ref).max() <= 100 * n * eps * np.abs(ref).max()
+    cf = cho_factor(a, lower=lower)
+    x = cho_solve(cf, b)
+    t = solve_triangular(c, b, lower=lower, trans="C")
+    for idx in ((0, 0), (2, 4)):
+        xr = np.linalg.solve(a_h[idx], b_h[idx])
+        assert np.abs(cp.asnumpy(x[idx]) - xr).max() <= 1e3 * n * eps * np.abs(xr).max()
+        tr = np.linalg.solve(np.conj(cp.asnumpy(c[idx]).T), b_h[idx])
+        assert np.abs(cp.asnumpy(t[idx]) - tr).max() <= 1e3 * n * eps * np.abs(tr).max()
+
+
+@pytest.mark.gpu
+def test_gpu_fused_failures_name_the_slice(xp_gpu, rng):
+    cp = xp_gpu
+    a = spd(rng, (3, 4), 16, np.float64)
+    a[2, 1, 7, 7] = -100.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(cp.asarray(a))
+    assert info.value.batch_index == (2, 1) and info.value.minor == 8
+    a[2, 1, 7, 7] = np.nan
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(cp.asarray(a))
+    with pytest.raises(ValueError, match=r"batch entry \(2, 1\)"):
+        cholesky(cp.asarray(a), check_finite=False)
+    t = np.tril(rng.standard_normal((4, 32, 32))) + 4 * np.eye(32)
+    t[3, 9, 9] = 0
+    with pytest.raises(SingularMatrixError, match=r"batch entry \(3,\).*entry 9"):
+        solve_triangular(cp.asarray(t), cp.ones((4, 32, 2)), lower=True)
