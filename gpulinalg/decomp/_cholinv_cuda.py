@@ -11,6 +11,12 @@ check turns into a Householder rerun.
 Used for ``l <= max_order(dtype)`` (the ``l x 2l`` working matrix must fit in
 ``SHARED_BYTES`` of shared memory); larger sketches use cuSOLVER ``potrf`` + cuBLAS ``trsm``
 through CuPy.
+
+Second part, for the inverse of a Cholesky factor at large ``n`` (the GP likelihood gradient's
+``K^-1``): :func:`tri_inverse` (``L^-1`` in place: a leaf kernel for the diagonal blocks of order
+:data:`LEAF`, then doubling merges by strided-batched cuBLAS ``gemm``) and :func:`gram_lower`
+(``K^-1 = V^T V`` by ``gemm`` in column panels), float64, on raw column-major buffers, no
+synchronization.
 """
 
 import numpy as np
