@@ -28,7 +28,8 @@ import numpy as np
 from .._runtime.kernels import elementwise_kernel, raw_kernel
 from ..decomp._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
 
-__all__ = ["lml_grad", "nbytes", "tril_copy"]
+__all__ = ["lml_grad", "build", "factor", "inverse", "likelihood", "contract", "read_back",
+           "nbytes", "tril_copy"]
 
 _FUNCTIONS = r"""
 // s(r^2) and h(r^2) = -2 ds/d(r^2), by GL_KIND: 0 RBF, 1/2/3 Matern nu = 0.5/1.5/2.5
@@ -161,13 +162,23 @@ def lml_grad(la, x, y, noise, form):
     with ``noise`` (a float, or an array of one entry per point) on the diagonal: ``-inf``
     and zeros where the kernel matrix is not positive definite (scikit-learn's convention);
     ``ValueError`` when it holds NaN or Inf. ``la``: gp's GPU engine (``cholesky``)."""
-    import cupy
+    k, z, flag = build(x, noise, form)
+    lf = factor(la, k, flag)
+    if lf is None:  # not positive definite: the optimizer steps back
+        return -math.inf, np.zeros(len(form.gradient(np.zeros(x.shape[1] + 2))))
+    del k
+    v = inverse(lf)
+    lml, a = likelihood(v, y)
+    gram_lower(v, x.shape[0], lf)
+    del v
+    return read_back(lml, contract(lf, a, z, form), flag, form)
 
-    from .._runtime.errors import LinAlgError
-    from ._solve_xp import symmetric_view
+
+def build(x, noise, form):
+    """``(K, z, flag)``: the kernel matrix (C-ordered, symmetric) by one kernel, the scaled
+    points ``z = x / l`` and the device flag raised by a non-finite entry."""
+    import cupy
     n, d = x.shape
-    y2 = y.reshape(n, -1)
-    t = y2.shape[1]
     z = cupy.ascontiguousarray(x * cupy.asarray(form.inv_ls))
     if np.ndim(noise):
         noise_d, step = cupy.asarray(noise, dtype=np.float64), 1
@@ -175,38 +186,77 @@ def lml_grad(la, x, y, noise, form):
         noise_d, step = cupy.full(1, float(noise), dtype=np.float64), 0
     flag = cupy.zeros(1, dtype=np.int32)
     k = cupy.empty((n, n), dtype=np.float64)
-    opts = _opts(form, d)
     blocks = -(-n // 32)
-    raw_kernel("gl_gp_build", _BUILD, {}, options=opts)(
+    raw_kernel("gl_gp_build", _BUILD, {}, options=_opts(form, d))(
         (blocks, blocks), (32, 8),
         (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(form.white),
          np.int64(step)))
+    return k, z, flag
+
+
+def factor(la, k, flag):
+    """The lower Cholesky factor of ``k`` in place (decomp's, one synchronization) as the flat
+    column-major buffer, or ``None`` when ``k`` is not positive definite (``ValueError``
+    when it holds NaN or Inf)."""
+    import cupy
+
+    from .._runtime.errors import LinAlgError
+    from ._solve_xp import symmetric_view
     try:
         L = la.cholesky(symmetric_view(k), True, True, False, k.dtype)
-    except LinAlgError:  # not positive definite: the optimizer steps back
+    except LinAlgError:
         if int(flag.get()[0]):
             raise ValueError(_NONFINITE) from None
-        return -math.inf, np.zeros(len(form.gradient(np.zeros(d + 2))))
-    del k
-    lf = L.T.reshape(-1) if L.flags.f_contiguous else cupy.asfortranarray(L).T.reshape(-1)
+        return None
+    return L.T.reshape(-1) if L.flags.f_contiguous else cupy.asfortranarray(L).T.reshape(-1)
+
+
+def inverse(lf):
+    """``V = L^-1`` (flat column-major) from the flat column-major factor ``lf``, in a new
+    buffer: ``tril(L)`` copied, then :func:`~gpulinalg.decomp._cholinv_cuda.tri_inverse`."""
+    import cupy
+    n = math.isqrt(lf.size)
     v = cupy.empty(n * n, dtype=np.float64)
     tril_copy(lf, n, v)
-    tri_inverse(v, n, cupy.empty(tri_inverse_scratch(n), dtype=np.float64))
+    return tri_inverse(v, n, cupy.empty(tri_inverse_scratch(n), dtype=np.float64))
+
+
+def likelihood(v, y):
+    """``(lml, alpha)`` from ``V = L^-1``: ``u = V y``, ``alpha = V^T u`` (C-ordered ``n x t``),
+    ``lml = -|u|^2 / 2 - t log|K| / 2 - t n log(2 pi) / 2`` (a 0-d device array) with
+    ``log|K| = -2 sum log V_ii``."""
+    import cupy
+    n = y.shape[0]
+    y2 = y.reshape(n, -1)
+    t = y2.shape[1]
     vm = v.reshape(n, n).T  # V, column-major
     u = vm @ y2
     a = cupy.ascontiguousarray(vm.T @ u)
     logdet = -2.0 * cupy.log(v[::n + 1]).sum()
     lml = -0.5 * (u * u).sum() - 0.5 * t * logdet - 0.5 * t * n * math.log(2.0 * math.pi)
-    gram_lower(v, n, lf)
-    del v, vm, u
+    return lml, a
+
+
+def contract(lf, a, z, form):
+    """The sums of :meth:`._kernels_xp.Fused.gradient` (a device array of ``d + 2``) over the
+    lower triangle of ``K^-1`` in the flat column-major ``lf``, by one kernel."""
+    import cupy
+    n, d = z.shape
     acc = cupy.zeros(d + 2, dtype=np.float64)
-    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=opts)(
-        (blocks, -(-n // 64)), (32, 8),
-        (lf, a, z, acc, np.int64(n), np.int32(t), np.float64(form.c)))
+    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=_opts(form, d))(
+        (-(-n // 32), -(-n // 64)), (32, 8),
+        (lf, a, z, acc, np.int64(n), np.int32(a.shape[1]), np.float64(form.c)))
+    return acc
+
+
+def read_back(lml, acc, flag, form):
+    """The one device-to-host copy: ``(lml, gradient)`` on the host (``-inf`` and zeros for a
+    NaN factor that ``potrf`` passed; ``ValueError`` for a non-finite kernel matrix)."""
+    import cupy
     packed = cupy.concatenate([lml.reshape(1), acc, flag.astype(np.float64)]).get()
     if packed[-1]:
         raise ValueError(_NONFINITE)
-    if not math.isfinite(packed[0]):  # a NaN factor that potrf passed: not positive definite
+    if not math.isfinite(packed[0]):
         return -math.inf, np.zeros(len(form.gradient(packed[1:-1])))
     return float(packed[0]), form.gradient(packed[1:-1])
 
