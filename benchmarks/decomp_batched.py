@@ -52,6 +52,7 @@ QUICK_SVD = [(64, 64, "float32"), (64, 64, "float64"), (48, 96, "float64")]
 SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
 #: (op, batch, n): both routes of the table at its limits.
 ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
+          ("potrf", 4096, 64), ("potrf", 4096, 8), ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512)]
 DTYPES = ("float32", "float64")
