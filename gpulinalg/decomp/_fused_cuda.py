@@ -63,10 +63,21 @@ __device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
 __device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
 __device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
 #define LD (NB + 1)
+// Entry e of a sweep over an n x n matrix with element strides (sr, sc): consecutive e (the
+// lanes of a warp) run along the axis of the smaller stride, so loads and stores coalesce in
+// either layout.
+__device__ __forceinline__ void gl_entry(const int e, const int n, const long long sr,
+                                         const long long sc, int& p, int& q) {
+    const int slow = e / n, fast = e - slow * n;
+    const bool colmajor = (sr < 0 ? -sr : sr) < (sc < 0 ? -sc : sc);
+    p = colmajor ? fast : slow;
+    q = colmajor ? slow : fast;
+}
 """
 
 _POTRF_SOURCE = _COMMON + r"""
-// One block per matrix; threads (tx, ty) of a (bx, by) block sweep rows by ty, columns by tx.
+// One block per matrix; in the update, threads (tx, ty) of a (bx, by) block sweep rows by ty
+// and columns by tx.
 // a, w: (nb, n, n) with element strides (batch, row, column). info[b]: the code of matrix b;
 // info[nb + b]: 1 when matrix b holds NaN or Inf anywhere.
 extern "C" __global__ void gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
@@ -84,16 +95,15 @@ extern "C" __global__ void gl_small_potrf(const T* __restrict__ a, T* __restrict
     __syncthreads();
     const T* src = a + b * sab;
     T* dst = w + b * swb;
+    const int t = ty * bx + tx, nt = bx * by;
     int mine = 0;
-    for (int p = ty; p < n; p += by) {
-        for (int q = tx; q < n; q += bx) {
-            const T v = src[p * sar + q * sac];
-            if (!gl_fin(v)) mine = 1;
-            if (lower ? (p >= q) : (p <= q)) {      // the triangle potrf reads
-                if (lower) s[p * LD + q] = v; else s[q * LD + p] = gl_cj(v);
-            } else {
-                dst[p * swr + q * swc] = clean ? T(0) : v;
-            }
+    for (int e = t; e < n * n; e += nt) {
+        int p, q;
+        gl_entry(e, n, sar, sac, p, q);
+        const T v = src[p * sar + q * sac];
+        if (!gl_fin(v)) mine = 1;
+        if (lower ? (p >= q) : (p <= q)) {      // the triangle potrf reads
+            if (lower) s[p * LD + q] = v; else s[q * LD + p] = gl_cj(v);
         }
     }
     if (mine) bad = 1;
@@ -119,12 +129,17 @@ extern "C" __global__ void gl_small_potrf(const T* __restrict__ a, T* __restrict
         info[b] = code;
         info[nb + b] = bad;
     }
-    if (code != 0) return;  // the engine raises: the factor is never used
-    for (int i = ty; i < n; i += by) {
-        for (int j = tx; j <= i; j += bx) {
+    if (code != 0) return;  // the engine raises: nothing is written (in place: a is intact)
+    for (int e = t; e < n * n; e += nt) {
+        int p, q;
+        gl_entry(e, n, swr, swc, p, q);
+        if (lower ? (p >= q) : (p <= q)) {
+            const int i = lower ? p : q, j = lower ? q : p;  // l_ij, i >= j
             const R r = sqrt(gl_re(s[j * LD + j]));
             const T v = (i == j) ? T(r) : s[i * LD + j] * (R(1) / r);
-            if (lower) dst[i * swr + j * swc] = v; else dst[j * swr + i * swc] = gl_cj(v);
+            dst[p * swr + q * swc] = lower ? v : gl_cj(v);
+        } else {  // the other triangle: zero, or a's entries (the same thread read them)
+            dst[p * swr + q * swc] = clean ? T(0) : src[p * sar + q * sac];
         }
     }
 }
@@ -158,13 +173,13 @@ extern "C" __global__ void gl_small_trsm(const T* __restrict__ a, const T* __res
     const T* src = a + b * sab;
     double* f = fig + b * (5 + 2 * (long long)k);
     int mine = 0;
-    for (int p = ty; p < n; p += by) {
-        for (int q = tx; q < n; q += bx) {
-            const T v = src[p * sar + q * sac];
-            if (!gl_fin(v)) mine = 1;
-            const int i = tr ? q : p, j = tr ? p : q;
-            if (i >= j) m[i * LD + j] = cj ? gl_cj(v) : v;
-        }
+    for (int e = t; e < n * n; e += bx * by) {
+        int p, q;
+        gl_entry(e, n, sar, sac, p, q);
+        const T v = src[p * sar + q * sac];
+        if (!gl_fin(v)) mine = 1;
+        const int i = tr ? q : p, j = tr ? p : q;
+        if (i >= j) m[i * LD + j] = cj ? gl_cj(v) : v;
     }
     if (mine) bada = 1;
     __syncthreads();
