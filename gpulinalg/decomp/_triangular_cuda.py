@@ -64,8 +64,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     nb = math.prod(batch)
     if route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k) != "fused":
         return None
-    a3 = cupy.broadcast_to(a, batch + (n, n)).reshape(nb, n, n).astype(dtype, copy=False)
-    b3 = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k).astype(dtype, copy=False)
+    a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
     x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)  # column-major, as rhs_copy
     fig = cupy.empty((nb, _fused_cuda.FIG_HEAD + 2 * k), dtype=np.float64)
     _fused_cuda.trsm(a3, b3, x, fig, *how, unit)
@@ -91,6 +90,15 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     else:
         raise_zero_diagonal(a, dstats)
     return out
+
+
+def _stack_of(cupy, x, batch, nb, dtype):
+    """``x`` (..., p, q) broadcast to ``batch`` as a ``(nb, p, q)`` stack of ``dtype`` (a view
+    where the strides allow: stride 0 for a broadcast matrix)."""
+    if tuple(x.shape[:-2]) != batch:
+        x = cupy.broadcast_to(x, batch + tuple(x.shape[-2:]))
+    x = x.reshape((nb,) + tuple(x.shape[-2:]))
+    return x if x.dtype == dtype else x.astype(dtype)
 
 
 def check_finite_pair(a, b, names):
