@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _tiles_xp
+from . import _rowpass_xp, _tiles_xp
 from ._graph_dask import meta_of, new_array, persist, tiles_for, tokenize, work_dtype
 from ._results import SVDResult
 from ._sketch_options import _MASK64
@@ -262,6 +262,8 @@ def _range(op, a, l, n_iter, normalizer, seed, keep, split_every):
 
 
 def _svd(op, a, k, l, n_iter, normalizer, seed, keep, split_every):
+    if normalizer == "CholQR":
+        return _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every)
     q = _range(op, a, l, n_iter, normalizer, seed, keep, split_every)
     bh = _rmatmat(op, q, split_every=split_every)  # B^H = A^H Q
     ub, s, vbh = tsqr(bh, compute_svd=True, split_every=split_every)
@@ -269,6 +271,125 @@ def _svd(op, a, k, l, n_iter, normalizer, seed, keep, split_every):
     Vh = ub[:, :k].conj().T
     U, Vh = flip_signs(U, Vh)
     return U, s[:k], Vh
+
+
+# -- the row-panel engine ("auto"/"CholQR"): q + 2 task layers over A ------------------------
+
+def _omega(a, l, dtype, seed):
+    """``Omega`` (n, l) in one chunk on the backend of ``a``'s chunks: block ``j`` (the rows of
+    column chunk ``j``) drawn from ``seed`` and ``j``, as :func:`gaussian`."""
+    tiles = tiles_for(a)
+    sizes = tuple(int(c) for c in a.chunks[1])
+    seeds = tuple(int(np.random.SeedSequence([seed & _MASK64, j]).generate_state(1, np.uint64)[0])
+                  for j in range(len(sizes)))
+    name = f"gpulinalg-omega-{tokenize(seeds, sizes, l, np.dtype(dtype).str, tiles.__name__)}"
+    dsk = {(name, 0, 0): (_rowpass_xp.omega, tiles.gaussian, sizes, l, np.dtype(dtype), seeds)}
+    n = sum(sizes)
+    return new_array(name, dsk, [], (n, l), ((n,), (l,)), meta_of(a, 2, dtype))
+
+
+def _layer(a, kind, thin, mean, local, split_every, w=None):
+    """One task per row panel of ``a`` and a tree of merges: ``(dsk, root key, name)``.
+
+    ``kind``: ``"fused"`` (``Y_i = A_i Z`` and ``A_i^H Y_i``), ``"basis"`` (``Y_i`` alone) or
+    ``"rr"`` (``A_i^H (Y_i W)``, ``thin`` is then ``Y`` and ``w`` is ``W``)."""
+    from ._tsqr_dask import SPLIT_EVERY
+    nr, nc = a.numblocks
+    fan = max(int(split_every or SPLIT_EVERY), 2)
+    sizes = tuple(int(c) for c in a.chunks[1])
+    name = f"gpulinalg-rowpass-{kind}-{tokenize(a, thin, mean, local, fan, w)}"
+    mk = None if mean is None else (mean.name, 0)
+    dsk = {}
+    level = []
+    for i in range(nr):
+        blocks = [(a.name, i, j) for j in range(nc)]
+        if kind == "rr":
+            task = (_rowpass_xp.panel_h, (thin.name, i, 0), (w.name, 0, 0), mk, sizes, *blocks)
+        else:
+            task = (_rowpass_xp.panel, (thin.name, 0, 0), mk, sizes, local, kind == "fused",
+                    *blocks)
+        dsk[(f"{name}-p", i)] = task
+        level.append((f"{name}-p", i))
+    zk = (thin.name, 0, 0) if local else None
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        nxt = []
+        for g in range(0, len(level), fan):
+            key = (f"{name}-m{depth}", g // fan)
+            dsk[key] = (_rowpass_xp.merge, zk, *level[g:g + fan])
+            nxt.append(key)
+        level = nxt
+    return dsk, level[0], name
+
+
+def _moment_arrays(a, root, deps, name):
+    """The lazy column means (n,) (double precision, one chunk) and the total variance (0-d)
+    of a locally centred pass's root."""
+    n = int(a.shape[1])
+    hi = np.complex128 if a.dtype.kind == "c" else np.float64
+    mean = new_array(f"{name}-mean", {(f"{name}-mean", 0): (_rowpass_xp.item, root, "mean")},
+                     deps, (n,), ((n,),), meta_of(a, 1, hi))
+    total = new_array(f"{name}-total", {(f"{name}-total",): (_rowpass_xp.item, root, "total")},
+                      deps, (), (), meta_of(a, 0, np.float64))
+    return mean, total
+
+
+def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
+    """Randomized SVD by row panels: ``n_iter`` fused passes (``A`` then ``A^H`` in the same
+    task per row panel, the next factor orthonormalized by one small QR), a basis pass
+    (``Y = A Z``, ``Q = Y W`` from ``Y^H Y``) and the Rayleigh-Ritz pass (``A^H Q``, its SVD in
+    one small task): ``n_iter + 2`` task layers, ``2 n_iter + 2`` reads of each block."""
+    m, n = op.shape
+    dtype = a.dtype
+    meta = meta_of(a, 2, dtype)
+    z = _omega(a, l, dtype, seed)
+    mean = None
+    local = op.centre
+    for _ in range(n_iter):
+        dsk, top, name = _layer(a, "fused", z, mean, local, split_every)
+        root = (f"{name}-root",)
+        dsk[root] = (_rowpass_xp.power_root, top, dtype)
+        dsk[(f"{name}-z", 0, 0)] = (_rowpass_xp.item, root, "z")
+        deps = [a, z] + ([mean] if mean is not None else [])
+        z = new_array(f"{name}-z", dsk, deps, (n, l), ((n,), (l,)), meta)
+        if local:
+            mean, op.total = _moment_arrays(a, root, [z], name)
+            z, mean, op.total = persist((z, mean, op.total), keep)
+            local = False
+        else:
+            z = persist(z, keep)
+    dsk, top, name = _layer(a, "basis", z, mean, local, split_every)
+    root = (f"{name}-root",)
+    dsk[root] = (_rowpass_xp.basis_root, top, dtype)
+    dsk[(f"{name}-w", 0, 0)] = (_rowpass_xp.item, root, "w")
+    deps = [a, z] + ([mean] if mean is not None else [])
+    hi = np.complex128 if a.dtype.kind == "c" else np.float64
+    w = new_array(f"{name}-w", dsk, deps, (l, l), ((l,), (l,)), meta_of(a, 2, hi))
+    ydsk = {(f"{name}-y", i, 0): (_rowpass_xp.take_y, (f"{name}-p", i), root, (z.name, 0, 0))
+            for i in range(a.numblocks[0])}
+    y = new_array(f"{name}-y", ydsk, [w, z], (m, l), (a.chunks[0], (l,)), meta)
+    if local:
+        mean, op.total = _moment_arrays(a, root, [w], name)
+    w, y, mean = persist((w, y, mean), keep) if mean is not None else persist((w, y), keep) \
+        + (None,)
+    dsk, top, name = _layer(a, "rr", y, mean, False, split_every, w)
+    root = (f"{name}-root",)
+    dsk[root] = (_rowpass_xp.final_root, top, (w.name, 0, 0), k, dtype)
+    for i in range(a.numblocks[0]):
+        dsk[(f"{name}-u", i, 0)] = (_rowpass_xp.u_block, (y.name, i, 0), root, dtype)
+    deps = [a, y, w] + ([mean] if mean is not None else [])
+    U = new_array(f"{name}-u", dsk, deps, (m, k), (a.chunks[0], (k,)), meta)
+    real = np.empty(0, dtype).real.dtype
+    S = new_array(f"{name}-s", {(f"{name}-s", 0): (_rowpass_xp.item, root, "s")}, [U], (k,),
+                  ((k,),), meta_of(a, 1, real))
+    starts = np.concatenate([[0], np.cumsum(a.chunks[1])]).astype(int)
+    vdsk = {(f"{name}-vh", 0, j): (_rowpass_xp.vh_block, root, int(starts[j]),
+                                   int(starts[j + 1])) for j in range(a.numblocks[1])}
+    Vh = new_array(f"{name}-vh", vdsk, [U], (k, n), ((k,), a.chunks[1]), meta)
+    if op.centre:
+        op.mean = mean.astype(dtype).rechunk((a.chunks[1],))
+    return U, S, Vh
 
 
 def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str = "auto",

@@ -1,0 +1,241 @@
+"""What one task of the row-panel randomized SVD on Dask (:mod:`._randomized_dask`) does,
+written once for NumPy and CuPy blocks (each function finds the array module from its blocks).
+
+A *row panel* is one row of blocks of ``A`` (all its column chunks): one task reads it, forms
+``Y_i = (A_i - 1 mu^T) Z`` and, in a fused pass, ``T_i = (A_i - 1 mu^T)^H Y_i`` straight away
+(the panel's share of ``A^H A Z``), with the double-precision Gram matrix ``Y_i^H Y_i`` and the
+column sums ``1^T Y_i``; a tree of :func:`merge` sums the panels' shares; one small task
+(:func:`power_root`, :func:`basis_root`, :func:`final_root`) turns the sums into the next thin
+matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's task (and ``Y_i``, ``m_i x l``,
+in the basis pass).
+
+PCA's first pass does not know the column means yet: each panel centres on its own means
+(``local``) and :func:`merge` moves the shares to the merged means (Chan, Golub & LeVeque's
+update, extended to the products: with ``d = mu_G - mu_x`` and ``w = d^T Z``,
+``Y -> Y - 1 w``, ``T -> T - conj(d) c + rows conj(d) w``,
+``G -> G - c^H w - w^H c + rows w^H w``, ``c -> c - rows w``; a locally centred panel's
+column sums vanish, which removes the ``A^H 1`` term).
+"""
+
+import numpy as np
+
+from .._runtime.validation import namespace
+from ._sketch_xp import hermitian
+
+__all__ = ["omega", "panel", "panel_h", "merge", "power_root", "basis_root", "final_root", "take_y",
+           "u_block", "vh_block", "item"]
+
+
+def _hi(dtype):
+    return np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+
+
+def omega(gaussian, sizes, l, dtype, seeds):
+    """The Gaussian ``(sum(sizes), l)`` matrix, block ``j`` (``sizes[j]`` rows) drawn by
+    ``gaussian`` from ``seeds[j]`` (the numbers of the per-block sketch of the other paths)."""
+    parts = [gaussian((int(r), l), dtype, int(s)) for r, s in zip(sizes, seeds)]
+    return parts[0] if len(parts) == 1 else namespace(parts[0]).concatenate(parts, axis=0)
+
+
+def _column_moments(xp, block):
+    """``(mean, m2)`` of the columns of ``block`` in double precision (centred on the mean)."""
+    rows = int(block.shape[0])
+    mean = xp.sum(block, axis=0, dtype=_hi(block.dtype)) / max(rows, 1)
+    c = mean.astype(block.dtype)
+    d = block - c[None, :]
+    sq = d.real * d.real + d.imag * d.imag if d.dtype.kind == "c" else xp.multiply(d, d, out=d)
+    shift = mean - c
+    return mean, xp.sum(sq, axis=0, dtype=np.float64) - rows * (shift * xp.conj(shift)).real
+
+
+def panel(z, mean, sizes, local, fused, *blocks):
+    """One row panel (``blocks``: its column chunks, ``sizes`` their widths). ``z`` (n, l):
+    the thin right factor; ``mean`` (n,) double or ``None``; ``local``: centre on the panel's
+    own column means (PCA's first pass; ``mean`` is then ``None``); ``fused``: also form
+    ``T_i``. Returns a dict: ``rows``, ``y`` (rows, l), ``g`` (l, l) and ``c`` (l,) double,
+    ``t`` (n, l) or ``None``, and with ``local`` the panel's ``mean`` and ``m2`` (n,)."""
+    xp = namespace(blocks[0])
+    dtype = blocks[0].dtype
+    hi = _hi(dtype)
+    rows = int(blocks[0].shape[0])
+    out = {"rows": rows}
+    if local:
+        mom = [_column_moments(xp, b) for b in blocks]
+        mean = xp.concatenate([m for m, _ in mom]) if len(mom) > 1 else mom[0][0]
+        out["mean"] = mean
+        out["m2"] = xp.concatenate([s for _, s in mom]) if len(mom) > 1 else mom[0][1]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    y = None
+    for j, b in enumerate(blocks):
+        p = b @ z[starts[j]:starts[j + 1]]
+        y = p if y is None else y + p  # noqa: PLR6104 (y may be a view of z for one chunk)
+    if mean is not None:
+        y = y - (mean @ z.astype(hi)).astype(dtype)[None, :]
+    yh = y.astype(hi)
+    out["y"] = y
+    out["g"] = hermitian(yh) @ yh
+    out["c"] = yh.sum(axis=0)
+    out["t"] = None
+    if fused:
+        t = xp.empty((int(starts[-1]), int(y.shape[1])), dtype)
+        for j, b in enumerate(blocks):
+            t[starts[j]:starts[j + 1]] = hermitian(hermitian(y) @ b) if dtype.kind == "c" \
+                else b.T @ y
+        if mean is not None:
+            t = t.astype(hi) - xp.conj(mean)[:, None] * out["c"][None, :]
+        out["t"] = t
+    return out
+
+
+def panel_h(y, w, mean, sizes, *blocks):
+    """The Rayleigh-Ritz pass of one row panel: ``Q_i = Y_i W`` (formed in double precision,
+    rounded once to the blocks' dtype), then ``T_i = (A_i - 1 mu^T)^H Q_i`` (n, l): a dict as
+    :func:`panel`'s with ``t`` only."""
+    xp = namespace(blocks[0])
+    dtype = blocks[0].dtype
+    hi = _hi(dtype)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    q = (y.astype(hi) @ w.astype(hi)).astype(dtype)
+    t = xp.empty((int(starts[-1]), int(q.shape[1])), dtype)
+    for j, b in enumerate(blocks):
+        t[starts[j]:starts[j + 1]] = hermitian(hermitian(q) @ b) if dtype.kind == "c" \
+            else b.T @ q
+    if mean is not None:
+        t = t.astype(hi) - xp.conj(mean)[:, None] * q.astype(hi).sum(axis=0)[None, :]
+    return {"rows": int(blocks[0].shape[0]), "t": t, "g": None, "c": None}
+
+
+def merge(z, *parts):
+    """The sum of :func:`panel` results (and of merges), with the locally centred shares moved
+    to the merged column means when they carry ``mean`` (``z`` is then the pass's right
+    factor). ``t`` is summed in double precision; ``y`` is not kept."""
+    first = parts[0]
+    xp = namespace(first["g"])
+    rows = sum(p["rows"] for p in parts)
+    out = {"rows": rows, "t": None}
+    if "mean" in first:
+        mu = sum(p["rows"] * p["mean"] for p in parts) / max(rows, 1)
+        zh = z.astype(_hi(z.dtype))
+        g = c = t = m2 = None
+        for p in parts:
+            d = mu - p["mean"]
+            w = d @ zh
+            r = p["rows"]
+            pg = p["g"] - xp.outer(xp.conj(p["c"]), w) - xp.outer(xp.conj(w), p["c"]) \
+                + r * xp.outer(xp.conj(w), w)
+            pc = p["c"] - r * w
+            pm = p["m2"] + r * (d * xp.conj(d)).real
+            g, c, m2 = (pg, pc, pm) if g is None else (g + pg, c + pc, m2 + pm)
+            if p["t"] is not None:
+                pt = p["t"].astype(zh.dtype) - xp.outer(xp.conj(d), p["c"]) \
+                    + r * xp.outer(xp.conj(d), w)
+                t = pt if t is None else t + pt
+        out.update(mean=mu, m2=m2, g=g, c=c, t=t)
+        return out
+    for key in ("g", "c"):
+        out[key] = None if first[key] is None else \
+            sum((p[key] for p in parts[1:]), first[key])
+    if first["t"] is not None:
+        hi = _hi(first["t"].dtype)
+        t = first["t"].astype(hi)
+        for p in parts[1:]:
+            t = t + p["t"]
+        out["t"] = t
+    return out
+
+
+def _moments(merged, n, dtype):
+    """``(mean (n,) double, total variance 0-d double)`` of a merged local pass, or Nones."""
+    if "mean" not in merged:
+        return None, None
+    rows = merged["rows"]
+    return merged["mean"], merged["m2"].sum() / max(rows - 1, 1)
+
+
+def power_root(merged, dtype):
+    """The next right factor of a fused pass: the orthonormal ``Q`` (n, l) of ``A^H A Z``
+    (Householder QR in double precision of the summed ``T``), in ``dtype``; with the means
+    and total variance of a local pass: ``{"z", "mean", "total"}``."""
+    t = merged["t"]
+    xp = namespace(t)
+    q = xp.linalg.qr(t.astype(_hi(t.dtype)), mode="reduced")[0]
+    mean, total = _moments(merged, q.shape[0], dtype)
+    return {"z": xp.ascontiguousarray(q.astype(dtype)), "mean": mean, "total": total}
+
+
+def basis_root(merged, dtype):
+    """``W`` (l, r) with ``Q = Y W`` orthonormal, from the Gram matrix ``G = Y^H Y``
+    (``G = V diag(lam) V^H``, ``W = V_r diag(lam_r)^-1/2`` over the ``r`` eigenvalues above
+    ``l eps lam_max``: a rank-deficient ``Y`` loses its null directions instead of dividing by
+    zero), in double precision, in ``G``'s package; with the moments as :func:`power_root`."""
+    g = _host(merged["g"])
+    g = (g + g.conj().T) / 2
+    lam, v = np.linalg.eigh(g)
+    top = float(lam[-1]) if lam.size else 0.0
+    keep = lam > top * lam.size * np.finfo(np.float64).eps if top > 0 else lam < lam
+    w = np.zeros_like(v)  # dropped directions: zero columns (W stays l x l)
+    w[:, keep] = v[:, keep] / np.sqrt(lam[keep])[None, :]
+    xp = namespace(merged["g"])
+    mean, total = _moments(merged, None, dtype)
+    return {"w": _like(xp, w[:, ::-1]), "mean": mean, "total": total}
+
+
+def _host(x):
+    return x if type(x) is np.ndarray else x.get()
+
+
+def _like(xp, x):
+    return xp.asarray(np.ascontiguousarray(x))
+
+
+def take_y(part, root, z):
+    """Panel ``i``'s ``Y_i`` centred on the merged means (when its pass centred locally)."""
+    y = part["y"]
+    if "mean" not in part:
+        return y
+    hi = _hi(y.dtype)
+    w = (root["mean"] - part["mean"]) @ z.astype(hi)
+    return y - w.astype(y.dtype)[None, :]
+
+
+def final_root(merged, w, k, dtype):
+    """Rayleigh-Ritz: ``B^H = A^H Q`` (the summed ``T``, (n, l); ``Q = Y w``) -> its SVD by a double
+    precision QR and the small SVD of ``R`` on the host; returns ``{"m", "s", "vh"}``:
+    ``U = Y m`` (``m`` (l, k) double: ``W V_b`` with the sign fix), ``S`` (k,) real,
+    ``Vh`` (k, n) in ``dtype``; the largest-magnitude entry of each row of ``Vh`` is real and
+    positive. Directions past the rank of ``Y`` (zero columns of ``W``) give zero values."""
+    hi = _hi(dtype)
+    bh = merged["t"].astype(hi)
+    xp = namespace(bh)
+    n, r = (int(v) for v in bh.shape)
+    w = w.astype(hi)
+    qb, rb = xp.linalg.qr(bh, mode="reduced")
+    ur, s, vrh = np.linalg.svd(_host(rb))
+    vh = hermitian(qb @ _like(xp, ur)).astype(hi)  # (r, n): right vectors of A
+    m = w @ _like(xp, vrh.conj().T)  # (l, r): left vectors of A are Y m
+    kk = min(k, r)
+    vh, m, s = vh[:kk], m[:, :kk], s[:kk]
+    if kk:
+        peak = vh[xp.arange(kk), xp.argmax(xp.abs(vh), axis=1)]
+        phase = peak / xp.where(xp.abs(peak) == 0, 1, xp.abs(peak))
+        phase = xp.where(xp.abs(peak) == 0, 1, phase)
+        vh = vh * xp.conj(phase)[:, None]
+        m = m * phase[None, :]
+    real = np.empty(0, dtype).real.dtype
+    return {"m": m, "s": _like(xp, s.astype(real)), "vh": xp.ascontiguousarray(vh.astype(dtype))}
+
+
+def u_block(y, root, dtype):
+    """``U_i = Y_i m`` computed in double precision, in ``dtype``."""
+    return (y.astype(_hi(dtype)) @ root["m"].astype(_hi(dtype))).astype(dtype)
+
+
+def vh_block(root, start, stop):
+    """Columns ``start:stop`` of ``Vh``."""
+    return namespace(root["vh"]).ascontiguousarray(root["vh"][:, start:stop])
+
+
+def item(d, key, dtype=None):
+    """``d[key]`` (cast to ``dtype`` when given)."""
+    v = d[key]
+    return v if dtype is None else v.astype(dtype)
