@@ -259,7 +259,7 @@ def run(sizes=(3000, 16000)):
             def engine():
                 out = la.log_marginal_likelihood(xd, yd, 1e-10, None, None, plan=plan,
                                                  eval_gradient=True)
-                return float(out[0]), np.asarray(out[1].get() if gpu else out[1])
+                return float(out[0]), np.asarray(out[1].get() if hasattr(out[1], "get") else out[1])
             t = _wall(engine, sync, **reps)
             emit("lml+grad (engine function, one sync)", t)
         gp = GaussianProcessRegressor(k, alpha=1e-10, optimizer=None).fit(x, y)
