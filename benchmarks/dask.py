@@ -158,8 +158,30 @@ def _timed(client, build, repeat):
             times.append(time.perf_counter() - t0)
         if i == 0:
             comm = _comm_fraction(ts.data, times[-1])
+            prof = _profile(ts.data, times[-1])
     warm = {"median_s": statistics.median(times), "min_s": min(times), "runs": len(times)}
+    if repeat:
+        warm.update(prof)
     return cold, warm, out, comm
+
+
+def _profile(records, wall):
+    """Where one warm run's time went, from the task stream: the number of tasks, the seconds
+    the worker threads spent inside tasks (CuPy kernels are asynchronous: a task's time is its
+    launch plus any synchronization it makes), and the wall time no task was running (graph
+    submission, scheduling, transfers, waits)."""
+    spans = sorted((s["start"], s["stop"]) for r in records for s in r.get("startstops", ())
+                   if s.get("action") == "compute")
+    busy, end = 0.0, None
+    for a, b in spans:
+        if end is None or a > end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    return {"tasks": len(records), "task_s": round(sum(b - a for a, b in spans), 4),
+            "idle_s": round(max(wall - busy, 0.0), 4)}
 
 
 def _comm_fraction(records, wall):
@@ -201,21 +223,85 @@ def case_rsvd(client, x, info, repeat):
         return list(decomp.truncated_svd(x, K, random_state=0, n_iter=N_ITER,
                                          n_oversamples=OVERSAMPLES))
 
-    def theirs():
+    def theirs(n_iter=N_ITER, over=OVERSAMPLES):
         with dask.config.set({"array.backend": info["kind"]}):  # Omega on the chunks' package
-            return list(da.linalg.svd_compressed(x, K, n_power_iter=N_ITER,
-                                                 n_oversamples=OVERSAMPLES, seed=0))
+            return list(da.linalg.svd_compressed(x, K, n_power_iter=n_iter,
+                                                 n_oversamples=over, seed=0))
+    # reference singular values: more power iterations and oversampling. Ritz values are lower
+    # bounds of the true ones, so the larger the better; svd_compressed cannot be the
+    # reference: it normalizes only once per A A^T and overflows float32 past ~3 iterations
+    ref = _host(decomp.truncated_svd(x, K, random_state=1, n_iter=REF_ITER,
+                                     n_oversamples=REF_OVER).S.compute())
     for impl, fn in (("gpulinalg.decomp.truncated_svd", ours),
                      ("dask.array.linalg.svd_compressed", theirs)):
         cold, warm, (u, s, vh), comm = _timed(client, fn, repeat)
         svals[impl] = _host(s.compute())
+        acc = _accuracy(x, u, svals[impl], vh, ref)
         rows.append(_row("rsvd", impl, cold, warm, info, passes=passes, comm=comm, k=K,
-                         n_iter=N_ITER, singular_values=svals[impl].tolist()))
+                         n_iter=N_ITER, n_oversamples=OVERSAMPLES,
+                         singular_values=svals[impl].tolist(), **acc))
         del u, s, vh
     a, b = svals.values()
     for r in rows:
         r["s_rel_diff_between_impls"] = float(np.max(np.abs(a - b) / np.abs(a)))
+    rows.append(_gemm_probe(client, x, info))
     return rows
+
+
+REF_ITER, REF_OVER = 6, 30  # the reference run of the accuracy figures
+
+
+def _accuracy(x, u, s, vh, ref):
+    """Accuracy of a rank-K result: ``s_rel_err`` (max over i of |s_i - s_ref_i| / s_ref_i,
+    against the reference run), ``resid_Av`` (max over i of ||A v_i - s_i u_i|| / s_1: how far
+    the pairs are from singular pairs of A; one more pass over A), ``u_orth`` and ``v_orth``
+    (max |U^T U - I|, |V^T V - I|)."""
+    import dask
+    r = x @ vh.T - u * s[None, :]
+    norms, utu, vvt = dask.compute((r * r).sum(axis=0), u.T @ u, vh @ vh.T)
+    eye = np.eye(len(s))
+    out = {"resid_Av": float(np.sqrt(_host(norms).max()) / s[0]),
+           "u_orth": float(np.abs(_host(utu) - eye).max()),
+           "v_orth": float(np.abs(_host(vvt) - eye).max()),
+           "s_rel_err": float(np.max(np.abs(s - ref[:len(s)]) / np.abs(ref[:len(s)]))),
+           "s_ref_run": f"gpulinalg n_iter={REF_ITER} n_oversamples={REF_OVER} random_state=1"}
+    return out
+
+
+def _gemm_probe(client, x, info):
+    """The two products of one pass on one chunk of ``x``, timed on a worker (CUDA events for
+    CuPy chunks): what the GPU itself does per byte, against the suite's per-pass rates."""
+    l = K + OVERSAMPLES
+    shape = tuple(int(c[0]) for c in x.chunks)
+
+    def probe(kind, shape, dtype, l):
+        xp = _xp(kind)
+        b = xp.ones(shape, dtype)
+        z, y = xp.ones((shape[1], l), dtype), xp.ones((shape[0], l), dtype)
+        out = {}
+        for tag, fn in (("a_z", lambda: b @ z), ("aT_y", lambda: b.T @ y)):
+            fn()
+            t = []
+            for _ in range(5):
+                if kind == "cupy":
+                    e0, e1 = xp.cuda.Event(), xp.cuda.Event()
+                    e0.record()
+                    fn()
+                    e1.record()
+                    e1.synchronize()
+                    t.append(xp.cuda.get_elapsed_time(e0, e1) / 1e3)
+                else:
+                    t0 = time.perf_counter()
+                    fn()
+                    t.append(time.perf_counter() - t0)
+            out[tag + "_GBps"] = round(b.nbytes / statistics.median(t) / 1e9, 1)
+        return out
+    try:
+        got = client.submit(probe, info["kind"], shape, info["dtype"], l, pure=False).result()
+    except Exception as exc:
+        return timing.absent("dask", "rsvd", "gemm probe", f"{type(exc).__name__}: {exc}")
+    return timing.row("dask", "rsvd", "gemm probe (one chunk, on the worker)", {},
+                      chunk=list(shape), dtype=info["dtype"], l=l, **got)
 
 
 def case_pca(client, x, info, repeat):
@@ -273,8 +359,17 @@ def case_cholesky(client, x, info, repeat):
         rows.append(_row("cholesky", impl, cold, warm, info, passes=1, comm=comm,
                          resid_lead_block=float(_host(res)), flops=n ** 3 / 3))
         del L
-    rows += _single_gpu_cholesky(x, info, repeat)
+    if n <= ONE_DEVICE_MAX_N:
+        rows += _single_gpu_cholesky(x, info, repeat)
+    else:  # the worker holds A and L; the peer's A and its temporaries would not fit beside
+        rows.append(timing.absent("dask", "cholesky", "one-device peers",
+                                  f"n = {n} > {ONE_DEVICE_MAX_N}: the Dask worker holds A and "
+                                  "L on the same GPU; the one-device peers need A and "
+                                  "temporaries beside them"))
     return rows
+
+
+ONE_DEVICE_MAX_N = 40_000
 
 
 def _single_gpu_cholesky(x, info, repeat):
@@ -379,17 +474,49 @@ def main(argv=None):
     args = p.parse_args(argv)
     timing.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
 
+    shown = [0]
+
     def sink(rows):
+        summary(rows[shown[0]:], rows)
+        shown[0] = len(rows)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"suite": "dask", "args": vars(args), "notes": NOTES, "rows": rows}, f,
                           indent=1, default=str)
     rows = run(args.quick, workers=args.workers, cpu=args.cpu or None, full=args.full,
                cases=[c for c in args.cases.split(",") if c], repeat=args.repeat, sink=sink)
-    for r in rows:
-        print(json.dumps({k: r.get(k) for k in ("case", "impl", "cold_s", "median_s",
-                                                 "input_GBps", "absent") if k in r}))
+    if not rows:
+        print("no rows")
     return 0
+
+
+SHOWN = ("input_GBps", "tasks", "idle_s", "s_rel_err", "resid_Av", "u_orth",
+         "ev_rel_diff_between_impls", "orth_err", "resid_lead_block", "TFLOPs",
+         "a_z_GBps", "aT_y_GBps", "absent")
+
+
+def summary(rows, every=None):
+    """One short line per row: warm median, the speed-up over the case's Dask peer (found among
+    ``every``, default ``rows``), accuracy."""
+    peers = {"rsvd": "dask.array.linalg.svd_compressed", "qr": "dask.array.linalg.tsqr",
+             "pca": "dask svd_compressed(X - mean)", "cholesky": "dask.array.linalg.cholesky"}
+    base = {(r["case"], tuple(r.get("shape") or ())): r["median_s"] for r in every or rows
+            if r.get("impl") == peers.get(r.get("case")) and r.get("median_s")}
+    for r in rows:
+        shape = tuple(r.get("shape") or ())
+        peer = base.get((r.get("case"), shape))
+        med = r.get("median_s")
+        head = f"{r.get('case')} {'x'.join(map(str, shape))} {r.get('impl')}"
+        if med:
+            head += f": {med:.3f} s (cold {r.get('cold_s')})"
+            if peer:
+                head += f" {peer / med:.2f}x peer"
+        extra = " ".join(f"{k}={_fmt(r[k])}" for k in SHOWN if r.get(k) is not None)
+        print(head, extra, flush=True)
+
+
+def _fmt(v):
+    return f"{v:.3g}" if isinstance(v, float) else str(v)[:160]
 
 
 if __name__ == "__main__":
