@@ -14,6 +14,7 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
+from .._runtime.config import _override, get_config
 from . import _linear_api, _ops_torch
 
 __all__ = ["FusedLinear"]
@@ -31,10 +32,25 @@ class _FusedLinearFunction(torch.autograd.Function):
         out, z, key = _forward(x2, weight, bias, activation, need_saved)
         ctx.save_for_backward(x2, weight, out if activation == "relu" else z)
         ctx.activation, ctx.has_bias, ctx.key = activation, bias is not None, key
+        ctx.settings = get_config()
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
+        # CUDA backward passes run on torch's autograd worker thread, where the forward's
+        # config_context (a ContextVar) is not in force: the backward runs under the forward's
+        # settings (autotune, backend, ...), and its memo entries serve the same settings object
+        settings = ctx.settings
+        if get_config() is settings:
+            return _FusedLinearFunction._grads(ctx, grad_out)
+        token = _override.set(settings)
+        try:
+            return _FusedLinearFunction._grads(ctx, grad_out)
+        finally:
+            _override.reset(token)
+
+    @staticmethod
+    def _grads(ctx, grad_out):
         x2, weight, saved = ctx.saved_tensors
         act, has_bias = ctx.activation, ctx.has_bias
         need = ctx.needs_input_grad

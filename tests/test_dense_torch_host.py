@@ -1,0 +1,91 @@
+"""FusedLinear's repeats on the CUDA torch path, counted on the CPU (the stubbed host harness of
+``benchmarks.dense_torch_host``: CPU tensors pass for CUDA ones, plans are stand-ins whose
+``execute`` counts launches): a training step, first layer included, reuses its memo entries and
+plans (no plan made, no public-road call, no fresh dispatch decision per step) and launches
+only the products asked for; the backward pass runs under the forward's settings, also on
+another thread (torch's autograd worker thread for CUDA tensors)."""
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchmarks import dense_torch_host as harness  # noqa: E402
+from gpulinalg import config_context, get_config  # noqa: E402
+from gpulinalg._runtime import dispatch  # noqa: E402
+from gpulinalg.dense import _calls, _linear_api, _linear_torch, _plans_cuda  # noqa: E402
+from gpulinalg.dense import plan_cache_info  # noqa: E402
+
+
+def _counting(monkeypatch):
+    """Counters of the slow roads: plans made, public matmul / matmul_backward calls, full
+    dispatch decisions."""
+    counts = {"plans": 0, "public": 0, "dispatch": 0}
+
+    def wrap(owner, name, what):
+        inner = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            counts[what] += 1
+            return inner(*args, **kwargs)
+        monkeypatch.setattr(owner, name, counted)
+    wrap(_plans_cuda, "_insert", "plans")
+    wrap(_linear_api, "matmul", "public")
+    wrap(_linear_api, "matmul_backward", "public")
+    wrap(dispatch, "dispatch", "dispatch")
+    return counts
+
+
+def _launches():
+    return sum(getattr(p, "launches", 0) for p in _plans_cuda._cache.plans.values())
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("first", [False, True], ids=["inner", "first-layer"])
+def test_step_reuses_its_memo_and_plans(monkeypatch, activation, first):
+    ours, _, x, grad = harness._layers(8, 16, activation)
+    x.requires_grad_(not first)
+    step = harness._step(ours, x, grad)
+    with harness.stand_in():
+        step()
+        step()  # the first step's keys, then the repeats' (the output gradient's alignment)
+        counts = _counting(monkeypatch)
+        memo, before, launched = len(_calls._memo.calls), plan_cache_info(), _launches()
+        steps = 5
+        for _ in range(steps):
+            step()
+        after = plan_cache_info()
+        assert counts == {"plans": 0, "public": 0, "dispatch": 0}
+        assert len(_calls._memo.calls) == memo
+        assert after.misses == before.misses and after.size == before.size
+        # forward, grad_W (+ grad_b from its epilog), and grad_x unless it is a first layer
+        assert (_launches() - launched) == steps * (2 if first else 3)
+        assert (x.grad is None) == first
+        assert ours.weight.grad is not None and ours.bias.grad is not None
+
+
+def test_backward_runs_under_the_forward_settings():
+    """A backward pass on another thread (where the forward's config_context is not in force)
+    sees the forward's settings object."""
+    seen = []
+    inner = _linear_torch._backward
+
+    def spy(*args):
+        seen.append(get_config())
+        return inner(*args)
+    layer = _linear_torch.FusedLinear(16, 8, activation="gelu", dtype=torch.float64)
+    x = torch.randn(4, 16, dtype=torch.float64, requires_grad=True)
+    _linear_torch._backward = spy
+    try:
+        with config_context(autotune=True) as settings:
+            out = layer(x)
+        worker = threading.Thread(target=out.backward, args=(torch.ones_like(out),))
+        worker.start()
+        worker.join()
+        layer(x).backward(torch.ones(4, 8, dtype=torch.float64))  # same thread, default
+    finally:
+        _linear_torch._backward = inner
+    assert seen[0] is settings and seen[1] is get_config()
+    assert get_config() is not settings
+    assert x.grad is not None
