@@ -7,7 +7,11 @@
 * ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
 * ``layer``: ``FusedLinear`` against ``nn.Linear`` + activation, forward + backward, batch
   256/8192 × width 1024/4096 (square), fp16/bf16, eager; and under ``torch.compile`` (fp16,
-  batch 8192, width 1024). Also the kernels of one step from the torch profiler.
+  batch 8192, width 1024). Ours and torch are timed interleaved: 9 samples of 50 steps each
+  (CUDA events around the loop, garbage collection paused), the median per step; the spread
+  ((max - min) / median) and, for ours, the slow roads taken in the timed steps (plans made,
+  public-road calls, full dispatch decisions: 0 when every step reuses its memo and plans).
+  Also the kernels of one step from the torch profiler (inner layer, first layer, autotuned).
 
 ``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.dense_torch``);
 ``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
@@ -173,15 +177,96 @@ def _step(model, x, grad):
     return run
 
 
-def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False, first=False,
+class _SlowRoads:
+    """Counts, over a ``with`` block and on every thread (the CUDA backward runs on torch's
+    autograd worker thread), of what a repeat step should not do: plans made, public-road
+    calls of the layer's products, full dispatch decisions. Only the slow roads are wrapped: the
+    repeat path runs unchanged."""
+
+    def __init__(self):
+        from gpulinalg._runtime import dispatch
+        from gpulinalg.dense import _linear_api, _plans_cuda
+        self.targets = ((_plans_cuda, "_insert", "plans_made"),
+                        (_linear_api, "matmul", "public_calls"),
+                        (_linear_api, "matmul_backward", "public_calls"),
+                        (dispatch, "dispatch", "full_dispatches"))
+        self.counts = {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
+        self.saved = []
+
+    def __enter__(self):
+        for owner, name, what in self.targets:
+            inner = getattr(owner, name)
+            self.saved.append((owner, name, inner))
+
+            def counted(*args, _inner=inner, _what=what, **kwargs):
+                self.counts[_what] += 1
+                return _inner(*args, **kwargs)
+            setattr(owner, name, counted)
+        return self.counts
+
+    def __exit__(self, *exc):
+        for owner, name, inner in reversed(self.saved):
+            setattr(owner, name, inner)
+        self.saved.clear()
+        return False
+
+
+def _interleaved(fns, steps, samples):
+    """``{name: summary}``: seconds per step, median over ``samples`` samples of ``steps``
+    steps each (CUDA events around the loop; ``perf_counter`` without CUDA), the impls
+    interleaved per sample (order alternating), garbage collection paused while timing."""
+    import gc
+    torch = _torch()
+    cuda = _cuda()
+    names = list(fns)
+    times = {name: [] for name in names}
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for s in range(samples):
+            for name in (names if s % 2 == 0 else names[::-1]):
+                fn = fns[name]
+                if cuda:
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(steps):
+                        fn()
+                    end.record()
+                    end.synchronize()
+                    times[name].append(start.elapsed_time(end) / 1e3 / steps)
+                else:
+                    t0 = time.perf_counter()
+                    for _ in range(steps):
+                        fn()
+                    times[name].append((time.perf_counter() - t0) / steps)
+    finally:
+        if enabled:
+            gc.enable()
+    out = {}
+    for name, ts in times.items():
+        t = _summary(ts)
+        t["steps_per_sample"] = steps
+        t["spread"] = (max(ts) - min(ts)) / t["median_s"]
+        out[name] = t
+    return out
+
+
+def layer_rows(batches, widths, dtypes, acts, steps, samples, compiled=False, first=False,
                tuned=False):
     """``first``: the input does not require grad (a first layer: no ``grad_x`` product, for
-    either model); ``tuned``: under ``gpulinalg.config_context(autotune=True)``."""
+    either model); ``tuned``: under ``gpulinalg.config_context(autotune=True)`` (one block
+    around the case: a block's settings object is what the memo entries serve). Ours and torch
+    are timed interleaved (:func:`_interleaved`); ours' row also has the slow roads taken
+    during its timed steps (:class:`_SlowRoads`: all 0 when every step reuses its memo and
+    plans)."""
     import contextlib
 
     from gpulinalg import config_context
     torch = _torch()
     rows = []
+    ours_name = "gpulinalg FusedLinear"
     for dname in dtypes:
         for width in widths:
             for batch in batches:
@@ -190,26 +275,32 @@ def layer_rows(batches, widths, dtypes, acts, repeat, compiled=False, first=Fals
                     case = (f"layer fwd+bwd batch {batch} {width}->{width} {dname} {act}"
                             + (" compiled" if compiled else " eager")
                             + (" first-layer" if first else "") + (" autotuned" if tuned else ""))
-                    res = {}
-                    for name, model in models.items():
-                        m = torch.compile(model, fullgraph=True) if compiled else model
-                        fn = _step(m, x, grad)
-                        scope = (config_context(autotune=True) if tuned and "gpulinalg" in name
-                                 else contextlib.nullcontext())
-                        with scope:
-                            if tuned:
-                                _cold(lambda: None)  # plans made afresh, tuned
+                    scope = config_context(autotune=True) if tuned else contextlib.nullcontext()
+                    with scope:
+                        if tuned:
+                            _cold(lambda: None)  # plans made afresh, tuned
+                        fns, colds = {}, {}
+                        for name, model in models.items():
+                            m = torch.compile(model, fullgraph=True) if compiled else model
+                            fns[name] = fn = _step(m, x, grad)
                             t0 = time.perf_counter()
                             fn()
                             _sync()
-                            cold = time.perf_counter() - t0
-                            t = _events(fn, warmup=3, repeat=repeat, inner=5)
-                        res[name] = t["median_s"]
+                            colds[name] = time.perf_counter() - t0
+                            for _ in range(3):
+                                fn()
+                        _sync()
+                        with _SlowRoads() as slow:
+                            res = _interleaved(fns, steps, samples)
+                    for name, t in res.items():
+                        extra = dict(slow) if name == ours_name else {}
+                        if extra:
+                            extra["timed_steps"] = steps * samples
                         rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
-                                        cold_first_call_s=cold))
+                                        cold_first_call_s=colds[name], **extra))
                     rows.append(row(SUITE, case, "ratio ours/torch", {},
-                                    ratio=res["gpulinalg FusedLinear"]
-                                    / res["torch nn.Linear+act"]))
+                                    ratio=res[ours_name]["median_s"]
+                                    / res["torch nn.Linear+act"]["median_s"]))
     return rows
 
 
@@ -222,32 +313,46 @@ def _device_us(event):
     return 0
 
 
-def kernel_rows(batch, width, dtype_name):
-    """The kernels (name, count) of one FusedLinear and one nn.Linear+act step, from the
-    torch profiler."""
+def kernel_rows(batch, width, dtype_name, variants=("inner", "first-layer", "autotuned")):
+    """The kernels (name, count, GPU µs) of one FusedLinear and one nn.Linear+act step, from
+    the torch profiler: an inner layer, a first layer (input without grad) and, ours only, under
+    ``config_context(autotune=True)``."""
+    import contextlib
+
+    from gpulinalg import config_context
     torch = _torch()
     from torch.profiler import ProfilerActivity, profile
     rows = []
     if not _cuda():
         return [absent(SUITE, "kernels per step", "profiler", "no CUDA")]
-    for act in ("relu", "gelu"):
-        models, x, grad = _models(batch, width, getattr(torch, dtype_name), act)
-        for name, model in models.items():
-            fn = _step(model, x, grad)
-            for _ in range(3):
-                fn()
-            _sync()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                _sync()
-            kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
-                       for e in prof.key_averages()
-                       if _device_us(e) > 0
-                       and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
-            rows.append(row(SUITE, f"kernels per step {batch} {width} {dtype_name} {act}",
-                            name, {}, kernels=kernels,
-                            kernel_launches=sum(c for _, c, _ in kernels),
-                            kernel_us=round(sum(us for _, _, us in kernels), 1)))
+    for variant in variants:
+        for act in ("relu", "gelu"):
+            models, x, grad = _models(batch, width, getattr(torch, dtype_name), act,
+                                      first=variant == "first-layer")
+            for name, model in models.items():
+                tuned = variant == "autotuned"
+                if tuned and "gpulinalg" not in name:
+                    continue
+                fn = _step(model, x, grad)
+                with config_context(autotune=True) if tuned else contextlib.nullcontext():
+                    if tuned:
+                        _cold(lambda: None)
+                    for _ in range(3):
+                        fn()
+                    _sync()
+                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                        fn()
+                        _sync()
+                kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
+                           for e in prof.key_averages()
+                           if _device_us(e) > 0
+                           and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+                suffix = "" if variant == "inner" else f" {variant}"
+                rows.append(row(SUITE,
+                                f"kernels per step {batch} {width} {dtype_name} {act}{suffix}",
+                                name, {}, kernels=kernels,
+                                kernel_launches=sum(c for _, c, _ in kernels),
+                                kernel_us=round(sum(us for _, _, us in kernels), 1)))
     return rows
 
 
@@ -258,19 +363,21 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
     if quick:
         per = dict(sizes=(32,), calls=20)
         tfl = dict(sizes=(64,), dtypes=("float32",), repeat=3)
-        lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), repeat=3)
+        lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), steps=5,
+                   samples=3)
         first = tuned = comp = lay
     else:
         per = dict(sizes=(128, 512, 2048), calls=1000)
         tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
+        # 9 interleaved samples of 50 steps: about 0.5 s of timed steps per case
         lay = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
-                   acts=("relu", "gelu"), repeat=10)
+                   acts=("relu", "gelu"), steps=50, samples=9)
         first = dict(batches=(256, 8192), widths=(1024,), dtypes=("float16",),
-                     acts=("relu", "gelu"), repeat=10)
+                     acts=("relu", "gelu"), steps=50, samples=9)
         tuned = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu", "gelu"),
-                     repeat=10)
+                     steps=50, samples=9)
         comp = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu",),
-                    repeat=10)
+                    steps=50, samples=5)
     if "per_call" in sections:
         rows += per_call_rows(**per)
     if "tflops" in sections:
@@ -310,7 +417,14 @@ def summarize(rows):
             ours = impls.get("gpulinalg FusedLinear", {}).get("ms", float("nan"))
             ref = impls.get("torch nn.Linear+act", {}).get("ms", float("nan"))
             ratio = impls.get("ratio ours/torch", {}).get("ratio", float("nan"))
-            lines.append(f"{case[14:]}: ours {ours:.3f} torch {ref:.3f} ms ratio {ratio:.2f}")
+            o = impls.get("gpulinalg FusedLinear", {})
+            t = impls.get("torch nn.Linear+act", {})
+            slow = (f" slow roads {o['plans_made']}/{o['public_calls']}/{o['full_dispatches']}"
+                    f" in {o['timed_steps']} steps" if "plans_made" in o else "")
+            spread = (f" spread {o['spread']:.2f}/{t['spread']:.2f}"
+                      if "spread" in o and "spread" in t else "")
+            lines.append(f"{case[14:]}: ours {ours:.3f} torch {ref:.3f} ms ratio {ratio:.2f}"
+                         f"{spread}{slow}")
         elif case.startswith("kernels"):
             for k, v in impls.items():
                 lines.append(f"{case} {k.split()[0]}: {v.get('kernel_launches')} launches "
