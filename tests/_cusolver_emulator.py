@@ -161,20 +161,38 @@ def _strided(x, shape, strides):
     return np.lib.stride_tricks.as_strided(x, shape, tuple(int(s) * item for s in strides))
 
 
+_NONE = (1 << 64) - 1
+
+
+def _summarize(summ, flags, word1, word2):
+    """What the last block of a fused launch leaves in the read-back words of the summary
+    (``summ[4:7]``); the accumulating words stay at their identities, as on the device."""
+    summ[4], summ[5], summ[6] = np.uint64(flags), np.uint64(word1), np.uint64(word2)
+    CALLS["summary"] += 1
+
+
+def _order_bits(v):
+    """The kernel's gl_order_bits: NaN above everything, other non-negative doubles as bits."""
+    if np.isnan(v):
+        return 0x7FF8000000000000
+    return int(np.array([abs(v)], np.float64).view(np.uint64)[0])
+
+
 def _small_potrf(grid, args):
     """The fused Cholesky of ``_fused_cuda`` (one matrix per block), step by step as the
-    kernel: the same codes (``k + 1``, or ``nonfinite + k`` for a NaN/Inf pivot) and flags."""
-    a3, w, info, n, nb, *st = (int(x) if np.isscalar(x) else x for x in args)
+    kernel: the same codes (``k + 1``, or ``nonfinite + k`` for a NaN/Inf pivot) and flags,
+    folded into the summary (the first failed matrix of each kind, packed)."""
+    a3, w, summ, n, nb, *st = (int(x) if np.isscalar(x) else x for x in args)
     (sab, sar, sac, swb, swr, swc), (lower, clean, nonfinite) = st[:6], st[6:]
     CALLS["small_potrf"] += 1
-    assert grid == (nb,)
+    assert grid == (nb,) and summ.dtype == np.uint64 and summ.shape == (8,)
     av = _strided(a3, (nb, n, n), (sab, sar, sac))
     wv = _strided(w, (nb, n, n), (swb, swr, swc))
     tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+    flags, minor, pivot = 0, _NONE, _NONE
     for b in range(nb):
         src = np.array(av[b])
-        info[nb + b] = int(not np.isfinite(src).all())
-        wv[b][~tri] = 0 if clean else src[~tri]
+        flags |= int(not np.isfinite(src).all())
         s = np.tril(src if lower else src.conj().T).astype(src.dtype)
         code = 0
         with np.errstate(all="ignore"):
@@ -184,36 +202,43 @@ def _small_potrf(grid, args):
                     code = k + 1 if np.isfinite(d) else nonfinite + k
                     break
                 s[k + 1:, k + 1:] -= np.tril(np.outer(s[k + 1:, k] / d, s[k + 1:, k].conj()))
-        info[b] = code
+        packed = (b << 32) | code
+        if 0 < code < nonfinite:
+            minor = min(minor, packed)
+        elif code >= nonfinite:
+            pivot = min(pivot, packed)
         if code:
-            continue
+            continue  # nothing written (in place: the input stays)
+        wv[b][~tri] = 0 if clean else src[~tri]
         r = np.sqrt(np.diagonal(s).real)
         fac = np.tril(s / r[None, :])
         fac[np.arange(n), np.arange(n)] = r
         wv[b][tri] = (fac if lower else fac.conj().T)[tri]
+    _summarize(summ, flags, minor, pivot)
 
 
 def _small_trsm(grid, args):
-    """The fused triangular / Cholesky solves of ``_fused_cuda`` with their figures."""
-    a3, b3, x, fig, n, k, *st = (int(x) if np.isscalar(x) else x for x in args)
-    (tr, cj, mode, unit) = st[9:]
+    """The fused triangular / Cholesky solves of ``_fused_cuda``, with the rule of
+    ``_triangular_xp`` per matrix folded into the summary as the kernel does."""
+    a3, b3, x, summ, n, k, *st = (int(x) if np.isscalar(x) else x for x in args)
+    (tr, cj, mode, unit, squared, summarize) = st[9:]
     CALLS["small_trsm"] += 1
     nb = grid[0]
+    assert summ.dtype == np.uint64 and summ.shape == (8,)
     av = _strided(a3, (nb, n, n), st[0:3])
     bv = _strided(b3, (nb, n, k), st[3:6])
     xv = _strided(x, (nb, n, k), st[6:9])
-    assert fig.shape == (nb, 5 + 2 * k)
+    flags, bound = 0, 0.0
     for b in range(nb):
         a, y = np.array(av[b]), np.array(bv[b])
         m = np.tril(a.T if tr else a)
         m = m.conj() if cj else m
         if unit:
             m[np.arange(n), np.arange(n)] = 1
-        d = np.abs(np.diagonal(a))
-        zero = np.flatnonzero(d == 0)
-        fig[b, :5] = (d.max(), d.min(), zero[0] if zero.size else -1,
-                      not np.isfinite(a).all(), not np.isfinite(y).all())
-        fig[b, 5:5 + k] = np.abs(y).max(axis=0)
+        d = np.ones(n) if unit else np.abs(np.diagonal(a)).astype(np.float64)
+        flags |= (1 if not np.isfinite(a).all() else 0) | (2 if not np.isfinite(y).all() else 0)
+        flags |= 4 if (d == 0).any() else 0
+        scale = np.abs(y).max(axis=0).astype(np.float64)
         with np.errstate(all="ignore"):
             if mode != 1:
                 for j in range(n):
@@ -223,8 +248,16 @@ def _small_trsm(grid, args):
                 for j in reversed(range(n)):
                     y[j] /= m[j, j].conj()
                     y[:j] -= m[j, :j, None].conj() * y[j]
-        xv[b] = y
-        fig[b, 5 + k:] = np.abs(y).max(axis=0)
+            xv[b] = y
+            xn = np.abs(y).max(axis=0).astype(np.float64)
+            dmax, dmin = d.max(), d.min()
+            diag = dmax / (dmin if dmin > 0 else 1.0)
+            ratio = np.where(scale > 0, xn / np.where(scale > 0, scale, 1.0), 0.0)
+            rhs = (dmax * dmax) * ratio if squared else dmax * ratio
+            cond = np.max(np.append(rhs, diag * diag if squared else diag))
+        bound = np.nan if np.isnan(cond) or np.isnan(bound) else max(bound, cond)
+    if summarize:
+        _summarize(summ, flags, _order_bits(bound), _NONE)
 
 
 class _Stream:

@@ -54,11 +54,21 @@ def test_table_rows_name_known_routes():
         assert {r[2] for r in rows} <= set(ROUTES[op]), op
 
 
-@pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (64, 2, "fused"),
-                                            (65, 4096, "batched"), (512, 200, "batched"),
-                                            (1024, 2, "batched"), (2048, 16, "looped")])
+@pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
+                                            (64, 2, "fused"), (65, 4096, "batched"),
+                                            (512, 200, "batched"), (1024, 2, "batched"),
+                                            (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
-    assert _batched_plan.route("potrf", n, batch) == want
+    assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want
+
+
+def test_potrf_fp32_takes_potrf_batched_above_32():
+    # potrfBatched beat the fused kernel at 4096 x 64^2 in fp32 on the H200 (issue #16)
+    f32 = np.dtype("float32")
+    assert _batched_plan.route("potrf", 32, 4096, dtype=f32) == "fused"
+    assert _batched_plan.route("potrf", 33, 4096, dtype=f32) == "batched"
+    assert _batched_plan.route("potrf", 64, 4096, dtype=f32) == "batched"
+    assert _batched_plan.route("potrf", 64, 4096, dtype=np.dtype("complex64")) == "fused"
 
 
 def test_fused_rows_need_the_kernel_and_few_right_hand_sides():

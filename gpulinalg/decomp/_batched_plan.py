@@ -43,21 +43,27 @@ Examples
 'looped'
 >>> route("gesvd", 16, 100), route("gesvd", 128, 100), route("gesvd", 4096, 2)
 ('batched', 'jacobi', 'looped')
->>> route("potrf", 64, 4096), route("potrf", 64, 4096, fused=False), route("trsm", 8, 64, rhs=500)
-('fused', 'batched', 'batched')
+>>> route("potrf", 64, 4096, dtype="float64"), route("potrf", 64, 4096, dtype="float32")
+('fused', 'batched')
+>>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
+('batched', 'batched')
 """
 
 import math
 
 __all__ = ["TABLE", "LANES", "FUSED_RHS", "route", "lanes"]
 
-#: ``op -> ((max_order, min_batch, route), ...)``: the first row with ``n <= max_order`` and
-#: ``batch >= min_batch`` gives the route; a single matrix (``batch == 1``) is always
+#: ``op -> ((max_order, min_batch, route[, dtypes]), ...)``: the first row with
+#: ``n <= max_order`` and ``batch >= min_batch`` (and, where a row names ``dtypes``, whose
+#: dtype is one of them) gives the route; a single matrix (``batch == 1``) is always
 #: ``"looped"`` (one call of the per-matrix routine).
-TABLE: dict[str, tuple[tuple[float, int, str], ...]] = {
-    # Cholesky factor: the fused kernel up to 64, cuSOLVER <t>potrfBatched up to 1024, blocked
-    # Xpotrf per matrix above.
-    "potrf": ((64, 2, "fused"), (1024, 2, "batched"), (math.inf, 1, "looped")),
+TABLE: dict[str, tuple[tuple, ...]] = {
+    # Cholesky factor: the fused kernel up to 32 (64 but in fp32), cuSOLVER <t>potrfBatched up
+    # to 1024, blocked Xpotrf per matrix above. On the H200 (issue #16) the fused kernel took
+    # 0.12 ms against potrfBatched's 0.21 at 4096 x 8^2; at 4096 x 64^2 it lost in fp32
+    # (0.80 against 0.58 ms) and was at par in fp64 (0.79 against 0.80).
+    "potrf": ((32, 2, "fused"), (64, 2, "fused", ("float64", "complex64", "complex128")),
+              (1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
     # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
@@ -104,15 +110,21 @@ def lanes(op: str, n: int, batch: int) -> int:
 FUSED_RHS = 64
 
 
-def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0) -> str:
+def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
+          dtype: object = None) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
     module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
     exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
-    right-hand sides a solve has."""
+    right-hand sides a solve has; ``dtype``: the computation's dtype (a row naming dtypes
+    applies to those only: never when ``dtype`` is not given)."""
     if batch <= 1:
         return "looped"
-    for max_order, min_batch, name in TABLE[op]:
+    name_of = None if dtype is None else str(getattr(dtype, "name", dtype))
+    for row in TABLE[op]:
+        max_order, min_batch, name = row[:3]
         if name == "fused" and (not fused or rhs > FUSED_RHS):
+            continue
+        if len(row) > 3 and name_of not in row[3]:
             continue
         if n <= max_order and batch >= min_batch:
             return name

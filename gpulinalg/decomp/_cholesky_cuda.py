@@ -19,7 +19,7 @@ from .._runtime.kernels import elementwise_kernel, raw_kernel
 from . import _fused_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
-from ._batched_plan import route
+from ._batched_plan import TABLE, route
 from ._cusolver_cuda import Solver
 from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
 from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, fused_solve,
@@ -37,9 +37,13 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     read back with the ``info`` codes (:mod:`._finite_cuda`; one synchronization in all).
     """
     import cupy
+    if not overwrite_a:  # a repeat of a layout: its plan (the route included) kept
+        x = _fused_repeat(a, lower, clean, dtype, finite)
+        if x is not None:
+            return x
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype)) == "fused":
+    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype), dtype=dtype) == "fused":
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
@@ -51,9 +55,9 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
 
 def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
     """:func:`cholesky` of a stack of small matrices: one fused launch (:mod:`._fused_cuda`),
-    one read-back of its per-matrix codes and finiteness flags. With ``overwrite_a`` a stack of
-    ``dtype`` whose matrices do not overlap is factored in place (the kernel holds each matrix
-    in shared memory; a failed matrix keeps the triangle that was read)."""
+    one read-back of its 3-word summary. With ``overwrite_a`` a stack of ``dtype`` whose
+    matrices do not overlap is factored in place (the kernel holds each matrix in shared
+    memory; a failed matrix keeps the triangle that was read)."""
     import cupy
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
@@ -66,15 +70,75 @@ def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
         w = cupy.empty((nb, n, n), dtype=dtype)
         if lower:
             w = w.transpose(0, 2, 1)  # the layout of the other routes: cho_solve reads either
-    info = cupy.empty(2 * nb, dtype=np.int32)
-    _fused_cuda.potrf(a3, w, info, lower, clean, NONFINITE)
-    host = info.get()  # the only synchronization of the call
-    if finite and host[nb:].any():
-        raise_nonfinite("a")
-    codes = host[:nb]
-    if codes.any():
-        _raise_failure(a, codes, lower, False, finite)
+    summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
+    _fused_cuda.potrf(a3, w, summ, lower, clean, NONFINITE)
+    _fused_verdict(a, totals, lower, finite)
     return w.reshape(a.shape)
+
+
+def _fused_verdict(a, totals, lower, finite):
+    """Read the summary of a fused factorization back (the call's only synchronization) and
+    raise for the first failed matrix, as :func:`_raise_failure` does from per-matrix codes."""
+    host = totals.get()
+    flags, minor, pivot = int(host[0]), int(host[1]), int(host[2])
+    if finite and flags:
+        raise_nonfinite("a")
+    if minor != _fused_cuda.NONE or pivot != _fused_cuda.NONE:
+        first = minor if minor != _fused_cuda.NONE else pivot
+        entry, code = first >> 32, first & 0xFFFFFFFF
+        _raise_failure(a, np.array([code]), lower, False, finite, entry)
+
+
+#: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
+#: dtype, lower, clean) -> (cupy module, table rows, kernel or None (another route), grid,
+#: block, constant args)``.
+_PLANS: dict = {}
+_MAX_PLANS = 256
+
+
+def _fused_repeat(a, lower, clean, dtype, finite):
+    """:func:`_fused_factor` of a stack of ``dtype`` that is one ``(B, n, n)`` view, into a new
+    factor (not in place), from what was kept for its layout: one allocation, one launch, one
+    read-back; ``None`` where the layout takes another route or another code path."""
+    import cupy
+    key = (a.shape, a.strides, a.dtype, dtype, lower, clean)
+    plan = _PLANS.get(key)
+    if plan is None or plan[0] is not cupy or plan[1] is not TABLE["potrf"]:
+        plan = _factor_plan(cupy, a, lower, clean, dtype)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan[2] is None:
+        return None
+    _, _, kern, grid, block, consts = plan
+    w = cupy.empty(a.shape, dtype=dtype)
+    if lower:
+        w = w.swapaxes(-1, -2)
+    summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
+    kern(grid, block, (a, w, summ, *consts))
+    _fused_verdict(a, totals, lower, finite)
+    return w
+
+
+def _factor_plan(cupy, a, lower, clean, dtype):
+    """What :func:`_fused_repeat` keeps for a layout (see :data:`_PLANS`)."""
+    rows = TABLE["potrf"]
+    n = a.shape[-1]
+    nb = math.prod(a.shape[:-2])
+    if a.dtype != dtype or a.ndim < 3 \
+            or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype), dtype=dtype) != "fused":
+        return (cupy, rows, None)
+    a3 = a.reshape(nb, n, n)
+    if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
+        return (cupy, rows, None)
+    w = cupy.empty(a.shape, dtype=dtype)
+    if lower:
+        w = w.swapaxes(-1, -2)
+    w3 = w.reshape(nb, n, n)
+    kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3, w3)
+    consts = (np.int32(n), np.int64(nb), *strides, np.int32(bool(lower)),
+              np.int32(bool(clean)), np.int32(NONFINITE))
+    return (cupy, rows, kern, grid, block, consts)
 
 
 def _codes_buffer(a, finite):
@@ -97,7 +161,8 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     n, nb = a.shape[-1], math.prod(a.shape[:-2])
-    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype)) == "fused":
+    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype),
+                             dtype=dtype) == "fused":
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)
     return _factor(a, *view, lower, clean, info, flagged)
@@ -125,15 +190,16 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     return w.reshape(a.shape)
 
 
-def _raise_failure(a, codes, lower, overwritten, input_finite=False):
+def _raise_failure(a, codes, lower, overwritten, input_finite=False, offset=0):
     """Raise for the first failed matrix: a failed minor first, else a non-finite diagonal
     (``overwritten``: ``a`` was factored in place; ``input_finite``: it was checked finite;
-    see :func:`._cholesky_xp.failure`)."""
+    see :func:`._cholesky_xp.failure`). ``codes[i]`` is matrix ``offset + i``'s."""
     nonfinite = codes >= NONFINITE
     bad = np.flatnonzero((codes > 0) & ~nonfinite)
     if bad.size or nonfinite.any():
-        entry = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
-        minor = int(codes[entry]) if bad.size else int(codes[entry]) - NONFINITE + 1
+        at = int(bad[0] if bad.size else np.flatnonzero(nonfinite)[0])
+        minor = int(codes[at]) if bad.size else int(codes[at]) - NONFINITE + 1
+        entry = offset + at
         raise failure(minor, _entry(a, entry), lower, overwritten,
                       batch_index(entry, a.shape[:-2]), input_finite)
 

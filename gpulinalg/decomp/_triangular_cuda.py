@@ -12,10 +12,11 @@ import numpy as np
 
 from . import _fused_cuda
 from ._checks import broadcast_batch, matrix_order, sub
+from . import _batched_plan
 from ._batched_plan import route
 from ._cusolver_cuda import pointer_array, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
-from ._triangular_xp import check_nonsingular, judge, raise_zero_diagonal
+from ._triangular_xp import check_nonsingular, judge, judge_bound
 
 __all__ = ["solve_triangular", "fused_solve", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs",
            "stack_matrices", "trsm_batched"]
@@ -51,45 +52,97 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
 
 def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     """The solve of a stack of small matrices by :func:`._fused_cuda.trsm` (one launch, one
-    read-back of its figures, none when nothing is to be checked), or ``None`` where the table
-    of :mod:`._batched_plan` picks another route. ``how``: the kernel's ``(tr, cj, mode)``.
-    Checks as :func:`solve_triangular`: ``check`` the conditioning rule (``squared``: of
-    ``a^H a``), else only a zero on the diagonal (unless ``unit`` or ``mode`` 2: ``cho_solve``
-    without ``check`` checks nothing); ``finite``: NaN or Inf in ``a`` or ``b`` (``names``)."""
+    read-back of its 3-word summary, none when nothing is to be checked), or ``None`` where
+    the table of :mod:`._batched_plan` picks another route. ``how``: the kernel's
+    ``(tr, cj, mode)``. Checks as :func:`solve_triangular`: ``check`` the conditioning rule
+    (``squared``: of ``a^H a``), else only a zero on the diagonal (unless ``unit`` or ``mode``
+    2: ``cho_solve`` without ``check`` checks nothing); ``finite``: NaN or Inf in ``a`` or
+    ``b`` (``names``). The summary's flags say when something is wrong; only then is anything
+    looked at again (the first zero on the diagonal, in ``a``'s own order).
+
+    What a layout needs (route, views, strides, kernel) is worked out once per ``(shape,
+    strides, dtype)`` of ``a`` and ``b`` and the options (:data:`_PLANS`): a repeat allocates
+    the solution, launches, and reads the summary back."""
     import cupy
+    key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, dtype, how, unit)
+    plan = _PLANS.get(key)
+    if plan is None or plan[0] is not cupy or plan[1] is not _batched_plan.TABLE["trsm"]:
+        plan = _solve_plan(cupy, a, b, dtype, how, unit, squared)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan[2] is None:
+        return None
+    _, _, out_shape, swap, direct, kern, grid, block, consts = plan
+    read = check or finite or (not unit and how[2] != 2)
+    out = cupy.empty(out_shape, dtype=dtype)
+    if swap:
+        out = out.swapaxes(-1, -2)
+    summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
+    if direct:
+        kern(grid, block, (a, b, out, summ, *consts, _ON if read else _OFF))
+    else:
+        _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read)
+    if not read:
+        return out
+    host = totals.get()  # the only synchronization of the call
+    flags = int(host[0])
+    if flags:
+        if finite and flags & _fused_cuda.A_BAD:
+            raise_nonfinite(names[0])
+        if finite and flags & _fused_cuda.B_BAD:
+            raise_nonfinite(names[1])
+        if flags & _fused_cuda.ZERO_DIAGONAL:  # names the first one in a's own order
+            check_nonsingular(a.astype(dtype, copy=False), cupy)
+    if check:
+        judge_bound(_fused_cuda.as_float(host[1]), dtype, squared)
+    return out
+
+
+#: Layouts of the fused solves: key of :func:`fused_solve` -> ``(cupy module, table rows,
+#: out shape or None (another route), swap, direct, kernel, grid, block, constant args)``.
+_PLANS: dict = {}
+_MAX_PLANS = 256
+_ON, _OFF = np.int32(1), np.int32(0)
+
+
+def _solve_plan(cupy, a, b, dtype, how, unit, squared):
+    """What :func:`fused_solve` keeps for a layout (see :data:`_PLANS`). ``direct``: ``a`` and
+    ``b`` flatten to ``(B, n, n)`` / ``(B, n, k)`` views of ``dtype`` (broadcasts included), so
+    a repeat passes them to the kernel as they are, with the strides kept here."""
+    rows = _batched_plan.TABLE["trsm"]
     vec = b.ndim == 1
     b2 = b[:, None] if vec else b
     n, k = b2.shape[-2:]
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
-    if route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k) != "fused":
-        return None
+    if route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype) != "fused":
+        return (cupy, rows, None)
+    out_shape = batch + ((n,) if vec else (k, n))
+    out = cupy.empty(out_shape, dtype=dtype)
+    if not vec:
+        out = out.swapaxes(-1, -2)
+    x3 = out.reshape(nb, n, k)
     a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
-    x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)  # column-major, as rhs_copy
-    fig = cupy.empty((nb, _fused_cuda.FIG_HEAD + 2 * k), dtype=np.float64)
-    _fused_cuda.trsm(a3, b3, x, fig, *how, unit)
-    out = finish_rhs(x, batch, vec)
-    zero_check = not unit and how[2] != 2
-    if not (check or finite or zero_check):
-        return out
-    host = fig.get()  # the only synchronization of the call
-    if finite and host[:, 3].any():
-        raise_nonfinite(names[0])
-    if finite and host[:, 4].any():
-        raise_nonfinite(names[1])
-    head = _fused_cuda.FIG_HEAD
-    dstats = host[:, :3].reshape(batch + (3,))
-    lead = len(batch) - (a.ndim - 2)  # a's own matrices: its broadcast copies agree
-    dstats = dstats[(0,) * lead + tuple(slice(0, 1) if d == 1 else slice(None)
-                                        for d in a.shape[:-2])]
-    if unit:
-        dstats = np.broadcast_to(np.array([1.0, 1.0, -1.0]), dstats.shape)
-    if check:
-        judge(a, dstats, host[:, head + k:].reshape(batch + (k,)),
-              host[:, head:head + k].reshape(batch + (k,)), dtype, squared)
-    else:
-        raise_zero_diagonal(a, dstats)
-    return out
+    direct = a3.data.ptr == a.data.ptr and b3.data.ptr == b.data.ptr and a3.dtype == a.dtype \
+        and b3.dtype == b.dtype and x3.data.ptr == out.data.ptr
+    kern, grid, block, strides = _fused_cuda.launch_args("gl_small_trsm", x3, n, nb, a3, b3, x3)
+    tr, cj, mode = how
+    consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
+              np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)))
+    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts)
+
+
+def _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read):
+    """The launch of :func:`fused_solve` where ``a`` or ``b`` needs a copy (another dtype,
+    batch axes that do not merge): the copies made, the strides taken afresh."""
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    n, k = b2.shape[-2:]
+    batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
+    nb = math.prod(batch)
+    a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
+    _fused_cuda.trsm(a3, b3, out.reshape(nb, n, k), summ, *how, unit, squared, read)
 
 
 def _stack_of(cupy, x, batch, nb, dtype):

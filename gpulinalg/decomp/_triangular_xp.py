@@ -31,7 +31,7 @@ from .._runtime.errors import warn as _warn
 from ._checks import batch_index
 
 __all__ = ["check_nonsingular", "rhs_scale", "check_conditioning", "figures", "judge",
-           "raise_zero_diagonal"]
+           "judge_bound", "raise_zero_diagonal"]
 
 
 def _singular(flat, a):
@@ -110,9 +110,22 @@ def judge(a, dstats, xn, scale, dtype, squared=False):
         if squared:
             diag_bound = diag_bound * diag_bound
         cond = float(np.maximum(np.max(diag_bound), np.max(rhs_bound)))
-        rcond = 1.0 / cond if cond > 0 else float("inf")
+    judge_bound(cond, dtype, squared)
+
+
+_EPS: dict = {}
+
+
+def judge_bound(cond, dtype, squared=False):
+    """The end of :func:`judge` on the bound ``cond`` (a float: the largest lower bound on the
+    condition number over the stack, NaN when a figure was NaN): note ``rcond_bound`` and
+    warn below the epsilon of ``dtype``. The fused GPU solves work ``cond`` out on the device
+    (:mod:`._fused_cuda`) and call this alone."""
+    rcond = 1.0 / cond if cond > 0 else float("inf")
     _dispatch.note(rcond_bound=rcond)
-    eps = float(np.finfo(dtype).eps)
+    eps = _EPS.get(dtype)
+    if eps is None:
+        eps = _EPS[dtype] = float(np.finfo(dtype).eps)
     if rcond < eps:
         what = "Cholesky factor's matrix" if squared else "triangular matrix"
         _warn(f"gpulinalg: ill-conditioned {what}: reciprocal condition number <= "
