@@ -231,3 +231,153 @@ def test_gpu_fused_failures_name_the_slice(xp_gpu, rng):
     t[3, 9, 9] = 0
     with pytest.raises(SingularMatrixError, match=r"batch entry \(3,\).*entry 9"):
         solve_triangular(cp.asarray(t), cp.ones((4, 32, 2)), lower=True)
+
+
+# -- the rule on the device: the summary against the host's judge --------------------------------
+
+def _bounds(monkeypatch):
+    """Record every bound the rule judges (the fused route's and the host's ``judge``)."""
+    from gpulinalg.decomp import _triangular_xp
+    seen = []
+    real = _triangular_xp.judge_bound
+
+    def record(cond, dtype, squared=False):
+        seen.append(cond)
+        return real(cond, dtype, squared)
+    monkeypatch.setattr(_triangular_xp, "judge_bound", record)
+    monkeypatch.setattr(_triangular_cuda, "judge_bound", record)
+    return seen
+
+
+@pytest.mark.parametrize("case", ["plain", "tiny", "nan", "inf_b", "zero_b", "unit"])
+@pytest.mark.parametrize("op", ["solve_triangular", "cho_solve"])
+def test_emulated_fused_bound_is_the_host_judges(emu, monkeypatch, rng, case, op):
+    from _cusolver_emulator import without_fused
+    a = np.tril(rng.standard_normal((2, 3, 7, 7))) + 3 * np.eye(7)
+    b = rng.standard_normal((3, 7, 2))
+    if case == "tiny":
+        a[1, 2, 4, 4] = 1e-9
+    elif case == "nan":
+        a[0, 1, 5, 2] = np.nan
+    elif case == "inf_b":
+        b[1, 3, 1] = np.inf
+    elif case == "zero_b":
+        b[2] = 0.0
+    seen = _bounds(monkeypatch)
+
+    def call():
+        if op == "cho_solve":
+            return _cholesky_cuda.cho_solve(dev(a), True, dev(b), False, np.dtype("f8"), True)
+        return _triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, case == "unit", False,
+                                                 np.dtype("f8"), True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        CALLS.clear()
+        fused = plain(call())
+        assert CALLS["small_trsm"] == 1 and CALLS["tri_figures"] == 0
+        with monkeypatch.context() as m:
+            without_fused(m)
+            CALLS.clear()
+            ref = plain(call())
+            assert CALLS["small_trsm"] == 0 and CALLS["tri_figures"] >= 2
+    assert len(seen) == 2
+    # the same rule: equal up to the rounding of the two solutions (x enters the bound)
+    assert (np.isnan(seen[0]) and np.isnan(seen[1])) or np.isclose(seen[0], seen[1],
+                                                                   rtol=1e-12), seen
+    assert np.allclose(fused, ref, equal_nan=True)
+
+
+def test_emulated_fused_plans_follow_the_route_table(emu, rng):
+    from _cusolver_emulator import without_fused
+    a = np.tril(rng.standard_normal((4, 8, 8))) + 3 * np.eye(8)
+    b = rng.standard_normal((4, 8, 2))
+    s = spd(rng, (4,), 8, np.float64)
+    for _ in range(2):  # the second call: the kept plan
+        CALLS.clear()
+        _triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                          np.dtype("f8"), True)
+        _cholesky_cuda.cholesky(dev(s), True, False, True, np.dtype("f8"), True)
+        assert CALLS["small_trsm"] == 1 and CALLS["small_potrf"] == 1 and CALLS["get"] == 2
+    mp = pytest.MonkeyPatch()
+    try:
+        without_fused(mp)  # the same layouts now take the library routes
+        CALLS.clear()
+        _triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                          np.dtype("f8"), True)
+        _cholesky_cuda.cholesky(dev(s), True, False, True, np.dtype("f8"), True)
+        assert CALLS["small_trsm"] == 0 and CALLS["small_potrf"] == 0
+        assert CALLS["trsm_batched"] == 1 and CALLS["potrf_batched"] == 1
+    finally:
+        mp.undo()
+
+
+def test_emulated_fused_repeat_after_a_failure_is_clean(emu, rng):
+    a = spd(rng, (3,), 8, np.float64)
+    bad = a.copy()
+    bad[1, 4, 4] = -9.0
+    with pytest.raises(NotPositiveDefiniteError):
+        _cholesky_cuda.cholesky(dev(bad), True, False, True, np.dtype("f8"), True)
+    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True))
+    assert np.allclose(got[1] @ got[1].T, a[1])
+
+
+@pytest.mark.gpu
+def test_gpu_fused_summary_starts_clean_after_failures(xp_gpu, rng):
+    # the summary buffer is reset by the last block of every launch: a failed call must leave
+    # nothing for the next one (flags, failed minors, the bound)
+    cp = xp_gpu
+    a = spd(rng, (64,), 16, np.float64)
+    bad = a.copy()
+    bad[40, 3, 3] = -100.0
+    bad[9, 11, 11] = np.inf  # a NaN/Inf pivot in an earlier slice, the minor failure first
+    for _ in range(3):
+        with pytest.raises(NotPositiveDefiniteError) as info:
+            cholesky(cp.asarray(bad), lower=True, check_finite=False)
+        assert info.value.batch_index == (40,) and info.value.minor == 4
+        c = cholesky(cp.asarray(a), lower=True)
+        assert np.allclose(cp.asnumpy(c[40] @ c[40].T), a[40])
+    t = np.tril(rng.standard_normal((64, 16, 16))) + 4 * np.eye(16)
+    tz, tt = t.copy(), t.copy()
+    tz[50, 2, 2] = 0.0
+    tt[7, 5, 5] = 1e-30
+    b = cp.ones((64, 16, 3))
+    for _ in range(3):
+        with pytest.raises(SingularMatrixError, match=r"batch entry \(50,\).*entry 2"):
+            solve_triangular(cp.asarray(tz), b, lower=True)
+        with pytest.warns(IllConditionedWarning):
+            solve_triangular(cp.asarray(tt), b, lower=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            x = solve_triangular(cp.asarray(t), b, lower=True)
+        assert gpulinalg.last_run().details["rcond_bound"] > 1e-3
+        assert np.allclose(t @ cp.asnumpy(x), 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("op", ["solve_triangular", "cho_solve"])
+def test_gpu_fused_bound_is_the_host_judges(xp_gpu, monkeypatch, rng, dtype, op):
+    from _cusolver_emulator import without_fused
+    cp = xp_gpu
+    t = (np.tril(rng.standard_normal((3, 5, 24, 24))) + 3 * np.eye(24)).astype(dtype)
+    t[1, 2, 9, 9] = 1e-3
+    b = cp.asarray(rng.standard_normal((3, 5, 24, 4)).astype(dtype))
+    t = cp.asarray(t)
+
+    def call():
+        if op == "cho_solve":
+            return cho_solve((t, True), b)
+        return solve_triangular(t, b, lower=True)
+    got = []
+    for fused in (True, False):
+        with monkeypatch.context() as m:
+            if not fused:
+                without_fused(m)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x = call()
+            got.append((gpulinalg.last_run().details["rcond_bound"], cp.asnumpy(x)))
+    # the same rule: equal up to the rounding of the two solutions (x enters the bound)
+    assert np.isclose(got[0][0], got[1][0], rtol=1e-6 if dtype == np.float64 else 1e-2)
+    assert np.allclose(got[0][1], got[1][1], rtol=1e-3 if dtype != np.float64 else 1e-10,
+                       atol=1e-4 if dtype != np.float64 else 1e-10)
