@@ -234,16 +234,21 @@ def case_rsvd(client, x, info, repeat):
                                      n_oversamples=REF_OVER).S.compute())
     for impl, fn in (("gpulinalg.decomp.truncated_svd", ours),
                      ("dask.array.linalg.svd_compressed", theirs)):
-        cold, warm, (u, s, vh), comm = _timed(client, fn, repeat)
+        try:
+            cold, warm, (u, s, vh), comm = _timed(client, fn, repeat)
+        except Exception as exc:  # the peer failing (e.g. out of memory) keeps our row
+            rows.append(timing.absent("dask", "rsvd", impl, f"{type(exc).__name__}: {exc}"))
+            continue
         svals[impl] = _host(s.compute())
         acc = _accuracy(x, u, svals[impl], vh, ref)
         rows.append(_row("rsvd", impl, cold, warm, info, passes=passes, comm=comm, k=K,
                          n_iter=N_ITER, n_oversamples=OVERSAMPLES,
                          singular_values=svals[impl].tolist(), **acc))
         del u, s, vh
-    a, b = svals.values()
-    for r in rows:
-        r["s_rel_diff_between_impls"] = float(np.max(np.abs(a - b) / np.abs(a)))
+    if len(svals) == 2:
+        a, b = svals.values()
+        for r in rows:
+            r["s_rel_diff_between_impls"] = float(np.max(np.abs(a - b) / np.abs(a)))
     rows.append(_gemm_probe(client, x, info))
     return rows
 
