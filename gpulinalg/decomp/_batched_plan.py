@@ -7,10 +7,11 @@ of ``batch`` matrices of order ``n``:
 ``"fused"``
     (``potrf``, ``trsm``) one launch of a fused kernel of :mod:`._fused_cuda` for the whole
     stack: one thread block per matrix holds it in shared memory and does the whole call on
-    it (the copy, the finiteness check, the factorization or the solves, the figures of the
-    conditioning rule), so a call makes one launch and one read-back. Only where the kernel
-    exists (order <= 64; 32 for complex128, :func:`._fused_cuda.fits`) and, for solves, for at
-    most :data:`FUSED_RHS` right-hand sides: elsewhere the next row of the table applies;
+    it (the copy, the finiteness check, the factorization or the solves, the conditioning
+    rule), so a call makes one launch and one read-back of a 3-word summary. Only where the
+    kernel exists (order <= 64; 32 for complex128, :func:`._fused_cuda.fits`), for ``potrf``
+    in float32 up to order 32 (``potrfBatched`` won above), and, for solves, for at most
+    :data:`FUSED_RHS` right-hand sides: elsewhere the next row of the table applies;
 ``"batched"``
     one call of the batched library routine for the whole stack (cuSOLVER ``potrfBatched``,
     cuBLAS ``trsmBatched`` and ``geqrfBatched``, cuSOLVER ``gesvdjBatched``);
