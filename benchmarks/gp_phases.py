@@ -196,8 +196,6 @@ def host_overhead(x, y, kernel, noise=1e-10, repeat=20):
     ``log_marginal_likelihood(theta, eval_gradient=True)`` (theta set on the kernel, plan
     compiled, dispatch, uploads, read-back) minus the engine function on device-resident
     inputs, medians of ``repeat`` synchronized calls; and the estimator's call itself."""
-    import time
-
     from gpulinalg.gp import GaussianProcessRegressor
     from gpulinalg.gp._kernels_xp import compile_kernel
     la, xp, sync, ctx = _engine()
@@ -206,15 +204,7 @@ def host_overhead(x, y, kernel, noise=1e-10, repeat=20):
     plan = compile_kernel(kernel, x.shape[1])
 
     def med(fn):
-        fn()
-        times = []
-        for _ in range(repeat):
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        return _wall(fn, sync, warmup=1, repeat=repeat)["median_s"]
     est = med(lambda: gp.log_marginal_likelihood(theta, eval_gradient=True, clone_kernel=False))
     with ctx():
         xd, yd = xp.asarray(x, dtype=np.float64), xp.asarray(y, dtype=np.float64)
