@@ -240,7 +240,7 @@ def case_rsvd(client, x, info, repeat):
             rows.append(timing.absent("dask", "rsvd", impl, f"{type(exc).__name__}: {exc}"))
             continue
         svals[impl] = _host(s.compute())
-        acc = _accuracy(x, u, svals[impl], vh, ref)
+        acc = _accuracy(x, u, s, vh, ref)
         rows.append(_row("rsvd", impl, cold, warm, info, passes=passes, comm=comm, k=K,
                          n_iter=N_ITER, n_oversamples=OVERSAMPLES,
                          singular_values=svals[impl].tolist(), **acc))
@@ -262,8 +262,9 @@ def _accuracy(x, u, s, vh, ref):
     the pairs are from singular pairs of A; one more pass over A), ``u_orth`` and ``v_orth``
     (max |U^T U - I|, |V^T V - I|)."""
     import dask
-    r = x @ vh.T - u * s[None, :]
+    r = x @ vh.T - u * s[None, :]  # s lazy: its chunks are in the chunks' package
     norms, utu, vvt = dask.compute((r * r).sum(axis=0), u.T @ u, vh @ vh.T)
+    s = _host(s.compute())
     eye = np.eye(len(s))
     out = {"resid_Av": float(np.sqrt(_host(norms).max()) / s[0]),
            "u_orth": float(np.abs(_host(utu) - eye).max()),
