@@ -14,7 +14,7 @@ SKIP = {"suite", "case", "impl", "runs", "min_s"}
 def _fmt(v):
     if isinstance(v, float):
         return f"{v:.3g}"
-    return str(v)
+    return str(v).replace("|", "\\|")  # a "|" inside a cell (e.g. "log|K|") would split it
 
 
 def table(rows):
