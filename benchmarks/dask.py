@@ -132,11 +132,14 @@ def _chunks(shape, chunks):
 # -- timing -----------------------------------------------------------------------------------
 
 def _persist(client, *xs):
-    from distributed import wait
+    from distributed import futures_of, wait
     if not xs:
         return []
     out = client.persist(list(xs))
     wait(out)
+    for future in futures_of(out):  # wait() returns on failed tasks too: raise their error
+        if future.status == "error":
+            future.result()
     return out
 
 
