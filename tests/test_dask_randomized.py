@@ -175,3 +175,48 @@ def test_pca_persist_reads_x_once_for_the_sketch_and_the_moments(client, rng):
         mean = client.compute(out["mean"], sync=True)
     np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-12)
     assert not [r for r in ts.data if "rowpass" in str(r["key"])]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("chunks", [(40, 20), (120, 50), (25, 50)])
+def test_k_above_the_rank_still_gives_orthonormal_vectors(client, rng, dtype, chunks):
+    """A rank-2 matrix asked for k = 5: the last three values are (about) zero and U, Vh stay
+    orthonormal, as scikit-learn's and SciPy's (the basis is a TSQR of Y, not Y W from its
+    Gram matrix, which left zero columns in U)."""
+    cplx = np.dtype(dtype).kind == "c"
+    left = rng.standard_normal((120, 2)) + (1j * rng.standard_normal((120, 2)) if cplx else 0)
+    a = (left @ rng.standard_normal((2, 50))).astype(dtype)
+    U, S, Vh = dask.compute(*rsvd.randomized_svd(da.from_array(a, chunks=chunks), 5, n_iter=2,
+                                                 random_state=0))
+    tol = 50 * np.finfo(dtype).eps
+    exact = np.linalg.svd(a.astype(np.complex128 if cplx else np.float64), compute_uv=False)
+    np.testing.assert_allclose(S[:2], exact[:2], rtol=tol)
+    assert np.all(S[2:] <= tol * S[0])
+    assert np.abs(U.conj().T @ U - np.eye(5)).max() < tol
+    assert np.abs(Vh @ Vh.conj().T - np.eye(5)).max() < tol
+
+
+def test_zero_matrix_and_fewer_rows_than_the_sketch(client, rng):
+    """All-zero input: zero values, orthonormal vectors; m = 8 rows under l = k + 10 columns of
+    the sketch: the basis has min(m, l) columns and the values are exact."""
+    U, S, Vh = dask.compute(*rsvd.randomized_svd(da.from_array(np.zeros((30, 20)), chunks=10), 3,
+                                                 n_iter=1, random_state=0))
+    assert np.all(S == 0) and np.abs(U.T @ U - np.eye(3)).max() < 1e-12
+    a = rng.standard_normal((8, 50))
+    U, S, Vh = dask.compute(*rsvd.randomized_svd(da.from_array(a, chunks=(3, 20)), 3, n_iter=1,
+                                                 random_state=0))
+    np.testing.assert_allclose(S, np.linalg.svd(a, compute_uv=False)[:3], rtol=1e-12)
+    assert np.abs(U.T @ U - np.eye(3)).max() < 1e-12
+
+
+def test_values_far_below_the_largest_are_kept(client, rng):
+    """A spectrum over eleven decades, fp64: every value comes back with a relative error
+    far below one (the Gram-matrix basis dropped those below ~sqrt(l eps) s_1 as zeros)."""
+    m, n, r = 300, 80, 12
+    s = np.logspace(0, -11, r)
+    a = (np.linalg.qr(rng.standard_normal((m, r)))[0] * s) @ \
+        np.linalg.qr(rng.standard_normal((n, r)))[0].T
+    U, S, Vh = dask.compute(*rsvd.randomized_svd(da.from_array(a, chunks=(100, 40)), 10,
+                                                 n_iter=2, random_state=0))
+    assert np.max(np.abs(S - s[:10]) / s[:10]) < 1e-6
+    assert np.abs(U.T @ U - np.eye(10)).max() < 1e-12

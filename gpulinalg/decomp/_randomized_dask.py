@@ -288,23 +288,23 @@ def _omega(a, l, dtype, seed):
     return new_array(name, dsk, [], (n, l), ((n,), (l,)), meta_of(a, 2, dtype))
 
 
-def _layer(a, kind, thin, mean, local, split_every, w=None):
+def _layer(a, kind, thin, mean, local, split_every):
     """One task per row panel of ``a`` and a tree of merges: ``(dsk, root key, name)``.
 
     ``kind``: ``"fused"`` (``Y_i = A_i Z`` and ``A_i^H Y_i``), ``"basis"`` (``Y_i`` alone) or
-    ``"rr"`` (``A_i^H (Y_i W)``, ``thin`` is then ``Y`` and ``w`` is ``W``)."""
+    ``"rr"`` (``A_i^H Q_i``, ``thin`` is then the orthonormal basis ``Q``)."""
     from ._tsqr_dask import SPLIT_EVERY
     nr, nc = a.numblocks
     fan = max(int(split_every or SPLIT_EVERY), 2)
     sizes = tuple(int(c) for c in a.chunks[1])
-    name = f"gpulinalg-rowpass-{kind}-{tokenize(a, thin, mean, local, fan, w)}"
+    name = f"gpulinalg-rowpass-{kind}-{tokenize(a, thin, mean, local, fan)}"
     mk = None if mean is None else (mean.name, 0)
     dsk = {}
     level = []
     for i in range(nr):
         blocks = [(a.name, i, j) for j in range(nc)]
         if kind == "rr":
-            task = (_rowpass_xp.panel_h, (thin.name, i, 0), (w.name, 0, 0), mk, sizes, *blocks)
+            task = (_rowpass_xp.panel_h, (thin.name, i, 0), mk, sizes, *blocks)
         else:
             task = (_rowpass_xp.panel, (thin.name, 0, 0), mk, sizes, local, kind == "fused",
                     *blocks)
@@ -338,8 +338,9 @@ def _moment_arrays(a, root, deps, name):
 def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     """Randomized SVD by row panels: ``n_iter`` fused passes (``A`` then ``A^H`` in the same
     task per row panel, the next factor orthonormalized by one small QR), a basis pass
-    (``Y = A Z``, ``Q = Y W`` from ``Y^H Y``) and the Rayleigh-Ritz pass (``A^H Q``, its SVD in
-    one small task): ``n_iter + 2`` task layers, ``2 n_iter + 2`` reads of each block."""
+    (``Y = A Z``, ``Q`` from a TSQR of the thin ``Y``) and the Rayleigh-Ritz pass (``A^H Q``,
+    its SVD in one small task): ``n_iter + 2`` layers over ``A``, ``2 n_iter + 2`` reads of
+    each block."""
     m, n = op.shape
     dtype = a.dtype
     meta = meta_of(a, 2, dtype)
@@ -362,23 +363,24 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     dsk, top, name = _layer(a, "basis", z, mean, local, split_every)
     root = (f"{name}-root",)
     dsk[root] = (_rowpass_xp.basis_root, top, dtype)
-    dsk[(f"{name}-w", 0, 0)] = (_rowpass_xp.item, root, "w")
+    nr = a.numblocks[0]
+    sroot = (f"{name}-sroot",)  # the TSQR of Y: orthonormal Q even where Y is rank-deficient
+    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
+    for i in range(nr):
+        dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, (f"{name}-p", i), root, (z.name, 0, 0))
+        dsk[(f"{name}-q", i, 0)] = (_rowpass_xp.basis_block, (f"{name}-qr", i), sroot, i, dtype)
+    c = min(m, l)
     deps = [a, z] + ([mean] if mean is not None else [])
-    hi = np.complex128 if a.dtype.kind == "c" else np.float64
-    w = new_array(f"{name}-w", dsk, deps, (l, l), ((l,), (l,)), meta_of(a, 2, hi))
-    ydsk = {(f"{name}-y", i, 0): (_rowpass_xp.take_y, (f"{name}-p", i), root, (z.name, 0, 0))
-            for i in range(a.numblocks[0])}
-    y = new_array(f"{name}-y", ydsk, [w, z], (m, l), (a.chunks[0], (l,)), meta)
+    q = new_array(f"{name}-q", dsk, deps, (m, c), (a.chunks[0], (c,)), meta)
     if local:
-        mean, op.total = _moment_arrays(a, root, [w], name)
-    w, y, mean = persist((w, y, mean), keep) if mean is not None else persist((w, y), keep) \
-        + (None,)
-    dsk, top, name = _layer(a, "rr", y, mean, False, split_every, w)
+        mean, op.total = _moment_arrays(a, root, [q], name)
+    q, mean = persist((q, mean), keep) if mean is not None else (persist(q, keep), None)
+    dsk, top, name = _layer(a, "rr", q, mean, False, split_every)
     root = (f"{name}-root",)
-    dsk[root] = (_rowpass_xp.final_root, top, (w.name, 0, 0), k, dtype)
-    for i in range(a.numblocks[0]):
-        dsk[(f"{name}-u", i, 0)] = (_rowpass_xp.u_block, (y.name, i, 0), root, dtype)
-    deps = [a, y, w] + ([mean] if mean is not None else [])
+    dsk[root] = (_rowpass_xp.final_root, top, k, dtype)
+    for i in range(nr):
+        dsk[(f"{name}-u", i, 0)] = (_rowpass_xp.u_block, (q.name, i, 0), root, dtype)
+    deps = [a, q] + ([mean] if mean is not None else [])
     U = new_array(f"{name}-u", dsk, deps, (m, k), (a.chunks[0], (k,)), meta)
     real = np.empty(0, dtype).real.dtype
     S = new_array(f"{name}-s", {(f"{name}-s", 0): (_rowpass_xp.item, root, "s")}, [U], (k,),
@@ -399,8 +401,9 @@ def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str
     """Top-``k`` SVD of the Dask array ``a`` (m, n), chunked in any way (NumPy or CuPy chunks).
 
     Parameters as :func:`gpulinalg.decomp.truncated_svd` (``method="randomized"``);
-    ``power_iteration_normalizer``: ``"auto"``/``"CholQR"`` (shifted Cholesky QR from a Gram
-    matrix reduced with the next product), ``"QR"`` (TSQR of each sketch) or ``"none"``.
+    ``power_iteration_normalizer``: ``"auto"``/``"CholQR"`` (the row-panel engine: one
+    Householder QR of the summed ``A^H A Z`` per power iteration, a TSQR of the final sketch),
+    ``"QR"`` (TSQR of each sketch) or ``"none"``.
     ``persist``: compute each pass on the cluster before building the next (needs
     the cluster to hold the thin sketches, reads the input once per pass; the call then blocks).
 

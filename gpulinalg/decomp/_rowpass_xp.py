@@ -7,7 +7,8 @@ A *row panel* is one row of blocks of ``A`` (all its column chunks): one task re
 column sums ``1^T Y_i``; a tree of :func:`merge` sums the panels' shares; one small task
 (:func:`power_root`, :func:`basis_root`, :func:`final_root`) turns the sums into the next thin
 matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's task (and ``Y_i``, ``m_i x l``,
-in the basis pass).
+in the basis pass, whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per panel,
+:func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`).
 
 PCA's first pass does not know the column means yet: each panel centres on its own means
 (``local``) and :func:`merge` moves the shares to the merged means (Chan, Golub & LeVeque's
@@ -22,8 +23,8 @@ import numpy as np
 from .._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
-__all__ = ["omega", "panel", "panel_h", "merge", "power_root", "basis_root", "final_root", "take_y",
-           "u_block", "vh_block", "item"]
+__all__ = ["omega", "panel", "panel_h", "merge", "power_root", "basis_root", "local_qr", "stack_qr",
+           "basis_block", "final_root", "take_y", "u_block", "vh_block", "item"]
 
 
 def _hi(dtype):
@@ -87,15 +88,14 @@ def panel(z, mean, sizes, local, fused, *blocks):
     return out
 
 
-def panel_h(y, w, mean, sizes, *blocks):
-    """The Rayleigh-Ritz pass of one row panel: ``Q_i = Y_i W`` (formed in double precision,
-    rounded once to the blocks' dtype), then ``T_i = (A_i - 1 mu^T)^H Q_i`` (n, l): a dict as
-    :func:`panel`'s with ``t`` only."""
+def panel_h(q, mean, sizes, *blocks):
+    """The Rayleigh-Ritz pass of one row panel: ``T_i = (A_i - 1 mu^T)^H Q_i`` (n, c) with
+    ``Q_i`` the panel's rows of the orthonormal basis (:func:`basis_block`, in the blocks'
+    dtype): a dict as :func:`panel`'s with ``t`` only."""
     xp = namespace(blocks[0])
     dtype = blocks[0].dtype
     hi = _hi(dtype)
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    q = (y.astype(hi) @ w.astype(hi)).astype(dtype)
     t = xp.empty((int(starts[-1]), int(q.shape[1])), dtype)
     for j, b in enumerate(blocks):
         t[starts[j]:starts[j + 1]] = hermitian(hermitian(q) @ b) if dtype.kind == "c" \
@@ -164,20 +164,46 @@ def power_root(merged, dtype):
 
 
 def basis_root(merged, dtype):
-    """``W`` (l, r) with ``Q = Y W`` orthonormal, from the Gram matrix ``G = Y^H Y``
-    (``G = V diag(lam) V^H``, ``W = V_r diag(lam_r)^-1/2`` over the ``r`` eigenvalues above
-    ``l eps lam_max``: a rank-deficient ``Y`` loses its null directions instead of dividing by
-    zero), in double precision, in ``G``'s package; with the moments as :func:`power_root`."""
-    g = _host(merged["g"])
-    g = (g + g.conj().T) / 2
-    lam, v = np.linalg.eigh(g)
-    top = float(lam[-1]) if lam.size else 0.0
-    keep = lam > top * lam.size * np.finfo(np.float64).eps if top > 0 else lam < lam
-    w = np.zeros_like(v)  # dropped directions: zero columns (W stays l x l)
-    w[:, keep] = v[:, keep] / np.sqrt(lam[keep])[None, :]
-    xp = namespace(merged["g"])
+    """The basis pass's root: the moments of a locally centred pass (as :func:`power_root`),
+    else Nones. The basis itself is :func:`local_qr` -> :func:`stack_qr` (a TSQR of ``Y``)."""
     mean, total = _moments(merged, None, dtype)
-    return {"w": _like(xp, w[:, ::-1]), "mean": mean, "total": total}
+    return {"mean": mean, "total": total}
+
+
+def local_qr(part, root, z):
+    """The first level of the TSQR of ``Y``: the Householder QR, in double precision, of the
+    panel's ``Y_i`` (:func:`take_y`): ``{"q": (m_i, c_i), "r": (c_i, l)}``, ``c_i = min(m_i,
+    l)``. Householder, not Cholesky QR: a rank-deficient ``Y`` (``k`` above the rank of ``A``)
+    still gives orthonormal columns."""
+    y = take_y(part, root, z)
+    xp = namespace(y)
+    rows, l = (int(v) for v in y.shape)
+    yh = y.astype(_hi(y.dtype))
+    if rows == 0:
+        return {"q": xp.zeros((0, 0), yh.dtype), "r": xp.zeros((0, l), yh.dtype)}
+    q, r = xp.linalg.qr(yh, mode="reduced")
+    return {"q": q, "r": r}
+
+
+def stack_qr(*parts):
+    """The second level: the QR (double precision, on the host) of the panels' stacked ``R_i``;
+    ``{"s": [S_i]}``, ``S_i`` (c_i, c) the rows of its ``Q`` that belong to panel ``i``, so
+    that ``Q_i = q_i S_i`` (:func:`basis_block`) are the rows of an orthonormal ``Q`` (m, c),
+    ``c = min(m, l)``, with ``range(Q) = range(Y)`` where ``Y`` has full rank."""
+    rs = [_host(p["r"]) for p in parts]
+    xp = namespace(parts[0]["r"])
+    stacked = np.concatenate(rs, axis=0)
+    if stacked.shape[0] == 0:
+        return {"s": [_like(xp, np.zeros((0, 0), stacked.dtype)) for _ in rs]}
+    qs = np.linalg.qr(stacked, mode="reduced")[0]
+    cuts = np.cumsum([0] + [r.shape[0] for r in rs])
+    return {"s": [_like(xp, qs[cuts[i]:cuts[i + 1]]) for i in range(len(rs))]}
+
+
+def basis_block(part, root, i, dtype):
+    """Panel ``i``'s rows of the orthonormal basis: ``Q_i = q_i S_i`` (:func:`local_qr`,
+    :func:`stack_qr`) in ``dtype``."""
+    return (part["q"] @ root["s"][i]).astype(dtype)
 
 
 def _host(x):
@@ -198,21 +224,21 @@ def take_y(part, root, z):
     return y - w.astype(y.dtype)[None, :]
 
 
-def final_root(merged, w, k, dtype):
-    """Rayleigh-Ritz: ``B^H = A^H Q`` (the summed ``T``, (n, l); ``Q = Y w``) -> its SVD by a double
-    precision QR and the small SVD of ``R`` on the host; returns ``{"m", "s", "vh"}``:
-    ``U = Y m`` (``m`` (l, k) double: ``W V_b`` with the sign fix), ``S`` (k,) real,
-    ``Vh`` (k, n) in ``dtype``; the largest-magnitude entry of each row of ``Vh`` is real and
-    positive. Directions past the rank of ``Y`` (zero columns of ``W``) give zero values."""
+def final_root(merged, k, dtype):
+    """Rayleigh-Ritz: ``B^H = A^H Q`` (the summed ``T``, (n, c); ``Q`` the orthonormal basis)
+    -> its SVD by a double precision QR and the small SVD of ``R`` on the host; returns
+    ``{"m", "s", "vh"}``: ``U = Q m`` (``m`` (c, k) double: ``V_b`` with the sign fix), ``S``
+    (k,) real, ``Vh`` (k, n) in ``dtype``; the largest-magnitude entry of each row of ``Vh`` is
+    real and positive. Directions past the rank of ``A`` give zero values with orthonormal
+    vectors."""
     hi = _hi(dtype)
     bh = merged["t"].astype(hi)
     xp = namespace(bh)
     n, r = (int(v) for v in bh.shape)
-    w = w.astype(hi)
     qb, rb = xp.linalg.qr(bh, mode="reduced")
     ur, s, vrh = np.linalg.svd(_host(rb))
     vh = hermitian(qb @ _like(xp, ur)).astype(hi)  # (r, n): right vectors of A
-    m = w @ _like(xp, vrh.conj().T)  # (l, r): left vectors of A are Y m
+    m = _like(xp, vrh.conj().T)  # (c, r): left vectors of A are Q m
     kk = min(k, r)
     vh, m, s = vh[:kk], m[:, :kk], s[:kk]
     if kk:
@@ -225,9 +251,9 @@ def final_root(merged, w, k, dtype):
     return {"m": m, "s": _like(xp, s.astype(real)), "vh": xp.ascontiguousarray(vh.astype(dtype))}
 
 
-def u_block(y, root, dtype):
-    """``U_i = Y_i m`` computed in double precision, in ``dtype``."""
-    return (y.astype(_hi(dtype)) @ root["m"].astype(_hi(dtype))).astype(dtype)
+def u_block(q, root, dtype):
+    """``U_i = Q_i m`` computed in double precision, in ``dtype``."""
+    return (q.astype(_hi(dtype)) @ root["m"].astype(_hi(dtype))).astype(dtype)
 
 
 def vh_block(root, start, stop):
