@@ -174,6 +174,33 @@ class config_context:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
 
 
+class settings_in_force:
+    """Run a block under ``settings``, a :func:`get_config` result taken elsewhere (another
+    thread, an earlier call): what a callback run on a library's own thread needs to follow
+    the caller's :class:`config_context`. Internal to the package.
+
+    Examples
+    --------
+    >>> with config_context(backend="cpu"):
+    ...     captured = get_config()
+    >>> with settings_in_force(captured):
+    ...     get_config() is captured
+    True
+    """
+
+    __slots__ = ("_settings", "_token")
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def __enter__(self) -> Settings:
+        self._token = _override.set(self._settings)
+        return self._settings
+
+    def __exit__(self, *exc: object) -> None:
+        _override.reset(self._token)
+
+
 thread_config = config_context  # the name earlier versions used inside the package
 
 

@@ -14,7 +14,7 @@ from typing import Literal, cast
 import torch
 from torch import nn
 
-from .._runtime.config import _override, get_config
+from .._runtime.config import get_config, settings_in_force
 from . import _linear_api, _ops_torch
 
 __all__ = ["FusedLinear"]
@@ -43,11 +43,8 @@ class _FusedLinearFunction(torch.autograd.Function):
         settings = ctx.settings
         if get_config() is settings:
             return _FusedLinearFunction._grads(ctx, grad_out)
-        token = _override.set(settings)
-        try:
+        with settings_in_force(settings):
             return _FusedLinearFunction._grads(ctx, grad_out)
-        finally:
-            _override.reset(token)
 
     @staticmethod
     def _grads(ctx, grad_out):
