@@ -295,6 +295,17 @@ def gpytorch_start(tx, ty):
     return model, likelihood, gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
 
 
+def gpytorch_loss(model, mll, tx, ty, n):
+    """GPyTorch's objective as our fits see it: ``loss_and_grad()`` -> ``-lml`` (GPyTorch's
+    mll is per point, hence ``* n``) with the parameters' gradients filled in."""
+    def loss_and_grad():
+        model.zero_grad()
+        loss = -mll(model(tx), ty) * n
+        loss.backward()
+        return loss
+    return loss_and_grad
+
+
 def _gpytorch_setup(x, y):
     import torch
 
@@ -324,13 +335,7 @@ def _gpytorch_rows(n, data, quick, ours):
     impl = "gpytorch (GPU, fp64)"
     model, likelihood, mll, tx, ty = _gpytorch_setup(x, y)
     params = [p for p in model.parameters() if p.requires_grad]
-
-    def loss_and_grad():
-        model.zero_grad()
-        loss = -mll(model(tx), ty) * n
-        loss.backward()
-        return loss
-
+    loss_and_grad = gpytorch_loss(model, mll, tx, ty, n)
     rows = []
     with exact_mode():
         model.train()

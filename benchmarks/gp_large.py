@@ -248,19 +248,14 @@ def step_fitted(args):
 def _gpytorch_fitted(x, y, n, ours_s):
     import torch
 
-    from .gp import _gpytorch_lbfgsb
+    from .gp import _gpytorch_lbfgsb, gpytorch_loss
     dev = _torch_device()
     tx, ty = torch.as_tensor(x, device=dev), torch.as_tensor(y, device=dev)
 
     def fit_once():
         model, likelihood, mll = gpytorch_start(tx, ty)
         params = [p for p in model.parameters() if p.requires_grad]
-
-        def loss_and_grad():
-            model.zero_grad()
-            loss = -mll(model(tx), ty) * n
-            loss.backward()
-            return loss
+        loss_and_grad = gpytorch_loss(model, mll, tx, ty, n)
         with exact_mode():
             model.train()
             likelihood.train()
