@@ -288,23 +288,30 @@ def _omega(a, l, dtype, seed):
     return new_array(name, dsk, [], (n, l), ((n,), (l,)), meta_of(a, 2, dtype))
 
 
-def _layer(a, kind, thin, mean, local, split_every):
-    """One task per row panel of ``a`` and a tree of merges: ``(dsk, root key, name)``.
+ROWPASS_SPLIT_EVERY = 32  # the row-panel engine's default merge fan-in (small n x l sums)
+
+
+def _layer(a, kind, thin, mean, local, split_every, name=None):
+    """One task per row panel of ``a`` and a tree of merges: ``(dsk, top, name)``, ``top`` a
+    task (a :func:`._rowpass_xp.merge` of the tree's last level, to run inside the root's task).
 
     ``kind``: ``"fused"`` (``Y_i = A_i Z`` and ``A_i^H Y_i``), ``"basis"`` (``Y_i`` alone) or
-    ``"rr"`` (``A_i^H Q_i``, ``thin`` is then the orthonormal basis ``Q``)."""
-    from ._tsqr_dask import SPLIT_EVERY
+    ``"rr"`` (``A_i^H Q_i``, ``thin`` is then the orthonormal basis ``Q`` or, unpersisted,
+    ``(part name, root key)`` of the basis pass's TSQR, whose ``Q_i`` is formed in the task)."""
     nr, nc = a.numblocks
-    fan = max(int(split_every or SPLIT_EVERY), 2)
+    fan = max(int(split_every or ROWPASS_SPLIT_EVERY), 2)
     sizes = tuple(int(c) for c in a.chunks[1])
-    name = f"gpulinalg-rowpass-{kind}-{tokenize(a, thin, mean, local, fan)}"
+    token = tokenize(a, thin if hasattr(thin, "name") else thin[:2], mean, local, fan)
+    name = name or f"gpulinalg-rowpass-{kind}-{token}"
     mk = None if mean is None else (mean.name, 0)
     dsk = {}
     level = []
     for i in range(nr):
         blocks = [(a.name, i, j) for j in range(nc)]
         if kind == "rr":
-            task = (_rowpass_xp.panel_h, (thin.name, i, 0), mk, sizes, *blocks)
+            q = (thin.name, i, 0) if hasattr(thin, "name") else \
+                (_rowpass_xp.basis_block, (thin[0], i), thin[1], i, a.dtype)
+            task = (_rowpass_xp.panel_h, q, mk, sizes, *blocks)
         else:
             task = (_rowpass_xp.panel, (thin.name, 0, 0), mk, sizes, local, kind == "fused",
                     *blocks)
@@ -312,7 +319,7 @@ def _layer(a, kind, thin, mean, local, split_every):
         level.append((f"{name}-p", i))
     zk = (thin.name, 0, 0) if local else None
     depth = 0
-    while len(level) > 1:
+    while len(level) > fan:
         depth += 1
         nxt = []
         for g in range(0, len(level), fan):
@@ -320,7 +327,7 @@ def _layer(a, kind, thin, mean, local, split_every):
             dsk[key] = (_rowpass_xp.merge, zk, *level[g:g + fan])
             nxt.append(key)
         level = nxt
-    return dsk, level[0], name
+    return dsk, (_rowpass_xp.merge, zk, *level), name
 
 
 def _moment_arrays(a, root, deps, name):
@@ -338,9 +345,9 @@ def _moment_arrays(a, root, deps, name):
 def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     """Randomized SVD by row panels: ``n_iter`` fused passes (``A`` then ``A^H`` in the same
     task per row panel, the next factor orthonormalized by one small QR), a basis pass
-    (``Y = A Z``, ``Q`` from a TSQR of the thin ``Y``) and the Rayleigh-Ritz pass (``A^H Q``,
-    its SVD in one small task): ``n_iter + 2`` layers over ``A``, ``2 n_iter + 2`` reads of
-    each block."""
+    (``Y = A Z``, ``Q`` from a TSQR of the thin ``Y``: each panel's task ends with its
+    Householder QR) and the Rayleigh-Ritz pass (``A^H Q``, its SVD in one small task):
+    ``n_iter + 2`` layers over ``A``, ``2 n_iter + 2`` reads of each block."""
     m, n = op.shape
     dtype = a.dtype
     meta = meta_of(a, 2, dtype)
@@ -349,38 +356,31 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     local = op.centre
     for _ in range(n_iter):
         dsk, top, name = _layer(a, "fused", z, mean, local, split_every)
-        root = (f"{name}-root",)
-        dsk[root] = (_rowpass_xp.power_root, top, dtype)
-        dsk[(f"{name}-z", 0, 0)] = (_rowpass_xp.item, root, "z")
         deps = [a, z] + ([mean] if mean is not None else [])
-        z = new_array(f"{name}-z", dsk, deps, (n, l), ((n,), (l,)), meta)
-        if local:
+        if local:  # the root also gives the moments
+            root = (f"{name}-root",)
+            dsk[root] = (_rowpass_xp.power_root, top, dtype)
+            dsk[(f"{name}-z", 0, 0)] = (_rowpass_xp.item, root, "z")
+            z = new_array(f"{name}-z", dsk, deps, (n, l), ((n,), (l,)), meta)
             mean, op.total = _moment_arrays(a, root, [z], name)
             z, mean, op.total = persist((z, mean, op.total), keep)
             local = False
         else:
-            z = persist(z, keep)
-    dsk, top, name = _layer(a, "basis", z, mean, local, split_every)
-    root = (f"{name}-root",)
-    dsk[root] = (_rowpass_xp.basis_root, top, dtype)
-    nr = a.numblocks[0]
-    sroot = (f"{name}-sroot",)  # the TSQR of Y: orthonormal Q even where Y is rank-deficient
-    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
-    for i in range(nr):
-        dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, (f"{name}-p", i), root, (z.name, 0, 0))
-        dsk[(f"{name}-q", i, 0)] = (_rowpass_xp.basis_block, (f"{name}-qr", i), sroot, i, dtype)
-    c = min(m, l)
-    deps = [a, z] + ([mean] if mean is not None else [])
-    q = new_array(f"{name}-q", dsk, deps, (m, c), (a.chunks[0], (c,)), meta)
-    if local:
-        mean, op.total = _moment_arrays(a, root, [q], name)
-    q, mean = persist((q, mean), keep) if mean is not None else (persist(q, keep), None)
+            dsk[(f"{name}-z", 0, 0)] = (_rowpass_xp.item, (_rowpass_xp.power_root, top, dtype),
+                                        "z")
+            z = persist(new_array(f"{name}-z", dsk, deps, (n, l), ((n,), (l,)), meta), keep)
+    q, mean = _basis(op, a, z, mean, local, keep, split_every)
     dsk, top, name = _layer(a, "rr", q, mean, False, split_every)
+    if hasattr(q, "name"):
+        deps = [a, q] + ([mean] if mean is not None else [])
+    else:  # the basis pass's tasks go into this layer
+        dsk.update(q[2])
+        deps = q[3]
     root = (f"{name}-root",)
     dsk[root] = (_rowpass_xp.final_root, top, k, dtype)
+    nr = a.numblocks[0]
     for i in range(nr):
-        dsk[(f"{name}-u", i, 0)] = (_rowpass_xp.u_block, (q.name, i, 0), root, dtype)
-    deps = [a, q] + ([mean] if mean is not None else [])
+        dsk[(f"{name}-u", i, 0)] = (_rowpass_xp.u_block, (f"{name}-p", i), root, dtype)
     U = new_array(f"{name}-u", dsk, deps, (m, k), (a.chunks[0], (k,)), meta)
     real = np.empty(0, dtype).real.dtype
     S = new_array(f"{name}-s", {(f"{name}-s", 0): (_rowpass_xp.item, root, "s")}, [U], (k,),
@@ -392,6 +392,47 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     if op.centre:
         op.mean = mean.astype(dtype).rechunk((a.chunks[1],))
     return U, S, Vh
+
+
+def _basis(op, a, z, mean, local, keep, split_every):
+    """The basis pass: the TSQR of ``Y = (A - 1 mu^T) Z``; ``(q, mean)``. ``q``: the orthonormal
+    ``Q`` (m, c) as a Dask array when persisted (``keep``), else ``(part name, root key, graph,
+    dependencies)``: the Rayleigh-Ritz tasks form ``Q_i`` themselves (:func:`_layer`).
+    ``local`` (no power iteration in PCA): the panels centre on their own means and a merge
+    root gives the means and the total variance."""
+    m, n = op.shape
+    dtype = a.dtype
+    nr = a.numblocks[0]
+    c = min(m, int(z.shape[1]))
+    name = f"gpulinalg-rowpass-basis-{tokenize(a, z, mean, local, split_every)}"
+    deps = [a, z] + ([mean] if mean is not None else [])
+    sroot = (f"{name}-sroot",)  # the TSQR of Y: orthonormal Q even where Y is rank-deficient
+    if local:
+        dsk, top, _ = _layer(a, "basis", z, None, True, split_every, name)
+        root = (f"{name}-root",)
+        dsk[root] = (_rowpass_xp.basis_root, top, dtype)
+        for i in range(nr):
+            dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, (f"{name}-p", i), root,
+                                      (z.name, 0, 0))
+    else:  # each panel's task ends with its QR: no merge, no root
+        mk = None if mean is None else (mean.name, 0)
+        sizes = tuple(int(s) for s in a.chunks[1])
+        dsk = {(f"{name}-qr", i): (_rowpass_xp.local_qr,
+                                   (_rowpass_xp.panel, (z.name, 0, 0), mk, sizes, False, False,
+                                    *[(a.name, i, j) for j in range(a.numblocks[1])]),
+                                   None, None) for i in range(nr)}
+    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
+    meta = meta_of(a, 2, dtype)
+    if keep or local:
+        for i in range(nr):
+            dsk[(f"{name}-q", i, 0)] = (_rowpass_xp.basis_block, (f"{name}-qr", i), sroot, i,
+                                        dtype)
+        q = new_array(f"{name}-q", dsk, deps, (m, c), (a.chunks[0], (c,)), meta)
+        if local:
+            mean, op.total = _moment_arrays(a, root, [q], name)
+        q, mean = persist((q, mean), keep) if mean is not None else (persist(q, keep), None)
+        return q, mean
+    return (f"{name}-qr", sroot, dsk, deps), mean
 
 
 def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str = "auto",
