@@ -7,7 +7,8 @@ of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold fir
 warm median (synchronized wall clock: all three libraries synchronize on their info codes or
 not at all, so the clock includes the device work), and the backward error of the result.
 
-``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
+``--sections kernels`` times the fused small-stack kernels alone (CUDA events, per potrf
+tile side). ``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
 (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
 path; ``--cases``, ``--svd-shapes`` and ``--routes`` pick rows of the grid.
 
@@ -52,7 +53,8 @@ QUICK_SVD = [(64, 64, "float32"), (64, 64, "float64"), (48, 96, "float64")]
 SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
 #: (op, batch, n): both routes of the table at its limits.
 ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
-          ("potrf", 4096, 64), ("potrf", 4096, 8), ("trsm", 4096, 64), ("trsm", 4096, 8),
+          ("potrf", 512, 128), ("potrf", 1024, 32), ("potrf", 4096, 64), ("potrf", 4096, 8),
+          ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512)]
 DTYPES = ("float32", "float64")
@@ -89,9 +91,10 @@ def _timed(fn, repeat):
 
 
 def _repeat(seconds_per_call, budget):
-    if seconds_per_call > 2.0 or budget.left() < 30:
-        return 1
-    return 3 if seconds_per_call > 0.2 else 10
+    """Timed runs: 30 under 10 ms (single runs were noisy on the H200), fewer for slow calls."""
+    if seconds_per_call < 0.01 or seconds_per_call > 2.0:
+        return 30 if seconds_per_call < 0.01 else 1
+    return 1 if budget.left() < 30 else (3 if seconds_per_call > 0.2 else 10)
 
 
 # -- inputs and errors (CuPy) ---------------------------------------------------------------------
@@ -343,6 +346,7 @@ def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
 
 #: (op, batch, n) of the floor section: host and device time of one call, apart.
 FLOOR = [("cholesky", 4096, 8), ("cho_solve", 4096, 8), ("solve_triangular", 4096, 64),
+         ("cholesky", 1024, 32), ("cholesky", 4096, 64), ("cho_solve", 4096, 64),
          ("solve_triangular", 1, 4096), ("cholesky", 512, 128), ("svd", 512, 32)]
 
 
@@ -387,6 +391,43 @@ def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
+    """Device time of a fused kernel alone (CUDA events around 20 launches, no read-back), per
+    potrf tile side in ``tiles`` (``_fused_cuda.TILE`` patched)."""
+    from gpulinalg.decomp import _fused_cuda as fc
+    a, b = _make(cp, "cholesky", batch, n, dtype, rng)
+    summ, _ = fc.summary(cp, op, a.data.device_id)
+    saved, out = dict(fc.TILE), cp.empty_like(a if op == "potrf" else b)
+    for tile in (tiles if op == "potrf" else (None,)):
+        fc.TILE.update({next(s for s in fc.SIZES[op] if n <= s): tile} if tile else {})
+        try:
+            fn = (lambda: fc.potrf(a, out, summ, True, True, 1 << 30)) if op == "potrf" \
+                else (lambda: fc.trsm(a, b, out, summ, 0, 0, 0, 0, 0, 1))  # noqa: E731
+            fn()
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(20):
+                fn()
+            end.record()
+            end.synchronize()
+            sec = cp.cuda.get_elapsed_time(start, end) / 20e3
+            rows.append(row(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"kernel TS={tile}",
+                            {"cold_s": sec, "median_s": sec, "min_s": sec, "runs": 20},
+                            op=op, batch=batch, n=n, dtype=dtype))
+        except Exception as exc:
+            rows.append(absent(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"TS={tile}",
+                               f"failed: {type(exc).__name__}: {exc}"[:300]))
+        finally:
+            fc.TILE.clear()
+            fc.TILE.update(saved)
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+#: (op, batch, n, potrf tile sides) of the kernel section: the fused kernels' device time.
+KERNELS = [("trsm", 4096, 64, ()), ("trsm", 4096, 8, ()), ("potrf", 4096, 8, (1, 2)),
+           ("potrf", 1024, 32, (2, 4)), ("potrf", 4096, 64, (2, 4, 8)), ("potrf", 512, 128, (4, 8))]
+
+
 def _pick(spec, default, arity):
     """Entries of ``default`` chosen by ``spec`` ("op:batch:n,..." or "m:n:dtype,...")."""
     if not spec:
@@ -416,6 +457,10 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
             for dtype in DTYPES[:1]:  # the host's share hardly depends on the dtype
                 if budget.left() > 0:
                     _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)
+    for op, batch, n, tiles in (KERNELS[:2] if quick else KERNELS) * ("kernels" in sections):
+        for dtype in DTYPES:
+            if budget.left() > 0:
+                _kernel_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, rows, tiles)
     if "grid" in sections:
         for op, batch, n in grid:
             for dtype in DTYPES:
@@ -487,6 +532,10 @@ def summary(rows):
                 f"{k} cpu {v.get('cpu_s', 0) * 1e3:.3g} gpu {v.get('gpu_s', 0) * 1e3:.3g}"
                 for k, v in impls.items()) + " ms")
             continue
+        if case.startswith("kernel"):
+            lines.append(case + ": " + ", ".join(f"{k} {v['median_s'] * 1e3:.4g}"
+                                                 for k, v in impls.items()) + " ms")
+            continue
         if case.startswith(("route", "lanes")):
             lines.append(case + ": " + ", ".join(f"{k[6:]} {v['median_s'] * 1e3:.3g}"
                                                  for k, v in impls.items())
@@ -523,7 +572,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds")
     parser.add_argument("--sections", default="grid,single,svd,routes",
-                        help="of floor,grid,single,routes,svd")
+                        help="of floor,kernels,grid,single,routes,svd")
     parser.add_argument("--cases", help="grid rows to run: op:batch:n,...")
     parser.add_argument("--svd-shapes", help="SVD shapes to run: m:n:dtype,...")
     parser.add_argument("--routes", help="route limits to time: op:batch:n,...")

@@ -55,20 +55,24 @@ def test_table_rows_name_known_routes():
 
 
 @pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
-                                            (64, 2, "fused"), (65, 4096, "batched"),
-                                            (512, 200, "batched"), (1024, 2, "batched"),
-                                            (2048, 16, "looped")])
+                                            (64, 2, "fused"), (128, 512, "fused"),
+                                            (129, 4096, "batched"), (512, 200, "batched"),
+                                            (1024, 2, "batched"), (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
     assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want
 
 
-def test_potrf_fp32_takes_potrf_batched_above_32():
-    # potrfBatched beat the fused kernel at 4096 x 64^2 in fp32 on the H200 (issue #16)
-    f32 = np.dtype("float32")
-    assert _batched_plan.route("potrf", 32, 4096, dtype=f32) == "fused"
-    assert _batched_plan.route("potrf", 33, 4096, dtype=f32) == "batched"
-    assert _batched_plan.route("potrf", 64, 4096, dtype=f32) == "batched"
-    assert _batched_plan.route("potrf", 64, 4096, dtype=np.dtype("complex64")) == "fused"
+def test_potrf_fused_limit_follows_the_kernel():
+    from gpulinalg.decomp import _fused_cuda
+    for dtype in ("float32", "float64", "complex64", "complex128"):
+        top = 64 if dtype == "complex128" else 128
+        assert _fused_cuda.fits(top, dtype, "potrf") and not _fused_cuda.fits(top + 1, dtype,
+                                                                               "potrf")
+        fits = _fused_cuda.fits(top + 1, dtype, "potrf")
+        assert _batched_plan.route("potrf", top + 1, 4096, fused=fits, dtype=dtype) == "batched"
+        assert _batched_plan.route("potrf", top, 4096, fused=True, dtype=dtype) == "fused"
+    assert _fused_cuda.fits(64, "float32") and not _fused_cuda.fits(65, "float32")
+    assert _fused_cuda.fits(32, "complex128") and not _fused_cuda.fits(33, "complex128")
 
 
 def test_fused_rows_need_the_kernel_and_few_right_hand_sides():

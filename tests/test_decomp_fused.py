@@ -188,20 +188,20 @@ def test_emulated_fused_ill_conditioning_warns(emu, rng):
 # -- the device ---------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [1, 8, 17, 64])
+@pytest.mark.parametrize("n", [1, 8, 17, 64, 100, 128])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("lower", [True, False])
 def test_gpu_fused_cholesky_and_solves(xp_gpu, rng, n, dtype, lower):
     cp = xp_gpu
-    if np.dtype(dtype) == np.complex128 and n > 32:
-        n = 32
+    if np.dtype(dtype) == np.complex128 and n > 64:
+        n = 64
     a_h = spd(rng, (3, 5), n, dtype)
     b_h = rng.standard_normal((3, 5, n, 3)).astype(dtype)
     a, b = cp.asarray(a_h), cp.asarray(b_h)
     eps = float(np.finfo(dtype).eps)
     c = cholesky(a, lower=lower)
     assert gpulinalg.last_run().backend == "gpu"
-    for idx in ((0, 0), (2, 4)):
+    for idx in np.ndindex(3, 5):
         ref = _factor_host.cholesky(a_h[idx], lower, False, True, np.dtype(dtype))
         assert np.abs(cp.asnumpy(c[idx]) - ref).max() <= 100 * n * eps * np.abs(ref).max()
     cf = cho_factor(a, lower=lower)
@@ -212,6 +212,128 @@ def test_gpu_fused_cholesky_and_solves(xp_gpu, rng, n, dtype, lower):
         assert np.abs(cp.asnumpy(x[idx]) - xr).max() <= 1e3 * n * eps * np.abs(xr).max()
         tr = np.linalg.solve(np.conj(cp.asnumpy(c[idx]).T), b_h[idx])
         assert np.abs(cp.asnumpy(t[idx]) - tr).max() <= 1e3 * n * eps * np.abs(tr).max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [5, 16, 32, 64, 128])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_gpu_fused_potrf_kernel_layouts(xp_gpu, rng, n, dtype, order):
+    """The register-tiled kernel of every tile size: both triangles, both cleanings, every
+    layout (a tile's threads run along the input's fast axis), in place; equal to NumPy."""
+    cp = xp_gpu
+    a_h = spd(rng, (6,), n, dtype)
+    src = cp.asarray(a_h) if order == "C" else (
+        cp.asfortranarray(cp.asarray(a_h).swapaxes(-1, -2)).swapaxes(-1, -2) if order == "F"
+        else cp.asarray(np.concatenate([a_h, a_h], -1))[..., :n])
+    eps = float(np.finfo(dtype).eps)
+    for lower in (True, False):
+        tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+        for clean in (True, False):
+            got = cp.asnumpy(_cholesky_cuda.cholesky(src, lower, False, clean, np.dtype(dtype),
+                                                     True))
+            for i in range(6):
+                ref = np.linalg.cholesky(a_h[i].astype(np.complex128 if np.dtype(dtype).kind
+                                                       == "c" else np.float64))
+                ref = ref if lower else np.conj(ref.T)
+                assert np.abs(np.where(tri, got[i], 0) - ref).max() <= 100 * n * eps * \
+                    np.abs(ref).max()
+                assert np.array_equal(got[i][~tri], 0 * a_h[i][~tri] if clean else a_h[i][~tri])
+    w = cp.asarray(a_h)
+    ref = cp.asnumpy(_cholesky_cuda.cholesky(w, True, False, True, np.dtype(dtype)))
+    got = _cholesky_cuda.cholesky(w, True, True, True, np.dtype(dtype))
+    assert got.data.ptr == w.data.ptr and np.array_equal(cp.asnumpy(got), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [16, 64, 128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_fused_potrf_names_the_non_spd_slice(xp_gpu, rng, n, dtype):
+    cp = xp_gpu
+    a = spd(rng, (2, 5), n, dtype)
+    keep = a[1, 4, 2, 2]
+    a[1, 3, n - 9, n - 9] = -1e3  # minor n - 8 fails; a later slice fails too: not named
+    a[1, 4, 2, 2] = -1e3
+    before = a.copy()
+    for lower in (True, False):
+        with pytest.raises(NotPositiveDefiniteError) as info:
+            cholesky(cp.asarray(a), lower=lower)
+        assert info.value.batch_index == (1, 3) and info.value.minor == n - 8
+    w = cp.asarray(a)
+    with pytest.raises(NotPositiveDefiniteError):
+        _cholesky_cuda.cholesky(w, True, True, True, np.dtype(dtype))
+    assert np.array_equal(cp.asnumpy(w), before)  # in place: nothing written on failure
+    a[1, 4, 2, 2] = keep
+    a[1, 3, n - 9, n - 9] = np.inf
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(cp.asarray(a))
+    with pytest.raises(ValueError, match=r"batch entry \(1, 3\)"):
+        cholesky(cp.asarray(a), check_finite=False)
+    a = spd(rng, (4,), n, dtype)
+    a[2, 0, n - 1] = np.nan  # the other triangle: only check_finite sees it
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(cp.asarray(a), lower=True)
+    c = cholesky(cp.asarray(a), lower=True, check_finite=False)
+    assert np.isfinite(cp.asnumpy(c)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_gpu_fused_trsm_kernel_equals_numpy(xp_gpu, rng, dtype):
+    """The warp-per-column solves: every order class (segments of a warp below 32), vector
+    and matrix right-hand sides (one to many columns per warp), broadcasts, op and triangle,
+    unit diagonal, cho_solve; equal to per-matrix NumPy solves."""
+    from gpulinalg.decomp import _fused_cuda
+    cp = xp_gpu
+    eps = float(np.finfo(dtype).eps)
+    for n in (3, 8, 13, 16, 32, 40, 64):
+        if not _fused_cuda.fits(n, dtype):
+            continue
+        a_h = (rng.standard_normal((4, n, n)) / np.sqrt(n) + 2 * np.eye(n)).astype(dtype)
+        if np.dtype(dtype).kind == "c":
+            a_h = a_h + (0.3j * rng.standard_normal((4, n, n)) / np.sqrt(n)).astype(dtype)
+        for b_shape in ((4, n, 1), (4, n, 5), (n, 3), (n,), (4, n, 37)):
+            b_h = rng.standard_normal(b_shape).astype(dtype)
+            for trans, lower, unit in ((0, True, False), (1, True, False), (2, False, False),
+                                       (0, False, True), (2, True, True)):
+                tri = np.tril(a_h) if lower else np.triu(a_h)
+                m = tri.copy()
+                if unit:
+                    m[:, np.arange(n), np.arange(n)] = 1
+                op = m if trans == 0 else (m.swapaxes(-1, -2) if trans == 1
+                                           else np.conj(m.swapaxes(-1, -2)))
+                x = cp.asnumpy(solve_triangular(cp.asarray(tri), cp.asarray(b_h), trans=trans,
+                                                lower=lower, unit_diagonal=unit))
+                bb = np.broadcast_to(b_h if b_h.ndim > 1 else b_h[:, None],
+                                     (4,) + (b_h.shape[-2:] if b_h.ndim > 1 else (n, 1)))
+                ref = np.linalg.solve(op, bb)
+                ref = ref[..., 0] if b_h.ndim == 1 else ref
+                assert x.shape == ref.shape
+                assert np.abs(x - ref).max() <= 1e3 * n * eps * np.abs(ref).max(), (n, b_shape)
+        spd_h = spd(rng, (4,), n, dtype)
+        b_h = rng.standard_normal((4, n, 5)).astype(dtype)
+        for lower in (True, False):
+            cf = cho_factor(cp.asarray(spd_h), lower=lower)
+            x = cp.asnumpy(cho_solve(cf, cp.asarray(b_h)))
+            ref = np.linalg.solve(spd_h, b_h)
+            assert np.abs(x - ref).max() <= 1e3 * n * eps * np.abs(ref).max()
+
+
+@pytest.mark.gpu
+def test_gpu_fused_trsm_finite_checks_read_the_whole_matrix(xp_gpu, rng):
+    cp = xp_gpu
+    t = np.tril(rng.standard_normal((4, 64, 64))) + 4 * np.eye(64)
+    t[2, 3, 50] = np.nan  # above the diagonal: not read by the solve
+    b = cp.ones((4, 64, 2))
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        solve_triangular(cp.asarray(t), b, lower=True)
+    x = cp.asnumpy(solve_triangular(cp.asarray(t), b, lower=True, check_finite=False))
+    assert np.isfinite(x).all()
+    bb = cp.ones((4, 64, 2))
+    bb[1, 5, 1] = cp.inf
+    t[2, 3, 50] = 0
+    with pytest.raises(ValueError, match="b must not contain infs or NaNs"):
+        solve_triangular(cp.asarray(t), bb, lower=True)
 
 
 @pytest.mark.gpu

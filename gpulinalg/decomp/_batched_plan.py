@@ -9,9 +9,9 @@ of ``batch`` matrices of order ``n``:
     stack: one thread block per matrix holds it in shared memory and does the whole call on
     it (the copy, the finiteness check, the factorization or the solves, the conditioning
     rule), so a call makes one launch and one read-back of a 3-word summary. Only where the
-    kernel exists (order <= 64; 32 for complex128, :func:`._fused_cuda.fits`), for ``potrf``
-    in float32 up to order 32 (``potrfBatched`` won above), and, for solves, for at most
-    :data:`FUSED_RHS` right-hand sides: elsewhere the next row of the table applies;
+    kernel exists (:func:`._fused_cuda.fits`: ``potrf`` up to order 128, 64 for complex128,
+    the matrix in registers; the solves up to 64, 32 for complex128) and, for solves, for at
+    most :data:`FUSED_RHS` right-hand sides: elsewhere the next row of the table applies;
 ``"batched"``
     one call of the batched library routine for the whole stack (cuSOLVER ``potrfBatched``,
     cuBLAS ``trsmBatched`` and ``geqrfBatched``, cuSOLVER ``gesvdjBatched``);
@@ -44,8 +44,10 @@ Examples
 'looped'
 >>> route("gesvd", 16, 100), route("gesvd", 128, 100), route("gesvd", 4096, 2)
 ('batched', 'jacobi', 'looped')
->>> route("potrf", 64, 4096, dtype="float64"), route("potrf", 64, 4096, dtype="float32")
-('fused', 'batched')
+>>> route("potrf", 64, 4096, dtype="float64"), route("potrf", 128, 512, dtype="float32")
+('fused', 'fused')
+>>> route("potrf", 256, 64)
+'batched'
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
 """
@@ -59,12 +61,12 @@ __all__ = ["TABLE", "LANES", "FUSED_RHS", "route", "lanes"]
 #: dtype is one of them) gives the route; a single matrix (``batch == 1``) is always
 #: ``"looped"`` (one call of the per-matrix routine).
 TABLE: dict[str, tuple[tuple, ...]] = {
-    # Cholesky factor: the fused kernel up to 32 (64 but in fp32), cuSOLVER <t>potrfBatched up
-    # to 1024, blocked Xpotrf per matrix above. On the H200 (issue #16) the fused kernel took
-    # 0.12 ms against potrfBatched's 0.21 at 4096 x 8^2; at 4096 x 64^2 it lost in fp32
-    # (0.80 against 0.58 ms) and was at par in fp64 (0.79 against 0.80).
-    "potrf": ((32, 2, "fused"), (64, 2, "fused", ("float64", "complex64", "complex128")),
-              (1024, 2, "batched"), (math.inf, 1, "looped")),
+    # Cholesky factor: the fused kernel up to 128 (where it exists), cuSOLVER <t>potrfBatched
+    # up to 1024, blocked Xpotrf per matrix above. On the H200 (issue #16) the first fused
+    # kernel (the matrix in shared memory) took 0.12 ms against potrfBatched's 0.21 at
+    # 4096 x 8^2 but lost at 4096 x 64^2 in fp32 (0.80 against 0.58 ms); the register-tiled
+    # one replaced it (orders to 128; the limits to be confirmed by the route rows).
+    "potrf": ((128, 2, "fused"), (1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
     # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200

@@ -43,7 +43,8 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
             return x
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype), dtype=dtype) == "fused":
+    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"),
+             dtype=dtype) == "fused":
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
@@ -126,7 +127,8 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
     if a.dtype != dtype or a.ndim < 3 \
-            or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype), dtype=dtype) != "fused":
+            or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype, "potrf"),
+                     dtype=dtype) != "fused":
         return (cupy, rows, None)
     a3 = a.reshape(nb, n, n)
     if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
@@ -161,7 +163,7 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     n, nb = a.shape[-1], math.prod(a.shape[:-2])
-    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype),
+    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype, "potrf"),
                              dtype=dtype) == "fused":
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)

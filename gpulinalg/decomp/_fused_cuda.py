@@ -41,17 +41,20 @@ import numpy as np
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
 
-__all__ = ["SIZES", "fits", "potrf", "trsm", "launch_args", "summary", "as_float", "NONE",
-           "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
+__all__ = ["SIZES", "TILE", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
+           "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
 
-#: The compiled orders: a stack of order ``n`` runs the smallest one that holds it.
-SIZES = (8, 16, 32, 64)
-#: Right-hand sides solved at a time (a chunk of columns in shared memory).
-RHS_CHUNK = 16
-#: Largest order per dtype: the matrix and a chunk of right-hand sides in 48 KiB of static
-#: shared memory.
-MAX_ORDER = {np.dtype(np.float32): 64, np.dtype(np.float64): 64,
-             np.dtype(np.complex64): 64, np.dtype(np.complex128): 32}
+#: The compiled orders per op: a stack of order ``n`` runs the smallest one that holds it.
+SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}
+#: ``potrf``: the side of the register tile of one thread (the block is ``(NB / TS)^2``).
+TILE = {8: 2, 16: 2, 32: 4, 64: 4, 128: 8}
+#: Largest order per op and dtype. ``potrf`` holds the matrix in registers (128^2 complex128
+#: would spill); ``trsm`` holds it in 48 KiB of static shared memory.
+MAX_ORDER = {
+    "potrf": {np.dtype(np.float32): 128, np.dtype(np.float64): 128,
+              np.dtype(np.complex64): 128, np.dtype(np.complex128): 64},
+    "trsm": {np.dtype(np.float32): 64, np.dtype(np.float64): 64,
+             np.dtype(np.complex64): 64, np.dtype(np.complex128): 32}}
 #: "No matrix": the identity of the packed first-failure words of ``gl_small_potrf``.
 NONE = (1 << 64) - 1
 #: Flags of the ``gl_small_trsm`` summary.
@@ -79,6 +82,21 @@ __device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
 // NaN sticks, as in NumPy's max and min (and the figures kernel of _triangular_cuda).
 __device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
 __device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
+// A warp shuffle of any of the four types (complex: its two parts).
+__device__ __forceinline__ float gl_shfl(float v, int l, int w) {
+    return __shfl_sync(0xffffffffu, v, l, w);
+}
+__device__ __forceinline__ double gl_shfl(double v, int l, int w) {
+    return __shfl_sync(0xffffffffu, v, l, w);
+}
+__device__ __forceinline__ complex<float> gl_shfl(complex<float> v, int l, int w) {
+    return complex<float>(__shfl_sync(0xffffffffu, v.real(), l, w),
+                          __shfl_sync(0xffffffffu, v.imag(), l, w));
+}
+__device__ __forceinline__ complex<double> gl_shfl(complex<double> v, int l, int w) {
+    return complex<double>(__shfl_sync(0xffffffffu, v.real(), l, w),
+                           __shfl_sync(0xffffffffu, v.imag(), l, w));
+}
 #define LD (NB + 1)
 #define GL_NONE 0xffffffffffffffffULL
 // Fold one block's figures into the summary acc[0..2] (0: OR of flags; 1: max (max1) or min;
@@ -104,100 +122,151 @@ __device__ void gl_summary(unsigned long long* acc, const unsigned long long fla
 __device__ __forceinline__ unsigned long long gl_order_bits(const double v) {
     return isnan(v) ? 0x7ff8000000000000ULL : (unsigned long long)__double_as_longlong(fabs(v));
 }
-// Entry e of a sweep over an n x n matrix with element strides (sr, sc): consecutive e (the
-// lanes of a warp) run along the axis of the smaller stride, so loads and stores coalesce in
-// either layout.
-__device__ __forceinline__ void gl_entry(const int e, const int n, const long long sr,
-                                         const long long sc, int& p, int& q) {
-    const int slow = e / n, fast = e - slow * n;
-    const bool colmajor = (sr < 0 ? -sr : sr) < (sc < 0 ? -sc : sc);
-    p = colmajor ? fast : slow;
-    q = colmajor ? slow : fast;
-}
 """
 
 _POTRF_SOURCE = _COMMON + r"""
-// One block per matrix; in the update, threads (tx, ty) of a (bx, by) block sweep rows by ty
-// and columns by tx.
+// The block is G x G threads (G = NB / TS); thread (ti, tj) holds the TS x TS tile of rows
+// ti*TS.. and columns tj*TS.. of the working matrix s (s = a with lower, else a^H, so that
+// s's lower triangle is the one factored) in registers for the whole call: the matrix never
+// sits in shared memory. Right-looking, the pivots d_k kept until a final scaling: step k
+// reads column k of s from a shared buffer (double buffered: one barrier a step) and
+// updates s_ij -= (s_ik / d_k) conj(s_jk) for j > k; the owners of column k + 1 publish it.
+// Tiles above the diagonal keep a's entries of the other triangle (written back as they
+// were, or zero). Consecutive threads run along a's axis of smaller stride (coalescing).
 // a, w: (nb, n, n) with element strides (batch, row, column). summ: the summary (see the
 // module docstring): bit 0 of word 0: some matrix holds NaN or Inf anywhere; word 1: the
 // first matrix whose minor failed (b << 32 | code), word 2: the first NaN/Inf pivot.
-extern "C" __global__ void gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
-                                          unsigned long long* __restrict__ summ, const int n,
-                                          const long long nb, const long long sab,
-                                          const long long sar, const long long sac,
-                                          const long long swb, const long long swr,
-                                          const long long swc, const int lower,
-                                          const int clean, const int nonfinite) {
-    __shared__ T s[NB * LD];
-    __shared__ int bad;
+#define G (NB / TS)
+extern "C" __global__ void __launch_bounds__(G * G)
+gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
+               unsigned long long* __restrict__ summ, const int n,
+               const long long nb, const long long sab,
+               const long long sar, const long long sac,
+               const long long swb, const long long swr,
+               const long long swc, const int lower,
+               const int clean, const int nonfinite) {
+    __shared__ T col[2][NB];
+    __shared__ R piv[NB];
     const long long b = blockIdx.x;
-    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
-    if (tx == 0 && ty == 0) bad = 0;
-    __syncthreads();
+    const int t = threadIdx.x;
+    const bool colmajor = (sar < 0 ? -sar : sar) < (sac < 0 ? -sac : sac);
+    const bool fast_i = colmajor == (lower != 0);  // a's fast axis runs along s's rows
+    const int ti = fast_i ? t % G : t / G, tj = fast_i ? t / G : t % G;
     const T* src = a + b * sab;
     T* dst = w + b * swb;
-    const int t = ty * bx + tx, nt = bx * by;
+    T s[TS][TS];
     int mine = 0;
-    for (int e = t; e < n * n; e += nt) {
-        int p, q;
-        gl_entry(e, n, sar, sac, p, q);
-        const T v = src[p * sar + q * sac];
-        if (!gl_fin(v)) mine = 1;
-        if (lower ? (p >= q) : (p <= q)) {      // the triangle potrf reads
-            if (lower) s[p * LD + q] = v; else s[q * LD + p] = gl_cj(v);
+#pragma unroll
+    for (int u = 0; u < TS; ++u) {
+#pragma unroll
+        for (int v = 0; v < TS; ++v) {
+            const int i = ti * TS + u, j = tj * TS + v;
+            s[u][v] = (i < n && j < n) ? (lower ? src[i * sar + j * sac] : src[j * sar + i * sac])
+                                       : T(0);
         }
     }
-    if (mine) bad = 1;
-    __syncthreads();
-    // s[i][k] (i > k) holds l_ik * sqrt(d_k) until the final scaling; s[k][k] holds d_k.
+#pragma unroll
+    for (int u = 0; u < TS; ++u) {
+#pragma unroll
+        for (int v = 0; v < TS; ++v) {
+            if (!gl_fin(s[u][v])) mine = 1;
+            if (!lower && ti * TS + u >= tj * TS + v) s[u][v] = gl_cj(s[u][v]);
+        }
+    }
+    if (tj == 0) {
+#pragma unroll
+        for (int u = 0; u < TS; ++u) {
+            if (ti * TS + u < n) col[0][ti * TS + u] = s[u][0];
+        }
+    }
+    const int bad = __syncthreads_or(mine);
     int code = 0;
-    for (int k = 0; k < n; ++k) {
-        const R d = gl_re(s[k * LD + k]);       // the same value in every thread: one branch
-        if (!(d > R(0)) || !isfinite(d)) {
-            code = isfinite(d) ? k + 1 : nonfinite + k;
-            break;
-        }
-        const R inv = R(1) / d;
-        for (int i = k + 1 + ty; i < n; i += by) {
-            const T lik = s[i * LD + k] * inv;
-            for (int j = k + 1 + tx; j <= i; j += bx) {
-                s[i * LD + j] -= lik * gl_cj(s[j * LD + k]);
+    for (int k0 = 0; k0 < n && code == 0; k0 += TS) {
+        const int tk = k0 / TS;
+#pragma unroll
+        for (int kk = 0; kk < TS; ++kk) {
+            const int k = k0 + kk;
+            if (k >= n) break;
+            const T* c = col[k & 1];
+            const R d = gl_re(c[k]);            // the same value in every thread: one branch
+            if (!(d > R(0)) || !isfinite(d)) {
+                code = isfinite(d) ? k + 1 : nonfinite + k;
+                break;
             }
+            if (t == 0) piv[k] = d;
+            const R inv = R(1) / d;
+            if (ti >= tj) {
+                T ci[TS], cv[TS];
+#pragma unroll
+                for (int u = 0; u < TS; ++u) ci[u] = c[ti * TS + u] * inv;
+#pragma unroll
+                for (int v = 0; v < TS; ++v) cv[v] = gl_cj(c[tj * TS + v]);
+#pragma unroll
+                for (int v = 0; v < TS; ++v) {
+                    if (tj * TS + v > k) {
+#pragma unroll
+                        for (int u = 0; u < TS; ++u) {
+                            if (ti > tj || u >= v) s[u][v] -= ci[u] * cv[v];
+                        }
+                    }
+                }
+                // column k + 1 of s: tile column tn, entry vn of the tile
+                const int tn = (kk + 1 == TS) ? tk + 1 : tk;
+                if (tj == tn) {
+#pragma unroll
+                    for (int u = 0; u < TS; ++u) {
+                        const int i = ti * TS + u;
+                        if (i > k && i < n) col[(k + 1) & 1][i] = s[u][(kk + 1) % TS];
+                    }
+                }
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
-    if (tx == 0 && ty == 0) {
+    if (t == 0) {
         const unsigned long long packed = ((unsigned long long)b << 32) | (unsigned int)code;
         gl_summary(summ, (unsigned long long)bad,
                    (code != 0 && code < nonfinite) ? packed : GL_NONE, 0,
                    code >= nonfinite ? packed : GL_NONE, (unsigned long long)nb);
     }
     if (code != 0) return;  // the engine raises: nothing is written (in place: a is intact)
-    for (int e = t; e < n * n; e += nt) {
-        int p, q;
-        gl_entry(e, n, swr, swc, p, q);
-        if (lower ? (p >= q) : (p <= q)) {
-            const int i = lower ? p : q, j = lower ? q : p;  // l_ij, i >= j
-            const R r = sqrt(gl_re(s[j * LD + j]));
-            const T v = (i == j) ? T(r) : s[i * LD + j] * (R(1) / r);
-            dst[p * swr + q * swc] = lower ? v : gl_cj(v);
-        } else {  // the other triangle: zero, or a's entries (the same thread read them)
-            dst[p * swr + q * swc] = clean ? T(0) : src[p * sar + q * sac];
+#pragma unroll
+    for (int u = 0; u < TS; ++u) {
+#pragma unroll
+        for (int v = 0; v < TS; ++v) {
+            const int i = ti * TS + u, j = tj * TS + v;  // s_ij: a_ij (lower) or a_ji
+            if (i < n && j < n) {
+                T val;
+                if (i >= j) {
+                    const R r = sqrt(piv[j]);
+                    const T l = (i == j) ? T(r) : s[u][v] * (R(1) / r);
+                    val = lower ? l : gl_cj(l);
+                } else {  // the other triangle: zero, or a's entry (read by this thread)
+                    val = clean ? T(0) : s[u][v];
+                }
+                if (lower) dst[i * swr + j * swc] = val; else dst[j * swr + i * swc] = val;
+            }
         }
     }
 }
 """
 
 _TRSM_SOURCE = _COMMON + r"""
-// One block per matrix: m(i, j) = op(a)(i, j) for i >= j, the lower triangular matrix
-// loaded in shared memory (tr: m(i, j) = a(j, i); cj: conjugated). mode 0: x = m^-1 b;
+// One block of W warps per matrix: m(i, j) = op(a)(i, j) for i >= j, the lower triangular
+// matrix, in shared memory (tr: m(i, j) = a(j, i); cj: conjugated). mode 0: x = m^-1 b;
 // mode 1: x = m^-H b; mode 2: x = m^-H m^-1 b (cho_solve with m = L). unit: unit diagonal.
+// A right-hand side is solved by a segment of SEG = min(NB, 32) lanes, lane l holding rows
+// l, l + SEG, ... in registers; a step broadcasts the solved entry by a shuffle, so the
+// substitutions take no barrier. Warps take the columns in turn.
 // The rule of _triangular_xp per matrix, in float64: d = |m_ii| (1 with unit), s_c = max_i
 // |b_ic|, x_c = max_i |x_ic|; diag = max d / (min d > 0 ? min d : 1), rhs_c = max d *
 // (s_c > 0 ? x_c / s_c : 0) (squared: diag^2 and (max d)^2 * ratio); the block's bound
-// max(diag, rhs_c...) (NaN sticky) and its flags go to the summary when summarize.
-// x[i][c] holds the residual b_i - sum_j m_ij x_j until its own step (one barrier a step).
+// max(diag, rhs_c...) (NaN sticky) and its flags go to the summary. checks: bit 0: summarize;
+// bit 1: read (and flag) the whole of a (SciPy's check_finite), else its triangle only.
+#define SEG (NB < 32 ? NB : 32)
+#define RPL (NB / SEG)
+#define UNR 8
+#define FULL 0xffffffffu
 extern "C" __global__ void gl_small_trsm(const T* __restrict__ a, const T* __restrict__ bm,
                                          T* __restrict__ x,
                                          unsigned long long* __restrict__ summ,
@@ -208,142 +277,179 @@ extern "C" __global__ void gl_small_trsm(const T* __restrict__ a, const T* __res
                                          const long long sxb, const long long sxr,
                                          const long long sxc, const int tr, const int cj,
                                          const int mode, const int unit, const int squared,
-                                         const int summarize) {
+                                         const int checks) {
     __shared__ T m[NB * LD];
-    __shared__ T dinv[NB];
-    __shared__ T xs[KB * NB];
-    __shared__ double scale[KB], rhs[KB];
-    __shared__ double sdmax, bound;
-    __shared__ int bada, badb, zero;
+    __shared__ double wbound[32];
     const long long b = blockIdx.x;
-    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
-    const int t = ty * bx + tx;
-    if (t == 0) { bada = 0; badb = 0; }
-    __syncthreads();
+    const int t = threadIdx.x, nt = blockDim.x;
+    const int lane = t & 31, warp = t >> 5, nwarps = nt >> 5;
+    const int whole = checks & 2;
     const T* src = a + b * sab;
+    const bool colmajor = (sar < 0 ? -sar : sar) < (sac < 0 ? -sac : sac);
     int mine = 0;
-    for (int e = t; e < n * n; e += bx * by) {
-        int p, q;
-        gl_entry(e, n, sar, sac, p, q);
-        const T v = src[p * sar + q * sac];
-        if (!gl_fin(v)) mine = 1;
-        const int i = tr ? q : p, j = tr ? p : q;
-        if (i >= j) m[i * LD + j] = cj ? gl_cj(v) : v;
-    }
-    if (mine) bada = 1;
-    __syncthreads();
-    if (t == 0) {
-        double dmax = 0.0, dmin = __longlong_as_double(0x7ff0000000000000LL);  // +inf
-        int z = -1;
-        if (unit) {
-            dmax = 1.0; dmin = 1.0;
-        } else {
-            for (int i = 0; i < n; ++i) {
-                const double v = gl_mag(m[i * LD + i]);
-                dmax = gl_max(dmax, v);
-                dmin = gl_min(dmin, v);
-                if (v == 0.0 && z < 0) z = i;
+    for (int e0 = t; e0 < NB * NB; e0 += UNR * nt) {
+        T v[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; ++u) {  // all loads first: UNR in flight per thread
+            const int e = e0 + u * nt;
+            const int slow = e / NB, fast = e % NB;
+            const int p = colmajor ? fast : slow, q = colmajor ? slow : fast;
+            const bool used = tr ? q >= p : p >= q;
+            v[u] = (e < NB * NB && p < n && q < n && (whole || used)) ? src[p * sar + q * sac]
+                                                                       : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNR; ++u) {
+            const int e = e0 + u * nt;
+            const int slow = e / NB, fast = e % NB;
+            const int p = colmajor ? fast : slow, q = colmajor ? slow : fast;
+            if (e < NB * NB && p < n && q < n) {
+                if (!gl_fin(v[u])) mine = 1;  // entries not read are zero: finite
+                const int i = tr ? q : p, j = tr ? p : q;
+                if (i >= j) m[i * LD + j] = cj ? gl_cj(v[u]) : v[u];
             }
         }
-        double diag = dmax / (dmin > 0.0 ? dmin : 1.0);
-        if (squared) diag = diag * diag;
-        sdmax = dmax; bound = diag; zero = z;
     }
-    for (int i = t; i < n; i += bx * by) dinv[i] = unit ? T(1) : T(1) / m[i * LD + i];
-    mine = 0;
-    for (int c0 = 0; c0 < k; c0 += KB) {
-        const int kc = k - c0 < KB ? k - c0 : KB;
-        __syncthreads();  // dinv, sdmax ready; the last chunk's xs fully written out
-        for (int c = ty; c < kc; c += by) {
-            for (int i = tx; i < n; i += bx) {
-                const T v = bm[b * sbb + i * sbr + (c0 + c) * sbc];
-                if (!gl_fin(v)) mine = 1;
-                xs[c * NB + i] = v;
+    const int abad = __syncthreads_or(mine);
+    // the figures of the diagonal: every warp works out the same (no barrier)
+    double dmax = 0.0, dmin = __longlong_as_double(0x7ff0000000000000LL);  // +inf
+    int z = 0x7fffffff;
+    for (int i = lane; i < n; i += 32) {
+        const double v = gl_mag(m[i * LD + i]);
+        dmax = gl_max(dmax, v);
+        dmin = gl_min(dmin, v);
+        if (v == 0.0 && i < z) z = i;
+    }
+    for (int h = 16; h > 0; h >>= 1) {
+        dmax = gl_max(dmax, __shfl_xor_sync(FULL, dmax, h));
+        dmin = gl_min(dmin, __shfl_xor_sync(FULL, dmin, h));
+        const int zo = __shfl_xor_sync(FULL, z, h);
+        z = zo < z ? zo : z;
+    }
+    if (unit) { dmax = 1.0; dmin = 1.0; z = 0x7fffffff; }
+    const double diag1 = dmax / (dmin > 0.0 ? dmin : 1.0);
+    const double diag = squared ? diag1 * diag1 : diag1;
+    const double dm = squared ? dmax * dmax : dmax;
+    const int sl = lane % SEG, seg = lane / SEG, segs = 32 / SEG;
+    T dv[RPL];  // 1 / m_ii of the lane's rows
+#pragma unroll
+    for (int q = 0; q < RPL; ++q) {
+        const int i = sl + q * SEG;
+        dv[q] = (unit || i >= n) ? T(1) : T(1) / m[i * LD + i];
+    }
+    double bnd = 0.0;
+    int minb = 0;
+    for (int c0 = warp * segs; c0 < k; c0 += nwarps * segs) {  // the same in the whole warp
+        const int c = c0 + seg;
+        const bool on = c < k;
+        T xr[RPL];
+        double sc = 0.0;
+#pragma unroll
+        for (int q = 0; q < RPL; ++q) {
+            const int i = sl + q * SEG;
+            xr[q] = T(0);
+            if (on && i < n) {
+                xr[q] = bm[b * sbb + i * sbr + c * sbc];
+                if (!gl_fin(xr[q])) minb = 1;
+                sc = gl_max(sc, gl_mag(xr[q]));
             }
         }
-        __syncthreads();
-        if (t < kc) {
-            double mx = 0.0;
-            for (int i = 0; i < n; ++i) mx = gl_max(mx, gl_mag(xs[t * NB + i]));
-            scale[t] = mx;
-        }
-        __syncthreads();  // the maxima of b read before the solve writes over it
-        if (mode != 1) {  // forward: m x = r
-            for (int j = 0; j < n; ++j) {
-                for (int c = ty; c < kc; c += by) {
-                    const T xj = xs[c * NB + j] * dinv[j];
-                    for (int i = j + 1 + tx; i < n; i += bx) xs[c * NB + i] -= m[i * LD + j] * xj;
+        if (mode != 1) {  // forward: m x = r; x_j = r_j / m_jj, then r_i -= m_ij x_j (i > j)
+#pragma unroll
+            for (int q0 = 0; q0 < RPL; ++q0) {
+#pragma unroll
+                for (int jj = 0; jj < SEG; ++jj) {
+                    const int j = q0 * SEG + jj;
+                    if (j < n) {
+                        const T xj = gl_shfl(xr[q0] * dv[q0], jj, SEG);
+                        if (sl == jj) xr[q0] = xj;
+#pragma unroll
+                        for (int q = q0; q < RPL; ++q) {
+                            const int i = sl + q * SEG;
+                            if (i > j && i < n) xr[q] -= m[i * LD + j] * xj;
+                        }
+                    }
                 }
-                __syncthreads();
             }
-            for (int c = ty; c < kc; c += by) {
-                for (int i = tx; i < n; i += bx) xs[c * NB + i] *= dinv[i];
-            }
-            __syncthreads();
         }
         if (mode != 0) {  // backward: m^H x = r, row i of m^H is column i of m conjugated
-            for (int j = n - 1; j >= 0; --j) {
-                for (int c = ty; c < kc; c += by) {
-                    const T xj = xs[c * NB + j] * gl_cj(dinv[j]);
-                    for (int i = tx; i < j; i += bx) xs[c * NB + i] -= gl_cj(m[j * LD + i]) * xj;
+#pragma unroll
+            for (int q0 = RPL - 1; q0 >= 0; --q0) {
+#pragma unroll
+                for (int jj = SEG - 1; jj >= 0; --jj) {
+                    const int j = q0 * SEG + jj;
+                    if (j < n) {
+                        const T xj = gl_shfl(xr[q0] * gl_cj(dv[q0]), jj, SEG);
+                        if (sl == jj) xr[q0] = xj;
+#pragma unroll
+                        for (int q = 0; q <= q0; ++q) {
+                            const int i = sl + q * SEG;
+                            if (i < j) xr[q] -= gl_cj(m[j * LD + i]) * xj;
+                        }
+                    }
                 }
-                __syncthreads();
             }
-            for (int c = ty; c < kc; c += by) {
-                for (int i = tx; i < n; i += bx) xs[c * NB + i] *= gl_cj(dinv[i]);
+        }
+        double mx = 0.0;
+#pragma unroll
+        for (int q = 0; q < RPL; ++q) {
+            const int i = sl + q * SEG;
+            if (on && i < n) {
+                x[b * sxb + i * sxr + c * sxc] = xr[q];
+                mx = gl_max(mx, gl_mag(xr[q]));
             }
-            __syncthreads();
         }
-        for (int c = ty; c < kc; c += by) {
-            for (int i = tx; i < n; i += bx) x[b * sxb + i * sxr + (c0 + c) * sxc] = xs[c * NB + i];
+        for (int h = SEG / 2; h > 0; h >>= 1) {
+            sc = gl_max(sc, __shfl_xor_sync(FULL, sc, h, SEG));
+            mx = gl_max(mx, __shfl_xor_sync(FULL, mx, h, SEG));
         }
-        if (t < kc) {
-            double mx = 0.0;
-            for (int i = 0; i < n; ++i) mx = gl_max(mx, gl_mag(xs[t * NB + i]));
-            const double s = scale[t];
-            const double ratio = s > 0.0 ? mx / s : 0.0;
-            rhs[t] = squared ? (sdmax * sdmax) * ratio : sdmax * ratio;
-        }
-        __syncthreads();
-        if (t == 0) {
-            double bd = bound;
-            for (int c = 0; c < kc; ++c) bd = gl_max(bd, rhs[c]);
-            bound = bd;
-        }
+        if (on) bnd = gl_max(bnd, dm * (sc > 0.0 ? mx / sc : 0.0));
     }
-    if (mine) badb = 1;
-    __syncthreads();
-    if (t == 0 && summarize) {
-        const unsigned long long flags = (bada ? 1ULL : 0ULL) | (badb ? 2ULL : 0ULL)
-                                         | (zero >= 0 ? 4ULL : 0ULL);
-        gl_summary(summ, flags, gl_order_bits(bound), 1, GL_NONE, (unsigned long long)gridDim.x);
+    for (int h = 16; h > 0; h >>= 1) bnd = gl_max(bnd, __shfl_xor_sync(FULL, bnd, h));
+    if (lane == 0) wbound[warp] = bnd;
+    const int bbad = __syncthreads_or(minb);
+    if (t == 0 && (checks & 1)) {
+        double bd = diag;
+        for (int q = 0; q < nwarps; ++q) bd = gl_max(bd, wbound[q]);
+        const unsigned long long flags = (abad ? 1ULL : 0ULL) | (bbad ? 2ULL : 0ULL)
+                                         | (z != 0x7fffffff ? 4ULL : 0ULL);
+        gl_summary(summ, flags, gl_order_bits(bd), 1, GL_NONE, (unsigned long long)gridDim.x);
     }
 }
 """
 
 
-def fits(n, dtype):
-    """Whether a stack of order ``n`` and ``dtype`` has a fused kernel."""
-    return 0 < n <= MAX_ORDER.get(np.dtype(dtype), 0)
+def fits(n, dtype, op="trsm"):
+    """Whether a stack of order ``n`` and ``dtype`` has a fused kernel for ``op`` (``"potrf"``
+    or ``"trsm"``)."""
+    return 0 < n <= MAX_ORDER[op].get(np.dtype(dtype), 0)
 
 
-def _order_class(n):
-    for size in SIZES:
+def _order_class(n, op):
+    for size in SIZES[op]:
         if n <= size:
             return size
-    raise ValueError(f"no fused kernel for order {n}")
+    raise ValueError(f"no fused {op} kernel for order {n}")
 
 
-def _block(nb_class):
-    """Threads ``(bx, by)``: columns by ``bx`` (a warp's width or the order), rows by ``by``."""
-    bx = min(32, nb_class)
-    return bx, max(1, min(nb_class, 256 // bx))
+def _block(op, size, k=1):
+    """Threads of a block: ``G * G`` for ``potrf`` (a tile each), ``32 * W`` for ``trsm`` (a
+    warp takes ``32 / min(size, 32)`` right-hand sides at a time; at least one warp per 1024
+    entries of the matrix, for the load; at most 8)."""
+    if op == "potrf":
+        return ((size // TILE[size]) ** 2,)
+    per_warp = 32 // min(size, 32)
+    return (32 * max(1, min(8, max(-(-k // per_warp), size * size // 1024))),)
 
 
-def _kernel(name, source, dtype, size):
+def _kernel(name, dtype, size):
     t, r = _TYPES[np.dtype(dtype)]
+    if name == "gl_small_potrf":
+        source, extra = _POTRF_SOURCE, f"-DTS={TILE[size]}"
+    else:
+        source, extra = _TRSM_SOURCE, "-DTS=1"
     return raw_kernel(name, source, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNB={size}", f"-DKB={RHS_CHUNK}"))
+                      options=("--std=c++17", f"-DNB={size}", extra))
 
 
 def _strides(x):
@@ -353,14 +459,15 @@ def _strides(x):
 
 def launch_args(name, x, n, size_of, *views):
     """``(kernel, grid, block, strides)`` of a launch of ``name`` (``"gl_small_potrf"`` or
-    ``"gl_small_trsm"``) in the dtype of ``x`` for ``size_of`` matrices of order ``n``: the
-    element strides of the ``(B, p, q)`` ``views`` flattened (what an engine keeps per layout,
-    so that a repeat launches with its arrays and these)."""
-    size = _order_class(n)
-    source = _POTRF_SOURCE if name == "gl_small_potrf" else _TRSM_SOURCE
-    kern = _kernel(name, source, x.dtype, size)
+    ``"gl_small_trsm"``) in the dtype of ``x`` for ``size_of`` matrices of order ``n``
+    (``x``: the factor, or the ``(B, n, k)`` solution): the element strides of the
+    ``(B, p, q)`` ``views`` flattened (what an engine keeps per layout, so that a repeat
+    launches with its arrays and these)."""
+    op = "potrf" if name == "gl_small_potrf" else "trsm"
+    size = _order_class(n, op)
+    kern = _kernel(name, x.dtype, size)
     strides = tuple(s for v in views for s in _strides(v))
-    return kern, (size_of,), _block(size), strides
+    return kern, (size_of,), _block(op, size, x.shape[-1]), strides
 
 
 def potrf(a3, w, summ, lower, clean, nonfinite):
@@ -374,15 +481,23 @@ def potrf(a3, w, summ, lower, clean, nonfinite):
                        np.int32(bool(clean)), np.int32(nonfinite)))
 
 
-def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize):
+def checks(summarize, finite):
+    """The ``checks`` argument of ``gl_small_trsm``: bit 0 ``summarize`` (fold the flags and
+    the bound into the summary), bit 1 ``finite`` (read and flag the whole of ``a``, SciPy's
+    ``check_finite``; else its triangle only)."""
+    return np.int32((1 if summarize else 0) | (2 if finite else 0))
+
+
+def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
     """Solve every matrix of a stack (see the kernel's comment): ``a3`` (B, n, n), ``b3`` and
     ``x`` (B, n, k), any strides (``b3`` may broadcast: stride 0); ``summ``: the buffer of
-    :func:`summary` ``("trsm")``, written when ``summarize``. One launch, no synchronization."""
+    :func:`summary` ``("trsm")``, written when ``summarize``; ``finite``: flag NaN or Inf
+    anywhere in ``a3`` (else in its triangle only). One launch, no synchronization."""
     nb, n, k = x.shape
     kern, grid, block, st = launch_args("gl_small_trsm", x, n, nb, a3, b3, x)
     kern(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(k), *st, np.int32(bool(tr)),
                        np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
-                       np.int32(bool(squared)), np.int32(bool(summarize))))
+                       np.int32(bool(squared)), checks(summarize, finite)))
 
 
 class _Buffers(threading.local):

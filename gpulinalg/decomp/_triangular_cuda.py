@@ -80,9 +80,9 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         out = out.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
     if direct:
-        kern(grid, block, (a, b, out, summ, *consts, _ON if read else _OFF))
+        kern(grid, block, (a, b, out, summ, *consts, _fused_cuda.checks(read, finite)))
     else:
-        _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read)
+        _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read, finite)
     if not read:
         return out
     host = totals.get()  # the only synchronization of the call
@@ -103,7 +103,6 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
 #: out shape or None (another route), swap, direct, kernel, grid, block, constant args)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
-_ON, _OFF = np.int32(1), np.int32(0)
 
 
 def _solve_plan(cupy, a, b, dtype, how, unit, squared):
@@ -133,7 +132,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts)
 
 
-def _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read):
+def _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read, finite):
     """The launch of :func:`fused_solve` where ``a`` or ``b`` needs a copy (another dtype,
     batch axes that do not merge): the copies made, the strides taken afresh."""
     vec = b.ndim == 1
@@ -142,7 +141,7 @@ def _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read):
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
     a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
-    _fused_cuda.trsm(a3, b3, out.reshape(nb, n, k), summ, *how, unit, squared, read)
+    _fused_cuda.trsm(a3, b3, out.reshape(nb, n, k), summ, *how, unit, squared, read, finite)
 
 
 def _stack_of(cupy, x, batch, nb, dtype):
