@@ -220,3 +220,32 @@ def test_values_far_below_the_largest_are_kept(client, rng):
                                                  n_iter=2, random_state=0))
     assert np.max(np.abs(S - s[:10]) / s[:10]) < 1e-6
     assert np.abs(U.T @ U - np.eye(10)).max() < 1e-12
+
+
+@pytest.mark.parametrize("shape", [(5000, 7), (4096, 3), (4099, 20), (3, 4), (0, 5), (1, 2)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_colsum_in_row_groups(rng, shape, order):
+    """The row panels' column sums (row groups of about sqrt(rows), then the groups, then the
+    leftover rows) are NumPy's, in the accumulation dtype asked for, any layout."""
+    from gpulinalg.decomp._rowpass_xp import colsum
+    a = np.asarray(rng.standard_normal(shape).astype(np.float32) + 100, order=order)
+    got = colsum(a, np.float64)
+    assert got.dtype == np.float64 and got.shape == (shape[1],)
+    np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=0), rtol=1e-13, atol=1e-9)
+    c = (a + 1j * a[::-1]).astype(np.complex64)
+    np.testing.assert_allclose(colsum(c, np.complex128), c.astype(np.complex128).sum(axis=0),
+                               rtol=1e-12, atol=1e-9)
+
+
+def test_pca_moments_of_tall_panels(client, rng):
+    """Panels tall enough for the grouped column sums (odd row counts, a large mean): the
+    means, the total variance and the explained variances match NumPy's in float64."""
+    a = rng.standard_normal((9001, 6)) * np.arange(1, 7) + 1e3
+    out = rsvd.pca(da.from_array(a, chunks=(4500, 4)), 3, iterated_power=2, random_state=0)
+    mean, ev, ratio = dask.compute(out["mean"], out["explained_variance"],
+                                   out["explained_variance_ratio"])
+    c = a - a.mean(axis=0)
+    np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-14)
+    s = np.linalg.svd(c, compute_uv=False)
+    np.testing.assert_allclose(ev, s[:3] ** 2 / 9000, rtol=1e-6)
+    np.testing.assert_allclose(ratio, s[:3] ** 2 / (c ** 2).sum(), rtol=1e-6)
