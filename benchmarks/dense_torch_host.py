@@ -3,9 +3,9 @@
 The torch engine (:mod:`gpulinalg.dense._tensors_cuda`) runs on CPU tensors here: the device
 module is told of one GPU (its discovery state, memory reading and current device are patched
 for the block; not a device provider, under which every call decides afresh), CPU tensors
-pass for CUDA ones, plans are stand-ins whose ``execute`` does nothing (what is timed is
-everything but the cuBLASLt launch itself), and the raw-stream getter returns 0. Everything else
-is the production code: the memo, the dispatcher's decision and record, the engine's
+pass for CUDA ones, plans are real plans of stand-in parts whose ``cublasLtMatmul`` and
+descriptor-attribute calls do nothing (what is timed is everything but those two C calls), and
+the raw-stream getter returns 0. Everything else is the production code: the memo, the dispatcher's decision and record, the engine's
 ``torch.empty_strided`` allocations, the autograd Function, the elementwise backward kernel.
 
 Peers on the same tiny CPU tensors (so that their kernels cost next to nothing): ``nn.Linear``
@@ -31,36 +31,47 @@ from gpulinalg.dense._spec import aux_shape
 SUITE = "dense_torch_host"
 
 
-class _StandInPlan:
-    """What the torch engine reads off a plan (``_plans_cuda.Plan``'s ``out``, ``out_t``,
-    ``outputs``, ``ws_size``, ``torch_ws``), for the product as cuBLASLt plans it
-    (``rows x cols``, column-major); ``execute`` launches nothing."""
+class _StandInPlan(_plans_cuda.Plan):
+    """A real :class:`~gpulinalg.dense._plans_cuda.Plan` (its ``execute``, pointer binding and
+    the torch engine's reads of ``out``, ``out_t``, ``outputs``, ``ws_size``, ``torch_ws``) for
+    the product as cuBLASLt plans it (``rows x cols``, column-major), made of stand-in parts:
+    the ``cublasLtMatmul`` launch and the descriptor's attribute setter do nothing (the launch
+    is counted)."""
+
+    __slots__ = ("launches",)
 
     def __init__(self, rows, cols, dtype, epilog):
         dt = np.dtype(str(dtype).replace("torch.", ""))
         item = dt.itemsize
-        self.key = None
-        self.ws_size = 0
-        self.torch_ws = {}
-        self.out = ((rows, cols), dt, rows * cols * item, (item, rows * item))
-        self.out_t = ((cols, rows), dt, rows * cols * item, (rows * item, item))
         outputs = []
         if epilog and "AUX" in epilog:
             act = "relu" if epilog.startswith("RELU") else "gelu"
             pr, pc = aux_shape(act, rows, cols)
             at = np.dtype(np.uint8) if act == "relu" else dt
             outputs.append((f"{act}_aux", (pr, pc), at, pr * pc * at.itemsize,
-                            (at.itemsize, pr * at.itemsize), None))
+                            (at.itemsize, pr * at.itemsize), _AUX_POINTER))
         if epilog == "BGRADB":
-            outputs.append(("bgradb", (cols,), dt, cols * item, (item,), None))
-        self.outputs = tuple(outputs)
+            outputs.append(("bgradb", (cols,), dt, cols * item, (item,), _BIAS_POINTER))
+        scalars = np.zeros(1, np.float32), np.zeros(1, np.float32)
+        parts = dict(
+            launch=None, set_attribute=_no_attribute, handle=0, desc=0, layouts=(0, 0, 0, 0),
+            alpha=scalars[0], beta=scalars[1], scalar_ptrs=(0, 0), algo=None, algo_ptr=0,
+            out=((rows, cols), dt, rows * cols * item, (item, rows * item)),
+            outputs=tuple(outputs),
+            inputs=(("bias", _BIAS_POINTER),) if epilog and "BIAS" in epilog else (), ws_size=0)
+        super().__init__(None, epilog, parts)
+        self.launch = self._launch
         self.launches = 0
 
-    def execute(self, *args):
+    def _launch(self, *args):
         self.launches += 1
 
-    def free(self):
-        self.key = None
+
+_BIAS_POINTER, _AUX_POINTER = 1, 2  # stand-ins for the descriptor's pointer attributes
+
+
+def _no_attribute(desc, attr, buf, size):
+    pass
 
 
 def _stand_in_plan(a, b, transpose, epilog):
@@ -191,7 +202,8 @@ def _layers(batch, width, act, dtype=torch.float32):
 
 def measure(batch=8, width=16, calls=2000, runs=7):
     """``{case: µs}``: per matmul call and per FusedLinear step (stand-in launches) against
-    torch's on the same CPU tensors, interleaved."""
+    torch's on the same CPU tensors, interleaved; an inner layer (``x`` needs its gradient) and
+    a first layer (it does not: no ``grad_x`` product) per activation."""
     from gpulinalg.dense import matmul
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(batch, width, generator=g), torch.randn(width, width, generator=g)
@@ -201,36 +213,46 @@ def measure(batch=8, width=16, calls=2000, runs=7):
         cases["ours matmul per call"] = (lambda: matmul(a, b, bias=bias, activation="relu"),
                                          calls)
         for act in ("relu", "gelu"):
-            ours, ref, x, grad = _layers(batch, width, act)
-            cases[f"torch nn.Linear+{act} step"] = (_step(ref, x, grad), calls // 4)
-            cases[f"ours FusedLinear {act} step"] = (_step(ours, x, grad), calls // 4)
+            for first in (False, True):
+                ours, ref, x, grad = _layers(batch, width, act)
+                x.requires_grad_(not first)
+                where = "first" if first else "inner"
+                cases[f"torch nn.Linear+{act} {where} step"] = (_step(ref, x, grad), calls // 4)
+                cases[f"ours FusedLinear {act} {where} step"] = (_step(ours, x, grad),
+                                                                 calls // 4)
         return _best_us(cases, runs)
 
 
-def profile(act="relu", steps=2000):
+def profile(act="relu", steps=2000, first=False, limit=25):
+    """A cProfile of ``steps`` FusedLinear steps (stand-in launches), by own time."""
     import cProfile
     import pstats
     ours, _, x, grad = _layers(8, 16, act)
+    x.requires_grad_(not first)
     fn = _step(ours, x, grad)
     with stand_in():
+        fn()
         fn()
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(steps):
             fn()
         prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(limit)
 
 
 def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_host")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--activation", choices=("relu", "gelu"), default="relu",
+                        help="the profiled step's activation")
+    parser.add_argument("--first", action="store_true", help="profile a first layer's step")
     args = parser.parse_args(argv)
     for case, us in measure().items():
-        print(f"{case:32s} {us:8.1f} us")
+        print(f"{case:36s} {us:8.1f} us")
     if args.profile:
-        profile()
+        profile(args.activation, first=args.first)
     return 0
 
 

@@ -75,12 +75,12 @@ def test_missing_private_matmul_attribute_fails_loudly(name):
         _nvmath_cuda.planned_parts(_planned_matmul(**{name: True}), "BIAS")
 
 
-def test_missing_unchecked_pointer_setter_fails_loudly():
+def test_unknown_epilog_operand_fails_loudly():
     pytest.importorskip("nvmath")
     pytest.importorskip("cupy")
     mm = _planned_matmul()
-    mm.mm_desc_ifc = types.SimpleNamespace()  # only the logging property setter: refused
-    with pytest.raises(RuntimeError, match="set_bias_pointer_unchecked"):
+    mm.epilog_input_name_to_handler = {"mystery": None}  # no descriptor pointer known for it
+    with pytest.raises(RuntimeError, match="unknown epilog operand 'mystery'"):
         _nvmath_cuda.planned_parts(mm, "BIAS")
 
 

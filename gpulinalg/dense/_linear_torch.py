@@ -31,43 +31,44 @@ class _FusedLinearFunction(torch.autograd.Function):
     def forward(ctx, x2, weight, bias, activation, need_saved):
         out, z, key = _forward(x2, weight, bias, activation, need_saved)
         ctx.save_for_backward(x2, weight, out if activation == "relu" else z)
-        ctx.activation, ctx.has_bias, ctx.key = activation, bias is not None, key
-        ctx.settings = get_config()
+        ctx.state = (activation, bias is not None, key, get_config())
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        # CUDA backward passes run on torch's autograd worker thread, where the forward's
-        # config_context (a ContextVar) is not in force: the backward runs under the forward's
-        # settings (autotune, backend, ...), and its memo entries serve the same settings object
-        settings = ctx.settings
-        if get_config() is settings:
-            return _FusedLinearFunction._grads(ctx, grad_out)
-        with settings_in_force(settings):
-            return _FusedLinearFunction._grads(ctx, grad_out)
-
-    @staticmethod
-    def _grads(ctx, grad_out):
+        # one frame from autograd to the launches: the derivative, then the products
         x2, weight, saved = ctx.saved_tensors
-        act, has_bias = ctx.activation, ctx.has_bias
-        need = ctx.needs_input_grad
+        act, has_bias, key, settings = ctx.state
         if act == "relu":
             dz = _threshold_backward(grad_out, saved, 0).contiguous()
         elif act == "gelu":
             dz = _gelu_backward(grad_out, saved, approximate="tanh").contiguous()
         else:
             dz = grad_out.contiguous()
-        # the GEMM of a gradient nobody asked for is not launched (a first layer's grad_x,
-        # a frozen weight's grad_W)
-        gx, gw, gb = _backward(dz, x2, weight, has_bias, need[0],
-                               need[1] or (has_bias and need[2]), ctx.key)
-        return (gx if need[0] else None, gw if need[1] else None,
-                gb if has_bias and need[2] else None, None, None)
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        need_b = has_bias and need_b
+        # the GEMM of a gradient nobody asked for is not launched (a first layer's grad_x, a
+        # frozen weight's grad_W). CUDA backward passes run on torch's autograd worker thread,
+        # where the forward's config_context (a ContextVar) is not in force: the products run
+        # under the forward's settings (autotune, backend, ...), and their memo entries serve
+        # the same settings object
+        if get_config() is settings:
+            gx, gw, gb = _backward(dz, x2, weight, has_bias, need_x, need_w or need_b, key)
+        else:
+            with settings_in_force(settings):
+                gx, gw, gb = _backward(dz, x2, weight, has_bias, need_x, need_w or need_b, key)
+        return (gx if need_x else None, gw if need_w else None, gb if need_b else None, None,
+                None)
+
+
+def _raw(op):
+    """``op``'s callable below ``OpOverload.__call__`` (which only forwards to it)."""
+    return getattr(op, "_op", op)
 
 
 _forward, _backward = _linear_api.forward_keyed, _linear_api.backward
-_threshold_backward = torch.ops.aten.threshold_backward.default
-_gelu_backward = torch.ops.aten.gelu_backward.default
+_threshold_backward = _raw(torch.ops.aten.threshold_backward.default)
+_gelu_backward = _raw(torch.ops.aten.gelu_backward.default)
 _functorch_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 #: ``autograd.Function.apply`` below its Python wrapper (which, outside functorch transforms,

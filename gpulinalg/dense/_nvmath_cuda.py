@@ -19,15 +19,15 @@ __all__ = ["TESTED_NVMATH", "MATMUL_ATTRIBUTES", "check_nvmath", "planned_parts"
 TESTED_NVMATH = ("1.0",)
 
 #: Private attributes of a planned ``nvmath.linalg.advanced.Matmul`` read by :func:`planned_parts`.
-MATMUL_ATTRIBUTES = ("handle", "mm_desc", "mm_desc_ifc", "a_layout_ptr", "b_layout_ptr",
+MATMUL_ATTRIBUTES = ("handle", "mm_desc", "a_layout_ptr", "b_layout_ptr",
                      "c_layout_ptr", "d_layout_ptr", "alpha", "beta",
                      "cached_best_algorithm_struct", "result_traits", "d_dtype_name",
                      "epilog_output_handlers", "epilog_input_name_to_handler", "algorithms_buffer")
 
-#: epilog handler name -> matmul-descriptor attribute its pointer goes to.
-_POINTER_ATTR = {"bias": "bias_pointer", "relu_aux": "epilogue_aux_pointer",
-                 "gelu_aux": "epilogue_aux_pointer", "drelu_bgrad": "bias_pointer",
-                 "dgelu_bgrad": "bias_pointer", "bgrada": "bias_pointer", "bgradb": "bias_pointer"}
+#: epilog handler name -> ``cublasLt.MatmulDescAttribute`` member its device pointer goes to.
+_POINTER_ATTR = {"bias": "BIAS_POINTER", "relu_aux": "EPILOGUE_AUX_POINTER",
+                 "gelu_aux": "EPILOGUE_AUX_POINTER", "drelu_bgrad": "BIAS_POINTER",
+                 "dgelu_bgrad": "BIAS_POINTER", "bgrada": "BIAS_POINTER", "bgradb": "BIAS_POINTER"}
 
 _checked: list = []  # [True] once check_nvmath() passed in this process
 
@@ -58,7 +58,9 @@ def check_nvmath():
         from nvmath.internal.tensor_ifc_cupy import CupyTensor
     except ImportError as exc:
         raise _unsupported(f"an nvmath module gpulinalg needs is missing ({exc})") from exc
-    for owner, name in ((cublasLt, "matmul"), (CupyTensor, "name_to_dtype")):
+    for owner, name in ((cublasLt, "matmul"), (cublasLt, "matmul_desc_set_attribute"),
+                        (cublasLt, "get_matmul_desc_attribute_dtype"),
+                        (cublasLt, "MatmulDescAttribute"), (CupyTensor, "name_to_dtype")):
         if not hasattr(owner, name):
             raise _unsupported(f"nvmath has no {getattr(owner, '__name__', owner)}.{name}")
     _checked.append(True)
@@ -70,16 +72,21 @@ def _require(obj, names, where):
         raise _unsupported(f"{where} has no attribute(s) {', '.join(missing)}")
 
 
-def _setter(mm, name):
-    """The unchecked (no logging) setter of the descriptor pointer of epilog operand ``name``."""
-    attr = _POINTER_ATTR.get(name)
-    if attr is None:
+def _pointer_attribute(name):
+    """The ``cublasLtMatmulDescAttributes_t`` value (an int) of the descriptor pointer of epilog
+    operand ``name``; the launch sets it with ``matmul_desc_set_attribute`` from an 8-byte host
+    buffer (the attribute's type is a 64-bit pointer, checked here)."""
+    from nvmath.bindings import cublasLt
+    member = _POINTER_ATTR.get(name)
+    if member is None:
         raise _unsupported(f"unknown epilog operand {name!r}")
-    ifc = mm.mm_desc_ifc
-    fast = getattr(ifc, f"set_{attr}_unchecked", None)
-    if fast is None:
-        raise _unsupported(f"Matmul.mm_desc_ifc has no set_{attr}_unchecked")
-    return fast
+    attr = getattr(cublasLt.MatmulDescAttribute, member, None)
+    if attr is None:
+        raise _unsupported(f"cublasLt.MatmulDescAttribute has no {member}")
+    import numpy as np
+    if np.dtype(cublasLt.get_matmul_desc_attribute_dtype(attr)).itemsize != 8:
+        raise _unsupported(f"cublasLt.MatmulDescAttribute.{member} is not a 64-bit pointer")
+    return int(attr)
 
 
 def buffer_spec(shape, strides, dtype_name):
@@ -96,11 +103,14 @@ def buffer_spec(shape, strides, dtype_name):
 def planned_parts(mm, epilog):
     """What one ``cublasLtMatmul`` launch of planned ``mm`` needs, as a dict:
 
-    ``launch`` (the binding), ``handle``, ``desc``, ``layouts`` (A, B, C, D), ``alpha`` and
-    ``beta`` (nvmath's host scalars, written in place), ``scalar_ptrs``, ``algo`` (kept alive)
-    and ``algo_ptr``, ``out`` (the result's :func:`buffer_spec`), ``outputs`` (``(name,
-    *buffer_spec, set_pointer)`` per epilog output), ``inputs`` (``(name, set_pointer)`` per
-    epilog input) and ``ws_size`` (workspace bytes, nvmath's epilog padding included).
+    ``launch`` (the binding), ``set_attribute`` (``cublasLt.matmul_desc_set_attribute``:
+    ``(desc, attribute, host buffer address, size)``), ``handle``, ``desc``, ``layouts`` (A, B,
+    C, D), ``alpha`` and ``beta`` (nvmath's host scalars, written in place), ``scalar_ptrs``,
+    ``algo`` (kept alive) and ``algo_ptr``, ``out`` (the result's :func:`buffer_spec`),
+    ``outputs`` (``(name, *buffer_spec, attribute)`` per epilog output), ``inputs`` (``(name,
+    attribute)`` per epilog input; ``attribute``: the descriptor attribute of the operand's
+    device pointer, an int) and ``ws_size`` (workspace bytes, nvmath's epilog padding
+    included).
     """
     import numpy as np
     from nvmath.bindings import cublasLt
@@ -111,12 +121,14 @@ def planned_parts(mm, epilog):
     _require(rt, ("result_shape", "result_strides"), "Matmul.result_traits")
     ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
     return dict(
-        launch=cublasLt.matmul, handle=mm.handle, desc=mm.mm_desc,
+        launch=cublasLt.matmul, set_attribute=cublasLt.matmul_desc_set_attribute,
+        handle=mm.handle, desc=mm.mm_desc,
         layouts=(mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr, mm.d_layout_ptr),
         alpha=mm.alpha, beta=mm.beta, scalar_ptrs=(mm.alpha.ctypes.data, mm.beta.ctypes.data),
         algo=algo, algo_ptr=algo.ctypes.data,
         out=buffer_spec(rt.result_shape, rt.result_strides, mm.d_dtype_name),
-        outputs=tuple((h.name, *buffer_spec(*h.attributes()), _setter(mm, h.name))
+        outputs=tuple((h.name, *buffer_spec(*h.attributes()), _pointer_attribute(h.name))
                       for h in mm.epilog_output_handlers),
-        inputs=tuple((name, _setter(mm, name)) for name in mm.epilog_input_name_to_handler),
+        inputs=tuple((name, _pointer_attribute(name))
+                     for name in mm.epilog_input_name_to_handler),
         ws_size=ws + 16 if ws > 0 and epilog else ws)  # nvmath pads epilog workspaces

@@ -53,8 +53,10 @@ def backward(grad, x, weight, saved, activation, has_bias):
     return _linear_api.backward(dz, x, weight, has_bias)
 
 
-_threshold_backward = torch.ops.aten.threshold_backward.default
-_gelu_backward = torch.ops.aten.gelu_backward.default
+_threshold_backward = getattr(torch.ops.aten.threshold_backward.default, "_op",
+                              torch.ops.aten.threshold_backward.default)
+_gelu_backward = getattr(torch.ops.aten.gelu_backward.default, "_op",
+                         torch.ops.aten.gelu_backward.default)
 
 
 @torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())

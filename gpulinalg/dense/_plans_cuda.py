@@ -54,18 +54,30 @@ _cache = _Cache()
 
 
 class Plan:
-    """A planned ``Matmul`` and what one execution needs besides the operands."""
+    """A planned ``Matmul`` and what one execution needs besides the operands.
+
+    ``parts``: :func:`gpulinalg.dense._nvmath_cuda.planned_parts` of ``mm`` (read from it when
+    not given). The epilog operands' device pointers (``pointers``: the descriptor attribute of
+    each input, then of each output) are written to the matmul descriptor only when they differ
+    from the pointer it holds (``bound``: attribute -> pointer; descriptor attributes persist
+    between launches, and only this plan writes them).
+    """
 
     __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta",
                  "scalar_ptrs", "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size",
-                 "ws", "key", "scalars", "_keep", "torch_ws")
+                 "ws", "key", "scalars", "_keep", "torch_ws", "pointers", "set_attribute",
+                 "ptr_buf", "ptr_addr")
 
-    def __init__(self, mm, epilog):
+    def __init__(self, mm, epilog, parts=None):
+        import ctypes
+
         import cupy
         self.new_array, self.alloc = cupy.ndarray, cupy.cuda.alloc
         self.mm = mm
-        parts = _nvmath_cuda.planned_parts(mm, epilog)
+        if parts is None:
+            parts = _nvmath_cuda.planned_parts(mm, epilog)
         self.launch, self.handle, self.desc = parts["launch"], parts["handle"], parts["desc"]
+        self.set_attribute = parts["set_attribute"]
         self.layouts, self.alpha, self.beta = parts["layouts"], parts["alpha"], parts["beta"]
         self.scalar_ptrs = parts["scalar_ptrs"]
         self.scalars = (None, None)  # the (alpha, beta) last written to the host scalars
@@ -75,28 +87,34 @@ class Plan:
         self.out_t = ((*shape[:-2], shape[-1], shape[-2]), dtype, nbytes,
                       (*strides[:-2], strides[-1], strides[-2]))
         self.outputs, self.inputs = parts["outputs"], parts["inputs"]
+        self.pointers = tuple(i[-1] for i in self.inputs) + tuple(o[-1] for o in self.outputs)
         self.bound = {}
+        self.ptr_buf = ctypes.c_uint64(0)  # the host buffer a pointer attribute is set from
+        self.ptr_addr = ctypes.addressof(self.ptr_buf)
         self.ws_size = parts["ws_size"]
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
         self.key = None  # the cache key while the plan is cached; None once freed
         self.torch_ws = {}  # stream pointer -> workspace tensor of torch's caching allocator
 
-    def execute(self, a_ptr, b_ptr, c_ptr, alpha, beta, in_ptrs, out_ptr, out_ptrs, ws_ptr,
-                stream):
-        """One launch on raw pointers (the caller allocated the result, the epilog outputs
-        ``out_ptrs`` in the order of ``self.outputs``, and the workspace)."""
+    def bind(self, ptrs):
+        """Point the descriptor at the epilog operands ``ptrs`` (in the order of
+        :attr:`pointers`), writing only the attributes whose pointer changed."""
+        bound, buf = self.bound, self.ptr_buf
+        for attr, ptr in zip(self.pointers, ptrs):
+            if bound.get(attr) != ptr:
+                buf.value = ptr
+                self.set_attribute(self.desc, attr, self.ptr_addr, 8)
+                bound[attr] = ptr
+
+    def execute(self, a_ptr, b_ptr, c_ptr, alpha, beta, ptrs, out_ptr, ws_ptr, stream):
+        """One launch on raw pointers (the caller allocated the result, the epilog outputs and
+        the workspace; ``ptrs``: the epilog inputs' then outputs' pointers, see :meth:`bind`)."""
         if alpha != self.scalars[0] or beta != self.scalars[1]:
             self.alpha[0] = alpha
             self.beta[0] = beta
             self.scalars = (alpha, beta)
-        bound = self.bound
-        for name, set_ptr in self.inputs:
-            ptr = in_ptrs[name]
-            if bound.get(name) != ptr:
-                set_ptr(ptr)
-                bound[name] = ptr
-        for spec, ptr in zip(self.outputs, out_ptrs):
-            spec[-1](ptr)
+        if ptrs:
+            self.bind(ptrs)
         la, lb, lc, ld = self.layouts
         self.launch(self.handle, self.desc, self.scalar_ptrs[0], a_ptr, la, b_ptr, lb,
                     self.scalar_ptrs[1], c_ptr, lc, out_ptr, ld, self.algo_ptr, ws_ptr,
@@ -113,19 +131,16 @@ class Plan:
             self.alpha[0] = alpha
             self.beta[0] = beta
             self.scalars = (alpha, beta)
-        bound = self.bound
-        for name, set_ptr in self.inputs:
-            ptr = inputs[name].data.ptr
-            if bound.get(name) != ptr:  # descriptor attributes persist: set only on change
-                set_ptr(ptr)
-                bound[name] = ptr
         new, alloc = self.new_array, self.alloc
         shape, dtype, nbytes, strides = self.out_t if transposed else self.out
         out = new(shape, dtype, alloc(nbytes), strides)
         extra = {}
-        for name, shape_, dtype_, nbytes_, strides_, set_ptr in self.outputs:
+        ptrs = [inputs[name].data.ptr for name, _ in self.inputs]
+        for name, shape_, dtype_, nbytes_, strides_, _ in self.outputs:
             extra[name] = buf = new(shape_, dtype_, alloc(nbytes_), strides_)
-            set_ptr(buf.data.ptr)
+            ptrs.append(buf.data.ptr)
+        if ptrs:
+            self.bind(ptrs)
         ws_ptr = 0
         if self.ws_size:
             ws = self.ws.get(stream)
@@ -144,7 +159,8 @@ class Plan:
         self.key = None
         self.ws = {}
         self.torch_ws = {}
-        self.mm.free()
+        if self.mm is not None:
+            self.mm.free()
 
 
 def _current_stream():
@@ -240,6 +256,22 @@ def touch(plan):
         return False
     cache.hits += 1
     cache.plans.move_to_end(key)
+    return True
+
+
+def touch_all(plans):
+    """:func:`touch` of every plan in ``plans``; ``False`` (none counted) when any was evicted
+    or the cache cleared since."""
+    cache = _cache
+    if cache.generation != _generation[0]:
+        return False
+    for plan in plans:
+        if plan.key is None:
+            return False
+    cache.hits += len(plans)
+    move = cache.plans.move_to_end
+    for plan in plans:
+        move(plan.key)
     return True
 
 

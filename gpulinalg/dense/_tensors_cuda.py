@@ -20,7 +20,6 @@ __all__ = ["matmul", "matmul_backward", "linear", "linear_backward"]
 
 _torch: list = []  # [torch, raw-stream getter] once resolved
 _empty: list = []  # [torch.empty_strided] once resolved
-_NO_INPUTS: dict = {}
 _NONE = ()
 
 
@@ -44,8 +43,9 @@ def _layout(shape, dtype, nbytes, strides, torch):
 class _Launch:
     """One planned product on torch tensors: the plan and the torch layouts (shape, strides,
     dtype) of the result and of the epilog outputs, worked out once. Called with the operands'
-    pointers in NumPy orientation (``a @ b``); returns ``(result, [epilog outputs])``, all from
-    torch's caching allocator, launched on torch's current stream of ``dev``."""
+    pointers in NumPy orientation (``a @ b``), the epilog inputs' pointers (a tuple, in the
+    plan's order), ``alpha``, the device and torch's current raw stream of it; returns
+    ``(result, [epilog outputs])``, all from torch's caching allocator."""
 
     __slots__ = ("plan", "out", "extra", "swap", "rows")
 
@@ -69,17 +69,15 @@ class _Launch:
             run = self.rows = _Launch(self.plan, self.swap, rows=True)
         return run
 
-    def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev):
+    def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev, stream):
         empty = _empty[0]
         plan = self.plan
-        stream = _torch[1](dev.index)
         shape, strides, dtype = self.out
         out = empty(shape, strides, dtype=dtype, device=dev)
+        bufs = _NONE
         if self.extra:
             bufs = [empty(s, st, dtype=dt, device=dev) for s, st, dt in self.extra]
-            ptrs = [x.data_ptr() for x in bufs]
-        else:
-            bufs = ptrs = _NONE
+            in_ptrs = (*in_ptrs, *[b.data_ptr() for b in bufs])
         ws_ptr = 0
         if plan.ws_size:
             ws = plan.torch_ws.get(stream)
@@ -88,7 +86,7 @@ class _Launch:
             ws_ptr = ws.data_ptr()
         if self.swap:
             a_ptr, b_ptr = b_ptr, a_ptr
-        plan.execute(a_ptr, b_ptr, 0, alpha, 0.0, in_ptrs, out.data_ptr(), ptrs, ws_ptr, stream)
+        plan.execute(a_ptr, b_ptr, 0, alpha, 0.0, in_ptrs, out.data_ptr(), ws_ptr, stream)
         return out, bufs
 
     def _workspace(self, stream, dev):
@@ -154,9 +152,9 @@ def matmul(a, b, bias, c, spec):
     """
     run = spec.plan
     if run is not None and run.live():
-        out, bufs = run(a.data_ptr(), b.data_ptr(),
-                        _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, spec.alpha,
-                        a.device)
+        dev = a.device
+        out, bufs = run(a.data_ptr(), b.data_ptr(), _NONE if bias is None else
+                        (bias.data_ptr(),), spec.alpha, dev, _torch[1](dev.index))
         return _finish(out, bufs, spec) if spec.return_aux else out
     used_c = c is not None and spec.beta != 0.0
     plan = None if used_c else _plan_direct(a, b, bias, spec)
@@ -165,9 +163,9 @@ def matmul(a, b, bias, c, spec):
             return _to_torch(_matmul_cuda.matmul(_view(a), _view(b), _view(bias), _view(c),
                                                  spec.replace()))
     run = spec.plan = _Launch(plan, spec.transposed)
-    out, bufs = run(a.data_ptr(), b.data_ptr(),
-                    _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, spec.alpha,
-                    a.device)
+    dev = a.device
+    out, bufs = run(a.data_ptr(), b.data_ptr(), _NONE if bias is None else (bias.data_ptr(),),
+                    spec.alpha, dev, _torch[1](dev.index))
     return _finish(out, bufs, spec)
 
 
@@ -208,29 +206,33 @@ class _Backward:
     with the bias gradient from BGRADB) for one call key; ``gbt`` is the second launch writing
     ``grad_b.T`` (the fused linear layer's weight gradient, in the weight's layout)."""
 
-    __slots__ = ("ga", "gb", "gbt", "bias")
+    __slots__ = ("ga", "gb", "gbt", "bias", "plans")
 
     def __init__(self, ga, gb, bias):
         self.ga, self.gb, self.bias = ga, gb, bias
         self.gbt = _Launch(gb.plan, False, True)
+        self.plans = (ga.plan, gb.plan)
 
     def live(self):
-        return self.ga.live() and self.gb.live()
+        """Count the hits of both plans; ``False`` once either was evicted."""
+        return _plans_cuda.touch_all(self.plans)
 
     def __call__(self, dz, a, b):
         dev, dz_ptr = a.device, dz.data_ptr()
-        ga = self.ga(dz_ptr, b.data_ptr(), _NO_INPUTS, 1.0, dev)[0]
-        gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
+        stream = _torch[1](dev.index)
+        ga = self.ga(dz_ptr, b.data_ptr(), _NONE, 1.0, dev, stream)[0]
+        gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
         return Gradients(ga, gb, _bias_grad(bufs) if self.bias else None)
 
     def linear(self, dz, x, weight, need_x=True, need_w=True):
         """``(grad_x, grad_weight, grad_bias)`` of ``x @ weight.T (+ bias)`` (``b = weight.T``);
         a product not asked for is not launched (its gradients are ``None``)."""
         dev, dz_ptr = x.device, dz.data_ptr()
-        gx = self.ga(dz_ptr, weight.data_ptr(), _NO_INPUTS, 1.0, dev)[0] if need_x else None
+        stream = _torch[1](dev.index)
+        gx = self.ga(dz_ptr, weight.data_ptr(), _NONE, 1.0, dev, stream)[0] if need_x else None
         if not need_w:
             return gx, None, None
-        gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NO_INPUTS, 1.0, dev)
+        gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
         return gx, gw, _bias_grad(bufs) if self.bias else None
 
 
@@ -287,9 +289,10 @@ def linear(x, weight, bias, spec):
     spec returns the aux. A repeat launches at once, its aux allocated as ``(M, N)``."""
     run = spec.plan
     if run is not None and run.live():
+        dev = x.device
         out, bufs = (run.rows or run.by_rows())(
-            x.data_ptr(), weight.data_ptr(),
-            _NO_INPUTS if bias is None else {"bias": bias.data_ptr()}, 1.0, x.device)
+            x.data_ptr(), weight.data_ptr(), _NONE if bias is None else (bias.data_ptr(),), 1.0,
+            dev, _torch[1](dev.index))
         if not bufs:
             return out, None
         z = bufs[0]
