@@ -389,8 +389,11 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     vdsk = {(f"{name}-vh", 0, j): (_rowpass_xp.vh_block, root, int(starts[j]),
                                    int(starts[j + 1])) for j in range(a.numblocks[1])}
     Vh = new_array(f"{name}-vh", vdsk, [U], (k, n), ((k,), a.chunks[1]), meta)
-    if op.centre:
-        op.mean = mean.astype(dtype).rechunk((a.chunks[1],))
+    if op.centre:  # in the input's dtype, chunked as its columns: one task per chunk
+        mname = f"gpulinalg-pca-mean-{tokenize(mean, np.dtype(dtype).str)}"
+        mdsk = {(mname, j): (_rowpass_xp.cast_slice, (mean.name, 0), int(starts[j]),
+                             int(starts[j + 1]), dtype) for j in range(a.numblocks[1])}
+        op.mean = new_array(mname, mdsk, [mean], (n,), (a.chunks[1],), meta_of(a, 1, dtype))
     return U, S, Vh
 
 
@@ -522,12 +525,19 @@ def pca(x: Any, n_components: int | None = None, *, n_oversamples: int = 10,
                     power_iteration_normalizer, random_state, False, persist, split_every)
     mean = op.mean if m else _empty(x, (n,), dtype)
     k = int(S.shape[0])
-    denom = max(m - 1, 1)
-    ev = S ** 2 / denom
-    total = op.total if m > 1 else ev.sum().astype(np.float64)
-    real = ev.dtype
-    ratio = (ev / total).astype(real) if m > 1 else ev * 0
-    noise = ((total - ev.sum()) / (small - k)).astype(real) if k < small else ev.sum() * 0
+    if m > 1 and S.numblocks == (1,):  # one small task each (no Dask elementwise layers)
+        name = f"gpulinalg-pca-var-{tokenize(S, op.total, m, small)}"
+        ev, ratio, noise = (new_array(f"{name}-{w}", {(f"{name}-{w}",) + (0,) * len(shape): (
+            _rowpass_xp.variances, (S.name, 0), (op.total.name,), m, small, w)},
+            [S, op.total], shape, tuple((d,) for d in shape), meta_of(x, len(shape), S.dtype))
+            for w, shape in (("ev", (k,)), ("ratio", (k,)), ("noise", ())))
+    else:
+        denom = max(m - 1, 1)
+        ev = S ** 2 / denom
+        total = op.total if m > 1 else ev.sum().astype(np.float64)
+        real = ev.dtype
+        ratio = (ev / total).astype(real) if m > 1 else ev * 0
+        noise = ((total - ev.sum()) / (small - k)).astype(real) if k < small else ev.sum() * 0
     return {"components": Vh, "explained_variance": ev, "explained_variance_ratio": ratio,
             "singular_values": S, "mean": mean, "noise_variance": noise, "U": U,
             "n_samples": m, "n_features": n}

@@ -29,7 +29,8 @@ from .._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
 __all__ = ["colsum", "omega", "panel", "panel_h", "merge", "power_root", "basis_root", "local_qr", "stack_qr",
-           "basis_block", "final_root", "take_y", "u_block", "vh_block", "item"]
+           "basis_block", "final_root", "take_y", "u_block", "vh_block", "item", "cast_slice",
+           "variances"]
 
 
 def _hi(dtype):
@@ -286,3 +287,23 @@ def item(d, key, dtype=None):
     """``d[key]`` (cast to ``dtype`` when given)."""
     v = d[key]
     return v if dtype is None else v.astype(dtype)
+
+
+def cast_slice(x, start, stop, dtype):
+    """``x[start:stop]`` (1-D) in ``dtype`` (a column chunk of PCA's mean)."""
+    return namespace(x).ascontiguousarray(x[start:stop].astype(dtype))
+
+
+def variances(s, total, rows, small, what):
+    """PCA's variances from the singular values ``s`` (k,) of the centred ``rows x n`` matrix
+    and the total variance ``total`` (0-d double), ``small = min(rows, n)``: the explained
+    variances (``what="ev"``), their ratios to ``total`` (``"ratio"``) or the noise variance
+    (``"noise"``, 0-d: the mean of the variance left to the ``small - k`` other directions),
+    in ``s``'s dtype."""
+    ev = s * s / max(rows - 1, 1)
+    if what == "ev":
+        return ev
+    if what == "ratio":
+        return (ev / total).astype(ev.dtype)
+    k = int(s.shape[0])
+    return ((total - ev.sum()) / (small - k)).astype(ev.dtype) if k < small else ev.sum() * 0
