@@ -87,7 +87,7 @@ def backward_key(grad_out, a, b, activation, bias, compute_type, autotune):
 def linear_key(x, weight, third, options):
     """The memo key of a fused-linear call (:mod:`gpulinalg.dense._linear_api`) on torch tensors
     ``x``, ``weight`` and ``third`` (the bias, the output gradient, or ``None``), or ``None``."""
-    if not _is_tensor(x):
+    if type(x) not in _tensor_types and not _is_tensor(x):
         return None
     return _torch_key(x, weight, third, None, options)
 

@@ -233,7 +233,13 @@ class _Backward:
         if not need_w:
             return gx, None, None
         gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
-        return gx, gw, _bias_grad(bufs) if self.bias else None
+        if not self.bias:
+            return gx, gw, None
+        gb = bufs[0]
+        return gx, gw, gb if gb.ndim == 1 else _bias_grad(bufs)
+
+
+_touch, _touch_all = _plans_cuda.touch, _plans_cuda.touch_all
 
 
 def _bias_grad(bufs):
@@ -288,7 +294,7 @@ def linear(x, weight, bias, spec):
     of ``matmul(x, weight.T, ...)``): ``saved`` is the GELU pre-activation ``(M, N)`` when the
     spec returns the aux. A repeat launches at once, its aux allocated as ``(M, N)``."""
     run = spec.plan
-    if run is not None and run.live():
+    if run is not None and _touch(run.plan):
         dev = x.device
         out, bufs = (run.rows or run.by_rows())(
             x.data_ptr(), weight.data_ptr(), _NONE if bias is None else (bias.data_ptr(),), 1.0,
@@ -320,7 +326,7 @@ def linear_backward(dz, x, weight, spec, need_x=True, need_w=True):
     is that of ``matmul_backward(dz, x, weight.T, ...)``); a repeat launches only the products
     asked for (``need_x``: ``grad_x``; ``need_w``: ``grad_weight`` and ``grad_bias``)."""
     run = spec.plan
-    if run is not None and run.live():
+    if run is not None and _touch_all(run.plans):
         return run.linear(dz, x, weight, need_x, need_w)
     ga, gbt, gb = matmul_backward(dz, None, x, weight.t(), None, spec)
     return ga, gbt.t(), gb
