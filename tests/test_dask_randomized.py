@@ -249,3 +249,21 @@ def test_pca_moments_of_tall_panels(client, rng):
     s = np.linalg.svd(c, compute_uv=False)
     np.testing.assert_allclose(ev, s[:3] ** 2 / 9000, rtol=1e-6)
     np.testing.assert_allclose(ratio, s[:3] ** 2 / (c ** 2).sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("iterated_power", [0, 1])
+@pytest.mark.parametrize("keep", [False, True])
+def test_pca_under_the_local_scheduler(rng, iterated_power, keep):
+    """No distributed client (``scheduler="sync"``), persisted or not, with and without a power
+    iteration (0: the moments come from the basis pass): the same as NumPy's."""
+    a = rng.standard_normal((300, 12)) + 5
+    with dask.config.set(scheduler="sync"):
+        out = rsvd.pca(da.from_array(a, chunks=(70, 5)), 3, iterated_power=iterated_power,
+                       n_oversamples=9, random_state=0, persist=keep)
+        ev, mean, U, ratio = dask.compute(out["explained_variance"], out["mean"], out["U"],
+                                          out["explained_variance_ratio"])
+    s = np.linalg.svd(a - a.mean(axis=0), compute_uv=False)
+    np.testing.assert_allclose(ev, s[:3] ** 2 / 299, rtol=1e-12)
+    np.testing.assert_allclose(ratio, s[:3] ** 2 / (s ** 2).sum(), rtol=1e-12)
+    np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-13)
+    assert np.abs(U.T @ U - np.eye(3)).max() < 1e-12

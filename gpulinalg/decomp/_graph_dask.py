@@ -71,7 +71,9 @@ def persist(x, enabled):
         from distributed import futures_of, wait
     except ImportError:  # the local schedulers persist synchronously
         return out if many else out[0]
-    wait([f for c in out for f in futures_of(c)])
+    futures = [f for c in out for f in futures_of(c)]
+    if futures:  # none under a local scheduler (no client to wait on)
+        wait(futures)
     return out if many else out[0]
 
 

@@ -431,9 +431,13 @@ def _basis(op, a, z, mean, local, keep, split_every):
             dsk[(f"{name}-q", i, 0)] = (_rowpass_xp.basis_block, (f"{name}-qr", i), sroot, i,
                                         dtype)
         q = new_array(f"{name}-q", dsk, deps, (m, c), (a.chunks[0], (c,)), meta)
-        if local:
+        if local:  # the moments come from the same tasks: persisted together
             mean, op.total = _moment_arrays(a, root, [q], name)
-        q, mean = persist((q, mean), keep) if mean is not None else (persist(q, keep), None)
+            q, mean, op.total = persist((q, mean, op.total), keep)
+        elif mean is not None:
+            q, mean = persist((q, mean), keep)
+        else:
+            q = persist(q, keep)
         return q, mean
     return (f"{name}-qr", sroot, dsk, deps), mean
 
