@@ -88,7 +88,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_small_potrf", "gl_small_trsm"):
+                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -103,6 +103,8 @@ class _Raw:
             return _small_potrf(grid, args)
         if self.name == "gl_small_trsm":
             return _small_trsm(grid, args)
+        if self.name == "gl_small_qr":
+            return _small_qr(grid, block, args, shared_mem)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
@@ -215,6 +217,55 @@ def _small_potrf(grid, args):
         fac[np.arange(n), np.arange(n)] = r
         wv[b][tri] = (fac if lower else fac.conj().T)[tri]
     _summarize(summ, flags, minor, pivot)
+
+
+def _small_qr(grid, block, args, shared_mem):
+    """The fused QR of ``_fused_qr_cuda`` (one matrix per block), step by step as the kernel:
+    LAPACK's geqr2 (larfg's signs, the norm in float64 scaled by the largest part) in the
+    matrix's dtype, then org2r in place; outputs through their raw strides."""
+    a3, q, r, h, tau, m, n, qc, rr, raw, *st = (int(x) if np.isscalar(x) else x for x in args)
+    CALLS["small_qr"] += 1
+    nb, k, dt = grid[0], min(m, n), a3.dtype
+    assert block[0] % 32 == 0 and block[0] <= 256 and shared_mem >= max(n, qc) * m * dt.itemsize
+    av = _strided(a3, (nb, m, n), st[0:3])
+    rv = _strided(r, (nb, rr, n), st[6:9])
+    for b in range(nb):
+        s = np.zeros((m, max(n, qc)), dt)
+        s[:, :n] = av[b]
+        tv = np.zeros(k, dt)
+        with np.errstate(all="ignore"):
+            for j in range(k):
+                col = s[j:, j].astype(np.complex128)
+                sc = np.max(np.maximum(np.abs(col.real), np.abs(col.imag)))
+                if np.any(np.isnan(col)):
+                    sc = np.nan
+                alpha = s[j, j]
+                if (m - j > 1 and not np.all(s[j + 1:, j] == 0)) or np.imag(alpha) != 0:
+                    nrm = sc * np.sqrt(np.sum(np.abs(col / sc) ** 2))
+                    beta = dt.type(-nrm if np.real(alpha) >= 0 else nrm)
+                    tv[j] = (beta - alpha) * dt.type(1 / np.real(beta))
+                    s[j + 1:, j] *= dt.type(1) / (alpha - beta)
+                    s[j, j] = beta
+                    v = s[j:, j].copy()
+                    v[0] = 1
+                    s[j:, j + 1:n] -= np.conj(tv[j]) * np.outer(v, v.conj() @ s[j:, j + 1:n])
+        for i in range(rr):
+            rv[b, i] = np.where(np.arange(n) >= i, s[i, :n], 0)
+        if raw:
+            _strided(h, (nb, m, n), st[9:12])[b] = s[:, :n]
+            _strided(tau, (nb, k), (st[12], 1))[b] = tv
+        if not qc:
+            continue
+        s[:, k:qc] = np.eye(m, qc)[:, k:qc]
+        with np.errstate(all="ignore"):
+            for j in range(k - 1, -1, -1):
+                v = s[j:, j].copy()
+                v[0] = 1
+                s[j:, j + 1:qc] -= tv[j] * np.outer(v, v.conj() @ s[j:, j + 1:qc])
+                s[j + 1:, j] *= -tv[j]
+                s[j, j] = 1 - tv[j]
+                s[:j, j] = 0
+        _strided(q, (nb, m, qc), st[3:6])[b] = s[:, :qc]
 
 
 def _small_trsm(grid, args):

@@ -19,7 +19,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
 ROUTES = {"potrf": ("batched", "looped", "fused"), "trsm": ("batched", "looped", "fused"),
-          "geqrf": ("batched", "looped"), "gesvd": ("batched", "jacobi", "looped")}
+          "geqrf": ("batched", "looped", "fused"), "gesvd": ("batched", "jacobi", "looped")}
 
 
 def spd_stack(rng, batch, n, dtype):
@@ -95,7 +95,8 @@ def test_few_large_triangular_solves_stay_batched_to_2048():
     assert _batched_plan.route("trsm", 2048, 8) == "batched"  # 1.8x the loop on the H200
     assert _batched_plan.route("trsm", 4096, 8) == "looped"
     assert _batched_plan.route("trsm", 4096, 9) == "batched"
-    assert _batched_plan.route("geqrf", 16, 2) == "batched"
+    assert _batched_plan.route("geqrf", 16, 2) == "fused"  # unmeasured (._fused_qr_cuda)
+    assert _batched_plan.route("geqrf", 16, 2, fused=False) == "batched"
 
 
 # -- the GPU engines on the emulation ---------------------------------------------------------

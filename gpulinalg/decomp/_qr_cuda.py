@@ -1,10 +1,15 @@
 """GPU engine of QR: cuSOLVER ``Xgeqrf`` (cuBLAS ``geqrfBatched`` for stacks of small matrices,
-by the table of :mod:`._batched_plan`) then ``orgqr``/``ungqr`` to form Q (cuSOLVER has no
-column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through the dispatcher).
+by the table of :mod:`._batched_plan`) then ``orgqr``/``ungqr`` to form Q, or, for stacks of
+matrices up to 64 x 64, the fused kernel of :mod:`._fused_qr_cuda` (Q and R in one launch).
+cuSOLVER has no column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through
+the dispatcher.
 
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
+import math
+
+from . import _fused_qr_cuda
 from ._batched_cuda import fan, spread
 from ._batched_plan import lanes, route
 from ._cusolver_cuda import Solver, fortran_batch
@@ -24,11 +29,16 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = tuple(a.shape[:-2])
+    big = max(m, n)
+    way = route("geqrf", big, math.prod(batch), fused=_fused_qr_cuda.fits(big, dtype),
+                dtype=dtype)
+    if way == "fused":
+        return _fused_qr_cuda.qr(a, mode, dtype)
     w = fortran_batch(a, dtype)
     nb = len(w)
     tau = cupy.empty((nb, k), dtype=dtype)
     with Solver(dtype, nb) as sv:
-        if route("geqrf", max(m, n), nb) == "batched":
+        if way == "batched":
             sv.geqrf_batched(w, tau)
         else:
             with fan(lanes("geqrf", max(m, n), nb)) as fanned:
