@@ -78,7 +78,14 @@ def persist(x, enabled):
 
 
 def compute(*xs):
-    """``xs`` computed together (one ``dask.compute``: shared passes run once), as arrays of
-    the chunks' package."""
+    """``xs`` (Dask arrays) computed together, as arrays of the chunks' package: one
+    ``dask.compute`` of one task that gathers every block (shared passes run once, and one
+    gathering task instead of one finalizing task per array)."""
     import dask
-    return dask.compute(*xs)
+    from dask.array.core import finalize
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+    name = f"gpulinalg-gather-{tokenize(*xs)}"
+    layer = {name: (tuple, [(finalize, x.__dask_keys__()) for x in xs])}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=list(xs))
+    return dask.compute(Delayed(name, graph))[0]
