@@ -56,7 +56,8 @@ ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf",
           ("potrf", 512, 128), ("potrf", 1024, 32), ("potrf", 4096, 64), ("potrf", 4096, 8),
           ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
-          ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512)]
+          ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512),
+          ("geqrf", 4096, 16), ("geqrf", 1024, 64)]  # the fused QR row (unmeasured so far)
 DTYPES = ("float32", "float64")
 
 
@@ -347,7 +348,8 @@ def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
 #: (op, batch, n) of the floor section: host and device time of one call, apart.
 FLOOR = [("cholesky", 4096, 8), ("cho_solve", 4096, 8), ("solve_triangular", 4096, 64),
          ("cholesky", 1024, 32), ("cholesky", 4096, 64), ("cho_solve", 4096, 64),
-         ("solve_triangular", 1, 4096), ("cholesky", 512, 128), ("svd", 512, 32)]
+         ("solve_triangular", 1, 4096), ("cholesky", 512, 128), ("svd", 512, 32),
+         ("qr", 4096, 16), ("qr", 1024, 64)]
 
 
 def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
