@@ -5,8 +5,9 @@ module is told of one GPU (its discovery state, memory reading and current devic
 for the block; not a device provider, under which every call decides afresh), CPU tensors
 pass for CUDA ones, plans are real plans of stand-in parts whose ``cublasLtMatmul`` and
 descriptor-attribute calls do nothing (what is timed is everything but those two C calls), and
-the raw-stream getter returns 0. Everything else is the production code: the memo, the dispatcher's decision and record, the engine's
-``torch.empty_strided`` allocations, the autograd Function, the elementwise backward kernel.
+the raw-stream getter returns 0. Everything else is the production code: the memo, the
+dispatcher's decision and record, the engine's ``torch.empty_strided`` allocations, the
+autograd Function, the elementwise backward kernel.
 
 Peers on the same tiny CPU tensors (so that their kernels cost next to nothing): ``nn.Linear``
 + activation forward + backward, and ``torch._addmm_activation``. Their CPU kernels stand in for

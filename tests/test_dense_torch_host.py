@@ -1,9 +1,9 @@
 """FusedLinear's repeats on the CUDA torch path, counted on the CPU (the stubbed host harness of
-``benchmarks.dense_torch_host``: CPU tensors pass for CUDA ones, plans are stand-ins whose
-``execute`` counts launches): a training step, first layer included, reuses its memo entries and
-plans (no plan made, no public-road call, no fresh dispatch decision per step) and launches
-only the products asked for; the backward pass runs under the forward's settings, also on
-another thread (torch's autograd worker thread for CUDA tensors)."""
+``benchmarks.dense_torch_host``: CPU tensors pass for CUDA ones, plans are real plans whose
+``cublasLtMatmul`` launch is a stand-in that counts): a training step, first layer included,
+reuses its memo entries and plans (no plan made, no public-road call, no fresh dispatch
+decision per step) and launches only the products asked for; the backward pass runs under the
+forward's settings, also on another thread (torch's autograd worker thread for CUDA tensors)."""
 
 import threading
 
