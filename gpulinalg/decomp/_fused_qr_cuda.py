@@ -30,6 +30,7 @@ Part of decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
+from ._results import QRResult
 
 __all__ = ["SIZES", "MAX_ORDER", "fits", "qr", "launch_args"]
 
@@ -316,8 +317,6 @@ def qr(a, mode, dtype):
     engine's modes and results (:func:`._qr_cuda.qr`): ``QRResult(Q, R)`` (``full``,
     ``economic``), ``(R,)`` (``r``) or ``((h, tau), R)`` (``raw``). No synchronization."""
     import cupy
-
-    from ._results import QRResult
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = tuple(a.shape[:-2])
