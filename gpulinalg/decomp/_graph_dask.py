@@ -10,7 +10,7 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 
 __all__ = ["dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
-           "tokenize", "persist", "compute"]
+           "tokenize", "persist", "compute", "block_owners"]
 
 
 def dask_array():
@@ -89,3 +89,51 @@ def compute(*xs):
     layer = {name: (tuple, [(finalize, x.__dask_keys__()) for x in xs])}
     graph = HighLevelGraph.from_collections(name, layer, dependencies=list(xs))
     return dask.compute(Delayed(name, graph))[0]
+
+
+def block_owners(a, depth=4):
+    """``{(i, j, ...): [worker, ...]}``: the workers holding each block of ``a`` (or, for a
+    block not held itself, the blocks it is computed from, up to ``depth`` tasks back), when a
+    synchronous distributed client holds some of ``a``'s graph in futures (a persisted input);
+    ``None`` otherwise (no ``distributed``, no futures: nothing is known of placement)."""
+    try:
+        from distributed import futures_of
+    except ImportError:
+        return None
+    futures = futures_of(a)
+    if not futures or getattr(futures[0].client, "asynchronous", False):
+        return None
+    held = {k: sorted(v) for k, v in futures[0].client.who_has(futures).items()}
+    graph = None
+    out = {}
+    for key in _flat_keys(a.__dask_keys__()):
+        ws = held.get(key)
+        if ws is None:
+            graph = dict(a.__dask_graph__()) if graph is None else graph
+            ws = _holders(graph, key, held, depth)
+        out[key[1:]] = ws
+    return out
+
+
+def _flat_keys(keys):
+    for k in keys:
+        if isinstance(k, list):
+            yield from _flat_keys(k)
+        else:
+            yield k
+
+
+def _holders(graph, key, held, depth):
+    from dask.core import get_dependencies
+    found, level, seen = set(), [key], {key}
+    for _ in range(depth):
+        nxt = []
+        for k in level:
+            for d in get_dependencies(graph, k) if k in graph else ():
+                if d in held:
+                    found.update(held[d])
+                elif d not in seen:
+                    seen.add(d)
+                    nxt.append(d)
+        level = nxt
+    return sorted(found)

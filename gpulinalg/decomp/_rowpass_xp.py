@@ -28,7 +28,8 @@ import numpy as np
 from .._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
-__all__ = ["colsum", "omega", "panel", "panel_h", "merge", "power_root", "basis_root", "local_qr", "stack_qr",
+__all__ = ["colsum", "omega", "panel", "panel_h", "merge", "part_y", "combine",
+           "part_t", "part_h", "power_root", "basis_root", "local_qr", "stack_qr",
            "basis_block", "final_root", "take_y", "u_block", "vh_block", "item", "cast_slice",
            "variances"]
 
@@ -134,16 +135,22 @@ def panel_h(q, mean, sizes, *blocks):
 def merge(z, *parts):
     """The sum of :func:`panel` results (and of merges), with the locally centred shares moved
     to the merged column means when they carry ``mean`` (``z`` is then the pass's right
-    factor). ``t`` is summed in double precision; ``y`` is not kept."""
-    first = parts[0]
+    factor). ``t`` is summed in double precision; ``y`` is not kept. Parts of a split panel
+    (:func:`part_t`, :func:`part_h`) add their ``pieces`` (rows of ``t``) where they belong;
+    the panel's first part carries its ``rows``, ``c`` and moments."""
     rows = sum(p["rows"] for p in parts)
     out = {"rows": rows, "t": None, "c": None}
-    if "mean" in first:
+    if any("mean" in p for p in parts):
+        first = next(p for p in parts if "mean" in p)
         xp = namespace(first["mean"])
-        mu = sum(p["rows"] * p["mean"] for p in parts) / max(rows, 1)
+        mu = sum(p["rows"] * p["mean"] for p in parts if "mean" in p) / max(rows, 1)
         zh = None if z is None else z.astype(_hi(z.dtype))
         c = t = m2 = None
         for p in parts:
+            if "mean" not in p:  # a merge of pieces alone: no moments, its t as it is
+                if p["t"] is not None:
+                    t = p["t"].astype(_hi(p["t"].dtype)) if t is None else t + p["t"]
+                continue
             d = mu - p["mean"]
             r = p["rows"]
             pm = p["m2"] + r * (d * xp.conj(d)).real
@@ -154,13 +161,113 @@ def merge(z, *parts):
                 pt = p["t"].astype(zh.dtype) - xp.outer(xp.conj(d), p["c"]) \
                     + r * xp.outer(xp.conj(d), w)
                 c, t = (pc, pt) if t is None else (c + pc, t + pt)
+            elif "pieces" in p and p["c"] is not None:  # a split panel: t is in its pieces
+                w = d @ zh
+                pc = p["c"] - r * w
+                pt = r * xp.outer(xp.conj(d), w) - xp.outer(xp.conj(d), p["c"])
+                c = pc if c is None else c + pc
+                t = pt if t is None else t + pt
         out.update(mean=mu, m2=m2, c=c, t=t)
-        return out
-    if first["t"] is not None:
-        t = first["t"].astype(_hi(first["t"].dtype))
-        for p in parts[1:]:
-            t = t + p["t"]
+        return _add_pieces(out, parts)
+    ts = [p["t"] for p in parts if p["t"] is not None]
+    if ts:
+        t = ts[0].astype(_hi(ts[0].dtype))
+        for p in ts[1:]:
+            t = t + p
         out["t"] = t
+    return _add_pieces(out, parts)
+
+
+def _add_pieces(out, parts):
+    """``out`` with the split panels' pieces of ``t`` added to their rows (double precision)."""
+    for p in parts:
+        for start, piece in p.get("pieces", ()):
+            if out["t"] is None:
+                xp = namespace(piece)
+                out["t"] = xp.zeros((p["n"], int(piece.shape[1])), _hi(piece.dtype))
+            out["t"][start:start + int(piece.shape[0])] += piece
+    return out
+
+
+def part_y(z, starts, local, *blocks):
+    """One worker's share of a split row panel's ``Y_i``: ``sum_j A_ij Z_j`` over its column
+    blocks (``starts``: their first columns), in the blocks' dtype (thin, ``rows x l``); with
+    ``local`` also each block's column moments (:func:`panel`)."""
+    y = None
+    for s, b in zip(starts, blocks):
+        p = b @ z[s:s + int(b.shape[1])]
+        y = p if y is None else y + p
+    out = {"rows": int(blocks[0].shape[0]), "y": y, "starts": tuple(starts)}
+    if local:
+        xp = namespace(blocks[0])
+        mom = [_column_moments(xp, b) for b in blocks]
+        out["mean"], out["m2"] = [m for m, _ in mom], [v for _, v in mom]
+    return out
+
+
+def combine(z, mean, local, fused, *parts):
+    """A split row panel's :func:`panel` result (with ``y`` also when ``fused``, for
+    :func:`part_t`) from its workers' :func:`part_y`: ``Y_i`` summed in double precision,
+    centred as :func:`panel` centres it."""
+    y = parts[0]["y"]
+    dtype = y.dtype
+    hi = _hi(dtype)
+    xp = namespace(y)
+    if len(parts) > 1:
+        y = y.astype(hi)
+        for p in parts[1:]:
+            y = y + p["y"]
+        y = y.astype(dtype)
+    out = {"rows": parts[0]["rows"], "t": None}
+    if local:
+        mom = sorted(((s, m, v) for p in parts for s, m, v in zip(p["starts"], p["mean"],
+                                                                  p["m2"])), key=lambda e: e[0])
+        mean = xp.concatenate([m for _, m, _ in mom])
+        out["mean"], out["m2"] = mean, xp.concatenate([v for _, _, v in mom])
+    if mean is not None:
+        y = y - (mean @ z.astype(hi)).astype(dtype)[None, :]
+    out["c"] = colsum(y, hi) if fused and (mean is not None) else None
+    out["y"] = y
+    return out
+
+
+def _pieces(x, mean, cx, starts, blocks):
+    """``[(start, (A_ij - 1 mu_j^T)^H x)]`` for the column blocks at ``starts``; ``cx``: the
+    double precision column sums of ``x`` where ``mean`` is given."""
+    xp = namespace(x)
+    out = []
+    for s, b in zip(starts, blocks):
+        t = hermitian(hermitian(x) @ b) if b.dtype.kind == "c" else b.T @ x
+        if mean is not None:
+            t = t.astype(_hi(b.dtype)) - xp.conj(mean[s:s + int(b.shape[1])])[:, None] \
+                * cx[None, :]
+        out.append((s, t))
+    return out
+
+
+def part_t(comb, mean, n, first, starts, *blocks):
+    """One worker's rows of a split panel's ``T_i = (A_i - 1 mu^T)^H Y_i`` (fused pass; its
+    own column blocks, ``comb`` the panel's :func:`combine`): ``pieces`` for :func:`merge`,
+    ``n`` the column count; the ``first`` part also carries the panel's ``rows``, ``c`` and
+    local moments."""
+    mean = comb.get("mean", mean)
+    out = {"rows": 0, "t": None, "c": None, "n": n,
+           "pieces": _pieces(comb["y"], mean, comb["c"], starts, blocks)}
+    if first:
+        out.update(rows=comb["rows"], c=comb["c"])
+        if "mean" in comb:
+            out.update(mean=comb["mean"], m2=comb["m2"])
+    return out
+
+
+def part_h(q, mean, n, first, starts, *blocks):
+    """One worker's rows of a split panel's Rayleigh-Ritz ``T_i = (A_i - 1 mu^T)^H Q_i``
+    (:func:`panel_h`); the ``first`` part also carries ``rows`` and ``q`` (for
+    :func:`u_block`)."""
+    cq = None if mean is None else colsum(q, _hi(q.dtype))
+    out = {"rows": 0, "t": None, "c": None, "n": n, "pieces": _pieces(q, mean, cq, starts, blocks)}
+    if first:
+        out.update(rows=int(blocks[0].shape[0]), q=q)
     return out
 
 
