@@ -15,10 +15,11 @@ tensors) takes the public road on every call.
 
 from .._runtime.config import get_config
 from .._runtime.dispatch import Decision, again
-from . import _calls, _tensors_cuda
+from . import _calls, _matmul_api, _mlp_cuda, _mlp_host, _tensors_cuda
 from ._matmul_api import _host_backward_tensors, _host_matmul_tensors, matmul, matmul_backward
+from ._spec import Spec
 
-__all__ = ["forward", "forward_keyed", "backward"]
+__all__ = ["forward", "forward_keyed", "backward", "forward_aux", "act_backward"]
 
 
 def forward(x, weight, bias, activation, need_saved):
@@ -102,3 +103,64 @@ def _host_linear_backward(dz, x, weight, spec, need_x=True, need_w=True):
     """The CPU twin of :func:`gpulinalg.dense._tensors_cuda.linear_backward`."""
     grad_x, grad_wt, grad_bias = _host_backward_tensors(dz, None, x, weight.t(), None, spec)
     return grad_x, grad_wt.t(), grad_bias
+
+
+def forward_aux(x, weight, bias, activation):
+    """``(act(x @ weight.T + bias), aux, key)`` for 2-D ``x`` (a hidden layer of
+    ``FusedMLP``): ``aux`` is the :class:`~gpulinalg.dense.MatmulAux` of the forward epilog
+    (the ReLU bit-mask or the GELU pre-activation) that :func:`act_backward` consumes; ``key``
+    as :func:`forward_keyed`'s."""
+    settings = get_config()
+    key = _calls.linear_key(x, weight, bias, ("linear_aux", activation))
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None and known[2] is settings:
+            out, aux = again(known[0], (x, weight, bias, known[1]), x, settings)
+            return out, aux, key
+    wt = weight.t()
+    out, aux = matmul(x, wt, bias=bias, activation=activation, return_aux=True)
+    if key is not None:
+        _keep(key, _calls.call_key(x, wt, bias, None, activation, 1.0, 0.0, True, None, None),
+              _tensors_cuda.matmul, _mlp_cuda.linear_aux, _host_linear_aux, settings)
+    return out, aux, key
+
+
+def act_backward(g, w, aux, activation, has_bias):
+    """``(dz, grad_bias or None)`` with ``dz = (g @ w) * act'(z)`` (``z`` the pre-activation
+    ``aux`` describes) and ``grad_bias`` its column sums: one product with the
+    DRELU_BGRAD / DGELU_BGRAD epilog on the GPU (DRELU / DGELU without ``has_bias``): what
+    ``matmul_backward(grad_out=(g, w), ...)`` computes first, without the products after it.
+
+    ``g`` is ``(M, K)``, ``w`` ``(K, N)``, ``aux`` the forward's aux of the ``(M, N)`` product
+    (made by :func:`forward_aux`). Internal: the operands are not validated beyond their
+    package and dtype (``FusedMLP`` passes its own tensors)."""
+    settings = get_config()
+    key = _calls.linear_key(g, w, aux.data, ("act_backward", activation, has_bias))
+    if key is not None:
+        known = _calls.lookup(key)
+        if known is not None and known[2] is settings:
+            return again(known[0], (g, w, aux, known[1]), g, settings)
+    _matmul_api._arrays_of((("g", g), ("w", w),
+                            ("aux.data", aux.data if activation == "gelu" else None)))
+    m, k, n = g.shape[0], g.shape[1], w.shape[1]
+    spec = Spec(activation=activation, compute_type=None,
+                autotune=_matmul_api._tune(None, settings), bias_form="n" if has_bias else None,
+                transposed=aux.transposed, out_shape=(m, n), batch_shape=())
+    nbytes = _matmul_api._estimate(g.nbytes + w.nbytes + aux.data.nbytes
+                                   + 2 * m * n * g.itemsize)
+    if _matmul_api._cuda_tensors(g, w, aux.data):
+        decision = Decision("dense.matmul_backward", _mlp_cuda.act_grad,
+                            _matmul_api._on_host(_mlp_host.act_grad), nbytes=nbytes,
+                            flops=2.0 * m * k * n, own_stream=False, convert=False)
+    else:
+        decision = Decision("dense.matmul_backward", _mlp_cuda.act_grad_cupy,
+                            _mlp_host.act_grad, nbytes=nbytes, flops=2.0 * m * k * n,
+                            same_package=True, own_stream=False)
+    if key is not None:
+        _calls.remember(key, (decision, spec, settings))
+    return again(decision, (g, w, aux, spec), g, settings)
+
+
+def _host_linear_aux(x, weight, bias, spec):
+    """The CPU twin of :func:`gpulinalg.dense._mlp_cuda.linear_aux` (CUDA tensors in and out)."""
+    return _host_matmul_tensors(x, weight.t(), bias, None, spec)

@@ -1,0 +1,327 @@
+"""``FusedMLP``: ``nn.Sequential(nn.Linear, act, ..., nn.Linear)`` whose forward and backward are
+one ``autograd.Function`` over fused cuBLASLt products, the backward epilogs fused across layers.
+
+A torch-only layer (``_<family>_torch``) over :mod:`._linear_api` (the public ``matmul`` /
+``matmul_backward`` road on a key's first call, dispatched repeats after it), never an engine.
+Imported only on first use of ``gpulinalg.dense.FusedMLP`` (it needs torch).
+
+Why across layers: a layer's ``dL/dz = dL/dy * act'(z)`` is, on cuBLASLt, the DRELU_BGRAD /
+DGELU_BGRAD epilog of the product that makes ``dL/dy``, and that product is the *next* layer's
+data gradient ``dz_next @ W_next``. A single ``FusedLinear`` receives ``dL/dy`` from autograd
+already computed, so it needs an elementwise kernel; a whole MLP in one Function walks the
+layers itself and hands ``(dz_next, W_next)`` to the fused product
+(:func:`gpulinalg.dense._linear_api.act_backward`), as NVIDIA apex's ``MLP`` does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Literal, cast
+
+import torch
+from torch import nn
+
+from .._runtime.config import get_config, settings_in_force
+from . import _linear_api
+from ._linear_torch import FusedLinear, _gelu_backward, _threshold_backward
+
+__all__ = ["FusedMLP"]
+
+_is_compiling = torch.compiler.is_compiling
+_forward_aux, _forward_keyed = _linear_api.forward_aux, _linear_api.forward_keyed
+_backward, _act_backward = _linear_api.backward, _linear_api.act_backward
+
+
+class _FusedMLPFunction(torch.autograd.Function):
+    """The whole MLP: ``apply((activation, last_activation), x, W0, b0, W1, b1, ...)`` (a ``b``
+    is ``None`` without bias; ``last_activation`` is ``None`` or the activation)."""
+
+    @staticmethod
+    def forward(ctx, acts, x, *params):
+        act, last_act = acts
+        hs, auxes, keys = [], [], []
+        h = x
+        for i in range(0, len(params) - 2, 2):  # hidden layers: the aux is kept
+            h, aux, key = _forward_aux(h, params[i], params[i + 1], act)
+            hs.append(h)
+            auxes.append(aux)
+            keys.append(key)
+        out, z, key = _forward_keyed(h, params[-2], params[-1], last_act, last_act == "gelu")
+        keys.append(key)
+        ctx.save_for_backward(x, *params, out if last_act == "relu" else None)
+        ctx.state = (act, last_act, hs, auxes, z, keys, get_config())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, *params = ctx.saved_tensors
+        y = params.pop()
+        act, last_act, hs, auxes, z, keys, settings = ctx.state
+        if last_act == "relu":
+            dz = _threshold_backward(grad_out, y, 0).contiguous()
+        elif last_act == "gelu":
+            dz = _gelu_backward(grad_out, z, approximate="tanh").contiguous()
+        else:
+            dz = grad_out.contiguous()
+        args = (dz, [x, *hs], params, auxes, keys, act, ctx.needs_input_grad[1:])
+        # as FusedLinear: CUDA backward passes run on torch's autograd worker thread, where the
+        # forward's config_context is not in force; the products run under its settings
+        if get_config() is settings:
+            return (None, *_walk(*args))
+        with settings_in_force(settings):
+            return (None, *_walk(*args))
+
+
+def _walk(dz, hs, params, auxes, keys, act, needs):
+    """``(grad_x, grad_W0, grad_b0, ...)`` from the top layer's ``dz``: per layer at most one
+    weight-gradient product (the top layer's with BGRADB), per layer below the top one fused
+    product ``(dz_next @ W_next) * act'(z)`` with DRELU_BGRAD / DGELU_BGRAD (its bias gradient
+    in the same launch), ``grad_x`` by one plain product when the input asks for it; nothing
+    for a layer when neither it nor anything below it needs a gradient."""
+    n = len(hs)
+    has_bias = params[1] is not None
+    grads: list = [None] * (2 * n + 1)
+    below, acc = [], needs[0]
+    for i in range(n):  # below[i]: a gradient at layer i or under it (or the input's)
+        acc = acc or needs[2 * i + 1] or (has_bias and needs[2 * i + 2])
+        below.append(acc)
+    i, db = n - 1, None
+    while below[i]:
+        nx, nw = i == 0 and needs[0], needs[2 * i + 1]
+        nb = has_bias and needs[2 * i + 2]
+        weight = params[2 * i]
+        if i == n - 1:  # the top layer: its bias gradient from BGRADB of the weight product
+            if nx or nw or nb:
+                gx, gw, gb = _backward(dz, hs[i], weight, has_bias, nx, nw or nb, keys[i])
+                grads[2 * i + 1], grads[2 * i + 2] = (gw if nw else None), (gb if nb else None)
+                grads[0] = gx if nx else None
+        else:  # dz and the bias gradient came from the fused product
+            grads[2 * i + 2] = db if nb else None
+            if nx or nw:
+                gx, gw, _ = _backward(dz, hs[i], weight, False, nx, nw, keys[i])
+                grads[2 * i + 1], grads[0] = (gw if nw else None), (gx if nx else None)
+        if i == 0 or not below[i - 1]:
+            break
+        dz, db = _act_backward(dz, weight, auxes[i - 1], act, has_bias and needs[2 * i])
+        i -= 1
+    return grads
+
+
+_functorch_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+#: ``autograd.Function.apply`` below its Python wrapper (see ``_linear_torch``).
+_c_apply = getattr(super(torch.autograd.Function, _FusedMLPFunction), "apply", None)
+
+
+def _apply(acts, x, params):
+    if _c_apply is None or _functorch_active():
+        return _FusedMLPFunction.apply(acts, x, *params)
+    return _c_apply(acts, _unwrap_if_dead(x),
+                    *[None if p is None else _unwrap_if_dead(p) for p in params])
+
+
+_ACTIVATIONS = ("relu", "gelu")
+
+
+def _check_sizes(sizes):
+    try:
+        sizes = tuple(operator.index(n) for n in sizes)
+    except TypeError:
+        raise TypeError(f"sizes must be a sequence of ints (in_features, hidden..., "
+                        f"out_features), got {sizes!r}") from None
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"sizes must hold at least two positive widths (in_features, ..., "
+                         f"out_features), got {sizes}")
+    return sizes
+
+
+class FusedMLP(nn.Module):
+    """``nn.Sequential(nn.Linear, act, ..., nn.Linear)`` with fused cuBLASLt forward and backward.
+
+    Layer ``i`` maps ``sizes[i]`` to ``sizes[i + 1]`` features; every layer but the last is
+    followed by ``activation`` (the last one too with ``last_activation=True``). Forward is one
+    cuBLASLt launch per layer (bias and activation in the epilog, the aux kept); backward walks
+    the layers in reverse with, per layer, one weight-gradient product and, below the top
+    layer, one data-gradient product whose DRELU_BGRAD / DGELU_BGRAD epilog applies the
+    activation's derivative and gives the bias gradient (no elementwise kernel, no reduction;
+    ``grad`` of the input only when it requires grad; frozen parameters launch nothing). An
+    L-layer step is L + about 2L launches against torch's 2L + 4L. CUDA tensors run on
+    torch's current stream and caching allocator; CPU tensors on the NumPy twin.
+
+    The state dict is that of the ``nn.Sequential`` (``"0.weight"``, ``"0.bias"``,
+    ``"2.weight"``, ...); :meth:`from_sequential` and :meth:`to_sequential` convert, sharing
+    the parameters. The layers are :class:`~gpulinalg.dense.FusedLinear` modules (children
+    ``"0"``, ``"2"``, ...). Under ``torch.autocast`` it computes in the autocast dtype, as
+    ``nn.Linear``; under ``torch.compile`` each layer runs ``FusedLinear``'s custom ops (the
+    elementwise derivative then runs per layer, as in ``FusedLinear``).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        ``(in_features, hidden_1, ..., out_features)``, at least two.
+    activation : {"relu", "gelu"}
+        GELU is the tanh approximation (``nn.GELU(approximate="tanh")``).
+    bias : bool
+    last_activation : bool
+        Whether the last layer is followed by the activation too.
+    device, dtype : optional
+        As for ``nn.Linear``.
+
+    See Also
+    --------
+    gpulinalg.dense.FusedLinear : one fused layer.
+    gpulinalg.dense.matmul_backward : ``grad_out=(g, w)`` fuses the same backward epilogs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from gpulinalg.dense import FusedMLP
+    >>> mlp = FusedMLP([8, 16, 4], activation="relu")
+    >>> ref = mlp.to_sequential()
+    >>> x = torch.randn(3, 8)
+    >>> torch.allclose(mlp(x), ref(x), atol=1e-5)
+    True
+    >>> sorted(mlp.state_dict()) == sorted(ref.state_dict())
+    True
+    """
+
+    def __init__(self, sizes: Sequence[int], activation: Literal["relu", "gelu"] = "relu",
+                 bias: bool = True, last_activation: bool = False,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None
+                 ) -> None:
+        super().__init__()
+        sizes = _check_sizes(sizes)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
+        if not isinstance(last_activation, bool):
+            raise TypeError(f"last_activation must be a bool, got {last_activation!r}")
+        self.sizes, self.activation, self.last_activation = sizes, activation, last_activation
+        n = len(sizes) - 1
+        for i in range(n):
+            act = activation if i < n - 1 or last_activation else None
+            self.add_module(str(2 * i), FusedLinear(sizes[i], sizes[i + 1], bias=bias,
+                                                    activation=act, device=device, dtype=dtype))
+
+    def layers(self) -> list[FusedLinear]:
+        """The layers, first to last."""
+        return cast("list[FusedLinear]", list(self._modules.values()))
+
+    def reset_parameters(self) -> None:
+        """The initialisation of ``nn.Linear``, per layer."""
+        for layer in self.layers():
+            layer.reset_parameters()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        layers = self._modules.values()
+        if _is_compiling():  # FusedLinear's custom ops, one pair per layer
+            for layer in layers:
+                x = cast(FusedLinear, layer)(x)
+            return x
+        params: list = []
+        for layer in layers:
+            p = layer._parameters  # dict reads, not nn.Module.__getattr__ calls
+            if "weight" in p and "bias" in p:
+                params += (p["weight"], p["bias"])
+            else:  # parametrized: the attributes
+                params += (layer.weight, layer.bias)
+        kind = "cuda" if x.is_cuda else x.device.type
+        if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
+            dt = torch.get_autocast_dtype(kind)
+            x = x.to(dt)
+            params = [None if p is None else p.to(dt) for p in params]
+        flat = x.dim() == 2
+        x2 = x if flat else x.reshape(-1, x.shape[-1])
+        act = self.activation
+        last = act if self.last_activation else None
+        if torch.is_grad_enabled() and (x2.requires_grad or any(
+                p is not None and p.requires_grad for p in params)):
+            out = _apply((act, last), x2, params)
+        else:  # inference: no aux kept
+            out = x2
+            for i in range(0, len(params), 2):
+                out = _forward_keyed(out, params[i], params[i + 1],
+                                     act if i < len(params) - 2 else last, False)[0]
+        return out if flat else out.reshape(*x.shape[:-1], out.shape[-1])
+
+    @classmethod
+    def from_sequential(cls, seq: nn.Sequential,
+                        activation: Literal["relu", "gelu"] | None = None) -> FusedMLP:
+        """The ``FusedMLP`` of ``nn.Sequential(nn.Linear, act, ..., nn.Linear[, act])``,
+        sharing its parameters. ``act`` is ``nn.ReLU`` or ``nn.GELU(approximate="tanh")``, the
+        same for every layer; ``activation`` is needed only for a single ``nn.Linear``
+        (default ``"relu"``, unused there).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from gpulinalg.dense import FusedMLP
+        >>> seq = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"),
+        ...                           torch.nn.Linear(16, 4))
+        >>> mlp = FusedMLP.from_sequential(seq)
+        >>> mlp.activation, mlp.sizes, mlp.get_submodule("2").weight is seq[2].weight
+        ('gelu', (8, 16, 4), True)
+        """
+        mods = list(seq)
+        linears, acts = mods[0::2], mods[1::2]
+        if not linears or not all(type(m) is nn.Linear for m in linears):
+            raise TypeError("from_sequential needs nn.Linear modules at the even positions, "
+                            f"got {[type(m).__name__ for m in linears]}")
+        names = {_activation_of(m) for m in acts}
+        if len(names) > 1:
+            raise ValueError(f"from_sequential needs one activation for every layer, got "
+                             f"{[type(m).__name__ for m in acts]}")
+        found = names.pop() if names else None
+        if activation is not None and found is not None and activation != found:
+            raise ValueError(f"activation={activation!r} but the modules hold {found!r}")
+        act = found or activation or "relu"
+        sizes = [linears[0].in_features]
+        for i, lin in enumerate(linears):
+            if lin.in_features != sizes[-1]:
+                raise ValueError(f"layer {2 * i} takes {lin.in_features} features but the layer "
+                                 f"before gives {sizes[-1]}")
+            sizes.append(lin.out_features)
+        if len({lin.bias is None for lin in linears}) > 1:
+            raise ValueError("from_sequential needs a bias in every nn.Linear or in none")
+        mlp = cls(sizes, activation=act, bias=linears[0].bias is not None,
+                  last_activation=len(acts) == len(linears), device="meta")
+        for i, (lin, layer) in enumerate(zip(linears, mlp.layers())):
+            mlp.add_module(str(2 * i), FusedLinear.from_linear(lin, activation=layer.activation))
+        return mlp
+
+    def to_sequential(self) -> nn.Sequential:
+        """The ``nn.Sequential(nn.Linear, act, ..., nn.Linear[, act])`` of this MLP, sharing
+        its parameters.
+
+        Examples
+        --------
+        >>> from gpulinalg.dense import FusedMLP
+        >>> mlp = FusedMLP([4, 8, 2], activation="gelu")
+        >>> seq = mlp.to_sequential()
+        >>> seq[0].weight is mlp.get_submodule("0").weight, type(seq[1]).__name__
+        (True, 'GELU')
+        """
+        mods: list[nn.Module] = []
+        for layer in self.layers():
+            mods.append(layer.to_linear())
+            if layer.activation is not None:
+                mods.append(nn.ReLU() if layer.activation == "relu"
+                            else nn.GELU(approximate="tanh"))
+        return nn.Sequential(*mods)
+
+    def extra_repr(self) -> str:
+        return (f"sizes={self.sizes}, activation={self.activation!r}, "
+                f"last_activation={self.last_activation}")
+
+
+def _activation_of(module):
+    if type(module) is nn.ReLU:
+        return "relu"
+    if type(module) is nn.GELU:
+        if module.approximate != "tanh":
+            raise ValueError("FusedMLP computes GELU's tanh approximation (cuBLASLt's): "
+                             f"nn.GELU(approximate={module.approximate!r}) would differ; use "
+                             "nn.GELU(approximate='tanh')")
+        return "gelu"
+    raise TypeError(f"from_sequential needs nn.ReLU or nn.GELU(approximate='tanh') between the "
+                    f"nn.Linear modules, got {type(module).__name__}")
