@@ -40,6 +40,7 @@ import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
 
 __all__ = ["SIZES", "TILE", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
            "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
@@ -62,41 +63,9 @@ A_BAD, B_BAD, ZERO_DIAGONAL = 1, 2, 4
 #: Identities of summary words 1 and 2 (the slots the atomics fold into).
 _IDENTITY = {"potrf": (NONE, NONE), "trsm": (0, NONE)}
 
-_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
-          np.dtype(np.complex64): ("complex<float>", "float"),
-          np.dtype(np.complex128): ("complex<double>", "double")}
+_TYPES = KERNEL_TYPES
 
-_COMMON = FINITE_PREAMBLE + r"""
-__device__ __forceinline__ float gl_re(float x) { return x; }
-__device__ __forceinline__ double gl_re(double x) { return x; }
-__device__ __forceinline__ float gl_re(complex<float> x) { return x.real(); }
-__device__ __forceinline__ double gl_re(complex<double> x) { return x.real(); }
-__device__ __forceinline__ float gl_cj(float x) { return x; }
-__device__ __forceinline__ double gl_cj(double x) { return x; }
-__device__ __forceinline__ complex<float> gl_cj(complex<float> x) { return conj(x); }
-__device__ __forceinline__ complex<double> gl_cj(complex<double> x) { return conj(x); }
-__device__ __forceinline__ double gl_mag(float x) { return fabs((double)x); }
-__device__ __forceinline__ double gl_mag(double x) { return fabs(x); }
-__device__ __forceinline__ double gl_mag(complex<float> x) { return (double)abs(x); }
-__device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
-// NaN sticks, as in NumPy's max and min (and the figures kernel of _triangular_cuda).
-__device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
-__device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
-// A warp shuffle of any of the four types (complex: its two parts).
-__device__ __forceinline__ float gl_shfl(float v, int l, int w) {
-    return __shfl_sync(0xffffffffu, v, l, w);
-}
-__device__ __forceinline__ double gl_shfl(double v, int l, int w) {
-    return __shfl_sync(0xffffffffu, v, l, w);
-}
-__device__ __forceinline__ complex<float> gl_shfl(complex<float> v, int l, int w) {
-    return complex<float>(__shfl_sync(0xffffffffu, v.real(), l, w),
-                          __shfl_sync(0xffffffffu, v.imag(), l, w));
-}
-__device__ __forceinline__ complex<double> gl_shfl(complex<double> v, int l, int w) {
-    return complex<double>(__shfl_sync(0xffffffffu, v.real(), l, w),
-                           __shfl_sync(0xffffffffu, v.imag(), l, w));
-}
+_COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + r"""
 #define LD (NB + 1)
 #define GL_NONE 0xffffffffffffffffULL
 // Fold one block's figures into the summary acc[0..2] (0: OR of flags; 1: max (max1) or min;

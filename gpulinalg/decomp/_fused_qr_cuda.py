@@ -31,6 +31,7 @@ import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._results import QRResult
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
 
 __all__ = ["SIZES", "MAX_ORDER", "fits", "qr", "launch_args"]
 
@@ -40,33 +41,21 @@ SIZES = (8, 16, 32, 64)
 #: kernel opts in above 48 KiB).
 MAX_ORDER = 64
 
-_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
-          np.dtype(np.complex64): ("complex<float>", "float"),
-          np.dtype(np.complex128): ("complex<double>", "double")}
+_TYPES = KERNEL_TYPES
 
-_SOURCE = r"""
-__device__ __forceinline__ float gq_re(float x) { return x; }
-__device__ __forceinline__ double gq_re(double x) { return x; }
-__device__ __forceinline__ float gq_re(complex<float> x) { return x.real(); }
-__device__ __forceinline__ double gq_re(complex<double> x) { return x.real(); }
+_SOURCE = SCALAR_PREAMBLE + r"""
 __device__ __forceinline__ float gq_im(float x) { return 0.0f; }
 __device__ __forceinline__ double gq_im(double x) { return 0.0; }
 __device__ __forceinline__ float gq_im(complex<float> x) { return x.imag(); }
 __device__ __forceinline__ double gq_im(complex<double> x) { return x.imag(); }
-__device__ __forceinline__ float gq_cj(float x) { return x; }
-__device__ __forceinline__ double gq_cj(double x) { return x; }
-__device__ __forceinline__ complex<float> gq_cj(complex<float> x) { return conj(x); }
-__device__ __forceinline__ complex<double> gq_cj(complex<double> x) { return conj(x); }
-// NaN sticks (non-negative operands).
-__device__ __forceinline__ double gq_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
 // max(|Re x|, |Im x|) and |x / s|^2, in float64.
 __device__ __forceinline__ double gq_part(float x) { return fabs((double)x); }
 __device__ __forceinline__ double gq_part(double x) { return fabs(x); }
 __device__ __forceinline__ double gq_part(complex<float> x) {
-    return gq_max(fabs((double)x.real()), fabs((double)x.imag()));
+    return gl_max(fabs((double)x.real()), fabs((double)x.imag()));
 }
 __device__ __forceinline__ double gq_part(complex<double> x) {
-    return gq_max(fabs(x.real()), fabs(x.imag()));
+    return gl_max(fabs(x.real()), fabs(x.imag()));
 }
 __device__ __forceinline__ double gq_sq(float x, double s) { const double v = x / s; return v * v; }
 __device__ __forceinline__ double gq_sq(double x, double s) { const double v = x / s; return v * v; }
@@ -83,30 +72,10 @@ __device__ __forceinline__ double gq_sq(complex<double> x, double s) {
 #define LD (MB + 1)
 #define UNR 4
 #define FULL 0xffffffffu
-// Shuffles within a segment of SEG lanes (every lane of the warp takes part).
-__device__ __forceinline__ float gq_xor(float v, int h) { return __shfl_xor_sync(FULL, v, h, SEG); }
-__device__ __forceinline__ double gq_xor(double v, int h) { return __shfl_xor_sync(FULL, v, h, SEG); }
-__device__ __forceinline__ complex<float> gq_xor(complex<float> v, int h) {
-    return complex<float>(__shfl_xor_sync(FULL, v.real(), h, SEG),
-                          __shfl_xor_sync(FULL, v.imag(), h, SEG));
-}
-__device__ __forceinline__ complex<double> gq_xor(complex<double> v, int h) {
-    return complex<double>(__shfl_xor_sync(FULL, v.real(), h, SEG),
-                           __shfl_xor_sync(FULL, v.imag(), h, SEG));
-}
-__device__ __forceinline__ float gq_bcast(float v, int l) { return __shfl_sync(FULL, v, l, SEG); }
-__device__ __forceinline__ double gq_bcast(double v, int l) { return __shfl_sync(FULL, v, l, SEG); }
-__device__ __forceinline__ complex<float> gq_bcast(complex<float> v, int l) {
-    return complex<float>(__shfl_sync(FULL, v.real(), l, SEG), __shfl_sync(FULL, v.imag(), l, SEG));
-}
-__device__ __forceinline__ complex<double> gq_bcast(complex<double> v, int l) {
-    return complex<double>(__shfl_sync(FULL, v.real(), l, SEG),
-                           __shfl_sync(FULL, v.imag(), l, SEG));
-}
 // The butterfly leaves the same sum, bit for bit, in every lane of the segment.
 __device__ __forceinline__ T gq_sum(T w) {
 #pragma unroll
-    for (int h = SEG / 2; h > 0; h >>= 1) w += gq_xor(w, h);
+    for (int h = SEG / 2; h > 0; h >>= 1) w += gl_xor(w, h, SEG);
     return w;
 }
 // Copy the rows x cols matrix at src (element strides sr, sc) into s (column c at s + c * LD);
@@ -157,7 +126,7 @@ __device__ __forceinline__ void gq_apply(T* s, const T (&vr)[RPL], const T f, co
         for (int q = 0; q < RPL; ++q) {
             const int i = sl + q * SEG;
             y[q] = (on && i >= j && i < m) ? s[c * LD + i] : T(0);
-            w += gq_cj(vr[q]) * y[q];
+            w += gl_cj(vr[q]) * y[q];
         }
         const T fw = f * gq_sum(w);
         if (on) {
@@ -200,18 +169,18 @@ gl_small_qr(const T* __restrict__ a, T* __restrict__ qo, T* __restrict__ ro,
             const int i = sl + q * SEG;
             vr[q] = (i >= j && i < m) ? s[j * LD + i] : T(0);
             const double p = gq_part(vr[q]);
-            sc = gq_max(sc, p);
-            if (i > j) sx = gq_max(sx, p);
+            sc = gl_max(sc, p);
+            if (i > j) sx = gl_max(sx, p);
         }
 #pragma unroll
         for (int hh = SEG / 2; hh > 0; hh >>= 1) {
-            sc = gq_max(sc, __shfl_xor_sync(FULL, sc, hh, SEG));
-            sx = gq_max(sx, __shfl_xor_sync(FULL, sx, hh, SEG));
+            sc = gl_max(sc, __shfl_xor_sync(FULL, sc, hh, SEG));
+            sx = gl_max(sx, __shfl_xor_sync(FULL, sx, hh, SEG));
         }
         T alpha = T(0);
 #pragma unroll
         for (int q = 0; q < RPL; ++q) if (q == j / SEG) alpha = vr[q];
-        alpha = gq_bcast(alpha, j % SEG);
+        alpha = gl_shfl(alpha, j % SEG, SEG);
         T tj = T(0), beta = alpha;
         if (!(sx == 0.0 && gq_im(alpha) == 0)) {  // larfg (else H_j = I)
             double ss = 0.0;
@@ -220,7 +189,7 @@ gl_small_qr(const T* __restrict__ a, T* __restrict__ qo, T* __restrict__ ro,
 #pragma unroll
             for (int hh = SEG / 2; hh > 0; hh >>= 1) ss += __shfl_xor_sync(FULL, ss, hh, SEG);
             const double nrm = sc * sqrt(ss);
-            const R bt = (R)(gq_re(alpha) >= 0 ? -nrm : nrm);
+            const R bt = (R)(gl_re(alpha) >= 0 ? -nrm : nrm);
             tj = (T(bt) - alpha) * T(R(1) / bt);
             const T scal = T(1) / (alpha - T(bt));
 #pragma unroll
@@ -238,7 +207,7 @@ gl_small_qr(const T* __restrict__ a, T* __restrict__ qo, T* __restrict__ ro,
             }
         }
         if (t == 0) tv[j] = tj;
-        if (tj != T(0)) gq_apply(s, vr, gq_cj(tj), j, m, j + 1, n, sl, gs, nsegs);
+        if (tj != T(0)) gq_apply(s, vr, gl_cj(tj), j, m, j + 1, n, sl, gs, nsegs);
         __syncthreads();
     }
     const T* sr = s;

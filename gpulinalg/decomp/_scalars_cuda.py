@@ -1,0 +1,64 @@
+"""Device helpers shared by decomp's fused small-stack kernels (:mod:`._fused_cuda`,
+:mod:`._fused_qr_cuda`), for the four element types ``float``, ``double`` and their
+``complex``: real part, conjugate, magnitude in float64, NaN-sticky ``max``/``min`` of
+non-negative doubles, and warp shuffles. Text only: each kernel module puts
+:data:`SCALAR_PREAMBLE` in front of its source. Part of decomp's internal layer.
+"""
+
+import numpy as np
+
+__all__ = ["SCALAR_PREAMBLE", "KERNEL_TYPES"]
+
+#: dtype -> (the kernel's element type ``T``, its real type ``R``).
+KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
+                np.dtype(np.complex64): ("complex<float>", "float"),
+                np.dtype(np.complex128): ("complex<double>", "double")}
+
+#: ``gl_re``, ``gl_cj``, ``gl_mag``, ``gl_max``, ``gl_min``, ``gl_shfl``, ``gl_xor``.
+SCALAR_PREAMBLE = r"""
+__device__ __forceinline__ float gl_re(float x) { return x; }
+__device__ __forceinline__ double gl_re(double x) { return x; }
+__device__ __forceinline__ float gl_re(complex<float> x) { return x.real(); }
+__device__ __forceinline__ double gl_re(complex<double> x) { return x.real(); }
+__device__ __forceinline__ float gl_cj(float x) { return x; }
+__device__ __forceinline__ double gl_cj(double x) { return x; }
+__device__ __forceinline__ complex<float> gl_cj(complex<float> x) { return conj(x); }
+__device__ __forceinline__ complex<double> gl_cj(complex<double> x) { return conj(x); }
+__device__ __forceinline__ double gl_mag(float x) { return fabs((double)x); }
+__device__ __forceinline__ double gl_mag(double x) { return fabs(x); }
+__device__ __forceinline__ double gl_mag(complex<float> x) { return (double)abs(x); }
+__device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
+// NaN sticks, as in NumPy's max and min (and the figures kernel of _triangular_cuda).
+__device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
+__device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
+// Warp shuffles of any of the four types (complex: its two parts) within segments of w lanes:
+// from lane l (gl_shfl), from the lane h apart (gl_xor).
+__device__ __forceinline__ float gl_shfl(float v, int l, int w) {
+    return __shfl_sync(0xffffffffu, v, l, w);
+}
+__device__ __forceinline__ double gl_shfl(double v, int l, int w) {
+    return __shfl_sync(0xffffffffu, v, l, w);
+}
+__device__ __forceinline__ complex<float> gl_shfl(complex<float> v, int l, int w) {
+    return complex<float>(__shfl_sync(0xffffffffu, v.real(), l, w),
+                          __shfl_sync(0xffffffffu, v.imag(), l, w));
+}
+__device__ __forceinline__ complex<double> gl_shfl(complex<double> v, int l, int w) {
+    return complex<double>(__shfl_sync(0xffffffffu, v.real(), l, w),
+                           __shfl_sync(0xffffffffu, v.imag(), l, w));
+}
+__device__ __forceinline__ float gl_xor(float v, int h, int w) {
+    return __shfl_xor_sync(0xffffffffu, v, h, w);
+}
+__device__ __forceinline__ double gl_xor(double v, int h, int w) {
+    return __shfl_xor_sync(0xffffffffu, v, h, w);
+}
+__device__ __forceinline__ complex<float> gl_xor(complex<float> v, int h, int w) {
+    return complex<float>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
+                          __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
+}
+__device__ __forceinline__ complex<double> gl_xor(complex<double> v, int h, int w) {
+    return complex<double>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
+                           __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
+}
+"""
