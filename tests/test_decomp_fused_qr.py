@@ -14,6 +14,7 @@ import gpulinalg
 from gpulinalg.decomp import _batched_plan, _factor_host, _fused_qr_cuda, _qr_cuda, qr
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from _decomp_dense_ref import random as stack
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 MODES = ["full", "economic", "r", "raw"]
@@ -23,13 +24,6 @@ MODES = ["full", "economic", "r", "raw"]
 def emu(monkeypatch):
     with emulated_gpu(monkeypatch):
         yield
-
-
-def stack(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def tol(dtype):
