@@ -14,7 +14,8 @@ Peers on the same tiny CPU tensors (so that their kernels cost next to nothing):
 the CUDA launches that this measurement leaves out of ours.
 
 ``python -m benchmarks.dense_torch_host`` prints µs per call / per step (best of runs, process
-CPU time); ``--profile`` adds a cProfile of the step.
+CPU time), ``FusedMLP`` (4 layers) against its ``nn.Sequential`` included (``--mlp``: only
+those); ``--profile`` adds a cProfile of the step.
 """
 
 import contextlib
@@ -26,7 +27,7 @@ import torch
 from gpulinalg._runtime import budget as _budget
 from gpulinalg._runtime import device as _device
 from gpulinalg._runtime.config import config_context
-from gpulinalg.dense import _calls, _matmul_api, _plans_cuda, _tensors_cuda
+from gpulinalg.dense import _calls, _matmul_api, _mlp_cuda, _plans_cuda, _tensors_cuda
 from gpulinalg.dense._spec import aux_shape
 
 SUITE = "dense_torch_host"
@@ -53,13 +54,18 @@ class _StandInPlan(_plans_cuda.Plan):
                             (at.itemsize, pr * at.itemsize), _AUX_POINTER))
         if epilog == "BGRADB":
             outputs.append(("bgradb", (cols,), dt, cols * item, (item,), _BIAS_POINTER))
+        inputs = (("bias", _BIAS_POINTER),) if epilog and "BIAS" in epilog else ()
+        if epilog in ("DRELU", "DGELU", "DRELU_BGRAD", "DGELU_BGRAD"):  # FusedMLP's product
+            inputs = ((f"{epilog[1:5].lower()}_aux", _AUX_POINTER),)
+            if epilog.endswith("_BGRAD"):
+                outputs.append((f"{epilog.lower()}", (rows,), dt, rows * item, (item,),
+                                _BIAS_POINTER))
         scalars = np.zeros(1, np.float32), np.zeros(1, np.float32)
         parts = dict(
             launch=None, set_attribute=_no_attribute, handle=0, desc=0, layouts=(0, 0, 0, 0),
             alpha=scalars[0], beta=scalars[1], scalar_ptrs=(0, 0), algo=None, algo_ptr=0,
             out=((rows, cols), dt, rows * cols * item, (item, rows * item)),
-            outputs=tuple(outputs),
-            inputs=(("bias", _BIAS_POINTER),) if epilog and "BIAS" in epilog else (), ws_size=0)
+            outputs=tuple(outputs), inputs=inputs, ws_size=0)
         super().__init__(None, epilog, parts)
         self.launch = self._launch
         self.launches = 0
@@ -101,6 +107,10 @@ def _stand_in_gemm(x, y, transpose, epilog, spec):
     return _stand_in_plan(x, y, transpose, epilog)
 
 
+def _stand_in_dgrad(g, w, aux, spec):
+    return _stand_in_plan(g, w, aux.transposed, _mlp_cuda._epilog(spec))
+
+
 def _torch_key_64(a, b, bias, c, options):
     """``_calls._torch_key`` with the pointer alignment read modulo 64, not 256: torch's CPU
     allocator aligns to 64 bytes (its CUDA allocator to 512), so fresh CPU tensors (the output
@@ -139,6 +149,7 @@ def stand_in():
     patch(_matmul_api, "_cuda_tensors", _all_tensors)
     patch(_tensors_cuda, "_plan_direct", _stand_in_direct)
     patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)
+    patch(_mlp_cuda, "_plan_dgrad", _stand_in_dgrad)
     patch(_calls, "_torch_key", _torch_key_64)
     patch(_calls, "grad_key", _grad_key_64)
     # the machine's "own" GPU (no device provider: a provider makes every call decide afresh)
@@ -201,6 +212,34 @@ def _layers(batch, width, act, dtype=torch.float32):
     return ours, ref, x, torch.randn(batch, width, dtype=dtype)
 
 
+def _mlps(batch, width, act, layers=4, dtype=torch.float32):
+    """``FusedMLP`` of ``layers`` square layers and its ``nn.Sequential`` (shared parameters)."""
+    from gpulinalg.dense import FusedMLP
+    torch.manual_seed(0)
+    ours = FusedMLP([width] * (layers + 1), activation=act, dtype=dtype)
+    ref = ours.to_sequential()
+    x = torch.randn(batch, width, dtype=dtype, requires_grad=True)
+    return ours, ref, x, torch.randn(batch, width, dtype=dtype)
+
+
+def measure_mlp(batch=8, width=16, layers=4, calls=500, runs=7):
+    """``{case: µs}``: per ``FusedMLP`` training step (stand-in launches) against its
+    ``nn.Sequential`` of ``nn.Linear`` + activation on the same CPU tensors, interleaved; an
+    inner input (``x`` needs its gradient) and a first-layer input per activation."""
+    cases = {}
+    with stand_in():
+        for act in ("relu", "gelu"):
+            for first in (False, True):
+                ours, ref, x, grad = _mlps(batch, width, act, layers)
+                x.requires_grad_(not first)
+                where = "first" if first else "inner"
+                cases[f"torch Sequential {layers}x{act} {where} step"] = (_step(ref, x, grad),
+                                                                       calls)
+                cases[f"ours FusedMLP {layers}x{act} {where} step"] = (_step(ours, x, grad),
+                                                                      calls)
+        return _best_us(cases, runs)
+
+
 def measure(batch=8, width=16, calls=2000, runs=7):
     """``{case: µs}``: per matmul call and per FusedLinear step (stand-in launches) against
     torch's on the same CPU tensors, interleaved; an inner layer (``x`` needs its gradient) and
@@ -249,9 +288,12 @@ def main(argv=None):
     parser.add_argument("--activation", choices=("relu", "gelu"), default="relu",
                         help="the profiled step's activation")
     parser.add_argument("--first", action="store_true", help="profile a first layer's step")
+    parser.add_argument("--mlp", action="store_true",
+                        help="FusedMLP (4 layers) against nn.Sequential only")
     args = parser.parse_args(argv)
-    for case, us in measure().items():
-        print(f"{case:36s} {us:8.1f} us")
+    results = measure_mlp() if args.mlp else {**measure(), **measure_mlp()}
+    for case, us in results.items():
+        print(f"{case:40s} {us:8.1f} us")
     if args.profile:
         profile(args.activation, first=args.first)
     return 0
