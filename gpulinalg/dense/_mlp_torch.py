@@ -213,10 +213,10 @@ class FusedMLP(nn.Module):
             layer.reset_parameters()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        layers = self._modules.values()
+        layers = cast("list[FusedLinear]", self._modules.values())
         if _is_compiling():  # FusedLinear's custom ops, one pair per layer
             for layer in layers:
-                x = cast(FusedLinear, layer)(x)
+                x = layer(x)
             return x
         params: list = []
         for layer in layers:
@@ -263,7 +263,8 @@ class FusedMLP(nn.Module):
         ('gelu', (8, 16, 4), True)
         """
         mods = list(seq)
-        linears, acts = mods[0::2], mods[1::2]
+        linears = cast("list[nn.Linear]", mods[0::2])
+        acts = mods[1::2]
         if not linears or not all(type(m) is nn.Linear for m in linears):
             raise TypeError("from_sequential needs nn.Linear modules at the even positions, "
                             f"got {[type(m).__name__ for m in linears]}")
@@ -275,7 +276,7 @@ class FusedMLP(nn.Module):
         if activation is not None and found is not None and activation != found:
             raise ValueError(f"activation={activation!r} but the modules hold {found!r}")
         act = found or activation or "relu"
-        sizes = [linears[0].in_features]
+        sizes: list[int] = [linears[0].in_features]
         for i, lin in enumerate(linears):
             if lin.in_features != sizes[-1]:
                 raise ValueError(f"layer {2 * i} takes {lin.in_features} features but the layer "
