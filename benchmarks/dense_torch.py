@@ -12,6 +12,10 @@
   ((max - min) / median) and, for ours, the slow roads taken in the timed steps (plans made,
   public-road calls, full dispatch decisions: 0 when every step reuses its memo and plans).
   Also the kernels of one step from the torch profiler (inner layer, first layer, autotuned).
+* ``mlp`` (not in the default sections): ``FusedMLP`` of 4 square layers against
+  ``nn.Sequential(nn.Linear, act, ..., nn.Linear)``, forward + backward, widths 1024/4096 ×
+  batch 256/8192 × fp16/bf16 × ReLU/GELU, interleaved as ``layer``; and the kernels of one
+  step of each (batch 8192, width 1024, fp16).
 
 ``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.dense_torch``);
 ``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
@@ -304,6 +308,88 @@ def layer_rows(batches, widths, dtypes, acts, steps, samples, compiled=False, fi
     return rows
 
 
+def _mlp_models(batch, width, dtype, act, layers):
+    """``FusedMLP`` of ``layers`` square layers and an ``nn.Sequential`` of ``nn.Linear`` + act
+    with equal (not shared) parameters, an input that requires grad and an output gradient."""
+    torch = _torch()
+    from gpulinalg.dense import FusedMLP
+    dev = _device()
+    torch.manual_seed(0)
+    ours = FusedMLP([width] * (layers + 1), activation=act, device=dev, dtype=dtype)
+    ref = FusedMLP([width] * (layers + 1), activation=act, device=dev,
+                   dtype=dtype).to_sequential()
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(batch, width, device=dev, dtype=dtype, requires_grad=True)
+    grad = torch.randn(batch, width, device=dev, dtype=dtype)
+    return {"gpulinalg FusedMLP": ours, "torch nn.Sequential": ref}, x, grad
+
+
+def mlp_rows(batches, widths, dtypes, acts, steps, samples, layers=4):
+    """``FusedMLP`` against ``nn.Sequential(nn.Linear, act, ..., nn.Linear)`` of ``layers``
+    square layers, forward + backward per step, timed interleaved as :func:`layer_rows` (ours'
+    rows with the slow roads of the timed steps)."""
+    torch = _torch()
+    rows = []
+    ours_name, ref_name = "gpulinalg FusedMLP", "torch nn.Sequential"
+    for dname in dtypes:
+        for width in widths:
+            for batch in batches:
+                for act in acts:
+                    models, x, grad = _mlp_models(batch, width, getattr(torch, dname), act,
+                                                  layers)
+                    case = f"mlp fwd+bwd {layers}x{width} batch {batch} {dname} {act}"
+                    fns, colds = {}, {}
+                    for name, model in models.items():
+                        fns[name] = fn = _step(model, x, grad)
+                        t0 = time.perf_counter()
+                        fn()
+                        _sync()
+                        colds[name] = time.perf_counter() - t0
+                        for _ in range(3):
+                            fn()
+                    _sync()
+                    with _SlowRoads() as slow:
+                        res = _interleaved(fns, steps, samples)
+                    for name, t in res.items():
+                        extra = dict(slow) if name == ours_name else {}
+                        if extra:
+                            extra["timed_steps"] = steps * samples
+                        rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
+                                        cold_first_call_s=colds[name], **extra))
+                    rows.append(row(SUITE, case, "ratio ours/torch", {},
+                                    ratio=res[ours_name]["median_s"] / res[ref_name]["median_s"]))
+    return rows
+
+
+def mlp_kernel_rows(batch, width, dtype_name, layers=4):
+    """The kernels (name, count, GPU µs) of one ``FusedMLP`` and one ``nn.Sequential`` step
+    (torch profiler), ReLU and GELU."""
+    torch = _torch()
+    from torch.profiler import ProfilerActivity, profile
+    if not _cuda():
+        return [absent(SUITE, "kernels per step mlp", "profiler", "no CUDA")]
+    rows = []
+    for act in ("relu", "gelu"):
+        models, x, grad = _mlp_models(batch, width, getattr(torch, dtype_name), act, layers)
+        for name, model in models.items():
+            fn = _step(model, x, grad)
+            for _ in range(3):
+                fn()
+            _sync()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                _sync()
+            kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
+                       for e in prof.key_averages()
+                       if _device_us(e) > 0
+                       and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+            rows.append(row(SUITE, f"kernels per step mlp {layers}x{width} batch {batch} "
+                                   f"{dtype_name} {act}", name, {}, kernels=kernels,
+                            kernel_launches=sum(c for _, c, _ in kernels),
+                            kernel_us=round(sum(us for _, _, us in kernels), 1)))
+    return rows
+
+
 def _device_us(event):
     """The GPU time (µs) of a profiler event (``0`` for CPU-side events)."""
     for name in ("self_device_time_total", "self_cuda_time_total"):
@@ -358,7 +444,8 @@ def kernel_rows(batch, width, dtype_name, variants=("inner", "first-layer", "aut
 
 def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compiled")):
     """Sections: ``per_call``, ``tflops``, ``layer``, ``layer_first`` (inputs without grad),
-    ``layer_tuned`` (batch 8192, width 1024, fp16, autotuned plans), ``kernels``, ``compiled``."""
+    ``layer_tuned`` (batch 8192, width 1024, fp16, autotuned plans), ``kernels``, ``compiled``,
+    ``mlp`` (``FusedMLP`` of 4 layers against ``nn.Sequential``, and its kernels per step)."""
     rows = []
     if quick:
         per = dict(sizes=(32,), calls=20)
@@ -366,6 +453,7 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
         lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), steps=5,
                    samples=3)
         first = tuned = comp = lay
+        mlp = dict(lay, acts=("relu", "gelu"))
     else:
         per = dict(sizes=(128, 512, 2048), calls=1000)
         tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
@@ -378,6 +466,9 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
                      steps=50, samples=9)
         comp = dict(batches=(8192,), widths=(1024,), dtypes=("float16",), acts=("relu",),
                     steps=50, samples=5)
+        # 4 layers: a 4096-wide, batch-8192 step is ~5 ms; 7 samples of 30 steps per impl
+        mlp = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
+                   acts=("relu", "gelu"), steps=30, samples=7)
     if "per_call" in sections:
         rows += per_call_rows(**per)
     if "tflops" in sections:
@@ -393,6 +484,10 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
                             "float16" if not quick else "float32")
     if "compiled" in sections:
         rows += layer_rows(**comp, compiled=True)
+    if "mlp" in sections:
+        rows += mlp_rows(**mlp)
+        rows += mlp_kernel_rows(8192 if not quick else 16, 1024 if not quick else 32,
+                                "float16" if not quick else "float32")
     return rows
 
 
@@ -425,6 +520,16 @@ def summarize(rows):
                       if "spread" in o and "spread" in t else "")
             lines.append(f"{case[14:]}: ours {ours:.3f} torch {ref:.3f} ms ratio {ratio:.2f}"
                          f"{spread}{slow}")
+        elif case.startswith("mlp"):
+            o = impls.get("gpulinalg FusedMLP", {})
+            t = impls.get("torch nn.Sequential", {})
+            ratio = impls.get("ratio ours/torch", {}).get("ratio", float("nan"))
+            slow = (f" slow roads {o['plans_made']}/{o['public_calls']}/{o['full_dispatches']}"
+                    f" in {o['timed_steps']} steps" if "plans_made" in o else "")
+            lines.append(f"{case[12:]}: ours {o.get('ms', float('nan')):.3f} torch "
+                         f"{t.get('ms', float('nan')):.3f} ms ratio {ratio:.2f} spread "
+                         f"{o.get('spread', float('nan')):.2f}/{t.get('spread', float('nan')):.2f}"
+                         f"{slow}")
         elif case.startswith("kernels"):
             for k, v in impls.items():
                 lines.append(f"{case} {k.split()[0]}: {v.get('kernel_launches')} launches "
