@@ -291,12 +291,12 @@ def _omega(a, l, dtype, seed):
 ROWPASS_SPLIT_EVERY = 32  # the row-panel engine's default merge fan-in (small n x l sums)
 
 
-def _layer(a, kind, thin, mean, local, split_every, name=None, groups=None):
+def _layer(a, kind, thin, mean, local, split_every, name=None, place=None):
     """One task per row panel of ``a`` and a tree of merges: ``(dsk, top, name, heads)``,
     ``top`` a task (a :func:`._rowpass_xp.merge` of the tree's last level, to run inside the
     root's task), ``heads`` the key per panel that carries its ``Q_i`` (``"rr"``).
-    ``groups`` (:func:`._panels_dask.panel_groups`): a panel split across workers gets tasks
-    per worker instead (:mod:`._panels_dask`).
+    ``place`` (:func:`._panels_dask.placement`): a panel split across workers gets tasks per
+    worker instead (:mod:`._panels_dask`).
 
     ``kind``: ``"fused"`` (``Y_i = A_i Z`` and ``A_i^H Y_i``), ``"basis"`` (``Y_i`` alone) or
     ``"rr"`` (``A_i^H Q_i``, ``thin`` is then the orthonormal basis ``Q`` or, unpersisted,
@@ -304,8 +304,9 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, groups=None):
     nr, nc = a.numblocks
     fan = max(int(split_every or ROWPASS_SPLIT_EVERY), 2)
     sizes = tuple(int(c) for c in a.chunks[1])
+    split = None if place is None else place.token
     token = tokenize(a, thin if hasattr(thin, "name") else thin[:2], mean, local, fan,
-                     *(() if groups is None else (groups,)))
+                     *(() if split is None else (split,)))
     name = name or f"gpulinalg-rowpass-{kind}-{token}"
     mk = None if mean is None else (mean.name, 0)
     dsk = {}
@@ -316,8 +317,8 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, groups=None):
         if kind == "rr":
             q = (thin.name, i, 0) if hasattr(thin, "name") else \
                 (_rowpass_xp.basis_block, (thin[0], i), thin[1], i, a.dtype)
-        if groups and groups[i]:
-            level += _split_panel(dsk, name, a, i, groups[i], kind, thin, q, mk, local)
+        if place is not None and place.split(i):
+            level += _split_panel(dsk, name, a, i, place, kind, thin, q, mk, local)
             continue
         if kind == "rr":
             task = (_rowpass_xp.panel_h, q, mk, sizes, *blocks)
@@ -340,13 +341,13 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, groups=None):
     return dsk, (_rowpass_xp.merge, zk, *level), name, heads
 
 
-def _split_panel(dsk, name, a, i, groups, kind, thin, q, mk, local):
+def _split_panel(dsk, name, a, i, place, kind, thin, q, mk, local):
     """The tasks of a row panel split across workers (:mod:`._panels_dask`); its keys."""
     if kind == "rr":
-        return _panels_dask.rayleigh_ritz(dsk, name, a, i, groups, q, mk)
+        return _panels_dask.rayleigh_ritz(dsk, name, a, i, place, q, mk)
     if kind == "fused":
-        return _panels_dask.fused(dsk, name, a, i, groups, (thin.name, 0, 0), mk, local)
-    dsk[(f"{name}-p", i)] = _panels_dask.basis(dsk, name, a, i, groups, (thin.name, 0, 0), mk,
+        return _panels_dask.fused(dsk, name, a, i, place, (thin.name, 0, 0), mk, local)
+    dsk[(f"{name}-p", i)] = _panels_dask.basis(dsk, name, a, i, place, (thin.name, 0, 0), mk,
                                                local)
     return [(f"{name}-p", i)]
 
@@ -375,9 +376,9 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     z = _omega(a, l, dtype, seed)
     mean = None
     local = op.centre
-    groups = _panels_dask.panel_groups(a)  # None unless some panel's blocks are on 2+ workers
+    place = _panels_dask.placement(a)  # None unless the input is held by 2+ workers
     for _ in range(n_iter):
-        dsk, top, name, _ = _layer(a, "fused", z, mean, local, split_every, groups=groups)
+        dsk, top, name, _ = _layer(a, "fused", z, mean, local, split_every, place=place)
         deps = [a, z] + ([mean] if mean is not None else [])
         if local:  # the root also gives the moments
             root = (f"{name}-root",)
@@ -391,8 +392,8 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
             dsk[(f"{name}-z", 0, 0)] = (_rowpass_xp.item, (_rowpass_xp.power_root, top, dtype),
                                         "z")
             z = persist(new_array(f"{name}-z", dsk, deps, (n, l), ((n,), (l,)), meta), keep)
-    q, mean = _basis(op, a, z, mean, local, keep, split_every, groups)
-    dsk, top, name, heads = _layer(a, "rr", q, mean, False, split_every, groups=groups)
+    q, mean = _basis(op, a, z, mean, local, keep, split_every, place)
+    dsk, top, name, heads = _layer(a, "rr", q, mean, False, split_every, place=place)
     if hasattr(q, "name"):
         deps = [a, q] + ([mean] if mean is not None else [])
     else:  # the basis pass's tasks go into this layer
@@ -419,7 +420,7 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
     return U, S, Vh
 
 
-def _basis(op, a, z, mean, local, keep, split_every, groups=None):
+def _basis(op, a, z, mean, local, keep, split_every, place=None):
     """The basis pass: the TSQR of ``Y = (A - 1 mu^T) Z``; ``(q, mean)``. ``q``: the orthonormal
     ``Q`` (m, c) as a Dask array when persisted (``keep``), else ``(part name, root key, graph,
     dependencies)``: the Rayleigh-Ritz tasks form ``Q_i`` themselves (:func:`_layer`).
@@ -429,12 +430,13 @@ def _basis(op, a, z, mean, local, keep, split_every, groups=None):
     dtype = a.dtype
     nr = a.numblocks[0]
     c = min(m, int(z.shape[1]))
-    token = tokenize(a, z, mean, local, split_every, *(() if groups is None else (groups,)))
+    split = None if place is None else place.token
+    token = tokenize(a, z, mean, local, split_every, *(() if split is None else (split,)))
     name = f"gpulinalg-rowpass-basis-{token}"
     deps = [a, z] + ([mean] if mean is not None else [])
     sroot = (f"{name}-sroot",)  # the TSQR of Y: orthonormal Q even where Y is rank-deficient
     if local:
-        dsk, top, _, _ = _layer(a, "basis", z, None, True, split_every, name, groups)
+        dsk, top, _, _ = _layer(a, "basis", z, None, True, split_every, name, place)
         root = (f"{name}-root",)
         dsk[root] = (_rowpass_xp.basis_root, top, dtype)
         for i in range(nr):
@@ -445,10 +447,11 @@ def _basis(op, a, z, mean, local, keep, split_every, groups=None):
         sizes = tuple(int(s) for s in a.chunks[1])
         dsk = {}
         for i in range(nr):
-            part = _panels_dask.basis(dsk, name, a, i, groups[i], (z.name, 0, 0), mk, False) \
-                if groups and groups[i] else \
-                (_rowpass_xp.panel, (z.name, 0, 0), mk, sizes, False, False,
-                 *[(a.name, i, j) for j in range(a.numblocks[1])])
+            if place is not None and place.split(i):
+                part = _panels_dask.basis(dsk, name, a, i, place, (z.name, 0, 0), mk, False)
+            else:
+                part = (_rowpass_xp.panel, (z.name, 0, 0), mk, sizes, False, False,
+                        *[(a.name, i, j) for j in range(a.numblocks[1])])
             dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, part, None, None)
     dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
     meta = meta_of(a, 2, dtype)
