@@ -368,3 +368,37 @@ def test_gpu_autocast(dtype):
     torch.testing.assert_close(y, y_ref, rtol=30 * EPS[dtype], atol=30 * EPS[dtype])
     y.float().sum().backward()
     assert all(p.grad.dtype == torch.float32 for p in mlp.parameters())
+
+
+def test_compile_has_no_graph_breaks_and_runs_the_mlp_op():
+    mlp = FusedMLP([8, 16, 16, 4], activation="relu", last_activation=True, dtype=torch.float64)
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(mlp)(torch.randn(3, 8, dtype=torch.float64))
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+    ops = [str(n.target) for g in explanation.graphs for n in g.graph.nodes
+           if n.op == "call_function"]
+    assert any("fused_mlp" in op for op in ops), ops
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("last", ["none", "relu", "gelu"])
+def test_custom_ops_pass_opcheck(activation, last):
+    torch.manual_seed(6)
+    x = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    ws = [torch.randn(n, k, dtype=torch.float64, requires_grad=True)
+          for k, n in ((6, 9), (9, 7), (7, 3))]
+    bs = [torch.randn(w.shape[0], dtype=torch.float64, requires_grad=True) for w in ws]
+    act_last = activation if last != "none" else "none"
+    torch.library.opcheck(torch.ops.gpulinalg.fused_mlp.default, (x, ws, bs, activation, act_last),
+                          test_utils=("test_schema", "test_faketensor",
+                                      "test_autograd_registration"))
+
+
+@pytest.mark.parametrize("need_x", [True, False])
+def test_compiled_frozen_layer_matches(need_x):
+    mlp, ref = _pair([6, 10, 8, 4], "gelu", last_activation=True)
+    for model in (mlp, ref):
+        model.get_submodule("2").requires_grad_(False)
+    torch._dynamo.reset()
+    compiled = torch.compile(mlp, fullgraph=True, backend="eager")
+    _compare(compiled, ref, torch.randn(5, 6, dtype=torch.float64), F64, need_x=need_x)

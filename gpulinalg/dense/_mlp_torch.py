@@ -23,14 +23,14 @@ import torch
 from torch import nn
 
 from .._runtime.config import get_config, settings_in_force
-from . import _linear_api
-from ._linear_torch import FusedLinear, _gelu_backward, _threshold_backward
+from . import _linear_api, _mlp_ops_torch
+from ._linear_torch import FusedLinear
+from ._mlp_ops_torch import backward_all, forward_all
 
 __all__ = ["FusedMLP"]
 
 _is_compiling = torch.compiler.is_compiling
-_forward_aux, _forward_keyed = _linear_api.forward_aux, _linear_api.forward_keyed
-_backward, _act_backward = _linear_api.backward, _linear_api.act_backward
+_forward_keyed = _linear_api.forward_keyed
 
 
 class _FusedMLPFunction(torch.autograd.Function):
@@ -40,15 +40,7 @@ class _FusedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, acts, x, *params):
         act, last_act = acts
-        hs, auxes, keys = [], [], []
-        h = x
-        for i in range(0, len(params) - 2, 2):  # hidden layers: the aux is kept
-            h, aux, key = _forward_aux(h, params[i], params[i + 1], act)
-            hs.append(h)
-            auxes.append(aux)
-            keys.append(key)
-        out, z, key = _forward_keyed(h, params[-2], params[-1], last_act, last_act == "gelu")
-        keys.append(key)
+        out, hs, auxes, z, keys = forward_all(x, params, act, last_act)
         ctx.save_for_backward(x, *params, out if last_act == "relu" else None)
         ctx.state = (act, last_act, hs, auxes, z, keys, get_config())
         return out
@@ -58,54 +50,14 @@ class _FusedMLPFunction(torch.autograd.Function):
         x, *params = ctx.saved_tensors
         y = params.pop()
         act, last_act, hs, auxes, z, keys, settings = ctx.state
-        if last_act == "relu":
-            dz = _threshold_backward(grad_out, y, 0).contiguous()
-        elif last_act == "gelu":
-            dz = _gelu_backward(grad_out, z, approximate="tanh").contiguous()
-        else:
-            dz = grad_out.contiguous()
-        args = (dz, [x, *hs], params, auxes, keys, act, ctx.needs_input_grad[1:])
+        args = (grad_out, last_act, y, z, [x, *hs], params, auxes, keys, act,
+                ctx.needs_input_grad[1:])
         # as FusedLinear: CUDA backward passes run on torch's autograd worker thread, where the
         # forward's config_context is not in force; the products run under its settings
         if get_config() is settings:
-            return (None, *_walk(*args))
+            return (None, *backward_all(*args))
         with settings_in_force(settings):
-            return (None, *_walk(*args))
-
-
-def _walk(dz, hs, params, auxes, keys, act, needs):
-    """``(grad_x, grad_W0, grad_b0, ...)`` from the top layer's ``dz``: per layer at most one
-    weight-gradient product (the top layer's with BGRADB), per layer below the top one fused
-    product ``(dz_next @ W_next) * act'(z)`` with DRELU_BGRAD / DGELU_BGRAD (its bias gradient
-    in the same launch), ``grad_x`` by one plain product when the input asks for it; nothing
-    for a layer when neither it nor anything below it needs a gradient."""
-    n = len(hs)
-    has_bias = params[1] is not None
-    grads: list = [None] * (2 * n + 1)
-    below, acc = [], needs[0]
-    for i in range(n):  # below[i]: a gradient at layer i or under it (or the input's)
-        acc = acc or needs[2 * i + 1] or (has_bias and needs[2 * i + 2])
-        below.append(acc)
-    i, db = n - 1, None
-    while below[i]:
-        nx, nw = i == 0 and needs[0], needs[2 * i + 1]
-        nb = has_bias and needs[2 * i + 2]
-        weight = params[2 * i]
-        if i == n - 1:  # the top layer: its bias gradient from BGRADB of the weight product
-            if nx or nw or nb:
-                gx, gw, gb = _backward(dz, hs[i], weight, has_bias, nx, nw or nb, keys[i])
-                grads[2 * i + 1], grads[2 * i + 2] = (gw if nw else None), (gb if nb else None)
-                grads[0] = gx if nx else None
-        else:  # dz and the bias gradient came from the fused product
-            grads[2 * i + 2] = db if nb else None
-            if nx or nw:
-                gx, gw, _ = _backward(dz, hs[i], weight, False, nx, nw, keys[i])
-                grads[2 * i + 1], grads[0] = (gw if nw else None), (gx if nx else None)
-        if i == 0 or not below[i - 1]:
-            break
-        dz, db = _act_backward(dz, weight, auxes[i - 1], act, has_bias and needs[2 * i])
-        i -= 1
-    return grads
+            return (None, *backward_all(*args))
 
 
 _functorch_active = torch._C._are_functorch_transforms_active
@@ -153,8 +105,8 @@ class FusedMLP(nn.Module):
     ``"2.weight"``, ...); :meth:`from_sequential` and :meth:`to_sequential` convert, sharing
     the parameters. The layers are :class:`~gpulinalg.dense.FusedLinear` modules (children
     ``"0"``, ``"2"``, ...). Under ``torch.autocast`` it computes in the autocast dtype, as
-    ``nn.Linear``; under ``torch.compile`` each layer runs ``FusedLinear``'s custom ops (the
-    elementwise derivative then runs per layer, as in ``FusedLinear``).
+    ``nn.Linear``; ``torch.compile(fullgraph=True)`` records the whole MLP as two custom ops,
+    ``gpulinalg::fused_mlp`` and ``gpulinalg::fused_mlp_backward`` (the same products).
 
     Parameters
     ----------
@@ -214,10 +166,6 @@ class FusedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         layers = cast("list[FusedLinear]", self._modules.values())
-        if _is_compiling():  # FusedLinear's custom ops, one pair per layer
-            for layer in layers:
-                x = layer(x)
-            return x
         params: list = []
         for layer in layers:
             p = layer._parameters  # dict reads, not nn.Module.__getattr__ calls
@@ -234,7 +182,10 @@ class FusedMLP(nn.Module):
         x2 = x if flat else x.reshape(-1, x.shape[-1])
         act = self.activation
         last = act if self.last_activation else None
-        if torch.is_grad_enabled() and (x2.requires_grad or any(
+        if _is_compiling():  # the whole MLP as two custom ops (Dynamo records one call)
+            out = torch.ops.gpulinalg.fused_mlp(x2, params[0::2], params[1::2], act,
+                                                last or _mlp_ops_torch.NONE)[0]
+        elif torch.is_grad_enabled() and (x2.requires_grad or any(
                 p is not None and p.requires_grad for p in params)):
             out = _apply((act, last), x2, params)
         else:  # inference: no aux kept
