@@ -402,3 +402,18 @@ def test_compiled_frozen_layer_matches(need_x):
     torch._dynamo.reset()
     compiled = torch.compile(mlp, fullgraph=True, backend="eager")
     _compare(compiled, ref, torch.randn(5, 6, dtype=torch.float64), F64, need_x=need_x)
+
+
+@pytest.mark.gpu
+def test_gpu_compile_default_backend():
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    mlp, ref = _pair([64, 128, 128, 32], "gelu", dtype=torch.float16, device="cuda")
+    torch._dynamo.reset()
+    compiled = torch.compile(mlp, fullgraph=True)
+    x = torch.randn(48, 64, device="cuda", dtype=torch.float16, requires_grad=True)
+    y = compiled(x)
+    y.float().sum().backward()
+    tol = dict(rtol=30 * EPS[torch.float16], atol=30 * EPS[torch.float16])
+    torch.testing.assert_close(y, ref(x.detach()), **tol)
+    assert all(p.grad is not None for p in mlp.parameters()) and x.grad is not None
