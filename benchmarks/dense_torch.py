@@ -181,40 +181,6 @@ def _step(model, x, grad):
     return run
 
 
-class _SlowRoads:
-    """Counts, over a ``with`` block and on every thread (the CUDA backward runs on torch's
-    autograd worker thread), of what a repeat step should not do: plans made, public-road
-    calls of the layer's products, full dispatch decisions. Only the slow roads are wrapped: the
-    repeat path runs unchanged."""
-
-    def __init__(self):
-        from gpulinalg._runtime import dispatch
-        from gpulinalg.dense import _linear_api, _plans_cuda
-        self.targets = ((_plans_cuda, "_insert", "plans_made"),
-                        (_linear_api, "matmul", "public_calls"),
-                        (_linear_api, "matmul_backward", "public_calls"),
-                        (dispatch, "dispatch", "full_dispatches"))
-        self.counts = {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
-        self.saved = []
-
-    def __enter__(self):
-        for owner, name, what in self.targets:
-            inner = getattr(owner, name)
-            self.saved.append((owner, name, inner))
-
-            def counted(*args, _inner=inner, _what=what, **kwargs):
-                self.counts[_what] += 1
-                return _inner(*args, **kwargs)
-            setattr(owner, name, counted)
-        return self.counts
-
-    def __exit__(self, *exc):
-        for owner, name, inner in reversed(self.saved):
-            setattr(owner, name, inner)
-        self.saved.clear()
-        return False
-
-
 def _interleaved(fns, steps, samples):
     """``{name: summary}``: seconds per step, median over ``samples`` samples of ``steps``
     steps each (CUDA events around the loop; ``perf_counter`` without CUDA), the impls
@@ -263,7 +229,7 @@ def layer_rows(batches, widths, dtypes, acts, steps, samples, compiled=False, fi
     either model); ``tuned``: under ``gpulinalg.config_context(autotune=True)`` (one block
     around the case: a block's settings object is what the memo entries serve). Ours and torch
     are timed interleaved (:func:`_interleaved`); ours' row also has the slow roads taken
-    during its timed steps (:class:`_SlowRoads`: all 0 when every step reuses its memo and
+    during its timed steps (:class:`.dense_torch_host.SlowRoads`: all 0 when every step reuses its memo and
     plans)."""
     import contextlib
 
@@ -283,28 +249,38 @@ def layer_rows(batches, widths, dtypes, acts, steps, samples, compiled=False, fi
                     with scope:
                         if tuned:
                             _cold(lambda: None)  # plans made afresh, tuned
-                        fns, colds = {}, {}
-                        for name, model in models.items():
-                            m = torch.compile(model, fullgraph=True) if compiled else model
-                            fns[name] = fn = _step(m, x, grad)
-                            t0 = time.perf_counter()
-                            fn()
-                            _sync()
-                            colds[name] = time.perf_counter() - t0
-                            for _ in range(3):
-                                fn()
-                        _sync()
-                        with _SlowRoads() as slow:
-                            res = _interleaved(fns, steps, samples)
-                    for name, t in res.items():
-                        extra = dict(slow) if name == ours_name else {}
-                        if extra:
-                            extra["timed_steps"] = steps * samples
-                        rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
-                                        cold_first_call_s=colds[name], **extra))
-                    rows.append(row(SUITE, case, "ratio ours/torch", {},
-                                    ratio=res[ours_name]["median_s"]
-                                    / res["torch nn.Linear+act"]["median_s"]))
+                        if compiled:
+                            models = {name: torch.compile(model, fullgraph=True)
+                                      for name, model in models.items()}
+                        rows += _step_rows(case, models, x, grad, steps, samples, ours_name,
+                                           "torch nn.Linear+act")
+    return rows
+
+
+def _step_rows(case, models, x, grad, steps, samples, ours_name, ref_name):
+    """Rows of one case: each model's training step (cold first step, then 3 warm-up steps),
+    timed interleaved (:func:`_interleaved`), ours' row with the slow roads of its timed steps
+    (:class:`.dense_torch_host.SlowRoads`), and the ratio row."""
+    from .dense_torch_host import SlowRoads
+    fns, colds = {}, {}
+    for name, model in models.items():
+        fns[name] = fn = _step(model, x, grad)
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        colds[name] = time.perf_counter() - t0
+        for _ in range(3):
+            fn()
+    _sync()
+    with SlowRoads() as slow:
+        res = _interleaved(fns, steps, samples)
+    rows = []
+    for name, t in res.items():
+        extra = dict(slow, timed_steps=steps * samples) if name == ours_name else {}
+        rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
+                        cold_first_call_s=colds[name], **extra))
+    rows.append(row(SUITE, case, "ratio ours/torch", {},
+                    ratio=res[ours_name]["median_s"] / res[ref_name]["median_s"]))
     return rows
 
 
@@ -338,26 +314,8 @@ def mlp_rows(batches, widths, dtypes, acts, steps, samples, layers=4):
                     models, x, grad = _mlp_models(batch, width, getattr(torch, dname), act,
                                                   layers)
                     case = f"mlp fwd+bwd {layers}x{width} batch {batch} {dname} {act}"
-                    fns, colds = {}, {}
-                    for name, model in models.items():
-                        fns[name] = fn = _step(model, x, grad)
-                        t0 = time.perf_counter()
-                        fn()
-                        _sync()
-                        colds[name] = time.perf_counter() - t0
-                        for _ in range(3):
-                            fn()
-                    _sync()
-                    with _SlowRoads() as slow:
-                        res = _interleaved(fns, steps, samples)
-                    for name, t in res.items():
-                        extra = dict(slow) if name == ours_name else {}
-                        if extra:
-                            extra["timed_steps"] = steps * samples
-                        rows.append(row(SUITE, case, name, t, ms=t["median_s"] * 1e3,
-                                        cold_first_call_s=colds[name], **extra))
-                    rows.append(row(SUITE, case, "ratio ours/torch", {},
-                                    ratio=res[ours_name]["median_s"] / res[ref_name]["median_s"]))
+                    rows += _step_rows(case, models, x, grad, steps, samples, ours_name,
+                                       ref_name)
     return rows
 
 

@@ -173,6 +173,40 @@ def stand_in():
         clear_plan_cache()
 
 
+class SlowRoads:
+    """Counts, over a ``with`` block and on every thread (the CUDA backward runs on torch's
+    autograd worker thread), of what a repeat step should not do: plans made, public-road
+    calls of the layer's products, full dispatch decisions. Only the slow roads are wrapped: the
+    repeat path runs unchanged."""
+
+    def __init__(self):
+        from gpulinalg._runtime import dispatch
+        from gpulinalg.dense import _linear_api
+        self.targets = ((_plans_cuda, "_insert", "plans_made"),
+                        (_linear_api, "matmul", "public_calls"),
+                        (_linear_api, "matmul_backward", "public_calls"),
+                        (dispatch, "dispatch", "full_dispatches"))
+        self.counts = {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
+        self.saved = []
+
+    def __enter__(self):
+        for owner, name, what in self.targets:
+            inner = getattr(owner, name)
+            self.saved.append((owner, name, inner))
+
+            def counted(*args, _inner=inner, _what=what, **kwargs):
+                self.counts[_what] += 1
+                return _inner(*args, **kwargs)
+            setattr(owner, name, counted)
+        return self.counts
+
+    def __exit__(self, *exc):
+        for owner, name, inner in reversed(self.saved):
+            setattr(owner, name, inner)
+        self.saved.clear()
+        return False
+
+
 def _best_us(cases, runs):
     """``{name: µs}``: the best of ``runs`` rounds of ``(fn, calls)`` per case, the cases
     interleaved in every round (so that a busy machine slows them alike)."""

@@ -13,28 +13,8 @@ torch = pytest.importorskip("torch")
 
 from benchmarks import dense_torch_host as harness  # noqa: E402
 from gpulinalg import config_context, get_config  # noqa: E402
-from gpulinalg._runtime import dispatch  # noqa: E402
-from gpulinalg.dense import _calls, _linear_api, _linear_torch, _plans_cuda  # noqa: E402
+from gpulinalg.dense import _calls, _linear_torch, _plans_cuda  # noqa: E402
 from gpulinalg.dense import plan_cache_info  # noqa: E402
-
-
-def _counting(monkeypatch):
-    """Counters of the slow roads: plans made, public matmul / matmul_backward calls, full
-    dispatch decisions."""
-    counts = {"plans": 0, "public": 0, "dispatch": 0}
-
-    def wrap(owner, name, what):
-        inner = getattr(owner, name)
-
-        def counted(*args, **kwargs):
-            counts[what] += 1
-            return inner(*args, **kwargs)
-        monkeypatch.setattr(owner, name, counted)
-    wrap(_plans_cuda, "_insert", "plans")
-    wrap(_linear_api, "matmul", "public")
-    wrap(_linear_api, "matmul_backward", "public")
-    wrap(dispatch, "dispatch", "dispatch")
-    return counts
 
 
 def _launches():
@@ -43,20 +23,20 @@ def _launches():
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("first", [False, True], ids=["inner", "first-layer"])
-def test_step_reuses_its_memo_and_plans(monkeypatch, activation, first):
+def test_step_reuses_its_memo_and_plans(activation, first):
     ours, _, x, grad = harness._layers(8, 16, activation)
     x.requires_grad_(not first)
     step = harness._step(ours, x, grad)
     with harness.stand_in():
         step()
         step()  # the first step's keys, then the repeats' (the output gradient's alignment)
-        counts = _counting(monkeypatch)
         memo, before, launched = len(_calls._memo.calls), plan_cache_info(), _launches()
         steps = 5
-        for _ in range(steps):
-            step()
+        with harness.SlowRoads() as counts:
+            for _ in range(steps):
+                step()
         after = plan_cache_info()
-        assert counts == {"plans": 0, "public": 0, "dispatch": 0}
+        assert counts == {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
         assert len(_calls._memo.calls) == memo
         assert after.misses == before.misses and after.size == before.size
         # forward, grad_W (+ grad_b from its epilog), and grad_x unless it is a first layer
