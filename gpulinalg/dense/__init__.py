@@ -1,6 +1,6 @@
 """Fused matrix multiply (bias, ReLU, GELU, their backward passes) on cuBLASLt; a NumPy twin.
 
-``FusedLinear`` and ``FusedMLP`` (``torch.nn.Module`` s) load on first use and need torch.
+``FusedLinear`` and ``FusedMLP`` (torch modules) load on first use and need torch.
 
 Files are named for where their code runs: ``_matmul_api`` (the public functions: validation
 and one dispatch), ``_matmul_cuda`` / ``_plans_cuda`` / ``_nvmath_cuda`` (the GPU engine:
@@ -17,19 +17,18 @@ __all__ = ["matmul", "matmul_backward", "MatmulAux", "Gradients", "PlanCacheInfo
            "clear_plan_cache", "plan_cache_info", "FusedLinear", "FusedMLP"]
 
 
+#: The torch layers, imported on first use (they need torch).
+_TORCH_LAYERS = {"FusedLinear": "._linear_torch", "FusedMLP": "._mlp_torch"}
+
+
 def __getattr__(name):
-    if name == "FusedLinear":
-        try:
-            from ._linear_torch import FusedLinear
-        except ImportError as exc:
-            raise ImportError(f"gpulinalg.dense.FusedLinear needs torch ({exc})") from exc
-        globals()["FusedLinear"] = FusedLinear
-        return FusedLinear
-    if name == "FusedMLP":
-        try:
-            from ._mlp_torch import FusedMLP
-        except ImportError as exc:
-            raise ImportError(f"gpulinalg.dense.FusedMLP needs torch ({exc})") from exc
-        globals()["FusedMLP"] = FusedMLP
-        return FusedMLP
-    raise AttributeError(f"module 'gpulinalg.dense' has no attribute {name!r}")
+    module = _TORCH_LAYERS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpulinalg.dense' has no attribute {name!r}")
+    import importlib
+    try:
+        layer = getattr(importlib.import_module(module, __name__), name)
+    except ImportError as exc:
+        raise ImportError(f"gpulinalg.dense.{name} needs torch ({exc})") from exc
+    globals()[name] = layer
+    return layer
