@@ -17,6 +17,8 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
+import _fused_svd_emulator
+
 
 #: Relative noise the emulated gesvdp adds to U (tests of the a-posteriori check), and the
 #: dtypes it adds it to (``None``: all).
@@ -88,7 +90,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr"):
+                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -105,6 +107,8 @@ class _Raw:
             return _small_trsm(grid, args)
         if self.name == "gl_small_qr":
             return _small_qr(grid, block, args, shared_mem)
+        if self.name == "gl_small_svd":
+            return _fused_svd_emulator.small_svd(CALLS, grid, block, args, shared_mem)
         src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize

@@ -19,7 +19,8 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
 ROUTES = {"potrf": ("batched", "looped", "fused"), "trsm": ("batched", "looped", "fused"),
-          "geqrf": ("batched", "looped", "fused"), "gesvd": ("batched", "jacobi", "looped")}
+          "geqrf": ("batched", "looped", "fused"),
+          "gesvd": ("batched", "jacobi", "looped", "fused")}
 
 
 def spd_stack(rng, batch, n, dtype):

@@ -1,5 +1,7 @@
 """GPU engine of the full SVD: cuSOLVER ``Xgesvd``, ``Xgesvdp``, ``gesvdj`` or
-``gesvdjBatched``, with a QR step (``Xgeqrf`` + ``ormqr``) first for tall or wide matrices.
+``gesvdjBatched``, with a QR step (``Xgeqrf`` + ``ormqr``) first for tall or wide matrices;
+for stacks of matrices up to 32 x 32 (``driver="auto"``), the fused Jacobi kernel of
+:mod:`._fused_svd_cuda` (one launch, one read-back).
 
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
@@ -8,6 +10,7 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .._runtime.validation import check_finite
+from . import _fused_svd_cuda
 from ._batched_cuda import fan, spread
 from ._batched_plan import lanes, route
 from ._checks import real_dtype
@@ -49,7 +52,11 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     big, k = max(m, n), min(m, n)
     nb = int(np.prod(a.shape[:-2], dtype=np.int64))
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
-    way = route("gesvd", big, nb)
+    way = route("gesvd", big, nb, fused=driver == "auto" and _fused_svd_cuda.fits(big, dtype),
+                dtype=dtype)
+    if way == "fused":
+        _dispatch.note(driver="fused", qr_first=False)
+        return _fused_svd_cuda.svd(a, full_matrices, compute_uv, dtype, finite)
     if way == "jacobi" and driver == "auto" and plan.driver != "gesvdj":
         # a stack of medium matrices: Jacobi is accurate by itself, where gesvdp's
         # a-posteriori check would cost one synchronization per matrix

@@ -1,0 +1,225 @@
+"""The fused small-stack SVD (``decomp._fused_svd_cuda``, route ``fused`` of ``gesvd``): on the
+CPU emulation (the route taken, one read-back, every dtype and ``compute_uv`` /
+``full_matrices`` combination against NumPy per matrix, rank-deficient and repeated singular
+values, layouts, NaN kept in its slice, non-convergence named) and on the device
+(``gpu``-marked): the same checks on CuPy and torch, and equality with the forced library
+route (``gesvdjBatched``) up to rounding, signs included (both follow ``flip_signs``)."""
+
+import math
+
+import numpy as np
+import pytest
+from numpy.linalg import LinAlgError
+
+import gpulinalg
+from gpulinalg.decomp import _batched_plan, _fused_svd_cuda, _svd_cuda, svd
+
+from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from _decomp_dense_ref import random as stack
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+SHAPES = [(3, 9, 4), (3, 4, 9), (2, 2, 6, 6), (2, 1, 1), (2, 32, 32), (2, 32, 5), (2, 3, 32),
+          (2, 16, 16), (2, 1, 7), (2, 7, 1)]
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+def layout(x, order, to=dev):
+    if order == "F":
+        return to(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
+    if order == "strided":
+        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        big[..., ::2] = x
+        return to(big)[..., ::2]
+    return to(x)
+
+
+def check(a, out, full, compute_uv, dtype, slices=None):
+    """Per matrix: s as NumPy's (descending), U and V orthonormal, U diag(s) V^H = A, Vh's
+    rows with their largest entry real positive (flip_signs), in ratios of big * eps."""
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    m, n = a.shape[-2:]
+    k, big = min(m, n), max(m, n)
+    s_all = out if not compute_uv else out[1]
+    assert s_all.dtype == np.finfo(np.dtype(dtype)).dtype
+    for idx in slices or np.ndindex(a.shape[:-2]):
+        ai = a[idx].astype(np.complex128)
+        ref = np.linalg.svd(ai, compute_uv=False)
+        s = s_all[idx]
+        assert np.abs(s - ref).max(initial=0) <= 10 * big * eps * max(ref.max(initial=0), 1e-300)
+        if not compute_uv:
+            continue
+        u, vh = out[0][idx], out[2][idx]
+        assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
+        assert u.shape == (m, m if full else k) and vh.shape == (n if full else k, n)
+        ortho = max(np.linalg.norm(u.conj().T @ u - np.eye(u.shape[1])),
+                    np.linalg.norm(vh @ vh.conj().T - np.eye(vh.shape[0])))
+        back = np.linalg.norm(ai - (u[:, :k] * s) @ vh[:k]) / max(np.linalg.norm(ai), 1e-300)
+        assert ortho <= 10 * big * eps and back <= 10 * big * eps, (idx, ortho, back)
+        peak = np.take_along_axis(vh[:k], np.argmax(np.abs(vh[:k]), axis=-1)[:, None], axis=-1)
+        assert np.all(peak.real > 0) and np.abs(peak.imag).max(initial=0) <= 10 * eps
+
+
+def test_route_rows():
+    assert _batched_plan.route("gesvd", 32, 2, fused=True, dtype="float32") == "fused"
+    assert _batched_plan.route("gesvd", 32, 2, fused=False) == "batched"
+    assert _batched_plan.route("gesvd", 33, 4096, fused=False) == "jacobi"
+    assert _batched_plan.route("gesvd", 16, 1) == "looped"
+    assert _fused_svd_cuda.fits(32, np.complex128) and not _fused_svd_cuda.fits(33, np.float32)
+    assert not _fused_svd_cuda.fits(8, np.float16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("full, compute_uv", [(False, True), (True, True), (False, False)])
+def test_emulated_fused_svd_against_numpy(emu, rng, dtype, shape, full, compute_uv):
+    a = stack(rng, shape, dtype)
+    CALLS.clear()
+    out = _svd_cuda.svd(dev(a), full, compute_uv, "auto", np.dtype(dtype))
+    assert CALLS["small_svd"] == 1 and CALLS["gesvdj_batched"] == 0 and CALLS["get"] == 1
+    assert CALLS["svd_signs"] == 0  # the kernel sets the signs
+    out = plain(out) if not compute_uv else tuple(plain(x) for x in out)
+    check(a, out, full, compute_uv, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_fused_svd_rank_deficient_and_repeated(emu, rng, dtype):
+    low = stack(rng, (3, 20, 4), dtype) @ stack(rng, (3, 4, 20), dtype)  # rank 4
+    q = np.linalg.qr(stack(rng, (3, 16, 16), np.complex128 if np.dtype(dtype).kind == "c"
+                           else np.float64))[0]
+    rep = ((q * np.array([3.0] * 5 + [1.0] * 11)) @ q.conj().swapaxes(-1, -2)).astype(dtype)
+    ones = np.zeros((2, 6, 4), dtype)
+    ones[:, :, 1] = 1  # rank 1, zero columns
+    zero = np.zeros((2, 5, 9), dtype)
+    for a in (low, rep, ones, zero):
+        for full in (False, True):
+            out = tuple(plain(x) for x in _svd_cuda.svd(dev(a), full, True, "auto",
+                                                        np.dtype(dtype)))
+            check(a, out, full, True, dtype)
+    s = plain(_svd_cuda.svd(dev(rep), False, False, "auto", np.dtype(dtype)))
+    assert np.allclose(s[:, :5], 3, rtol=1e-4) and np.allclose(s[:, 5:], 1, rtol=1e-4)
+
+
+def test_emulated_fused_svd_equals_the_host_engine(emu, rng):
+    from gpulinalg.decomp import _factor_host
+    a = stack(rng, (4, 12, 7), np.float64)
+    got = _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"))
+    ref = _factor_host.svd(a, False, True, "auto", np.dtype("f8"))
+    for g, r in zip(got, ref):  # the same signs (flip_signs), elementwise
+        assert np.allclose(plain(g), r, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_emulated_fused_svd_layouts_and_input_kept(emu, rng, order):
+    a = stack(rng, (4, 7, 5), np.complex128)
+    x = layout(a, order)
+    before = plain(x).copy()
+    out = tuple(plain(v) for v in _svd_cuda.svd(x, True, True, "auto", np.dtype("c16")))
+    assert np.array_equal(plain(x), before)
+    check(a, out, True, True, np.complex128)
+
+
+def test_emulated_fused_svd_nan_stays_in_its_slice(emu, rng):
+    a = stack(rng, (3, 6, 6), np.float32)
+    a[1, 2, 3] = np.nan
+    u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f4")))
+    assert np.isnan(s[1]).all() and np.isnan(u[1]).all() and np.isnan(vh[1]).all()
+    check(a, (u, s, vh), False, True, np.float32, slices=[(0,), (2,)])
+    a[1, 2, 3] = np.inf
+    CALLS.clear()
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f4"), "gesdd", False, True)
+    assert CALLS["get"] == 1  # the check rides on the summary's read-back
+
+
+def test_emulated_fused_svd_not_converged_names_the_slice(emu, rng, monkeypatch):
+    monkeypatch.setattr(_fused_svd_cuda, "MAX_SWEEPS", 1)
+    a = stack(rng, (4, 8, 8), np.float64)
+    a[:2] = np.eye(8)  # converged in one sweep; slice 2 is the first that is not
+    with pytest.raises(LinAlgError, match=r"did not converge \(batch entry 2, info=1\)"):
+        _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"))
+
+
+def test_emulated_explicit_driver_takes_the_library(emu, rng):
+    a = stack(rng, (4, 8, 8), np.float64)
+    CALLS.clear()
+    _svd_cuda.svd(dev(a), False, True, "gesvdj", np.dtype("f8"))
+    assert CALLS["small_svd"] == 0 and CALLS["gesvdj_batched"] == 1
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 1, 1), (3, 5, 3), (3, 3, 5), (64, 8, 8), (512, 32, 32),
+                                   (7, 32, 7), (7, 7, 32), (100, 16, 16), (5, 20, 20)])
+@pytest.mark.parametrize("full, compute_uv", [(False, True), (True, True), (False, False)])
+def test_gpu_fused_svd_against_numpy(xp_gpu, rng, dtype, shape, full, compute_uv):
+    a = stack(rng, shape, dtype)
+    with gpulinalg.config(backend="gpu"):
+        out = svd(xp_gpu.asarray(a), full_matrices=full, compute_uv=compute_uv)
+    assert gpulinalg.last_run().details.get("driver") == "fused"
+    out = xp_gpu.asnumpy(out) if not compute_uv else tuple(xp_gpu.asnumpy(x) for x in out)
+    check(a, out, full, compute_uv, dtype, slices=[(0,), (shape[0] - 1,)] if shape[0] > 8
+          else None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_fused_svd_rank_deficient_and_repeated(xp_gpu, rng, dtype):
+    low = stack(rng, (3, 20, 4), dtype) @ stack(rng, (3, 4, 20), dtype)
+    ones = np.zeros((2, 6, 4), dtype)
+    ones[:, :, 1] = 1
+    for a in (low, ones, np.zeros((2, 5, 9), dtype)):
+        with gpulinalg.config(backend="gpu"):
+            out = tuple(xp_gpu.asnumpy(x) for x in svd(xp_gpu.asarray(a)))
+        check(a, out, True, True, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+@pytest.mark.parametrize("shape", [(1000, 16, 16), (2, 3, 32, 32), (300, 24, 12)])
+def test_gpu_fused_svd_equals_library_route(xp_gpu, monkeypatch, rng, dtype, order, shape):
+    a = stack(rng, shape, dtype)
+    x = layout(a, order, xp_gpu.asarray)
+    with gpulinalg.config(backend="gpu"):
+        u, s, vh = svd(x, full_matrices=False)
+        monkeypatch.setitem(_batched_plan.TABLE, "gesvd", ((math.inf, 2, "batched"),))
+        u1, s1, vh1 = svd(x, full_matrices=False)
+    u, s, vh, u1, s1, vh1 = (xp_gpu.asnumpy(v) for v in (u, s, vh, u1, s1, vh1))
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    assert np.abs(s - s1).max() <= 100 * shape[-2] * eps * np.abs(s1).max()
+    # random matrices: gaps well above the rounding, so the vectors agree (same signs)
+    close = np.abs(vh - vh1).max(axis=(-2, -1)) <= 1e3 * shape[-2] * eps
+    assert close.mean() > 0.9
+    assert np.array_equal(xp_gpu.asnumpy(x), a)  # input kept
+    check(a, (u, s, vh), False, True, dtype, slices=[(0,) * (len(shape) - 2)])
+
+
+@pytest.mark.gpu
+def test_gpu_fused_svd_nan_as_other_routes(xp_gpu, monkeypatch, rng):
+    a = stack(rng, (4, 10, 6), np.float64)
+    a[2, 5, 1] = np.nan
+    x = xp_gpu.asarray(a)
+    with gpulinalg.config(backend="gpu"):
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            svd(x)
+        u, s, vh = (xp_gpu.asnumpy(v) for v in svd(x, check_finite=False))
+    assert np.isnan(s[2]).all()
+    check(a, (u, s, vh), True, True, np.float64, slices=[(0,), (1,), (3,)])
+
+
+@pytest.mark.gpu
+def test_gpu_fused_svd_torch_in_out(xp_gpu, rng):
+    torch = pytest.importorskip("torch")
+    a = stack(rng, (64, 12, 12), np.float32)
+    t = torch.as_tensor(a, device="cuda")
+    u, s, vh = svd(t, full_matrices=False)
+    assert isinstance(u, torch.Tensor) and u.device.type == "cuda"
+    assert gpulinalg.last_run().backend == "gpu"
+    check(a, (u.cpu().numpy(), s.cpu().numpy(), vh.cpu().numpy()), False, True, np.float32)
