@@ -10,7 +10,7 @@ not at all, so the clock includes the device work), and the backward error of th
 ``--sections kernels`` times the fused small-stack kernels alone (CUDA events, per potrf
 tile side). ``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
 (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
-path; ``--cases``, ``--svd-shapes`` and ``--routes`` pick rows of the grid.
+path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and ``--routes`` pick rows.
 
 ``ours`` runs with SciPy's default ``check_finite=True``; ``ours (no check)`` with
 ``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
@@ -39,6 +39,7 @@ GRID = [
     ("solve_triangular", 4096, 64), ("solve_triangular", 200, 512), ("solve_triangular", 8, 2048),
     ("qr", 4096, 16), ("qr", 1024, 64), ("qr", 64, 256), ("qr", 8, 512), ("qr", 2, 2048),
     ("svd", 4096, 16), ("svd", 512, 32), ("svd", 64, 64), ("svd", 16, 256), ("svd", 4, 512),
+    ("svd", 1024, 8),
 ]
 QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
               ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
@@ -57,7 +58,8 @@ ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf",
           ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512),
-          ("geqrf", 4096, 16), ("geqrf", 1024, 64)]  # the fused QR row (unmeasured so far)
+          ("geqrf", 4096, 16), ("geqrf", 1024, 64),  # the fused QR row (unmeasured so far)
+          ("gesvd", 512, 32), ("gesvd", 4096, 16), ("gesvd", 1024, 8)]  # the fused SVD row
 DTYPES = ("float32", "float64")
 
 
@@ -349,7 +351,7 @@ def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
 FLOOR = [("cholesky", 4096, 8), ("cho_solve", 4096, 8), ("solve_triangular", 4096, 64),
          ("cholesky", 1024, 32), ("cholesky", 4096, 64), ("cho_solve", 4096, 64),
          ("solve_triangular", 1, 4096), ("cholesky", 512, 128), ("svd", 512, 32),
-         ("qr", 4096, 16), ("qr", 1024, 64)]
+         ("qr", 4096, 16), ("qr", 1024, 64), ("svd", 4096, 16), ("svd", 1024, 8)]
 
 
 def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
@@ -455,7 +457,7 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
     rows = []
     grid = _pick(cases, QUICK_GRID if quick else GRID, 3)
     if "floor" in sections:
-        for op, batch, n in (QUICK_GRID[:3] if quick else FLOOR):
+        for op, batch, n in (QUICK_GRID[:3] if quick else _pick(cases, FLOOR, 3)):
             for dtype in DTYPES[:1]:  # the host's share hardly depends on the dtype
                 if budget.left() > 0:
                     _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)
