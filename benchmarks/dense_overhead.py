@@ -7,6 +7,7 @@ launch and the result allocation.
 """
 
 import collections
+import contextlib
 import time
 
 import numpy as np
@@ -65,5 +66,212 @@ def measure(n=128, calls=2000, runs=9):
     return best
 
 
+# ---------------------------------------------------------------------------------------------
+# The public per-call road with torch tensors and CuPy arrays (stand-in C calls)
+
+
+CASES = (("relu", True, False), ("gelu", True, False), (None, True, False),
+         ("relu", False, False), ("gelu", False, False), (None, False, False),
+         ("relu", True, True), ("gelu", True, True))
+
+
+def _case_name(act, bias, aux):
+    return f"{act or 'none'}{'+bias' if bias else ''}{'+aux' if aux else ''}"
+
+
+class _Stream:
+    ptr = 0
+
+
+@contextlib.contextmanager
+def _own_stream():
+    yield _Stream
+
+
+def _host_alloc(nbytes):
+    """A CuPy memory pointer over host memory (stands in for the pool's device block)."""
+    import cupy
+    h = np.empty(max(nbytes, 1), np.uint8)
+    return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(h.ctypes.data, nbytes, h, 0), 0)
+
+
+def cupy_array(x):
+    """A CuPy array over a host copy of NumPy array ``x`` (no GPU touched: its pointer is a host
+    pointer; only the stand-in plans of :func:`cupy_stand_in` read it)."""
+    import cupy
+    x = np.ascontiguousarray(x)
+    mem = cupy.cuda.UnownedMemory(x.ctypes.data, x.nbytes, x, 0)
+    return cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0), x.strides)
+
+
+def _stand_in_build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream):
+    from . import dense_torch_host
+    plan = dense_torch_host._StandInPlan(a.shape[-2], b.shape[-1], a.dtype, epilog)
+    plan.alloc = _host_alloc
+    return plan
+
+
+@contextlib.contextmanager
+def cupy_stand_in():
+    """The CuPy road of :func:`gpulinalg.dense.matmul` without a GPU: the torch harness's device
+    state (:func:`benchmarks.dense_torch_host.stand_in`), plus plans of stand-in parts (the
+    real ``Plan.run``; its ``cublasLtMatmul`` and attribute setter do nothing) whose results are
+    CuPy arrays over host memory, and stream 0 for CuPy's current and the thread's own stream."""
+    from gpulinalg.dense import _plans_cuda
+
+    from . import dense_torch_host
+    saved = [(n, getattr(_plans_cuda, n)) for n in ("_build", "op_stream", "_current_stream")]
+    _plans_cuda._build = _stand_in_build
+    _plans_cuda.op_stream = _own_stream
+    _plans_cuda._current_stream = lambda: _Stream
+    try:
+        with dense_torch_host.stand_in():
+            yield
+    finally:
+        for n, v in saved:
+            setattr(_plans_cuda, n, v)
+
+
+def _operands(kind, m=8, k=16, n=16):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    bias = rng.standard_normal(n)
+    if kind == "cupy":
+        return tuple(cupy_array(x.astype(np.float32)) for x in (a, b, bias))
+    import torch
+    return tuple(torch.from_numpy(x.astype(np.float32)) for x in (a, b, bias))
+
+
+def _call(kind, act, with_bias, aux, operands=None):
+    from gpulinalg.dense import matmul
+    a, b, bias = operands or _operands(kind)
+    bias = bias if with_bias else None
+    if aux:
+        return lambda: matmul(a, b, bias=bias, activation=act, return_aux=True)
+    return lambda: matmul(a, b, bias=bias, activation=act)
+
+
+def measure_calls(kinds=("torch", "cupy"), cases=CASES, calls=2000, runs=7):
+    """``{"<kind> <case>": µs}``: per ``matmul`` repeat on torch tensors and CuPy arrays with
+    stand-in C calls (:func:`benchmarks.dense_torch_host.stand_in`, :func:`cupy_stand_in`),
+    best of ``runs`` rounds of ``calls`` calls in process CPU time, cases interleaved; with
+    torch's ``_addmm_activation`` on the same CPU tensors (its CPU kernel standing in for the
+    launch ours leaves out)."""
+    import torch
+
+    from . import dense_torch_host
+    a, b, bias = _operands("torch")
+    out = {}
+    for kind in kinds:
+        if kind == "cupy" and not _have_cupy():
+            continue
+        with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
+            fns = {f"{kind} {_case_name(*c)}": (_call(kind, *c), calls) for c in cases}
+            out.update(dense_torch_host._best_us(fns, runs))
+    out.update(dense_torch_host._best_us(
+        {"torch _addmm_activation": (lambda: torch._addmm_activation(bias, a, b), calls)}, runs))
+    return out
+
+
+def _have_cupy():
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def breakdown(kind="torch", calls=20000):
+    """``{step: µs}`` of one ``matmul(a, b, bias=bias, activation="relu")`` repeat, each step
+    timed alone in a loop (``perf_counter_ns``, best of 5): the key, the memo lookup, the
+    dispatcher's repeat (``again``) around the engine, the engine and its parts."""
+    from gpulinalg._runtime import dispatch
+    from gpulinalg._runtime.config import get_config
+    from gpulinalg.dense import _calls, _matmul_cuda, _tensors_cuda
+
+    from . import dense_torch_host
+    a, b, bias = operands = _operands(kind)
+    fn = _call(kind, "relu", True, False, operands)
+
+    def best(f):
+        f()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                f()
+            times.append((time.perf_counter_ns() - t0) / calls / 1000)
+        return min(times)
+    with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
+        fn()
+        fn()
+        settings = get_config()
+        key_args = (a, b, bias, None, "relu", 1.0, 0.0, False, None, None)
+        keyfn = getattr(_matmul_api, "_key", _calls.call_key)  # (before: _calls.call_key)
+        key = keyfn(*key_args)
+        decision, spec, _ = _calls.lookup(key)
+        args = (a, b, bias, None, spec)  # the engine's
+        engine = _tensors_cuda.matmul if kind == "torch" else _matmul_cuda.matmul
+        steps = {"whole call": best(fn), "get_config": best(get_config),
+                 "key": best(lambda: keyfn(*key_args)),
+                 "memo lookup": best(lambda: _calls.lookup(key)),
+                 "again + engine": best(lambda: dispatch.again(decision, args, a, settings)),
+                 "engine": best(lambda: engine(*args))}
+        if kind == "torch":
+            import torch
+            run = spec.plan
+            dev = a.device
+            steps.update({
+                "engine: launch object": best(lambda: run(1, 2, (3,), 1.0, dev, 0)),
+                "engine: torch.empty_strided": best(lambda: torch.empty_strided(
+                    run.out[0], run.out[1], dtype=run.out[2], device=dev)),
+                "engine: Plan.execute": best(lambda: run.plan.execute(1, 2, 0, 1.0, 0.0, (3,), 4,
+                                                                      0, 0))})
+    steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
+    steps["matmul's own frame"] = (steps["whole call"] - steps["again + engine"] - steps["key"]
+                                   - steps["memo lookup"] - steps["get_config"])
+    return steps
+
+
+def profile(kind="torch", calls=20000, limit=20):
+    """A cProfile of ``calls`` repeats of ``matmul(a, b, bias=bias, activation="relu")``."""
+    import cProfile
+    import pstats
+
+    from . import dense_torch_host
+    fn = _call(kind, "relu", True, False)
+    with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
+        fn()
+        fn()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(limit)
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_overhead")
+    parser.add_argument("--calls", action="store_true",
+                        help="the per-call road with torch tensors and CuPy arrays, all cases")
+    parser.add_argument("--breakdown", action="store_true", help="µs per step of one repeat")
+    parser.add_argument("--profile", choices=("torch", "cupy"))
+    args = parser.parse_args(argv)
+    if not (args.calls or args.breakdown or args.profile):
+        print(f"CPU-side overhead per matmul call (fake GPU, no launch): {measure():.1f} us")
+    if args.calls:
+        for case, us in measure_calls().items():
+            print(f"{case:32s} {us:6.2f} us")
+    if args.breakdown:
+        for kind in ("torch", "cupy") if _have_cupy() else ("torch",):
+            for step, us in breakdown(kind).items():
+                print(f"{kind} {step:30s} {us:6.2f} us")
+    if args.profile:
+        profile(args.profile)
+    return 0
+
+
 if __name__ == "__main__":
-    print(f"CPU-side overhead per matmul call (fake GPU, no launch): {measure():.1f} us")
+    raise SystemExit(main())

@@ -151,6 +151,7 @@ def stand_in():
     patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)
     patch(_mlp_cuda, "_plan_dgrad", _stand_in_dgrad)
     patch(_calls, "_torch_key", _torch_key_64)
+    patch(_matmul_api, "_ALIGN", 63)  # matmul's own copy of the key (see _torch_key_64)
     patch(_calls, "grad_key", _grad_key_64)
     # the machine's "own" GPU (no device provider: a provider makes every call decide afresh)
     state = dict(_device._state)

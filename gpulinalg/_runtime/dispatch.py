@@ -65,6 +65,11 @@ class _Local(threading.local):
 
 
 _local = _Local()
+# What a repeat (again()) reads on every call, bound once: the calling thread's device provider
+# (a threading.local, never replaced), the GPU's state (a dict, updated in place), the clock and
+# the logger's level check (a logger's level still counts at every call).
+_installed, _gpu_state = _device._installed, _device._state
+_clock, _debug_on, _DEBUG = time.perf_counter, log.isEnabledFor, logging.DEBUG
 
 
 def _reason_text(reason):
@@ -367,10 +372,10 @@ def again(decision, args, like, settings):
     back or raises, and records).
     """
     d = decision
-    if d.settings is settings and _device._installed.provider is None \
-            and _device._state["disabled"] is None:
-        start = time.perf_counter()
-        _local.details = details = {}  # what the engine notes (note()) goes in the record
+    if d.settings is settings and _installed.provider is None and _gpu_state["disabled"] is None:
+        local = _local
+        start = _clock()
+        local.details = details = {}  # what the engine notes (note()) goes in the record
         try:
             if d.own:
                 with _op_stream():
@@ -389,10 +394,10 @@ def again(decision, args, like, settings):
                 return _fall_back(d.op, d.cpu_fn, args, {}, kind, like,
                                   d.options.get("convert", True), why)
         else:
-            _local.details = None
-            seconds = time.perf_counter() - start
-            _local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, details)
-            if log.isEnabledFor(logging.DEBUG):
+            local.details = None
+            seconds = _clock() - start
+            local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, details)
+            if _debug_on(_DEBUG):
                 log.debug("%s ran on gpu (%s) in %.3g s", d.op, _reason_text(d.reason), seconds)
             return result
     result = dispatch(d.op, d.gpu_fn, d.cpu_fn, args, like=like, **d.options)

@@ -245,10 +245,10 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     ValueError: a must not contain infs or NaNs
     """
     settings = get_config()
-    key = None if check_finite else _calls.call_key(a, b, bias, c, activation, alpha, beta,
-                                                     return_aux, compute_type, autotune)
+    key = None if check_finite else _key(a, b, bias, c, activation, alpha, beta, return_aux,
+                                         compute_type, autotune)
     if key is not None:
-        known = _calls.lookup(key)
+        known = _lookup(key)
         if known is not None and known[2] is settings:
             return again(known[0], (a, b, bias, c, known[1]), a, settings)
     tune = _tune(autotune, settings)
@@ -290,6 +290,49 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     if key is not None:
         _calls.remember(key, (decision, spec, settings))
     return again(decision, (a, b, bias, c, spec), a, settings)
+
+
+#: The memo's lookup (bound once: the per-call road reads it on every call).
+_lookup = _calls.lookup
+#: torch's tensor types once torch is imported (``_calls`` fills this set; shared, not copied).
+_tensor_types = _calls._tensor_types
+#: torch's complex dtypes (filled with the first torch key): only their tensors can carry the
+#: conjugate bit (torch asserts that a real tensor's is clear), so only theirs is read.
+_COMPLEX: set = set()
+#: The pointer bits a key holds (``_calls``'s alignment: that of the plan cache's key).
+_ALIGN = 255
+
+
+def _key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):
+    """``_calls.call_key(...)``: the same key (``FusedLinear`` finds the entries of ``matmul``
+    by it), built for torch tensors in this one frame, with a tensor's conjugate bit read only
+    for complex dtypes (it is ``False`` for every real tensor). Everything else goes to
+    ``_calls.call_key``."""
+    types = _tensor_types
+    if type(a) not in types:
+        return _calls.call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type,
+                               autotune)
+    if type(b) not in types or bias is not None and type(bias) not in types \
+            or c is not None and type(c) not in types:
+        return None
+    cplx, align = _COMPLEX or _complex_dtypes(), _ALIGN
+    da, db = a.dtype, b.dtype
+    if bias is not None:
+        dv = bias.dtype
+        bias = (bias.shape, bias.stride(), dv, bias.data_ptr() & align, bias.get_device(),
+                dv in cplx and bias.is_conj())
+    return (a.shape, a.stride(), da, a.data_ptr() & align, a.get_device(),
+            da in cplx and a.is_conj(),
+            b.shape, b.stride(), db, b.data_ptr() & align, b.get_device(),
+            db in cplx and b.is_conj(), bias, None if c is None else _calls._torch_layout(c),
+            (activation, type(alpha), alpha, type(beta), beta, return_aux, compute_type,
+             autotune))
+
+
+def _complex_dtypes():
+    import torch
+    _COMPLEX.update((torch.complex32, torch.complex64, torch.complex128))
+    return _COMPLEX
 
 
 def _tune(autotune, settings):

@@ -40,6 +40,7 @@ AUTO_TUNED = frozenset((dt, ep) for dt in ("bfloat16",)
 AUTO_TUNE_FLOPS = 2 ** 36  # about 4096^3: below it the tuning costs more than it can win
 
 _generation = [0]
+_ALL = "pointers"  # Plan.bound's entry of the last pointer tuple bound (attributes are ints)
 _lock = threading.Lock()
 
 
@@ -59,8 +60,9 @@ class Plan:
     ``parts``: :func:`gpulinalg.dense._nvmath_cuda.planned_parts` of ``mm`` (read from it when
     not given). The epilog operands' device pointers (``pointers``: the descriptor attribute of
     each input, then of each output) are written to the matmul descriptor only when they differ
-    from the pointer it holds (``bound``: attribute -> pointer; descriptor attributes persist
-    between launches, and only this plan writes them).
+    from the pointer it holds (``bound``: attribute -> pointer, and the last pointer tuple
+    bound under ``_ALL``, so that a launch with the same pointers checks one tuple; descriptor
+    attributes persist between launches, and only this plan writes them).
     """
 
     __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta",
@@ -105,6 +107,7 @@ class Plan:
                 buf.value = ptr
                 self.set_attribute(self.desc, attr, self.ptr_addr, 8)
                 bound[attr] = ptr
+        bound[_ALL] = ptrs  # all of them at once: what execute() compares a call's tuple with
 
     def execute(self, a_ptr, b_ptr, c_ptr, alpha, beta, ptrs, out_ptr, ws_ptr, stream):
         """One launch on raw pointers (the caller allocated the result, the epilog outputs and
@@ -113,7 +116,7 @@ class Plan:
             self.alpha[0] = alpha
             self.beta[0] = beta
             self.scalars = (alpha, beta)
-        if ptrs:
+        if ptrs and ptrs != self.bound.get(_ALL):  # the same pointers as the last call's: none
             self.bind(ptrs)
         la, lb, lc, ld = self.layouts
         self.launch(self.handle, self.desc, self.scalar_ptrs[0], a_ptr, la, b_ptr, lb,

@@ -47,11 +47,12 @@ class _Launch:
     plan's order), ``alpha``, the device and torch's current raw stream of it; returns
     ``(result, [epilog outputs])``, all from torch's caching allocator."""
 
-    __slots__ = ("plan", "out", "extra", "swap", "rows")
+    __slots__ = ("plan", "out", "extra", "swap", "rows", "dev", "index")
 
     def __init__(self, plan, transposed, read_transposed=None, rows=False):
         torch = _mods()[0]
         self.plan, self.swap = plan, transposed
+        self.dev = self.index = None  # a public call's device (torch.device, index): see matmul
         if read_transposed is None:
             read_transposed = transposed
         self.out = _layout(*(plan.out_t if read_transposed else plan.out), torch)
@@ -151,10 +152,10 @@ def matmul(a, b, bias, c, spec):
     operands as given went to cuBLASLt): a repeat goes straight to it.
     """
     run = spec.plan
-    if run is not None and run.live():
-        dev = a.device
+    if run is not None and _touch(run.plan):
+        dev = run.dev  # set below when this function made the launch
         out, bufs = run(a.data_ptr(), b.data_ptr(), _NONE if bias is None else
-                        (bias.data_ptr(),), spec.alpha, dev, _torch[1](dev.index))
+                        (bias.data_ptr(),), spec.alpha, dev, _torch[1](run.index))
         return _finish(out, bufs, spec) if spec.return_aux else out
     used_c = c is not None and spec.beta != 0.0
     plan = None if used_c else _plan_direct(a, b, bias, spec)
@@ -163,7 +164,9 @@ def matmul(a, b, bias, c, spec):
             return _to_torch(_matmul_cuda.matmul(_view(a), _view(b), _view(bias), _view(c),
                                                  spec.replace()))
     run = spec.plan = _Launch(plan, spec.transposed)
-    dev = a.device
+    # the call key holds every operand's device: the repeats of this spec run on this one
+    dev = run.dev = a.device
+    run.index = dev.index
     out, bufs = run(a.data_ptr(), b.data_ptr(), _NONE if bias is None else (bias.data_ptr(),),
                     spec.alpha, dev, _torch[1](dev.index))
     return _finish(out, bufs, spec)
