@@ -181,33 +181,58 @@ def _have_cupy():
     return True
 
 
-def breakdown(kind="torch", calls=20000):
+def _cuda_operands(kind, n, dtype):
+    """fp16 ``(n, n)``, ``(n, n)``, ``(n,)`` CUDA tensors (or CuPy views of them)."""
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(0)
+    ops = tuple(torch.randn(s, device="cuda", dtype=getattr(torch, dtype), generator=g)
+                for s in ((n, n), (n, n), (n,)))
+    if kind == "cupy":
+        import cupy
+        return tuple(cupy.from_dlpack(t) for t in ops)
+    return ops
+
+
+def breakdown(kind="torch", calls=20000, gpu=False, n=128, dtype="float16"):
     """``{step: µs}`` of one ``matmul(a, b, bias=bias, activation="relu")`` repeat, each step
     timed alone in a loop (``perf_counter_ns``, best of 5): the key, the memo lookup, the
-    dispatcher's repeat (``again``) around the engine, the engine and its parts."""
+    dispatcher's repeat (``again``) around the engine, the engine and its parts. With stand-in
+    C calls on the CPU, or (``gpu=True``) the real road on ``n``-cubed CUDA operands, each loop
+    synchronized at its end (the launches then count: what is timed is host time as long as
+    the GPU keeps up)."""
     from gpulinalg._runtime import dispatch
     from gpulinalg._runtime.config import get_config
     from gpulinalg.dense import _calls, _matmul_cuda, _tensors_cuda
 
     from . import dense_torch_host
-    a, b, bias = operands = _operands(kind)
+    if gpu:
+        import torch
+        a, b, bias = operands = _cuda_operands(kind, n, dtype)
+        sync, place = torch.cuda.synchronize, contextlib.nullcontext()
+        calls = min(calls, 2000)
+    else:
+        a, b, bias = operands = _operands(kind)
+        sync = _nothing
+        place = cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()
     fn = _call(kind, "relu", True, False, operands)
 
     def best(f):
         f()
+        sync()
         times = []
         for _ in range(5):
             t0 = time.perf_counter_ns()
             for _ in range(calls):
                 f()
+            sync()
             times.append((time.perf_counter_ns() - t0) / calls / 1000)
         return min(times)
-    with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
+    with place:
         fn()
         fn()
         settings = get_config()
         key_args = (a, b, bias, None, "relu", 1.0, 0.0, False, None, None)
-        keyfn = getattr(_matmul_api, "_key", _calls.call_key)  # (before: _calls.call_key)
+        keyfn = _matmul_api._key
         key = keyfn(*key_args)
         decision, spec, _ = _calls.lookup(key)
         args = (a, b, bias, None, spec)  # the engine's
@@ -218,19 +243,41 @@ def breakdown(kind="torch", calls=20000):
                  "again + engine": best(lambda: dispatch.again(decision, args, a, settings)),
                  "engine": best(lambda: engine(*args))}
         if kind == "torch":
-            import torch
-            run = spec.plan
-            dev = a.device
-            steps.update({
-                "engine: launch object": best(lambda: run(1, 2, (3,), 1.0, dev, 0)),
-                "engine: torch.empty_strided": best(lambda: torch.empty_strided(
-                    run.out[0], run.out[1], dtype=run.out[2], device=dev)),
-                "engine: Plan.execute": best(lambda: run.plan.execute(1, 2, 0, 1.0, 0.0, (3,), 4,
-                                                                      0, 0))})
+            steps.update(_engine_steps(a, b, bias, spec, best, gpu))
     steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
     steps["matmul's own frame"] = (steps["whole call"] - steps["again + engine"] - steps["key"]
                                    - steps["memo lookup"] - steps["get_config"])
     return steps
+
+
+def _nothing():
+    pass
+
+
+def _engine_steps(a, b, bias, spec, best, gpu):
+    """The torch engine's parts: the launch object (allocation + execute), the allocation,
+    ``Plan.execute`` (on real pointers on the GPU), the operands' pointers, the raw stream."""
+    import torch
+    run, dev = spec.plan, a.device
+    raw = _tensors_cuda_raw()
+    stream = raw(dev.index)
+    out = torch.empty_strided(*run.out[:2], dtype=run.out[2], device=dev)
+    ap, bp, vp = (a.data_ptr(), b.data_ptr(), bias.data_ptr()) if gpu else (1, 2, 3)
+    op = out.data_ptr() if gpu else 4
+    return {
+        "engine: launch object": best(lambda: run(ap, bp, (vp,), 1.0, dev, stream)),
+        "engine: torch.empty_strided": best(lambda: torch.empty_strided(
+            run.out[0], run.out[1], dtype=run.out[2], device=dev)),
+        "engine: Plan.execute": best(lambda: run.plan.execute(bp, ap, 0, 1.0, 0.0, (vp,), op, 0,
+                                                              stream)),
+        "engine: 3 data_ptr()": best(lambda: (a.data_ptr(), b.data_ptr(), bias.data_ptr())),
+        "engine: raw stream": best(lambda: raw(dev.index)),
+        "engine: a.device": best(lambda: a.device)}
+
+
+def _tensors_cuda_raw():
+    from gpulinalg.dense import _tensors_cuda
+    return _tensors_cuda._mods()[1]
 
 
 def profile(kind="torch", calls=20000, limit=20):
@@ -258,16 +305,26 @@ def main(argv=None):
                         help="the per-call road with torch tensors and CuPy arrays, all cases")
     parser.add_argument("--breakdown", action="store_true", help="µs per step of one repeat")
     parser.add_argument("--profile", choices=("torch", "cupy"))
+    parser.add_argument("--gpu", action="store_true",
+                        help="--breakdown of the real road on CUDA operands (128^3 fp16)")
+    parser.add_argument("--json", help="write the --calls / --breakdown figures here")
     args = parser.parse_args(argv)
     if not (args.calls or args.breakdown or args.profile):
         print(f"CPU-side overhead per matmul call (fake GPU, no launch): {measure():.1f} us")
+    found = {}
     if args.calls:
-        for case, us in measure_calls().items():
+        found["calls"] = measure_calls()
+        for case, us in found["calls"].items():
             print(f"{case:32s} {us:6.2f} us")
     if args.breakdown:
         for kind in ("torch", "cupy") if _have_cupy() else ("torch",):
-            for step, us in breakdown(kind).items():
+            found[f"breakdown {kind}"] = steps = breakdown(kind, gpu=args.gpu)
+            for step, us in steps.items():
                 print(f"{kind} {step:30s} {us:6.2f} us")
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump({"suite": "dense_overhead", "gpu": args.gpu, **found}, f, indent=1)
     if args.profile:
         profile(args.profile)
     return 0

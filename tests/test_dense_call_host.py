@@ -55,6 +55,18 @@ def test_the_key_is_call_keys():
         _matmul_api._key(z, z, None, None, None, 1.0, 0.0, False, None, None)
 
 
+def test_the_key_is_call_keys_for_cupy_arrays():
+    pytest.importorskip("cupy")
+    a, b, bias = (dense_overhead.cupy_array(x.numpy()) for x in _tensors())
+    c = dense_overhead.cupy_array(np.ones((8, 16)))
+    t = _tensors()[0]
+    _calls.call_key(a, b, None, None, None, 1.0, 0.0, False, None, None)  # resolves cupy.ndarray
+    for x, y, v, w in [(a, b, bias, None), (a, b, None, None), (a, b, bias, c), (a, b, t, None),
+                       (a, b.T, None, None), (a, t, None, None), (a[1:], b, bias[1:], None)]:
+        for opts in (("gelu", 1.0, 0.0, True, None, None), (None, 1 + 0j, 2, False, "tf32", 1)):
+            assert _matmul_api._key(x, y, v, w, *opts) == _calls.call_key(x, y, v, w, *opts)
+
+
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("aux", [False, True])

@@ -305,11 +305,23 @@ _ALIGN = 255
 
 def _key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune):
     """``_calls.call_key(...)``: the same key (``FusedLinear`` finds the entries of ``matmul``
-    by it), built for torch tensors in this one frame, with a tensor's conjugate bit read only
-    for complex dtypes (it is ``False`` for every real tensor). Everything else goes to
-    ``_calls.call_key``."""
+    by it), built in this one frame for torch tensors (a tensor's conjugate bit read only for
+    complex dtypes: it is ``False`` for every real tensor) and for CuPy arrays without ``c``.
+    Everything else goes to ``_calls.call_key``."""
     types = _tensor_types
     if type(a) not in types:
+        nd = _calls._ndarray  # [cupy.ndarray] once resolved (by call_key)
+        if nd and type(a) is nd[0] and type(b) is nd[0] and c is None:
+            if bias is not None:
+                if type(bias) is not nd[0]:
+                    return None
+                vd = bias.data
+                bias = (bias.shape, bias.strides, bias.dtype, vd.ptr & 255, vd.device_id)
+            ad, bd = a.data, b.data
+            return (a.shape, a.strides, a.dtype, ad.ptr & 255, ad.device_id,
+                    b.shape, b.strides, b.dtype, bd.ptr & 255, bd.device_id, bias, None,
+                    activation, type(alpha), alpha, type(beta), beta, return_aux, compute_type,
+                    autotune)
         return _calls.call_key(a, b, bias, c, activation, alpha, beta, return_aux, compute_type,
                                autotune)
     if type(b) not in types or bias is not None and type(bias) not in types \

@@ -142,7 +142,14 @@ def _finish(out, bufs, spec):
         return out
     if spec.activation is None:
         return out, None
-    return out, MatmulAux(spec.activation, bufs[0], spec.transposed, *spec.aux_dims)
+    rows, cols = spec.out_shape[-2:]
+    if spec.transposed:
+        rows, cols = cols, rows
+    # MatmulAux(...) without the NamedTuple's Python __new__ frame (the same tuple)
+    return out, _new_tuple(MatmulAux, (spec.activation, bufs[0], spec.transposed, rows, cols))
+
+
+_new_tuple = tuple.__new__
 
 
 def matmul(a, b, bias, c, spec):
