@@ -264,11 +264,13 @@ def _engine_steps(a, b, bias, spec, best, gpu):
     out = torch.empty_strided(*run.out[:2], dtype=run.out[2], device=dev)
     ap, bp, vp = (a.data_ptr(), b.data_ptr(), bias.data_ptr()) if gpu else (1, 2, 3)
     op = out.data_ptr() if gpu else 4
+    ws = run.plan.torch_ws.get(stream)  # the plan's workspace on this stream (made by the calls)
+    wp = 0 if ws is None else ws.data_ptr()
     return {
         "engine: launch object": best(lambda: run(ap, bp, (vp,), 1.0, dev, stream)),
         "engine: torch.empty_strided": best(lambda: torch.empty_strided(
             run.out[0], run.out[1], dtype=run.out[2], device=dev)),
-        "engine: Plan.execute": best(lambda: run.plan.execute(bp, ap, 0, 1.0, 0.0, (vp,), op, 0,
+        "engine: Plan.execute": best(lambda: run.plan.execute(bp, ap, 0, 1.0, 0.0, (vp,), op, wp,
                                                               stream)),
         "engine: 3 data_ptr()": best(lambda: (a.data_ptr(), b.data_ptr(), bias.data_ptr())),
         "engine: raw stream": best(lambda: raw(dev.index)),
