@@ -3,6 +3,8 @@
 layers, from/to_sequential, state_dict interchange, odd sizes, bad arguments, torch.compile; on
 the stubbed host harness (``benchmarks.dense_torch_host``), what a repeat step launches."""
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -306,8 +308,7 @@ def test_gpu_matches_sequential(dtype, activation, last_activation):
     dev = "cuda"
     sizes = [96, 256, 136, 256, 40]
     mlp, ref = _pair(sizes, activation, last_activation, dtype=dtype, device=dev, seed=5)
-    exact = mlp.to_sequential().double()
-    exact.load_state_dict({k: v.double() for k, v in mlp.state_dict().items()})
+    exact = copy.deepcopy(mlp.to_sequential()).double()  # to_sequential shares mlp's parameters
     x = torch.randn(300, sizes[0], device=dev, dtype=dtype)
     g = torch.randn(300, sizes[-1], device=dev, dtype=dtype)
     results = []

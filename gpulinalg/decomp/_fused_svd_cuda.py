@@ -368,7 +368,11 @@ def launch_args(dtype, m, n, uc, vr):
     return _kernel(dtype, size), (threads,), size * (wc + kp) * item, wc
 
 
-def _strides(x):
+def _strides(x, used=True):
+    """``x``'s strides in elements; three zeros for an output not written (``used`` false:
+    ``x`` stands in for it, and the kernel takes three strides whatever ``x``'s rank)."""
+    if not used:
+        return (np.int64(0),) * 3
     return tuple(np.int64(s // x.itemsize) for s in x.strides)
 
 
@@ -413,7 +417,7 @@ def svd(a, full_matrices, compute_uv, dtype, finite=False):
     tol = TOL_FACTOR * float(np.finfo(dtype).eps)
     kern((nb,), block, (a3, u, s, vh, buf, np.int32(m), np.int32(n), np.int32(uc), np.int32(vr),
                         np.int32(wc), np.float64(tol), np.int32(MAX_SWEEPS), *_strides(a3),
-                        *_strides(u), _strides(s)[0], *_strides(vh)),
+                        *_strides(u, uc), _strides(s)[0], *_strides(vh, vr)),
          shared_mem=shared)
     flags, sweeps, first = (int(x) for x in totals.get())  # the only synchronization
     if flags & NONFINITE and finite:
