@@ -56,11 +56,19 @@ def test_table_rows_name_known_routes():
 
 
 @pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
-                                            (64, 2, "fused"), (128, 512, "fused"),
-                                            (129, 4096, "batched"), (512, 200, "batched"),
-                                            (1024, 2, "batched"), (2048, 16, "looped")])
+                                            (64, 2, "fused"), (65, 512, "batched"),
+                                            (128, 512, "batched"), (129, 4096, "batched"),
+                                            (512, 200, "batched"), (1024, 2, "batched"),
+                                            (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
     assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want
+
+
+def test_potrf_fused_to_128_in_single_precision_only():
+    for dtype in ("float32", "complex64"):
+        assert _batched_plan.route("potrf", 128, 512, dtype=dtype) == "fused"
+    for dtype in ("float64", "complex128"):
+        assert _batched_plan.route("potrf", 128, 512, dtype=dtype) == "batched"
 
 
 def test_potrf_fused_limit_follows_the_kernel():
@@ -71,7 +79,8 @@ def test_potrf_fused_limit_follows_the_kernel():
                                                                                "potrf")
         fits = _fused_cuda.fits(top + 1, dtype, "potrf")
         assert _batched_plan.route("potrf", top + 1, 4096, fused=fits, dtype=dtype) == "batched"
-        assert _batched_plan.route("potrf", top, 4096, fused=True, dtype=dtype) == "fused"
+        fused_top = 128 if dtype in ("float32", "complex64") else 64  # the table's choice
+        assert _batched_plan.route("potrf", fused_top, 4096, fused=True, dtype=dtype) == "fused"
     assert _fused_cuda.fits(64, "float32") and not _fused_cuda.fits(65, "float32")
     assert _fused_cuda.fits(32, "complex128") and not _fused_cuda.fits(33, "complex128")
 

@@ -65,12 +65,16 @@ __all__ = ["TABLE", "LANES", "FUSED_RHS", "route", "lanes"]
 #: dtype is one of them) gives the route; a single matrix (``batch == 1``) is always
 #: ``"looped"`` (one call of the per-matrix routine).
 TABLE: dict[str, tuple[tuple, ...]] = {
-    # Cholesky factor: the fused kernel up to 128 (where it exists), cuSOLVER <t>potrfBatched
-    # up to 1024, blocked Xpotrf per matrix above. On the H200 (issue #16) the first fused
-    # kernel (the matrix in shared memory) took 0.12 ms against potrfBatched's 0.21 at
-    # 4096 x 8^2 but lost at 4096 x 64^2 in fp32 (0.80 against 0.58 ms); the register-tiled
-    # one replaced it (orders to 128; the limits to be confirmed by the route rows).
-    "potrf": ((128, 2, "fused"), (1024, 2, "batched"), (math.inf, 1, "looped")),
+    # Cholesky factor: the fused kernel (where it exists), cuSOLVER <t>potrfBatched up to
+    # 1024, blocked Xpotrf per matrix above. On the H200 (issue #16) the first fused kernel
+    # (the matrix in shared memory) took 0.12 ms against potrfBatched's 0.21 at 4096 x 8^2
+    # but lost at 4096 x 64^2 in fp32 (0.80 against 0.58 ms); the register-tiled one that
+    # replaced it (route rows, 2026-12-01 20:45 UTC) took 0.073/0.093 ms against 0.211/0.219
+    # at 1024 x 32^2 (fp32/fp64) and 0.299/0.388 against 0.474/0.608 at 4096 x 64^2; at
+    # 512 x 128^2 it won in fp32 (0.329 against 0.353) but lost in fp64 (0.51 against 0.474):
+    # order 128 is fused in single precision only (complex64 untimed: as float32).
+    "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
+              (1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
     # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
@@ -81,19 +85,21 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
     # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes
     # (at 64 x 256^2 the lanes took half the time of geqrfBatched on the H200, issue #16).
-    # UNMEASURED: the fused row (._fused_qr_cuda: Q and R in one launch, where the library
-    # route makes a geqrfBatched call and one orgqr call per matrix) is not yet timed on the
-    # GPU; it takes the orders and min batch of the fused potrf/trsm rows, which did beat
-    # the library routes there. Confirm or move it from the route rows of the benchmark.
+    # The fused row (._fused_qr_cuda: Q and R in one launch, where the library route makes a
+    # geqrfBatched call and one orgqr call per matrix): on the H200 (route rows, 2026-12-01
+    # 20:45 UTC) 0.34/0.39 ms against 218/236 at 4096 x 16^2 (fp32/fp64) and 0.72/0.85
+    # against 80/86 at 1024 x 64^2.
     "geqrf": ((64, 2, "fused"), (32, 2, "batched"), (64, 4, "batched"), (128, 8, "batched"),
               (math.inf, 1, "looped")),
     # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
-    # UNMEASURED: the fused row (._fused_svd_cuda: one-sided Jacobi, values and vectors in
-    # one launch and one read-back, driver="auto" only) is not yet timed on the GPU; it takes
-    # gesvdjBatched's orders and the fused rows' min batch. Confirm or move it from the route
-    # rows of the benchmark (gesvd 512x32^2, 4096x16^2).
-    "gesvd": ((32, 2, "fused"), (32, 2, "batched"), (512, 2, "jacobi"), (math.inf, 1, "looped")),
+    # The fused row (._fused_svd_cuda: one-sided Jacobi, values and vectors in one launch
+    # and one read-back, driver="auto" only): on the H200 (route rows, 2026-12-01 20:45 UTC)
+    # 1.04/1.16 ms against gesvdjBatched's 3.26/7.05 at 4096 x 16^2 (fp32/fp64), 1.17
+    # against 1.66 at 512 x 32^2 fp64, but 1.14 against 1.07 at 512 x 32^2 fp32: above
+    # order 16 it serves double precision only (complex128 untimed: as float64).
+    "gesvd": ((16, 2, "fused"), (32, 2, "fused", ("float64", "complex128")), (32, 2, "batched"),
+              (512, 2, "jacobi"), (math.inf, 1, "looped")),
 }
 
 
