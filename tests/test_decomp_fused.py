@@ -246,6 +246,48 @@ def test_gpu_fused_potrf_kernel_layouts(xp_gpu, rng, n, dtype, order):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile", [8, 4, (8, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_fused_potrf_every_tile_at_order_128(xp_gpu, monkeypatch, rng, tile, dtype):
+    """Each tile the kernel rows of ``benchmarks.decomp_batched`` time at order 128, the kernel
+    called alone: factors equal NumPy's, codes and flags in the summary, the failed matrix left
+    as read (in place)."""
+    from gpulinalg.decomp import _fused_cuda as fc
+    cp = xp_gpu
+    monkeypatch.setitem(fc.TILE, (128, np.dtype(dtype).char), tile)
+    summ, totals = fc.summary(cp, "potrf", cp.cuda.Device().id)
+    eps = float(np.finfo(dtype).eps)
+    for n in (65, 100, 128):
+        a_h = spd(rng, (5,), n, dtype)
+        for lower, clean in ((True, True), (False, False)):
+            w = cp.empty_like(cp.asarray(a_h))
+            fc.potrf(cp.asarray(a_h), w, summ, lower, clean, _cholesky_cuda.NONFINITE)
+            got, words = cp.asnumpy(w), [int(x) for x in cp.asnumpy(totals)]
+            assert words == [0, fc.NONE, fc.NONE]
+            tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+            for i in range(5):
+                ref = np.linalg.cholesky(a_h[i].astype(np.float64))
+                ref = ref if lower else ref.T
+                assert np.abs(np.where(tri, got[i], 0) - ref).max() <= 100 * n * eps * \
+                    np.abs(ref).max()
+                assert np.array_equal(got[i][~tri], 0 * a_h[i][~tri] if clean else a_h[i][~tri])
+        bad = a_h.copy()
+        bad[3, n - 9, n - 9] = -1e3  # minor n - 8; a later slice fails too
+        bad[4, 2, 2] = -1e3
+        bad[1, 0, n - 1] = np.nan  # the other triangle: flagged, not factored
+        w = cp.asarray(bad)
+        fc.potrf(w, w, summ, True, True, _cholesky_cuda.NONFINITE)
+        got, words = cp.asnumpy(w), [int(x) for x in cp.asnumpy(totals)]
+        assert words == [1, 3 << 32 | (n - 8), fc.NONE]
+        assert np.array_equal(got[3], bad[3]) and np.array_equal(got[4], bad[4])
+        assert np.isfinite(got[1]).all() and np.array_equal(got[1], np.tril(got[1]))
+        bad[2, 7, 7] = np.inf  # a NaN/Inf pivot: nonfinite + k
+        fc.potrf(cp.asarray(bad), cp.empty_like(w), summ, True, True, _cholesky_cuda.NONFINITE)
+        words = [int(x) for x in cp.asnumpy(totals)]
+        assert words == [1, 3 << 32 | (n - 8), 2 << 32 | (_cholesky_cuda.NONFINITE + 7)]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [16, 64, 128])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_fused_potrf_names_the_non_spd_slice(xp_gpu, rng, n, dtype):

@@ -42,13 +42,17 @@ from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
 from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
 
-__all__ = ["SIZES", "TILE", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
+__all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
            "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
 
 #: The compiled orders per op: a stack of order ``n`` runs the smallest one that holds it.
 SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}
-#: ``potrf``: the side of the register tile of one thread (the block is ``(NB / TS)^2``).
-TILE = {8: 2, 16: 2, 32: 4, 64: 4, 128: 8}
+#: ``potrf``: the register tile of one thread per (order, dtype char): its side ``TS`` (the
+#: block is ``(NB / TS)^2`` threads), or ``(TS, M)``: ask the compiler for ``M`` resident blocks
+#: per multiprocessor (``__launch_bounds__``; fewer registers a thread). Set from the kernel
+#: rows of ``benchmarks.decomp_batched`` (``--sections kernels``); see :func:`tile`.
+TILE = {(size, kind): ts for size, ts in {8: 2, 16: 2, 32: 4, 64: 4, 128: 8}.items()
+        for kind in "fdFD"}
 #: Largest order per op and dtype. ``potrf`` holds the matrix in registers (128^2 complex128
 #: would spill); ``trsm`` holds it in 48 KiB of static shared memory.
 MAX_ORDER = {
@@ -101,12 +105,13 @@ _POTRF_SOURCE = _COMMON + r"""
 // reads column k of s from a shared buffer (double buffered: one barrier a step) and
 // updates s_ij -= (s_ik / d_k) conj(s_jk) for j > k; the owners of column k + 1 publish it.
 // Tiles above the diagonal keep a's entries of the other triangle (written back as they
-// were, or zero). Consecutive threads run along a's axis of smaller stride (coalescing).
+// were, or zero); tiles left of the current tile column are final and skip the update.
+// Consecutive threads run along a's axis of smaller stride (coalescing).
 // a, w: (nb, n, n) with element strides (batch, row, column). summ: the summary (see the
 // module docstring): bit 0 of word 0: some matrix holds NaN or Inf anywhere; word 1: the
 // first matrix whose minor failed (b << 32 | code), word 2: the first NaN/Inf pivot.
 #define G (NB / TS)
-extern "C" __global__ void __launch_bounds__(G * G)
+extern "C" __global__ void __launch_bounds__(G * G, MINB)
 gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
                unsigned long long* __restrict__ summ, const int n,
                const long long nb, const long long sab,
@@ -163,8 +168,8 @@ gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
                 break;
             }
             if (t == 0) piv[k] = d;
-            const R inv = R(1) / d;
-            if (ti >= tj) {
+            if (ti >= tj && tj >= tk) {  // tiles left of tile column tk are final: idle
+                const R inv = R(1) / d;
                 T ci[TS], cv[TS];
 #pragma unroll
                 for (int u = 0; u < TS; ++u) ci[u] = c[ti * TS + u] * inv;
@@ -401,12 +406,20 @@ def _order_class(n, op):
     raise ValueError(f"no fused {op} kernel for order {n}")
 
 
-def _block(op, size, k=1):
+def tile(size, dtype):
+    """``(TS, M)`` of the ``potrf`` kernel of order class ``size`` in ``dtype``: the side of a
+    thread's register tile and the resident blocks per multiprocessor asked of the compiler
+    (``TILE``; ``M`` 1 where it names the side alone)."""
+    got = TILE[(size, np.dtype(dtype).char)]
+    return (got, 1) if isinstance(got, int) else tuple(got)
+
+
+def _block(op, size, k=1, dtype=None):
     """Threads of a block: ``G * G`` for ``potrf`` (a tile each), ``32 * W`` for ``trsm`` (a
     warp takes ``32 / min(size, 32)`` right-hand sides at a time; at least one warp per 1024
     entries of the matrix, for the load; at most 8)."""
     if op == "potrf":
-        return ((size // TILE[size]) ** 2,)
+        return ((size // tile(size, dtype)[0]) ** 2,)
     per_warp = 32 // min(size, 32)
     return (32 * max(1, min(8, max(-(-k // per_warp), size * size // 1024))),)
 
@@ -414,11 +427,12 @@ def _block(op, size, k=1):
 def _kernel(name, dtype, size):
     t, r = _TYPES[np.dtype(dtype)]
     if name == "gl_small_potrf":
-        source, extra = _POTRF_SOURCE, f"-DTS={TILE[size]}"
+        ts, minb = tile(size, dtype)
+        source, extra = _POTRF_SOURCE, (f"-DTS={ts}", f"-DMINB={minb}")
     else:
-        source, extra = _TRSM_SOURCE, "-DTS=1"
+        source, extra = _TRSM_SOURCE, ("-DTS=1",)
     return raw_kernel(name, source, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNB={size}", extra))
+                      options=("--std=c++17", f"-DNB={size}", *extra))
 
 
 def _strides(x):
@@ -436,7 +450,7 @@ def launch_args(name, x, n, size_of, *views):
     size = _order_class(n, op)
     kern = _kernel(name, x.dtype, size)
     strides = tuple(s for v in views for s in _strides(v))
-    return kern, (size_of,), _block(op, size, x.shape[-1]), strides
+    return kern, (size_of,), _block(op, size, x.shape[-1], x.dtype), strides
 
 
 def potrf(a3, w, summ, lower, clean, nonfinite):
