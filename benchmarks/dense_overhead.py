@@ -193,13 +193,25 @@ def _cuda_operands(kind, n, dtype):
     return ops
 
 
-def breakdown(kind="torch", calls=20000, gpu=False, n=128, dtype="float16"):
-    """``{step: µs}`` of one ``matmul(a, b, bias=bias, activation="relu")`` repeat, each step
-    timed alone in a loop (``perf_counter_ns``, best of 5): the key, the memo lookup, the
-    dispatcher's repeat (``again``) around the engine, the engine and its parts. With stand-in
-    C calls on the CPU, or (``gpu=True``) the real road on ``n``-cubed CUDA operands, each loop
+def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", rounds=None,
+              info=None):
+    """``{step: µs}`` of one ``matmul(a, b, bias=bias, activation="relu")`` repeat: the key, the
+    memo lookup, the dispatcher's repeat (``again``) around the engine, the engine and its
+    parts, each step a loop of ``calls`` calls (``perf_counter_ns``). With stand-in C calls on
+    the CPU, or (``gpu=True``) the real road on ``n``-cubed CUDA operands, each loop
     synchronized at its end (the launches then count: what is timed is host time as long as
-    the GPU keeps up)."""
+    the GPU keeps up).
+
+    Like with like: the steps are timed in ``rounds`` interleaved rounds (each round every step
+    once, the order rotated), the best loop of each step kept, so that a slow phase of the host
+    (its speed moves from loop to loop on the H200) cannot land on one step only. Every step
+    drops its result inside its loop (the engine's tensor goes back to the caching allocator
+    there, as the public call's does). Controls: ``again`` around an engine that does nothing
+    (the dispatcher's repeat by itself, record included) and one ``perf_counter`` read (the
+    clock ``again`` reads twice). ``info`` (a dict) receives the full dispatches counted
+    during the timed loops (0: every repeat took ``again``'s short road), whether the
+    decision held, and the host's clock source.
+    """
     from gpulinalg._runtime import dispatch
     from gpulinalg._runtime.config import get_config
     from gpulinalg.dense import _calls, _matmul_cuda, _tensors_cuda
@@ -209,24 +221,13 @@ def breakdown(kind="torch", calls=20000, gpu=False, n=128, dtype="float16"):
         import torch
         a, b, bias = operands = _cuda_operands(kind, n, dtype)
         sync, place = torch.cuda.synchronize, contextlib.nullcontext()
-        calls = min(calls, 2000)
+        calls, rounds = calls or 500, rounds or 15
     else:
         a, b, bias = operands = _operands(kind)
         sync = _nothing
         place = cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()
+        calls, rounds = calls or 2000, rounds or 7
     fn = _call(kind, "relu", True, False, operands)
-
-    def best(f):
-        f()
-        sync()
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter_ns()
-            for _ in range(calls):
-                f()
-            sync()
-            times.append((time.perf_counter_ns() - t0) / calls / 1000)
-        return min(times)
     with place:
         fn()
         fn()
@@ -237,26 +238,92 @@ def breakdown(kind="torch", calls=20000, gpu=False, n=128, dtype="float16"):
         decision, spec, _ = _calls.lookup(key)
         args = (a, b, bias, None, spec)  # the engine's
         engine = _tensors_cuda.matmul if kind == "torch" else _matmul_cuda.matmul
-        steps = {"whole call": best(fn), "get_config": best(get_config),
-                 "key": best(lambda: keyfn(*key_args)),
-                 "memo lookup": best(lambda: _calls.lookup(key)),
-                 "again + engine": best(lambda: dispatch.again(decision, args, a, settings)),
-                 "engine": best(lambda: engine(*args))}
+        probe = _idle_decision(dispatch, decision)
+        again, clock = dispatch.again, time.perf_counter
+        fns = {"whole call": fn, "get_config": get_config,
+               "key": lambda: keyfn(*key_args),
+               "memo lookup": lambda: _calls.lookup(key),
+               "again + engine": lambda: again(decision, args, a, settings),
+               "engine": lambda: engine(*args),
+               "again around a no-op engine": lambda: again(probe, args, a, settings),
+               "perf_counter": clock}
         if kind == "torch":
-            steps.update(_engine_steps(a, b, bias, spec, best, gpu))
+            fns.update(_engine_steps(a, b, bias, spec, gpu))
+        full = [0]
+        real = dispatch.dispatch
+
+        def counted(*args, **kwargs):
+            full[0] += 1
+            return real(*args, **kwargs)
+        dispatch.dispatch = counted
+        try:
+            steps = _interleaved(fns, calls, rounds, sync)
+        finally:
+            dispatch.dispatch = real
+        held = decision.settings is settings
     steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
     steps["matmul's own frame"] = (steps["whole call"] - steps["again + engine"] - steps["key"]
                                    - steps["memo lookup"] - steps["get_config"])
+    if info is not None:
+        info.update(full_dispatches=full[0], decision_held=held, calls_per_loop=calls,
+                    rounds=rounds, **_host_facts())
     return steps
+
+
+def _interleaved(fns, calls, rounds, sync):
+    """``{name: µs}``: the best of ``rounds`` loops of ``calls`` calls of each function, the
+    functions taking turns (round ``r`` starts at the ``r``-th, in a rotated order)."""
+    names = list(fns)
+    for f in fns.values():
+        f()
+    sync()
+    best = dict.fromkeys(names, float("inf"))
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            f = fns[name]
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                f()
+            sync()
+            best[name] = min(best[name], (time.perf_counter_ns() - t0) / calls / 1000)
+    return best
+
+
+def _idle_decision(dispatch, decision):
+    """A copy of the held GPU ``decision`` whose engine does nothing (``again``'s own cost)."""
+    probe = dispatch.Decision(decision.op, _nothing_of, decision.cpu_fn, **decision.options)
+    probe.settings, probe.dev, probe.reason = decision.settings, decision.dev, decision.reason
+    return probe
+
+
+def _nothing_of(*args):
+    return None
+
+
+def _host_facts():
+    import gc
+    import platform
+    import threading
+    clock = time.get_clock_info("perf_counter")
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            source = f.read().strip()
+    except OSError:
+        source = "unknown"
+    return {"python": platform.python_version(), "clock": clock.implementation,
+            "clocksource": source, "threads": threading.active_count(),
+            "gc_threshold": gc.get_threshold()}
 
 
 def _nothing():
     pass
 
 
-def _engine_steps(a, b, bias, spec, best, gpu):
-    """The torch engine's parts: the launch object (allocation + execute), the allocation,
-    ``Plan.execute`` (on real pointers on the GPU), the operands' pointers, the raw stream."""
+def _engine_steps(a, b, bias, spec, gpu):
+    """The torch engine's parts, as functions to time: the launch object (allocation +
+    execute), the allocation, ``Plan.execute`` (on real pointers on the GPU), the operands'
+    pointers, the raw stream, ``a.device``."""
     import torch
     run, dev = spec.plan, a.device
     raw = _tensors_cuda_raw()
@@ -265,16 +332,16 @@ def _engine_steps(a, b, bias, spec, best, gpu):
     ap, bp, vp = (a.data_ptr(), b.data_ptr(), bias.data_ptr()) if gpu else (1, 2, 3)
     op = out.data_ptr() if gpu else 4
     ws = run.plan.torch_ws.get(stream)  # the plan's workspace on this stream (made by the calls)
-    wp = 0 if ws is None else ws.data_ptr()
+    wp = 0 if ws is None else ws[1]  # (tensor, pointer)
+    execute, shape, strides, dt = run.plan.execute, *run.out
     return {
-        "engine: launch object": best(lambda: run(ap, bp, (vp,), 1.0, dev, stream)),
-        "engine: torch.empty_strided": best(lambda: torch.empty_strided(
-            run.out[0], run.out[1], dtype=run.out[2], device=dev)),
-        "engine: Plan.execute": best(lambda: run.plan.execute(bp, ap, 0, 1.0, 0.0, (vp,), op, wp,
-                                                              stream)),
-        "engine: 3 data_ptr()": best(lambda: (a.data_ptr(), b.data_ptr(), bias.data_ptr())),
-        "engine: raw stream": best(lambda: raw(dev.index)),
-        "engine: a.device": best(lambda: a.device)}
+        "engine: launch object": lambda: run(ap, bp, (vp,), 1.0, dev, stream),
+        "engine: torch.empty_strided": lambda: torch.empty_strided(shape, strides, dtype=dt,
+                                                                   device=dev),
+        "engine: Plan.execute": lambda: execute(bp, ap, 0, 1.0, 0.0, (vp,), op, wp, stream),
+        "engine: 3 data_ptr()": lambda: (a.data_ptr(), b.data_ptr(), bias.data_ptr()),
+        "engine: raw stream": lambda: raw(dev.index),
+        "engine: a.device": lambda: a.device}
 
 
 def _tensors_cuda_raw():
@@ -320,9 +387,11 @@ def main(argv=None):
             print(f"{case:32s} {us:6.2f} us")
     if args.breakdown:
         for kind in ("torch", "cupy") if _have_cupy() else ("torch",):
-            found[f"breakdown {kind}"] = steps = breakdown(kind, gpu=args.gpu)
+            found[f"breakdown {kind} info"] = info = {}
+            found[f"breakdown {kind}"] = steps = breakdown(kind, gpu=args.gpu, info=info)
             for step, us in steps.items():
                 print(f"{kind} {step:30s} {us:6.2f} us")
+            print(f"{kind} " + " ".join(f"{k}={v}" for k, v in info.items()))
     if args.json:
         import json
         with open(args.json, "w") as f:

@@ -152,3 +152,43 @@ def test_a_launch_with_the_pointers_of_the_last_sets_no_attribute():
     plan.bound.clear()  # forgotten (benchmarks.dense does so around nvmath's own execute)
     plan.execute(1, 2, 0, 1.0, 0.0, (512, 256), 3, 0, 0)
     assert writes[-2:] == [bias_attr, aux_attr] and plan.launches == 6
+
+
+def test_the_breakdown_times_every_step_on_the_short_road():
+    """``benchmarks.dense_overhead.breakdown`` (steps interleaved, the ``again`` controls) runs
+    on the harness: every step timed, no full dispatch in its timed loops, the decision held,
+    and the dispatcher patched back."""
+    real = dispatch.dispatch
+    for kind in ("torch", "cupy") if dense_overhead._have_cupy() else ("torch",):
+        info = {}
+        steps = dense_overhead.breakdown(kind, calls=5, rounds=2, info=info)
+        assert info["full_dispatches"] == 0 and info["decision_held"] is True
+        assert {"whole call", "again + engine", "engine", "again around a no-op engine",
+                "perf_counter", "again (without the engine)"} <= set(steps)
+        assert all(v == v and abs(v) < float("inf") for v in steps.values())
+        if kind == "torch":
+            assert "engine: Plan.execute" in steps
+    assert dispatch.dispatch is real
+
+
+def test_a_launch_reuses_its_workspace_and_pointer_per_stream():
+    """A plan with a workspace: the launch makes it once per stream with torch's allocator and
+    passes its pointer to cuBLASLt on every call (kept with it: a repeat reads no pointer)."""
+    plan = harness._StandInPlan(16, 8, torch.float32, "RELU_BIAS")
+    plan.ws_size = 256
+    seen = []
+    plan.launch = lambda *args: seen.append(args[13])  # the workspace pointer
+    saved = list(_tensors_cuda._mods())
+    _tensors_cuda._torch[:] = [torch, lambda dev: 0]
+    try:
+        run = _tensors_cuda._Launch(plan, True)
+        dev = torch.device("cpu")
+        for stream in (7, 7, 9, 7):
+            out, bufs = run.launch(1, 2, (3,), 1.0, dev, stream)
+            assert out.shape == (8, 16) and bufs == ()
+        out2, _ = run(1, 2, (3,), 1.0, dev, 9)  # __call__ is the same launch
+    finally:
+        _tensors_cuda._torch[:] = saved
+    ws7, ws9 = plan.torch_ws[7], plan.torch_ws[9]
+    assert ws7[0].numel() == 256 and ws7[1] == ws7[0].data_ptr() and ws9[1] == ws9[0].data_ptr()
+    assert seen == [ws7[1], ws7[1], ws9[1], ws7[1], ws9[1]] and ws7[1] != ws9[1]

@@ -96,7 +96,7 @@ class Plan:
         self.ws_size = parts["ws_size"]
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
         self.key = None  # the cache key while the plan is cached; None once freed
-        self.torch_ws = {}  # stream pointer -> workspace tensor of torch's caching allocator
+        self.torch_ws = {}  # stream pointer -> (torch workspace tensor, its pointer)
 
     def bind(self, ptrs):
         """Point the descriptor at the epilog operands ``ptrs`` (in the order of

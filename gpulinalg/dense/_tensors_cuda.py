@@ -70,7 +70,9 @@ class _Launch:
             run = self.rows = _Launch(self.plan, self.swap, rows=True)
         return run
 
-    def __call__(self, a_ptr, b_ptr, in_ptrs, alpha, dev, stream):
+    def launch(self, a_ptr, b_ptr, in_ptrs, alpha, dev, stream):
+        """The launch (also ``self(...)``; the hot paths call this method: a bound method call
+        costs a third of a call through the type's ``__call__`` slot)."""
         empty = _empty[0]
         plan = self.plan
         shape, strides, dtype = self.out
@@ -81,22 +83,26 @@ class _Launch:
             in_ptrs = (*in_ptrs, *[b.data_ptr() for b in bufs])
         ws_ptr = 0
         if plan.ws_size:
-            ws = plan.torch_ws.get(stream)
+            ws = plan.torch_ws.get(stream)  # (tensor, its pointer)
             if ws is None:
                 ws = self._workspace(stream, dev)
-            ws_ptr = ws.data_ptr()
+            ws_ptr = ws[1]
         if self.swap:
             a_ptr, b_ptr = b_ptr, a_ptr
         plan.execute(a_ptr, b_ptr, 0, alpha, 0.0, in_ptrs, out.data_ptr(), ws_ptr, stream)
         return out, bufs
 
+    __call__ = launch
+
     def _workspace(self, stream, dev):
-        """The plan's workspace on ``stream`` (once per stream; the oldest are dropped)."""
+        """The plan's workspace on ``stream`` and its pointer (once per stream, so that a
+        repeat reads no pointer; the oldest are dropped)."""
         torch, plan = _torch[0], self.plan
         if len(plan.torch_ws) >= _plans_cuda.MAX_STREAM_WORKSPACES:
             plan.torch_ws.clear()
-        ws = plan.torch_ws[stream] = torch.empty(plan.ws_size, dtype=torch.uint8, device=dev)
-        return ws
+        ws = torch.empty(plan.ws_size, dtype=torch.uint8, device=dev)
+        entry = plan.torch_ws[stream] = (ws, ws.data_ptr())
+        return entry
 
     def live(self):
         """Count a plan-cache hit; ``False`` once the plan was evicted or the cache cleared."""
@@ -161,8 +167,8 @@ def matmul(a, b, bias, c, spec):
     run = spec.plan
     if run is not None and _touch(run.plan):
         dev = run.dev  # set below when this function made the launch
-        out, bufs = run(a.data_ptr(), b.data_ptr(), _NONE if bias is None else
-                        (bias.data_ptr(),), spec.alpha, dev, _torch[1](run.index))
+        out, bufs = run.launch(a.data_ptr(), b.data_ptr(), _NONE if bias is None else
+                               (bias.data_ptr(),), spec.alpha, dev, _torch[1](run.index))
         return _finish(out, bufs, spec) if spec.return_aux else out
     used_c = c is not None and spec.beta != 0.0
     plan = None if used_c else _plan_direct(a, b, bias, spec)
@@ -230,8 +236,8 @@ class _Backward:
     def __call__(self, dz, a, b):
         dev, dz_ptr = a.device, dz.data_ptr()
         stream = _torch[1](dev.index)
-        ga = self.ga(dz_ptr, b.data_ptr(), _NONE, 1.0, dev, stream)[0]
-        gb, bufs = self.gb(a.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
+        ga = self.ga.launch(dz_ptr, b.data_ptr(), _NONE, 1.0, dev, stream)[0]
+        gb, bufs = self.gb.launch(a.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
         return Gradients(ga, gb, _bias_grad(bufs) if self.bias else None)
 
     def linear(self, dz, x, weight, need_x=True, need_w=True):
@@ -239,10 +245,11 @@ class _Backward:
         a product not asked for is not launched (its gradients are ``None``)."""
         dev, dz_ptr = x.device, dz.data_ptr()
         stream = _torch[1](dev.index)
-        gx = self.ga(dz_ptr, weight.data_ptr(), _NONE, 1.0, dev, stream)[0] if need_x else None
+        gx = (self.ga.launch(dz_ptr, weight.data_ptr(), _NONE, 1.0, dev, stream)[0] if need_x
+              else None)
         if not need_w:
             return gx, None, None
-        gw, bufs = self.gbt(x.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
+        gw, bufs = self.gbt.launch(x.data_ptr(), dz_ptr, _NONE, 1.0, dev, stream)
         if not self.bias:
             return gx, gw, None
         gb = bufs[0]
@@ -306,7 +313,7 @@ def linear(x, weight, bias, spec):
     run = spec.plan
     if run is not None and _touch(run.plan):
         dev = x.device
-        out, bufs = (run.rows or run.by_rows())(
+        out, bufs = (run.rows or run.by_rows()).launch(
             x.data_ptr(), weight.data_ptr(), _NONE if bias is None else (bias.data_ptr(),), 1.0,
             dev, _torch[1](dev.index))
         if not bufs:
