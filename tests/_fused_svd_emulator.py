@@ -1,8 +1,10 @@
 """A CPU emulation of the fused small-stack SVD kernel ``gl_small_svd`` of
 ``gpulinalg.decomp._fused_svd_cuda``, step by step as the kernel (all matrices of the launch in
 lock step, the pairs of a round at once): the load as W = A or A^H, NaN/Inf matrices to NaN,
-the power-of-two scaling, one-sided Jacobi in float64 / complex128 in the round-robin order
-with the kernel's rotation and skip test, the sweep cap, the descending order, the completion
+the power-of-two scaling, one-sided Jacobi in the round-robin order with the kernel's rotation
+and skip test (double types: float64 / complex128 throughout; single types: columns, rotations
+and their angle in single precision from float64 Gram entries and a float64 ``zeta``), the sweep
+cap, the descending order, the completion
 of the big side (least covered row, Gram-Schmidt twice), flip_signs' phases, the summary and
 the outputs through their raw strides. ``_cusolver_emulator`` dispatches the kernel here."""
 
@@ -17,6 +19,11 @@ def _strided(x, shape, strides):
     return np.lib.stride_tricks.as_strided(x, shape, tuple(int(v) * item for v in strides))
 
 
+def _f64(x):
+    """``x`` in float64 / complex128."""
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
 def _pairs(kp, r):
     """The kernel's pairs of round ``r`` (segment ``pr``: p < q)."""
     out = []
@@ -27,8 +34,26 @@ def _pairs(kp, r):
     return out
 
 
+def _angle(zeta, single):
+    """``(cs, sn)`` of the rotation from ``zeta`` as the kernel: float64, or (``single``)
+    float32 from the float64 ``zeta``."""
+    if not single:
+        tt = np.where(np.abs(zeta) > 1e100, 0.5 / zeta,
+                      np.copysign(1.0, zeta) / (np.abs(zeta) + np.sqrt(1.0 + zeta * zeta)))
+        cs = 1.0 / np.sqrt(1.0 + tt * tt)
+        return cs, cs * tt
+    f, one = np.float32, np.float32(1)
+    z = zeta.astype(f)
+    tt = np.where(np.abs(zeta) > 1e15, (0.5 / zeta).astype(f),
+                  np.copysign(one, z) / (np.abs(z) + np.sqrt(one + z * z)))
+    cs = one / np.sqrt(one + tt * tt)
+    return cs, cs * tt
+
+
 def _jacobi(w, v, k, kp, tol, max_sweeps, active, vecs):
-    """Sweeps on the (nb, MB, .) W and V in place; returns (sweeps, converged) per matrix."""
+    """Sweeps on the (nb, MB, .) W and V in place (their dtype: the kernel's storage type);
+    returns (sweeps, converged) per matrix."""
+    single = w.dtype in (np.float32, np.complex64)
     nb = len(w)
     sweeps = np.zeros(nb, np.int64)
     converged = np.zeros(nb, bool)
@@ -42,18 +67,16 @@ def _jacobi(w, v, k, kp, tol, max_sweeps, active, vecs):
                     continue
                 p, q = (np.array(x) for x in zip(*pq))
                 wp, wq = w[:, :, p], w[:, :, q]
-                app = (np.abs(wp) ** 2).sum(axis=1)
-                aqq = (np.abs(wq) ** 2).sum(axis=1)
-                apq = (wp.conj() * wq).sum(axis=1)
+                dp, dq = _f64(wp), _f64(wq)  # the Gram entries in float64 (exact products)
+                app = (np.abs(dp) ** 2).sum(axis=1)
+                aqq = (np.abs(dq) ** 2).sum(axis=1)
+                apq = (dp.conj() * dq).sum(axis=1)
                 g = np.abs(apq)
                 do = active[:, None] & (g > tol * np.sqrt(app) * np.sqrt(aqq))
                 gz = np.where(do, g, 1.0)
                 zeta = (aqq - app) / (2.0 * gz)
-                tt = np.where(np.abs(zeta) > 1e100, 0.5 / zeta,
-                              np.copysign(1.0, zeta) / (np.abs(zeta) + np.sqrt(1.0 + zeta * zeta)))
-                cs = 1.0 / np.sqrt(1.0 + tt * tt)
-                sn = cs * tt
-                e = apq / gz
+                cs, sn = _angle(zeta, single)
+                e = (apq / gz).astype(w.dtype)
                 se, sc = (sn * e)[:, None], (sn * e.conj())[:, None]
                 cs, d = cs[:, None], do[:, None, :]
                 w[:, :, p] = np.where(d, cs * wp - sc * wq, wp)
@@ -98,8 +121,11 @@ def small_svd(calls, grid, block, args, shared_mem):
     wide, big, k = m < n, max(m, n), min(m, n)
     kp = k + (k & 1)
     mb = next(size for size in (8, 16, 32) if big <= size)
-    cdt = np.complex128 if dt.kind == "c" else np.float64
-    assert block[0] == 32 * max(1, -(-(kp // 2) * mb // 32))
+    from gpulinalg.decomp._fused_svd_cuda import _layout
+    single, rows = _layout(dt)[5], _layout(dt)[4]
+    cdt = dt if single else (np.complex128 if dt.kind == "c" else np.float64)
+    lanes = mb // rows  # lanes per pair in the sweeps
+    assert block[0] == 32 * max(1, -(-(kp // 2) * lanes // 32))
     assert shared_mem == mb * (wc + kp) * np.dtype(cdt).itemsize
     assert wc >= max(kp, vr if wide else uc)
     av = _strided(a3, (nb, m, n), st[0:3])
@@ -110,13 +136,13 @@ def small_svd(calls, grid, block, args, shared_mem):
                                                                                 initial=0.0)
     top = np.where(bad, 0.0, parts)
     ex = np.where(top > 0, np.frexp(top)[1], 0)
-    w[:, :, :k] *= np.ldexp(1.0, -ex)[:, None, None]
+    w[:, :, :k] = w[:, :, :k] * np.ldexp(1.0, -ex)[:, None, None]  # in float64, rounded once
     v = np.zeros((nb, mb, kp), cdt)
     for i in range(min(kp, mb)):
         v[:, i, i] = 1
     vecs = uc > 0
     sweeps, converged = _jacobi(w, v, k, kp, tol, max_sweeps, ~bad, vecs)
-    sv = np.sqrt((np.abs(w[:, :, :k]) ** 2).sum(axis=1))
+    sv = np.sqrt((np.abs(_f64(w[:, :, :k])) ** 2).sum(axis=1))
     perm = np.argsort(-sv, axis=1, kind="stable")
     sout = _strided(s, (nb, k), (st[6], 1))
     sout[...] = np.ldexp(np.take_along_axis(sv, perm, axis=1), ex[:, None])
@@ -137,7 +163,7 @@ def small_svd(calls, grid, block, args, shared_mem):
             continue
         wb, vb, sb = w[b], v[b], sv[b]
         with np.errstate(all="ignore"):
-            wb[:, :k] = np.where(sb > ZERO_S, wb[:, :k] / sb, 0)
+            wb[:, :k] = np.where(sb > ZERO_S, _f64(wb[:, :k]) / sb, 0)
         if wcols > k or not (sb > ZERO_S).all():
             _complete(wb, sb, k, big, wcols)
         ph = np.ones(k, cdt)

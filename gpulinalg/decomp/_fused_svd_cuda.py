@@ -9,11 +9,16 @@ kernel and a read-back of one ``info`` code per matrix. Here one thread block ho
     reads the matrix (coalesced along its axis of smaller stride) as ``W`` (``big x k``, the
     matrix or, when wide, its conjugate transpose), flags NaN or Inf (such a matrix gets NaN
     in all its results and no Jacobi), scales it by a power of two so that its largest entry
-    is in [1/2, 1) (exact), and runs one-sided Jacobi (Hestenes) on W's columns in float64
-    (complex128 for the complex types) whatever the dtype: sweeps of ``k - 1`` rounds (the
-    round-robin order, ``k / 2`` disjoint pairs at once, one segment of ``MB`` lanes per pair,
-    one row per lane, one barrier a round); a pair is rotated when ``|w_p^H w_q| > tol
-    ||w_p|| ||w_q||`` (``tol``: ``TOL_FACTOR`` eps of the dtype), and the sweep loop stops
+    is in [1/2, 1) (exact), and runs one-sided Jacobi (Hestenes) on W's columns: sweeps of
+    ``k - 1`` rounds (the round-robin order, ``k / 2`` disjoint pairs at once, one barrier a
+    round). Double types: float64 (complex128) throughout, a segment of ``MB`` lanes per pair,
+    one row a lane. Single types: W, V and the rotations in single precision (half the shared
+    memory, float32 FMAs), the Gram entries ``w_p^H w_p``, ``w_q^H w_q``, ``w_p^H w_q`` (exact
+    products) and ``zeta`` in float64, the angle from ``zeta`` in float32; a segment of
+    ``MB / 4`` lanes per pair, 4 consecutive rows a lane (one 16-byte shared load per column),
+    so a warp handles 4 pairs (the angle's divisions and square roots shared by 4 times fewer
+    warps). A pair is rotated when ``|w_p^H w_q| > tol ||w_p|| ||w_q||`` (``tol``:
+    :func:`tolerance`), and the sweep loop stops
     after a sweep without a rotation or after ``max_sweeps`` (the matrix is then flagged not
     converged). The rotations are accumulated into V when vectors are asked for. Then
     ``s_j = ||w_j||`` (sorted descending, ties by index), ``u_j = w_j / s_j``; columns of
@@ -56,8 +61,23 @@ NONFINITE, NOT_CONVERGED = 1, 2
 #: "No matrix": the identity of the packed first-failure word.
 NONE = (1 << 64) - 1
 
-#: dtype -> (element type ``T``, compute type ``C``, its real type ``R``).
-_TYPES = {d: (t, "complex<double>" if r != t else "double", r) for d, (t, r) in KERNEL_TYPES.items()}
+#: dtype -> (element type ``T``, its real type ``R``).
+_TYPES = dict(KERNEL_TYPES)
+#: How the single types run: ``"single"`` (columns, V and the rotations in single precision,
+#: the Gram entries and ``zeta`` in float64; 4 rows a lane). The benchmark's A/B rows also
+#: time ``"wide"`` (float64 columns and rotations, 4 rows a lane) and ``"double"`` (the double
+#: types' path: float64, 1 row a lane).
+_SINGLE_MODE = "single"
+
+
+def _layout(dtype):
+    """``(T, C, R, D, rows a lane, single)``: element type, storage and rotation type, real
+    type, type of the Gram entries, rows per lane in the sweeps, single-precision angle."""
+    t, r = _TYPES[np.dtype(dtype)]
+    wide = "complex<double>" if r != t else "double"
+    mode = _SINGLE_MODE if r == "float" else "double"
+    single = mode == "single"
+    return t, t if single else wide, r, wide, 1 if mode == "double" else 4, single
 
 _SOURCE = SCALAR_PREAMBLE + r"""
 #define LD MB
@@ -66,6 +86,36 @@ _SOURCE = SCALAR_PREAMBLE + r"""
 __device__ __forceinline__ double gs_abs2(double x) { return x * x; }
 __device__ __forceinline__ double gs_abs2(complex<double> x) {
     return x.real() * x.real() + x.imag() * x.imag();
+}
+__device__ __forceinline__ double gs_abs2(float x) { return gs_abs2((double)x); }
+__device__ __forceinline__ double gs_abs2(complex<float> x) {
+    return gs_abs2(complex<double>(x.real(), x.imag()));
+}
+// conj(a) b in float64 (exact products for the single types).
+__device__ __forceinline__ double gs_dot(double a, double b) { return a * b; }
+__device__ __forceinline__ complex<double> gs_dot(complex<double> a, complex<double> b) {
+    return conj(a) * b;
+}
+__device__ __forceinline__ double gs_dot(float a, float b) { return (double)a * (double)b; }
+__device__ __forceinline__ complex<double> gs_dot(complex<float> a, complex<float> b) {
+    return gs_dot(complex<double>(a.real(), a.imag()), complex<double>(b.real(), b.imag()));
+}
+// x / s and x * s of a column entry and a float64 scalar, rounded to the storage type once.
+__device__ __forceinline__ double gs_div(double x, double s) { return x / s; }
+__device__ __forceinline__ complex<double> gs_div(complex<double> x, double s) { return x / s; }
+__device__ __forceinline__ float gs_div(float x, double s) { return (float)((double)x / s); }
+__device__ __forceinline__ complex<float> gs_div(complex<float> x, double s) {
+    return complex<float>((float)((double)x.real() / s), (float)((double)x.imag() / s));
+}
+__device__ __forceinline__ double gs_mul(double x, double s) { return x * s; }
+__device__ __forceinline__ complex<double> gs_mul(complex<double> x, double s) { return x * s; }
+__device__ __forceinline__ float gs_mul(float x, double s) { return (float)((double)x * s); }
+__device__ __forceinline__ complex<float> gs_mul(complex<float> x, double s) {
+    return complex<float>((float)((double)x.real() * s), (float)((double)x.imag() * s));
+}
+__device__ __forceinline__ float gs_narrow(double x) { return (float)x; }
+__device__ __forceinline__ complex<float> gs_narrow(complex<double> x) {
+    return complex<float>((float)x.real(), (float)x.imag());
 }
 __device__ __forceinline__ double gs_part(float x) { return fabs((double)x); }
 __device__ __forceinline__ double gs_part(double x) { return fabs(x); }
@@ -86,6 +136,10 @@ __device__ __forceinline__ bool gs_finite(complex<double> x) {
 // The phase x / |x| of a non-zero x (the sign, for real x).
 __device__ __forceinline__ double gs_unit(double x, double g) { return x / g; }
 __device__ __forceinline__ complex<double> gs_unit(complex<double> x, double g) { return x / g; }
+__device__ __forceinline__ float gs_unit(float x, double g) { return gs_div(x, g); }
+__device__ __forceinline__ complex<float> gs_unit(complex<float> x, double g) {
+    return gs_div(x, g);
+}
 // Butterfly sum over segments of w lanes: the same bits in every lane of the segment.
 __device__ __forceinline__ double gs_sum(double v, int w) {
     for (int h = w / 2; h > 0; h >>= 1) v += __shfl_xor_sync(FULL, v, h, w);
@@ -142,11 +196,13 @@ __device__ __forceinline__ void gs_store(T* dst, const long long dr, const long 
 """
 
 _KERNEL = r"""
+struct __align__(GS_ALIGN) gs_rows { C x[RPL]; };  // a lane's rows of one column
 // One block per matrix b of a (m x n, max(m, n) <= MB; element strides sab, sar, sac).
 // Results: s (k; strides ssb, 1), u (m x uc: uc = 0 (values only), k or m), vh (vr x n: k or
 // n). Dynamic shared memory: W (LD x wc columns of C: wc = max(kp, big-side columns)) then V
-// (LD x kp). Block: 32 * ceil(kp / 2 * MB / 32) threads (kp = k rounded up to even).
-extern "C" __global__ void __launch_bounds__(512)
+// (LD x kp). Block: 32 * ceil(kp / 2 * LP / 32) threads (kp = k rounded up to even; a segment of
+// LP = MB / RPL lanes per pair in the sweeps, RPL consecutive rows per lane).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS)
 gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
              T* __restrict__ vh, unsigned long long* __restrict__ summ,
              const int m, const int n, const int uc, const int vr, const int wc,
@@ -198,39 +254,76 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
     const double top = __longlong_as_double((long long)amax);
     if (top > 0.0) frexp(top, &ex);
     const double down = ldexp(1.0, -ex);
-    for (int e = t; e < LD * k; e += nt) w[e] = w[e] * down;
+    for (int e = t; e < LD * k; e += nt) w[e] = gs_mul(w[e], down);
     __syncthreads();
-    // One-sided Jacobi: round r pairs (kp - 1, r) and ((r + j) % (kp - 1), (r - j) % (kp - 1))
-    const int pr = t / MB, row = t % MB, npairs = kp / 2;
+    // One-sided Jacobi: round r pairs (kp - 1, r) and ((r + j) % (kp - 1), (r - j) % (kp - 1));
+    // segment jp of LP lanes takes pair jp, lane jl rows jl * RPL .. jl * RPL + RPL - 1.
+    const int jp = t / LP, jl = t % LP, npairs = kp / 2;
     int sweep = 0, converged = 0;
     while (sweep < max_sweeps && !converged) {
         int rotated = 0;
         for (int r = 0; r < kp - 1; ++r) {
-            int p = pr == 0 ? kp - 1 : (r + pr) % (kp - 1);
-            int q = pr == 0 ? r : (r - pr + kp - 1) % (kp - 1);
+            int p = jp == 0 ? kp - 1 : (r + jp) % (kp - 1);
+            int q = jp == 0 ? r : (r - jp + kp - 1) % (kp - 1);
             if (p > q) { const int x = p; p = q; q = x; }
-            const bool valid = pr < npairs && q < k;  // the same in the whole segment
-            C wp = C(0), wq = C(0), vp = C(0), vq = C(0);
+            const bool valid = jp < npairs && q < k;  // the same in the whole segment
+            gs_rows wp, wq, vp, vq;
             if (valid) {
-                wp = w[p * LD + row];
-                wq = w[q * LD + row];
-                if (vecs) { vp = v[p * LD + row]; vq = v[q * LD + row]; }
+                wp = *reinterpret_cast<const gs_rows*>(w + p * LD + jl * RPL);
+                wq = *reinterpret_cast<const gs_rows*>(w + q * LD + jl * RPL);
+                if (vecs) {
+                    vp = *reinterpret_cast<const gs_rows*>(v + p * LD + jl * RPL);
+                    vq = *reinterpret_cast<const gs_rows*>(v + q * LD + jl * RPL);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < RPL; ++j) wp.x[j] = wq.x[j] = C(0);
             }
-            const double app = gs_sum(gs_abs2(wp), MB), aqq = gs_sum(gs_abs2(wq), MB);
-            const C apq = gs_sum(C(gl_cj(wp) * wq), MB);
+            double app = gs_abs2(wp.x[0]), aqq = gs_abs2(wq.x[0]);
+            D apq = gs_dot(wp.x[0], wq.x[0]);
+#pragma unroll
+            for (int j = 1; j < RPL; ++j) {
+                app += gs_abs2(wp.x[j]);
+                aqq += gs_abs2(wq.x[j]);
+                apq += gs_dot(wp.x[j], wq.x[j]);
+            }
+            app = gs_sum(app, LP);
+            aqq = gs_sum(aqq, LP);
+            apq = gs_sum(apq, LP);
             const double g = gl_mag(apq);
             if (valid && g > tol * sqrt(app) * sqrt(aqq)) {
                 const double zeta = (aqq - app) / (2.0 * g);
+#if GS_SINGLE  // the angle from the float64 zeta, in single precision
+                float tt;
+                if (fabs(zeta) > 1e15) {
+                    tt = (float)(0.5 / zeta);
+                } else {
+                    const float z = (float)zeta;
+                    tt = copysignf(1.0f, z) / (fabsf(z) + sqrtf(1.0f + z * z));
+                }
+                const float cs = 1.0f / sqrtf(1.0f + tt * tt), sn = cs * tt;
+                const C e = gs_narrow(gs_unit(apq, g));
+#else
                 const double tt = fabs(zeta) > 1e100 ? 0.5 / zeta
                     : copysign(1.0, zeta) / (fabs(zeta) + sqrt(1.0 + zeta * zeta));
                 const double cs = 1.0 / sqrt(1.0 + tt * tt), sn = cs * tt;
                 const C e = gs_unit(apq, g);
+#endif
                 const C se = sn * e, sc = sn * gl_cj(e);
-                w[p * LD + row] = cs * wp - sc * wq;
-                w[q * LD + row] = se * wp + cs * wq;
+                gs_rows o;
+#pragma unroll
+                for (int j = 0; j < RPL; ++j) o.x[j] = cs * wp.x[j] - sc * wq.x[j];
+                *reinterpret_cast<gs_rows*>(w + p * LD + jl * RPL) = o;
+#pragma unroll
+                for (int j = 0; j < RPL; ++j) o.x[j] = se * wp.x[j] + cs * wq.x[j];
+                *reinterpret_cast<gs_rows*>(w + q * LD + jl * RPL) = o;
                 if (vecs) {
-                    v[p * LD + row] = cs * vp - sc * vq;
-                    v[q * LD + row] = se * vp + cs * vq;
+#pragma unroll
+                    for (int j = 0; j < RPL; ++j) o.x[j] = cs * vp.x[j] - sc * vq.x[j];
+                    *reinterpret_cast<gs_rows*>(v + p * LD + jl * RPL) = o;
+#pragma unroll
+                    for (int j = 0; j < RPL; ++j) o.x[j] = se * vp.x[j] + cs * vq.x[j];
+                    *reinterpret_cast<gs_rows*>(v + q * LD + jl * RPL) = o;
                 }
                 rotated = 1;
             }
@@ -239,8 +332,8 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
         ++sweep;
         converged = !__syncthreads_or(rotated);
     }
-    // Singular values: segment pr takes columns pr, pr + nseg, ...; then the descending order.
-    const int nseg = nt / MB;
+    // Singular values: segment pr (MB lanes) takes columns pr, pr + nseg, ...; then the order.
+    const int pr = t / MB, row = t % MB, nseg = nt / MB;
     for (int c0 = 0; c0 < k; c0 += nseg) {  // the same in the whole block
         const int c = c0 + pr;
         const C x = (c < k) ? w[c * LD + row] : C(0);
@@ -264,7 +357,7 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
     if (!vecs) return;  // the whole block
     for (int e = t; e < LD * k; e += nt) {  // u_j = w_j / s_j (zero where s_j is zero)
         const double sj = sv[e / LD];
-        w[e] = sj > ZERO_S ? w[e] / sj : C(0);
+        w[e] = sj > ZERO_S ? gs_div(w[e], sj) : C(0);
     }
     __syncthreads();
     const int wcols = wide ? (vr > k ? vr : k) : (uc > k ? uc : k);  // big-side columns asked
@@ -294,11 +387,11 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
             for (int j = 0; j < wcols; ++j) {
                 if (!((have >> j) & 1u)) continue;
                 const C qi = lane < MB ? w[j * LD + lane] : C(0);
-                x = x - qi * gs_sum(C(gl_cj(qi) * x), 32);
+                x = x - qi * C(GS_NARROW(gs_sum(gs_dot(qi, x), 32)));
             }
             if (lane >= big) x = C(0);
             const double nrm = sqrt(gs_sum(gs_abs2(x), 32));
-            if (lane < MB) w[c * LD + lane] = x / nrm;
+            if (lane < MB) w[c * LD + lane] = gs_div(x, nrm);
             have |= 1u << c;
             __syncwarp();
         }
@@ -342,29 +435,55 @@ def _row_class(big):
     raise ValueError(f"no fused SVD kernel for order {big}")
 
 
+def _spec(dtype, size):
+    """``(types, options)`` of the kernel for ``dtype`` and row class ``size``."""
+    t, c, r, d, rows, single = _layout(dtype)
+    item = 8 * (1 + (r != t)) // (1 + single)
+    return {"T": t, "C": c, "R": r, "D": d}, (
+        "--std=c++17", f"-DMB={size}", f"-DRPL={rows}", f"-DGS_SINGLE={int(single)}",
+        f"-DGS_ALIGN={min(16, rows * item)}",
+        f"-DMAX_THREADS={256 if rows > 1 and not single else 512}")  # no spills (ptxas)
+
+
 def _kernel(dtype, size):
-    t, c, r = _TYPES[np.dtype(dtype)]
-    return raw_kernel("gl_small_svd", _PRELUDE + _SOURCE + _KERNEL, {"T": t, "C": c, "R": r},
-                      options=("--std=c++17", f"-DMB={size}"))
+    types, options = _spec(dtype, size)
+    return raw_kernel("gl_small_svd", _PRELUDE + _SOURCE + _KERNEL, types, options=options)
+
+
+def tolerance(dtype, big):
+    """The rotation threshold: ``TOL_FACTOR`` eps of the dtype; in single precision (rotations
+    rounded to float32) ``max(TOL_FACTOR, sqrt(big))`` eps, as LAPACK's ``sgesvj``
+    (``sqrt(m)`` eps), so that the rounding of a rotation does not call for another."""
+    eps = float(np.finfo(dtype).eps)
+    if _layout(dtype)[5]:
+        return max(TOL_FACTOR, float(np.sqrt(big))) * eps
+    return TOL_FACTOR * eps
 
 
 #: NaN of the element type; "zero" singular values (below it: the column is completed).
 _PRELUDE = r"""
 #define ZERO_S 1e-280
+#define LP (MB / RPL)
+#if GS_SINGLE
+#define GS_NARROW(x) gs_narrow(x)
+#else
+#define GS_NARROW(x) (x)
+#endif
 __device__ __forceinline__ double nan_val() { return __longlong_as_double(0x7ff8000000000000LL); }
 """
 
 
 def launch_args(dtype, m, n, uc, vr):
     """``(kernel, block, shared bytes, wc)`` of a launch for ``m x n`` matrices: a segment of
-    ``MB`` lanes per pair of columns (``ceil(k / 2)`` pairs), W and V of the compute type in
-    dynamic shared memory (``wc``: W's columns)."""
+    ``MB / rows`` lanes per pair of columns (``ceil(k / 2)`` pairs), W and V of the storage
+    type in dynamic shared memory (``wc``: W's columns)."""
     size = _row_class(max(m, n))
     k = min(m, n)
     kp = k + (k & 1)
     wc = max(kp, uc if m >= n else vr)
-    threads = 32 * max(1, -(-(kp // 2) * size // 32))
-    item = 16 if np.dtype(dtype).kind == "c" else 8
+    t, c, r, _, rows, single = _layout(dtype)
+    threads = 32 * max(1, -(-(kp // 2) * (size // rows) // 32))
+    item = 8 * (1 + (r != t)) // (1 + single)
     return _kernel(dtype, size), (threads,), size * (wc + kp) * item, wc
 
 
@@ -414,7 +533,7 @@ def svd(a, full_matrices, compute_uv, dtype, finite=False):
     vh = cupy.empty((nb, vr, n), dtype=dtype) if vr else s
     kern, block, shared, wc = launch_args(dtype, m, n, uc, vr)
     buf, totals = summary(cupy, a3.data.device_id)
-    tol = TOL_FACTOR * float(np.finfo(dtype).eps)
+    tol = tolerance(dtype, big)
     kern((nb,), block, (a3, u, s, vh, buf, np.int32(m), np.int32(n), np.int32(uc), np.int32(vr),
                         np.int32(wc), np.float64(tol), np.int32(MAX_SWEEPS), *_strides(a3),
                         *_strides(u, uc), _strides(s)[0], *_strides(vh, vr)),
