@@ -432,15 +432,48 @@ def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def _svd_kernel_case(cp, batch, n, dtype, rng, rows):
+    """The fused SVD (``_fused_svd_cuda.svd``, vectors) per way the single types can run
+    (``_SINGLE_MODE``: the A/B rows), 30 synchronized calls, with the accuracy of one call on
+    its first 64 matrices in float64: backward error and orthogonality over ``n eps``, singular
+    values over ``eps s_max``."""
+    import numpy as np
+
+    from gpulinalg.decomp import _fused_svd_cuda as fs
+    a = rng.standard_normal((batch, n, n), dtype=dtype)
+    saved, eps = fs._SINGLE_MODE, float(np.finfo(dtype).eps)
+    for mode in ("single", "wide", "double") if dtype == "float32" else ("double",):
+        fs._SINGLE_MODE = mode
+        try:
+            timing, (u, s, vh) = _timed(lambda: fs.svd(a, False, True, np.dtype(dtype)), 30)
+            x, u, s, vh = (cp.asnumpy(v[:64]).astype(np.float64) for v in (a, u, s, vh))
+            back = np.linalg.norm(x - (u * s[:, None]) @ vh, axis=(1, 2)) / np.linalg.norm(
+                x, axis=(1, 2))
+            ortho = np.linalg.norm(vh @ vh.swapaxes(1, 2) - np.eye(n), axis=(1, 2))
+            ref = np.linalg.svd(x, compute_uv=False)
+            rows.append(row(SUITE, f"kernel gesvd {batch}x{n}^2 {dtype}", f"mode={mode}", timing,
+                            op="gesvd", batch=batch, n=n, dtype=dtype,
+                            back_n_eps=float(back.max() / n / eps),
+                            ortho_n_eps=float(max(ortho.max(), np.linalg.norm(
+                                u.swapaxes(1, 2) @ u - np.eye(n), axis=(1, 2)).max()) / n / eps),
+                            s_eps=float((np.abs(s - ref).max(axis=1) / ref[:, 0]).max() / eps)))
+        except Exception as exc:
+            rows.append(absent(SUITE, f"kernel gesvd {batch}x{n}^2 {dtype}", f"mode={mode}",
+                               f"failed: {type(exc).__name__}: {exc}"[:300]))
+        finally:
+            fs._SINGLE_MODE = saved
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 #: (op, batch, n, potrf tiles) of the kernel section: the fused kernels' device time. A tile
 #: is a side ``TS`` or ``(TS, M)`` (``M`` resident blocks per multiprocessor asked of the
 #: compiler); order 128: TS 4 is 1024 threads of 56 (fp32) / 64 (fp64) registers, TS 8 256
 #: of 103 / 188, (8, 2) caps fp64 at 128 (ptxas: 2 KiB spilled).
 KERNELS = [("trsm", 4096, 64, ()), ("trsm", 4096, 8, ()), ("potrf", 4096, 8, (1, 2)),
            ("potrf", 1024, 32, (2, 4)), ("potrf", 4096, 64, (2, 4, 8)),
-           ("potrf", 512, 128, (8, 4, (8, 2)))]
+           ("potrf", 512, 128, (8, 4, (8, 2))), ("gesvd", 512, 32, ()), ("gesvd", 4096, 16, ())]
 #: the grid op of a kernel row (``--cases`` names either).
-_KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve"}
+_KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve", "gesvd": "svd"}
 
 
 def _pick(spec, default, arity):
@@ -478,7 +511,11 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
     for op, batch, n, tiles in kernels * ("kernels" in sections):
         for dtype in DTYPES:
             if budget.left() > 0:
-                _kernel_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, rows, tiles)
+                if op == "gesvd":  # the fused SVD per single-precision mode, with accuracy
+                    _svd_kernel_case(cp, batch, n, dtype, rng, rows)
+                else:
+                    _kernel_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, rows,
+                                 tiles)
     if "grid" in sections:
         for op, batch, n in grid:
             for dtype in DTYPES:
@@ -551,8 +588,10 @@ def summary(rows):
                 for k, v in impls.items()) + " ms")
             continue
         if case.startswith("kernel"):
-            lines.append(case + ": " + ", ".join(f"{k} {v['median_s'] * 1e3:.4g}"
-                                                 for k, v in impls.items()) + " ms")
+            lines.append(case + ": " + ", ".join(f"{k} {v.get('median_s', 0) * 1e3:.4g}" + (
+                f" (back {v['back_n_eps']:.2g}, ortho {v['ortho_n_eps']:.2g} n eps, s "
+                f"{v['s_eps']:.2g} eps)" if "s_eps" in v else "") for k, v in impls.items())
+                + " ms")
             continue
         if case.startswith(("route", "lanes")):
             lines.append(case + ": " + ", ".join(f"{k[6:]} {v['median_s'] * 1e3:.3g}"

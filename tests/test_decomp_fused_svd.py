@@ -156,6 +156,19 @@ def test_emulated_fused_svd_not_converged_names_the_slice(emu, rng, monkeypatch)
         _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"))
 
 
+@pytest.mark.parametrize("mode", ["single", "wide", "double"])
+def test_emulated_fused_svd_single_modes(emu, rng, monkeypatch, mode):
+    """The single types' path (float32 columns and rotations) and the benchmark's A/B ways."""
+    monkeypatch.setattr(_fused_svd_cuda, "_SINGLE_MODE", mode)
+    for dtype in (np.float32, np.complex64):
+        a = stack(rng, (4, 32, 32), dtype)
+        out = tuple(plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype(dtype)))
+        check(a, out, False, True, dtype)
+    assert _fused_svd_cuda.tolerance(np.float32, 32) == (
+        math.sqrt(32) if mode == "single" else 4.0) * float(np.finfo(np.float32).eps)
+    assert _fused_svd_cuda.tolerance(np.float64, 32) == 4.0 * float(np.finfo(np.float64).eps)
+
+
 def test_emulated_explicit_driver_takes_the_library(emu, rng):
     a = stack(rng, (4, 8, 8), np.float64)
     CALLS.clear()
@@ -211,6 +224,20 @@ def test_gpu_fused_svd_equals_library_route(xp_gpu, monkeypatch, rng, dtype, ord
     assert close.mean() > 0.9
     assert np.array_equal(xp_gpu.asnumpy(x), a)  # input kept
     check(a, (u, s, vh), False, True, dtype, slices=[(0,) * (len(shape) - 2)])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["single", "wide", "double"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_gpu_fused_svd_single_modes(xp_gpu, monkeypatch, rng, mode, dtype):
+    """Every way the single types can run (the benchmark's A/B rows) meets the accuracy bar."""
+    monkeypatch.setattr(_fused_svd_cuda, "_SINGLE_MODE", mode)
+    for shape in ((512, 32, 32), (300, 24, 12), (200, 16, 16)):
+        a = stack(rng, shape, dtype)
+        with gpulinalg.config(backend="gpu"):
+            out = tuple(xp_gpu.asnumpy(x) for x in svd(xp_gpu.asarray(a), full_matrices=True))
+        assert gpulinalg.last_run().details.get("driver") == "fused"
+        check(a, out, True, True, dtype, slices=[(i,) for i in range(0, shape[0], 37)])
 
 
 @pytest.mark.gpu

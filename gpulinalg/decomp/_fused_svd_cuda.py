@@ -46,7 +46,7 @@ from ._results import SVDResult
 from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
 
 __all__ = ["SIZES", "MAX_ORDER", "TOL_FACTOR", "MAX_SWEEPS", "NONFINITE", "NOT_CONVERGED",
-           "NONE", "fits", "launch_args", "svd", "summary"]
+           "NONE", "fits", "launch_args", "svd", "summary", "tolerance"]
 
 #: The compiled row classes: a stack whose larger dimension is ``big`` runs the smallest one.
 SIZES = (8, 16, 32)
