@@ -64,20 +64,9 @@ def check(a, out, full, compute_uv, dtype, slices=None):
         assert np.all(peak.real > 0) and np.abs(peak.imag).max(initial=0) <= 10 * eps
 
 
-@pytest.fixture(autouse=True)
-def fused_wherever_it_fits(request, monkeypatch):
-    """The kernel's tests run it at every order it takes (32), whatever the dtype: the table
-    keeps single precision above order 16 on gesvdjBatched for speed (test_route_rows)."""
-    if request.node.name != "test_route_rows":
-        rows = tuple(r for r in _batched_plan.TABLE["gesvd"] if r[2] != "fused")
-        monkeypatch.setitem(_batched_plan.TABLE, "gesvd", ((32, 2, "fused"), *rows))
-
-
 def test_route_rows():
-    assert _batched_plan.route("gesvd", 16, 2, fused=True, dtype="float32") == "fused"
-    assert _batched_plan.route("gesvd", 32, 2, fused=True, dtype="float32") == "batched"
-    assert _batched_plan.route("gesvd", 32, 2, fused=True, dtype="float64") == "fused"
-    assert _batched_plan.route("gesvd", 32, 2, fused=True, dtype="complex128") == "fused"
+    for dtype in ("float32", "float64", "complex64", "complex128"):
+        assert _batched_plan.route("gesvd", 32, 2, fused=True, dtype=dtype) == "fused"
     assert _batched_plan.route("gesvd", 32, 2, fused=False) == "batched"
     assert _batched_plan.route("gesvd", 33, 4096, fused=False) == "jacobi"
     assert _batched_plan.route("gesvd", 16, 1) == "looped"

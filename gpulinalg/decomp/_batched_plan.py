@@ -94,11 +94,11 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     # The fused row (._fused_svd_cuda: one-sided Jacobi, values and vectors in one launch
-    # and one read-back, driver="auto" only): on the H200 (route rows, 2026-12-01 20:45 UTC)
-    # 1.04/1.16 ms against gesvdjBatched's 3.26/7.05 at 4096 x 16^2 (fp32/fp64), 1.17
-    # against 1.66 at 512 x 32^2 fp64, but 1.14 against 1.07 at 512 x 32^2 fp32: above
-    # order 16 it serves double precision only (complex128 untimed: as float64).
-    "gesvd": ((16, 2, "fused"), (32, 2, "fused", ("float64", "complex128")), (32, 2, "batched"),
+    # and one read-back, driver="auto" only): on the H200 (route rows) at 4096 x 16^2
+    # 0.46/0.94 ms against gesvdjBatched's 2.88/6.65 (fp32/fp64, 21:08 UTC), at 512 x 32^2
+    # 0.57/1.21 against 0.97/1.65 (21:08; the single-precision path: float32 columns and
+    # rotations, float64 Gram entries; at 20:45, float64 throughout, fp32 took 1.14).
+    "gesvd": ((32, 2, "fused"), (32, 2, "batched"),
               (512, 2, "jacobi"), (math.inf, 1, "looped")),
 }
 
