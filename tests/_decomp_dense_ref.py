@@ -64,6 +64,18 @@ def random(rng, shape, dtype):
     return x.astype(dtype)
 
 
+def layout(x, order, to):
+    """``to(x)`` (``to``: a host-to-device copy) in layout ``order``: ``"C"``, ``"F"`` (each
+    matrix column-major) or ``"strided"`` (every other column of a buffer twice as wide)."""
+    if order == "F":
+        return to(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
+    if order == "strided":
+        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        big[..., ::2] = x
+        return to(big)[..., ::2]
+    return to(x)
+
+
 def host(x):
     return np.asarray(to_host(x))
 

@@ -14,6 +14,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _tria
                               cho_factor, cho_solve, cholesky, solve_triangular)
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from _decomp_dense_ref import layout
 
 
 @pytest.fixture
@@ -34,16 +35,6 @@ def tol(dtype):
         else 1e-10
 
 
-def layout(x, order):
-    if order == "F":
-        return dev(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
-    if order == "strided":
-        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
-        big[..., ::2] = x
-        return dev(big)[..., ::2]
-    return dev(x)
-
-
 @pytest.mark.parametrize("n", [1, 5, 32])
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("clean", [True, False])
@@ -52,8 +43,8 @@ def layout(x, order):
 def test_emulated_fused_cholesky_equals_slices(emu, rng, n, lower, clean, dtype, order):
     a = spd(rng, (2, 3), n, dtype)
     CALLS.clear()
-    got = plain(_cholesky_cuda.cholesky(layout(a, order), lower, False, clean, np.dtype(dtype),
-                                        True))
+    x = layout(a, order, dev)
+    got = plain(_cholesky_cuda.cholesky(x, lower, False, clean, np.dtype(dtype), True))
     assert CALLS["small_potrf"] == 1 and CALLS["get"] == 1 and CALLS["potrf_batched"] == 0
     tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
     for idx in np.ndindex(2, 3):

@@ -14,7 +14,7 @@ import gpulinalg
 from gpulinalg.decomp import _batched_plan, _factor_host, _fused_qr_cuda, _qr_cuda, qr
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
-from _decomp_dense_ref import random as stack
+from _decomp_dense_ref import layout, random as stack
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 MODES = ["full", "economic", "r", "raw"]
@@ -28,16 +28,6 @@ def emu(monkeypatch):
 
 def tol(dtype):
     return 1e-4 if np.finfo(np.dtype(dtype)).bits <= 32 else 1e-10
-
-
-def layout(x, order, to=dev):
-    if order == "F":
-        return to(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
-    if order == "strided":
-        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
-        big[..., ::2] = x
-        return to(big)[..., ::2]
-    return to(x)
 
 
 def parts(out, mode):
@@ -73,7 +63,7 @@ def test_emulated_fused_qr_equals_lapack(emu, rng, dtype, shape, mode):
 @pytest.mark.parametrize("order", ["C", "F", "strided"])
 def test_emulated_fused_qr_layouts_and_input_kept(emu, rng, order):
     a = stack(rng, (4, 7, 5), np.float64)
-    x = layout(a, order)
+    x = layout(a, order, dev)
     before = plain(x).copy()
     q, r = _qr_cuda.qr(x, "economic", False, None, False, np.dtype("f8"))
     assert np.array_equal(plain(x), before)

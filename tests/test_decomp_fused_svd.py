@@ -15,7 +15,7 @@ import gpulinalg
 from gpulinalg.decomp import _batched_plan, _fused_svd_cuda, _svd_cuda, svd
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
-from _decomp_dense_ref import random as stack
+from _decomp_dense_ref import layout, random as stack
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 SHAPES = [(3, 9, 4), (3, 4, 9), (2, 2, 6, 6), (2, 1, 1), (2, 32, 32), (2, 32, 5), (2, 3, 32),
@@ -26,16 +26,6 @@ SHAPES = [(3, 9, 4), (3, 4, 9), (2, 2, 6, 6), (2, 1, 1), (2, 32, 32), (2, 32, 5)
 def emu(monkeypatch):
     with emulated_gpu(monkeypatch):
         yield
-
-
-def layout(x, order, to=dev):
-    if order == "F":
-        return to(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
-    if order == "strided":
-        big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
-        big[..., ::2] = x
-        return to(big)[..., ::2]
-    return to(x)
 
 
 def check(a, out, full, compute_uv, dtype, slices=None):
@@ -117,7 +107,7 @@ def test_emulated_fused_svd_equals_the_host_engine(emu, rng):
 @pytest.mark.parametrize("order", ["C", "F", "strided"])
 def test_emulated_fused_svd_layouts_and_input_kept(emu, rng, order):
     a = stack(rng, (4, 7, 5), np.complex128)
-    x = layout(a, order)
+    x = layout(a, order, dev)
     before = plain(x).copy()
     out = tuple(plain(v) for v in _svd_cuda.svd(x, True, True, "auto", np.dtype("c16")))
     assert np.array_equal(plain(x), before)
