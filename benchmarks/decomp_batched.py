@@ -7,8 +7,9 @@ of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold fir
 warm median (synchronized wall clock: all three libraries synchronize on their info codes or
 not at all, so the clock includes the device work), and the backward error of the result.
 
-``--sections kernels`` times the fused small-stack kernels alone (CUDA events, per potrf
-tile; ``--cases`` picks them too, ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
+``--sections kernels`` times the fused small-stack kernels alone (:mod:`.decomp_kernels`;
+``--cases`` picks them too, ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor``
+times the host (CPU) and device (GPU) side of one call apart
 (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
 path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and ``--routes`` pick rows.
 
@@ -395,87 +396,6 @@ def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
-    """Device time of a fused kernel alone (CUDA events around 20 launches, no read-back), per
-    potrf tile in ``tiles`` (``_fused_cuda.TILE`` patched: a side ``TS``, or ``(TS, M)`` with
-    ``M`` resident blocks asked of the compiler)."""
-    import numpy as np
-
-    from gpulinalg.decomp import _fused_cuda as fc
-    a, b = _make(cp, "cholesky", batch, n, dtype, rng)
-    summ, _ = fc.summary(cp, op, a.data.device_id)
-    saved, out = dict(fc.TILE), cp.empty_like(a if op == "potrf" else b)
-    key = (next(s for s in fc.SIZES[op] if n <= s), np.dtype(dtype).char)
-    for tile in (tiles if op == "potrf" else (None,)):
-        fc.TILE.update({key: tile} if tile else {})
-        label = "" if tile is None else "x".join(str(v) for v in np.atleast_1d(tile))
-        try:
-            fn = (lambda: fc.potrf(a, out, summ, True, True, 1 << 30)) if op == "potrf" \
-                else (lambda: fc.trsm(a, b, out, summ, 0, 0, 0, 0, 0, 1))  # noqa: E731
-            fn()
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(20):
-                fn()
-            end.record()
-            end.synchronize()
-            sec = cp.cuda.get_elapsed_time(start, end) / 20e3
-            rows.append(row(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"kernel TS={label}",
-                            {"cold_s": sec, "median_s": sec, "min_s": sec, "runs": 20},
-                            op=op, batch=batch, n=n, dtype=dtype))
-        except Exception as exc:
-            rows.append(absent(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"TS={label}",
-                               f"failed: {type(exc).__name__}: {exc}"[:300]))
-        finally:
-            fc.TILE.clear()
-            fc.TILE.update(saved)
-    cp.get_default_memory_pool().free_all_blocks()
-
-
-def _svd_kernel_case(cp, batch, n, dtype, rng, rows):
-    """The fused SVD (``_fused_svd_cuda.svd``, vectors) per way the single types can run
-    (``_SINGLE_MODE``: the A/B rows), 30 synchronized calls, with the accuracy of one call on
-    its first 64 matrices in float64: backward error and orthogonality over ``n eps``, singular
-    values over ``eps s_max``."""
-    import numpy as np
-
-    from gpulinalg.decomp import _fused_svd_cuda as fs
-    a = rng.standard_normal((batch, n, n), dtype=dtype)
-    saved, eps = fs._SINGLE_MODE, float(np.finfo(dtype).eps)
-    for mode in ("single", "wide", "double") if dtype == "float32" else ("double",):
-        fs._SINGLE_MODE = mode
-        try:
-            timing, (u, s, vh) = _timed(lambda: fs.svd(a, False, True, np.dtype(dtype)), 30)
-            x, u, s, vh = (cp.asnumpy(v[:64]).astype(np.float64) for v in (a, u, s, vh))
-            back = np.linalg.norm(x - (u * s[:, None]) @ vh, axis=(1, 2)) / np.linalg.norm(
-                x, axis=(1, 2))
-            ortho = np.linalg.norm(vh @ vh.swapaxes(1, 2) - np.eye(n), axis=(1, 2))
-            ref = np.linalg.svd(x, compute_uv=False)
-            rows.append(row(SUITE, f"kernel gesvd {batch}x{n}^2 {dtype}", f"mode={mode}", timing,
-                            op="gesvd", batch=batch, n=n, dtype=dtype,
-                            back_n_eps=float(back.max() / n / eps),
-                            ortho_n_eps=float(max(ortho.max(), np.linalg.norm(
-                                u.swapaxes(1, 2) @ u - np.eye(n), axis=(1, 2)).max()) / n / eps),
-                            s_eps=float((np.abs(s - ref).max(axis=1) / ref[:, 0]).max() / eps)))
-        except Exception as exc:
-            rows.append(absent(SUITE, f"kernel gesvd {batch}x{n}^2 {dtype}", f"mode={mode}",
-                               f"failed: {type(exc).__name__}: {exc}"[:300]))
-        finally:
-            fs._SINGLE_MODE = saved
-    cp.get_default_memory_pool().free_all_blocks()
-
-
-#: (op, batch, n, potrf tiles) of the kernel section: the fused kernels' device time. A tile
-#: is a side ``TS`` or ``(TS, M)`` (``M`` resident blocks per multiprocessor asked of the
-#: compiler); order 128: TS 4 is 1024 threads of 56 (fp32) / 64 (fp64) registers, TS 8 256
-#: of 103 / 188, (8, 2) caps fp64 at 128 (ptxas: 2 KiB spilled).
-KERNELS = [("trsm", 4096, 64, ()), ("trsm", 4096, 8, ()), ("potrf", 4096, 8, (1, 2)),
-           ("potrf", 1024, 32, (2, 4)), ("potrf", 4096, 64, (2, 4, 8)),
-           ("potrf", 512, 128, (8, 4, (8, 2))), ("gesvd", 512, 32, ()), ("gesvd", 4096, 16, ())]
-#: the grid op of a kernel row (``--cases`` names either).
-_KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve", "gesvd": "svd"}
-
-
 def _pick(spec, default, arity):
     """Entries of ``default`` chosen by ``spec`` ("op:batch:n,..." or "m:n:dtype,...")."""
     if not spec:
@@ -505,17 +425,9 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
             for dtype in DTYPES[:1]:  # the host's share hardly depends on the dtype
                 if budget.left() > 0:
                     _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)
-    want = {tuple(x.split(":")) for x in (cases or "").split(",") if x}
-    kernels = KERNELS[:2] if quick else [k for k in KERNELS if not want or want & {
-        (o, str(k[1]), str(k[2])) for o in (k[0], _KERNEL_API[k[0]])}]
-    for op, batch, n, tiles in kernels * ("kernels" in sections):
-        for dtype in DTYPES:
-            if budget.left() > 0:
-                if op == "gesvd":  # the fused SVD per single-precision mode, with accuracy
-                    _svd_kernel_case(cp, batch, n, dtype, rng, rows)
-                else:
-                    _kernel_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, rows,
-                                 tiles)
+    if "kernels" in sections:
+        from . import decomp_kernels
+        decomp_kernels.run(cp, rng, rows, budget, quick, cases)
     if "grid" in sections:
         for op, batch, n in grid:
             for dtype in DTYPES:
