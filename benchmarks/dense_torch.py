@@ -323,29 +323,36 @@ def mlp_kernel_rows(batch, width, dtype_name, layers=4):
     """The kernels (name, count, GPU µs) of one ``FusedMLP`` and one ``nn.Sequential`` step
     (torch profiler), ReLU and GELU."""
     torch = _torch()
-    from torch.profiler import ProfilerActivity, profile
     if not _cuda():
         return [absent(SUITE, "kernels per step mlp", "profiler", "no CUDA")]
     rows = []
     for act in ("relu", "gelu"):
         models, x, grad = _mlp_models(batch, width, getattr(torch, dtype_name), act, layers)
         for name, model in models.items():
-            fn = _step(model, x, grad)
-            for _ in range(3):
-                fn()
-            _sync()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                _sync()
-            kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
-                       for e in prof.key_averages()
-                       if _device_us(e) > 0
-                       and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
-            rows.append(row(SUITE, f"kernels per step mlp {layers}x{width} batch {batch} "
-                                   f"{dtype_name} {act}", name, {}, kernels=kernels,
-                            kernel_launches=sum(c for _, c, _ in kernels),
-                            kernel_us=round(sum(us for _, _, us in kernels), 1)))
+            rows.append(_kernel_row(f"kernels per step mlp {layers}x{width} batch {batch} "
+                                    f"{dtype_name} {act}", name, _step_kernels(_step(model, x,
+                                                                                   grad))))
     return rows
+
+
+def _step_kernels(fn):
+    """``[(kernel name, count, GPU µs)]`` of one training step ``fn`` (after 3 warm-up steps),
+    from the torch profiler; copies and memsets left out."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    _sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        _sync()
+    return [(e.key[:90], e.count, round(_device_us(e), 1)) for e in prof.key_averages()
+            if _device_us(e) > 0 and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+
+
+def _kernel_row(case, name, kernels):
+    return row(SUITE, case, name, {}, kernels=kernels,
+               kernel_launches=sum(c for _, c, _ in kernels),
+               kernel_us=round(sum(us for _, _, us in kernels), 1))
 
 
 def _device_us(event):
@@ -365,7 +372,6 @@ def kernel_rows(batch, width, dtype_name, variants=("inner", "first-layer", "aut
 
     from gpulinalg import config_context
     torch = _torch()
-    from torch.profiler import ProfilerActivity, profile
     rows = []
     if not _cuda():
         return [absent(SUITE, "kernels per step", "profiler", "no CUDA")]
@@ -377,26 +383,14 @@ def kernel_rows(batch, width, dtype_name, variants=("inner", "first-layer", "aut
                 tuned = variant == "autotuned"
                 if tuned and "gpulinalg" not in name:
                     continue
-                fn = _step(model, x, grad)
                 with config_context(autotune=True) if tuned else contextlib.nullcontext():
                     if tuned:
                         _cold(lambda: None)
-                    for _ in range(3):
-                        fn()
-                    _sync()
-                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                        fn()
-                        _sync()
-                kernels = [(e.key[:90], e.count, round(_device_us(e), 1))
-                           for e in prof.key_averages()
-                           if _device_us(e) > 0
-                           and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+                    kernels = _step_kernels(_step(model, x, grad))
                 suffix = "" if variant == "inner" else f" {variant}"
-                rows.append(row(SUITE,
-                                f"kernels per step {batch} {width} {dtype_name} {act}{suffix}",
-                                name, {}, kernels=kernels,
-                                kernel_launches=sum(c for _, c, _ in kernels),
-                                kernel_us=round(sum(us for _, _, us in kernels), 1)))
+                rows.append(_kernel_row(
+                    f"kernels per step {batch} {width} {dtype_name} {act}{suffix}", name,
+                    kernels))
     return rows
 
 
