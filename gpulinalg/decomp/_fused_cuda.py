@@ -40,7 +40,7 @@ import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
            "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
@@ -402,13 +402,6 @@ def fits(n, dtype, op="trsm"):
     return 0 < n <= MAX_ORDER[op].get(np.dtype(dtype), 0)
 
 
-def _order_class(n, op):
-    for size in SIZES[op]:
-        if n <= size:
-            return size
-    raise ValueError(f"no fused {op} kernel for order {n}")
-
-
 def tile(size, dtype):
     """``(TS, M)`` of the ``potrf`` kernel of order class ``size`` in ``dtype``: the side of a
     thread's register tile and the resident blocks per multiprocessor asked of the compiler
@@ -450,7 +443,7 @@ def launch_args(name, x, n, size_of, *views):
     ``(B, p, q)`` ``views`` flattened (what an engine keeps per layout, so that a repeat
     launches with its arrays and these)."""
     op = "potrf" if name == "gl_small_potrf" else "trsm"
-    size = _order_class(n, op)
+    size = size_class(n, SIZES[op], op)
     kern = _kernel(name, x.dtype, size)
     strides = tuple(s for v in views for s in _strides(v))
     return kern, (size_of,), _block(op, size, x.shape[-1], x.dtype), strides

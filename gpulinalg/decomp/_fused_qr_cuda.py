@@ -31,7 +31,7 @@ import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._results import QRResult
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
 
 __all__ = ["SIZES", "MAX_ORDER", "fits", "qr", "launch_args"]
 
@@ -251,13 +251,6 @@ def fits(n, dtype):
     return 0 < n <= MAX_ORDER and np.dtype(dtype) in _TYPES
 
 
-def _row_class(m):
-    for size in SIZES:
-        if m <= size:
-            return size
-    raise ValueError(f"no fused QR kernel for {m} rows")
-
-
 def _kernel(dtype, size):
     t, r = _TYPES[np.dtype(dtype)]
     return raw_kernel("gl_small_qr", _SOURCE, {"T": t, "R": r},
@@ -269,7 +262,7 @@ def launch_args(dtype, m, n, qc):
     """``(kernel, block, shared bytes)`` of a launch for ``m x n`` matrices with ``qc``
     columns of Q: a segment of ``min(MB, 32)`` lanes per column (enough warps for every
     column at once, at most 8)."""
-    size = _row_class(m)
+    size = size_class(m, SIZES, "QR")
     seg = min(size, 32)
     cols = max(n, qc)
     warps = max(1, min(8, -(-cols * seg // 32)))

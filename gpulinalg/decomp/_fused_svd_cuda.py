@@ -43,7 +43,7 @@ from ._checks import real_dtype
 from ._cusolver_cuda import raise_not_converged
 from ._finite_cuda import raise_nonfinite
 from ._results import SVDResult
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
 
 __all__ = ["SIZES", "MAX_ORDER", "TOL_FACTOR", "MAX_SWEEPS", "NONFINITE", "NOT_CONVERGED",
            "NONE", "fits", "launch_args", "svd", "summary", "tolerance"]
@@ -428,13 +428,6 @@ def fits(n, dtype):
     return 0 < n <= MAX_ORDER and np.dtype(dtype) in _TYPES
 
 
-def _row_class(big):
-    for size in SIZES:
-        if big <= size:
-            return size
-    raise ValueError(f"no fused SVD kernel for order {big}")
-
-
 def _spec(dtype, size):
     """``(types, options)`` of the kernel for ``dtype`` and row class ``size``."""
     t, c, r, d, rows, single = _layout(dtype)
@@ -477,7 +470,7 @@ def launch_args(dtype, m, n, uc, vr):
     """``(kernel, block, shared bytes, wc)`` of a launch for ``m x n`` matrices: a segment of
     ``MB / rows`` lanes per pair of columns (``ceil(k / 2)`` pairs), W and V of the storage
     type in dynamic shared memory (``wc``: W's columns)."""
-    size = _row_class(max(m, n))
+    size = size_class(max(m, n), SIZES, "SVD")
     k = min(m, n)
     kp = k + (k & 1)
     wc = max(kp, uc if m >= n else vr)

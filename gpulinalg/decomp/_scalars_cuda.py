@@ -1,13 +1,14 @@
 """Device helpers shared by decomp's fused small-stack kernels (:mod:`._fused_cuda`,
 :mod:`._fused_qr_cuda`), for the four element types ``float``, ``double`` and their
 ``complex``: real part, conjugate, magnitude in float64, NaN-sticky ``max``/``min`` of
-non-negative doubles, and warp shuffles. Text only: each kernel module puts
-:data:`SCALAR_PREAMBLE` in front of its source. Part of decomp's internal layer.
+non-negative doubles, and warp shuffles (:data:`SCALAR_PREAMBLE`, which each kernel module
+puts in front of its source); and :func:`size_class`, the compiled size a stack runs. Part of
+decomp's internal layer.
 """
 
 import numpy as np
 
-__all__ = ["SCALAR_PREAMBLE", "KERNEL_TYPES"]
+__all__ = ["SCALAR_PREAMBLE", "KERNEL_TYPES", "size_class"]
 
 #: dtype -> (the kernel's element type ``T``, its real type ``R``).
 KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
@@ -62,3 +63,12 @@ __device__ __forceinline__ complex<double> gl_xor(complex<double> v, int h, int 
                            __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
 }
 """
+
+
+def size_class(n, sizes, kernel):
+    """The smallest compiled size in ``sizes`` (ascending) that holds ``n`` (rows or order) of
+    the fused ``kernel`` (a name for the error)."""
+    for size in sizes:
+        if n <= size:
+            return size
+    raise ValueError(f"no fused {kernel} kernel for order {n}")
