@@ -351,20 +351,10 @@ def _tensors_cuda_raw():
 
 def profile(kind="torch", calls=20000, limit=20):
     """A cProfile of ``calls`` repeats of ``matmul(a, b, bias=bias, activation="relu")``."""
-    import cProfile
-    import pstats
-
     from . import dense_torch_host
     fn = _call(kind, "relu", True, False)
     with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
-        fn()
-        fn()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(calls):
-            fn()
-        prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(limit)
+        dense_torch_host.print_profile(fn, calls, limit)
 
 
 def main(argv=None):

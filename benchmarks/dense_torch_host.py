@@ -298,22 +298,27 @@ def measure(batch=8, width=16, calls=2000, runs=7):
         return _best_us(cases, runs)
 
 
-def profile(act="relu", steps=2000, first=False, limit=25):
-    """A cProfile of ``steps`` FusedLinear steps (stand-in launches), by own time."""
+def print_profile(fn, calls, limit):
+    """Print a cProfile of ``calls`` repeats of ``fn`` (after two unprofiled calls), the
+    ``limit`` costliest functions by own time."""
     import cProfile
     import pstats
+    fn()
+    fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(limit)
+
+
+def profile(act="relu", steps=2000, first=False, limit=25):
+    """A cProfile of ``steps`` FusedLinear steps (stand-in launches), by own time."""
     ours, _, x, grad = _layers(8, 16, act)
     x.requires_grad_(not first)
-    fn = _step(ours, x, grad)
     with stand_in():
-        fn()
-        fn()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(steps):
-            fn()
-        prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(limit)
+        print_profile(_step(ours, x, grad), steps, limit)
 
 
 def main(argv=None):
