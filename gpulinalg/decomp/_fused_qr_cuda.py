@@ -48,15 +48,7 @@ __device__ __forceinline__ float gq_im(float x) { return 0.0f; }
 __device__ __forceinline__ double gq_im(double x) { return 0.0; }
 __device__ __forceinline__ float gq_im(complex<float> x) { return x.imag(); }
 __device__ __forceinline__ double gq_im(complex<double> x) { return x.imag(); }
-// max(|Re x|, |Im x|) and |x / s|^2, in float64.
-__device__ __forceinline__ double gq_part(float x) { return fabs((double)x); }
-__device__ __forceinline__ double gq_part(double x) { return fabs(x); }
-__device__ __forceinline__ double gq_part(complex<float> x) {
-    return gl_max(fabs((double)x.real()), fabs((double)x.imag()));
-}
-__device__ __forceinline__ double gq_part(complex<double> x) {
-    return gl_max(fabs(x.real()), fabs(x.imag()));
-}
+// |x / s|^2, in float64.
 __device__ __forceinline__ double gq_sq(float x, double s) { const double v = x / s; return v * v; }
 __device__ __forceinline__ double gq_sq(double x, double s) { const double v = x / s; return v * v; }
 __device__ __forceinline__ double gq_sq(complex<float> x, double s) {
@@ -168,7 +160,7 @@ gl_small_qr(const T* __restrict__ a, T* __restrict__ qo, T* __restrict__ ro,
         for (int q = 0; q < RPL; ++q) {
             const int i = sl + q * SEG;
             vr[q] = (i >= j && i < m) ? s[j * LD + i] : T(0);
-            const double p = gq_part(vr[q]);
+            const double p = gl_part(vr[q]);
             sc = gl_max(sc, p);
             if (i > j) sx = gl_max(sx, p);
         }

@@ -41,7 +41,7 @@ import numpy as np
 from .._runtime.kernels import raw_kernel
 from ._checks import real_dtype
 from ._cusolver_cuda import raise_not_converged
-from ._finite_cuda import raise_nonfinite
+from ._finite_cuda import FINITE_PREAMBLE, raise_nonfinite
 from ._results import SVDResult
 from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
 
@@ -79,7 +79,7 @@ def _layout(dtype):
     single = mode == "single"
     return t, t if single else wide, r, wide, 1 if mode == "double" else 4, single
 
-_SOURCE = SCALAR_PREAMBLE + r"""
+_SOURCE = FINITE_PREAMBLE + SCALAR_PREAMBLE + r"""
 #define LD MB
 #define FULL 0xffffffffu
 #define GS_NONE 0xffffffffffffffffULL
@@ -116,22 +116,6 @@ __device__ __forceinline__ complex<float> gs_mul(complex<float> x, double s) {
 __device__ __forceinline__ float gs_narrow(double x) { return (float)x; }
 __device__ __forceinline__ complex<float> gs_narrow(complex<double> x) {
     return complex<float>((float)x.real(), (float)x.imag());
-}
-__device__ __forceinline__ double gs_part(float x) { return fabs((double)x); }
-__device__ __forceinline__ double gs_part(double x) { return fabs(x); }
-__device__ __forceinline__ double gs_part(complex<float> x) {
-    return gl_max(fabs((double)x.real()), fabs((double)x.imag()));
-}
-__device__ __forceinline__ double gs_part(complex<double> x) {
-    return gl_max(fabs(x.real()), fabs(x.imag()));
-}
-__device__ __forceinline__ bool gs_finite(float x) { return isfinite(x); }
-__device__ __forceinline__ bool gs_finite(double x) { return isfinite(x); }
-__device__ __forceinline__ bool gs_finite(complex<float> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
-}
-__device__ __forceinline__ bool gs_finite(complex<double> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
 }
 // The phase x / |x| of a non-zero x (the sign, for real x).
 __device__ __forceinline__ double gs_unit(double x, double g) { return x / g; }
@@ -234,8 +218,8 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
     for (int e = t; e < m * n; e += nt) {
         const int i = colmajor ? e % m : e / n, c = colmajor ? e / m : e % n;
         const T x = src[i * sar + c * sac];
-        bad |= !gs_finite(x);
-        big_part = gl_max(big_part, gs_part(x));
+        bad |= !gl_fin(x);
+        big_part = gl_max(big_part, gl_part(x));
         if (wide) w[i * LD + c] = C(gl_cj(x)); else w[c * LD + i] = C(x);
     }
     for (int h = 16; h > 0; h >>= 1) big_part = gl_max(big_part, __shfl_xor_sync(FULL, big_part, h));

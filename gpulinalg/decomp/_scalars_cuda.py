@@ -15,7 +15,7 @@ KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): 
                 np.dtype(np.complex64): ("complex<float>", "float"),
                 np.dtype(np.complex128): ("complex<double>", "double")}
 
-#: ``gl_re``, ``gl_cj``, ``gl_mag``, ``gl_max``, ``gl_min``, ``gl_shfl``, ``gl_xor``.
+#: ``gl_re``, ``gl_cj``, ``gl_mag``, ``gl_max``, ``gl_min``, ``gl_part``, ``gl_shfl``, ``gl_xor``.
 SCALAR_PREAMBLE = r"""
 __device__ __forceinline__ float gl_re(float x) { return x; }
 __device__ __forceinline__ double gl_re(double x) { return x; }
@@ -32,6 +32,15 @@ __device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
 // NaN sticks, as in NumPy's max and min (and the figures kernel of _triangular_cuda).
 __device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
 __device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
+// max(|Re x|, |Im x|) in float64: the scale of an entry (of a norm computed without overflow).
+__device__ __forceinline__ double gl_part(float x) { return fabs((double)x); }
+__device__ __forceinline__ double gl_part(double x) { return fabs(x); }
+__device__ __forceinline__ double gl_part(complex<float> x) {
+    return gl_max(fabs((double)x.real()), fabs((double)x.imag()));
+}
+__device__ __forceinline__ double gl_part(complex<double> x) {
+    return gl_max(fabs(x.real()), fabs(x.imag()));
+}
 // Warp shuffles of any of the four types (complex: its two parts) within segments of w lanes:
 // from lane l (gl_shfl), from the lane h apart (gl_xor).
 __device__ __forceinline__ float gl_shfl(float v, int l, int w) {
