@@ -34,13 +34,11 @@ it. The host work of a clean call is one read-back of 3 words and a few float op
 Part of decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 """
 
-import threading
-
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class, summary_buffer
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
            "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
@@ -479,26 +477,11 @@ def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
                        np.int32(bool(squared)), checks(summarize, finite)))
 
 
-class _Buffers(threading.local):
-    def __init__(self):
-        self.by_key = {}
-
-
-_buffers = _Buffers()
-
-
 def summary(cupy, kind, device):
     """``(buffer, totals)``: the calling thread's summary buffer of ``kind`` (``"potrf"`` or
-    ``"trsm"``) on ``device`` (8 uint64 words, made once with the identities in place) and
-    the view of its 3 read-back words. A call reads the totals back before it returns, so one
-    buffer per thread serves all its launches."""
-    got = _buffers.by_key.get((kind, device))
-    if got is None or got[0] is not cupy:
-        id1, id2 = _IDENTITY[kind]
-        buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
-        got = (cupy, buf, buf[4:7])
-        _buffers.by_key[(kind, device)] = got
-    return got[1], got[2]
+    ``"trsm"``) on ``device`` and the view of its 3 read-back words
+    (:func:`._scalars_cuda.summary_buffer`)."""
+    return summary_buffer(cupy, kind, device, *_IDENTITY[kind])
 
 
 def as_float(word):

@@ -34,8 +34,6 @@ sweeps any matrix took, and the first matrix that did not converge (``b << 32 | 
 Part of decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 """
 
-import threading
-
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
@@ -43,7 +41,7 @@ from ._checks import real_dtype
 from ._cusolver_cuda import raise_not_converged
 from ._finite_cuda import FINITE_PREAMBLE, raise_nonfinite
 from ._results import SVDResult
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class
+from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class, summary_buffer
 
 __all__ = ["SIZES", "MAX_ORDER", "TOL_FACTOR", "MAX_SWEEPS", "NONFINITE", "NOT_CONVERGED",
            "NONE", "fits", "launch_args", "svd", "summary", "tolerance"]
@@ -472,23 +470,11 @@ def _strides(x, used=True):
     return tuple(np.int64(s // x.itemsize) for s in x.strides)
 
 
-class _Buffers(threading.local):
-    def __init__(self):
-        self.by_device = {}
-
-
-_buffers = _Buffers()
-
-
 def summary(cupy, device):
-    """``(buffer, totals)``: the calling thread's summary buffer on ``device`` (8 uint64
-    words, made once with the identities in place) and the view of its 3 read-back words."""
-    got = _buffers.by_device.get(device)
-    if got is None or got[0] is not cupy:
-        buf = cupy.asarray(np.array([0, 0, NONE, 0, 0, 0, NONE, 0], dtype=np.uint64))
-        got = (cupy, buf, buf[4:7])
-        _buffers.by_device[device] = got
-    return got[1], got[2]
+    """``(buffer, totals)``: the calling thread's summary buffer on ``device`` (identities: no
+    sweep, no failed matrix) and the view of its 3 read-back words
+    (:func:`._scalars_cuda.summary_buffer`)."""
+    return summary_buffer(cupy, "svd", device, 0, NONE)
 
 
 def svd(a, full_matrices, compute_uv, dtype, finite=False):

@@ -2,13 +2,16 @@
 :mod:`._fused_qr_cuda`), for the four element types ``float``, ``double`` and their
 ``complex``: real part, conjugate, magnitude in float64, NaN-sticky ``max``/``min`` of
 non-negative doubles, and warp shuffles (:data:`SCALAR_PREAMBLE`, which each kernel module
-puts in front of its source); and :func:`size_class`, the compiled size a stack runs. Part of
+puts in front of its source); :func:`size_class`, the compiled size a stack runs; and
+:func:`summary_buffer`, the per-thread buffer a kernel folds its figures into. Part of
 decomp's internal layer.
 """
 
+import threading
+
 import numpy as np
 
-__all__ = ["SCALAR_PREAMBLE", "KERNEL_TYPES", "size_class"]
+__all__ = ["SCALAR_PREAMBLE", "KERNEL_TYPES", "size_class", "summary_buffer"]
 
 #: dtype -> (the kernel's element type ``T``, its real type ``R``).
 KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
@@ -81,3 +84,24 @@ def size_class(n, sizes, kernel):
         if n <= size:
             return size
     raise ValueError(f"no fused {kernel} kernel for order {n}")
+
+
+class _Summaries(threading.local):
+    def __init__(self):
+        self.by_key = {}
+
+
+_summaries = _Summaries()
+
+
+def summary_buffer(cupy, key, device, id1, id2):
+    """``(buffer, totals)``: the calling thread's summary buffer ``key`` on ``device`` (8 uint64
+    words, made once with the identities ``id1`` and ``id2`` of words 1 and 2 in place: the
+    last block of a launch puts them back) and the view of its 3 read-back words. A call reads
+    the totals back before it returns, so one buffer per thread serves all its launches."""
+    got = _summaries.by_key.get((key, device))
+    if got is None or got[0] is not cupy:
+        buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
+        got = (cupy, buf, buf[4:7])
+        _summaries.by_key[(key, device)] = got
+    return got[1], got[2]
