@@ -109,10 +109,15 @@ class _Raw:
             return _small_qr(grid, block, args, shared_mem)
         if self.name == "gl_small_svd":
             return _fused_svd_emulator.small_svd(CALLS, grid, block, args, shared_mem)
-        src, dst, p, q, sb, sp, db, dq, zero = (int(x) if np.isscalar(x) else x for x in args)
+        src, dst, p, q, sb, sp, db, dq, zero, flag = (int(x) if np.isscalar(x) else x
+                                                      for x in args)
         CALLS["transpose_copy"] += 1
         item = src.itemsize
         s = np.lib.stride_tricks.as_strided(src, (grid[2], p, q), (sb * item, sp * item, item))
+        if not isinstance(flag, int):  # the finiteness flag in the same pass
+            CALLS["flag_nonfinite"] += 1
+            if not np.isfinite(s).all():
+                flag[0] = 1
         d = np.lib.stride_tricks.as_strided(dst, (grid[2], p, q), (db * item, item, dq * item))
         d[...] = np.where(np.triu(np.ones((p, q), bool), 1) & bool(zero), 0, s)
 

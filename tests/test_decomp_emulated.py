@@ -124,6 +124,24 @@ def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower
     assert np.array_equal(np.where(mask, 0, got), np.where(mask, 0, 0 * spd_ if clean else a))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cholesky_tiled_copy_checks_finite_in_the_same_pass(emu, rng, monkeypatch, dtype):
+    """The transposing working copy also flags NaN or Inf anywhere in ``a`` (SciPy's
+    ``check_finite``), the triangle it zeroes included: no second pass over ``a``."""
+    monkeypatch.setattr(_transpose_cuda, "MIN_ORDER", 1)
+    without_fused(monkeypatch)
+    a = spd(rng, 37, dtype, batch=(3,))
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype(dtype), True))
+    assert CALLS["transpose_copy"] == 1 and CALLS["flag_nonfinite"] == 1 and CALLS["get"] == 1
+    assert np.allclose(got, np.linalg.cholesky(a), atol=1e-4)
+    a[1, 0, 30] = np.inf  # above the diagonal: zeroed by the copy, never read by potrf
+    CALLS.clear()
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype(dtype), True)
+    assert CALLS["transpose_copy"] == 1 and CALLS["flag_nonfinite"] == 1
+
+
 def test_cholesky_batched_overwrite_and_errors(emu, rng, monkeypatch):
     without_fused(monkeypatch)  # the library route (small stacks are fused)
     a = spd(rng, 6, np.float64, batch=(2, 3))

@@ -331,8 +331,8 @@ def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
         if src is not None:
             pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
             if _transpose_cuda.applies(*pair):
-                _transpose_cuda.transpose_copy(*pair, zero_above=clean)
-                return w, want, clean, False
+                _transpose_cuda.transpose_copy(*pair, zero_above=clean, flag=slot)
+                return w, want, clean, slot is not None
     if clean:  # one kernel: the copy, zero in the triangle potrf leaves alone (and the flag)
         fused = slot is not None and a.dtype == dtype
         _copy_zero_triangle(a.reshape(batch, n, n), w, lower, slot if fused else None)

@@ -4,12 +4,16 @@ Cholesky factors in a column-major working copy (see :func:`gpulinalg.decomp._ch
 _work_copy`); CuPy's strided assignment makes it with uncoalesced writes (28 ms for a
 32768 x 32768 float64 matrix on the H200, against 4 ms for a plain copy). Here each 32 x 32 tile
 goes through shared memory, so reads and writes are both coalesced, and the triangle the
-factorization leaves alone can be zeroed in the same pass without being read.
+factorization leaves alone can be zeroed in the same pass without being read. SciPy's
+``check_finite`` of the source can ride along (``flag``): then every entry is read once, the
+zeroed triangle too, and a non-finite one sets the flag (one pass where a separate check made
+another).
 """
 
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
+from ._finite_cuda import FINITE_PREAMBLE
 
 __all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
 
@@ -19,24 +23,32 @@ MIN_ORDER = 64
 MAX_BATCH = 65535
 TILE = 32
 
-_SOURCE = r"""
+_SOURCE = FINITE_PREAMBLE + r"""
 // dst[b, p, q] = src[b, p, q] for a (B, P, Q) stack with src contiguous along q and dst
-// contiguous along p; with zero_above, dst[b, p, q] = 0 where q > p (src is not read there).
+// contiguous along p; with zero_above, dst[b, p, q] = 0 where q > p (src is not read there,
+// unless flag is given). flag (nullable): set to 1 when src holds NaN or Inf anywhere.
 extern "C" __global__ void gl_transpose_copy(const T* __restrict__ src, T* __restrict__ dst,
                                              const long long P, const long long Q,
                                              const long long sb, const long long sp,
                                              const long long db, const long long dq,
-                                             const int zero_above) {
+                                             const int zero_above, int* __restrict__ flag) {
     __shared__ T tile[32][33];
     const long long p0 = (long long)blockIdx.y * 32, q0 = (long long)blockIdx.x * 32;
     const T* s = src + (long long)blockIdx.z * sb;
     T* d = dst + (long long)blockIdx.z * db;
     const bool all_zero = zero_above && q0 > p0 + 31;
-    if (!all_zero) {
+    if (!all_zero || flag != nullptr) {
+        int bad = 0;
         for (int i = threadIdx.y; i < 32; i += blockDim.y) {
             const long long p = p0 + i, q = q0 + threadIdx.x;
-            if (p < P && q < Q && !(zero_above && q > p)) tile[i][threadIdx.x] = s[p * sp + q];
+            const bool keep = !(zero_above && q > p);
+            if (p < P && q < Q && (keep || flag != nullptr)) {
+                const T v = s[p * sp + q];
+                if (!gl_fin(v)) bad = 1;
+                if (keep) tile[i][threadIdx.x] = v;
+            }
         }
+        if (bad && flag != nullptr) flag[0] = 1;
     }
     __syncthreads();
     for (int i = threadIdx.y; i < 32; i += blockDim.y) {
@@ -60,10 +72,12 @@ def applies(src, dst):
             and dst.strides[1] == item)
 
 
-def transpose_copy(src, dst, zero_above=False):
+def transpose_copy(src, dst, zero_above=False, flag=None):
     """``dst[...] = src`` for ``(B, P, Q)`` CuPy stacks, ``src`` contiguous along ``Q`` and
     ``dst`` along ``P`` (check with :func:`applies`); with ``zero_above`` the entries with
-    ``q > p`` of ``dst`` become zero instead (and are not read from ``src``)."""
+    ``q > p`` of ``dst`` become zero instead (and are not read from ``src``). ``flag`` (a
+    zeroed int32 device slot, or ``None``): set to 1 when ``src`` holds NaN or Inf (SciPy's
+    ``check_finite`` in the same pass)."""
     if not applies(src, dst):
         raise ValueError("transpose_copy needs equal (B, P, Q) stacks of one float dtype, "
                          "src contiguous along Q, dst along P")
@@ -74,5 +88,6 @@ def transpose_copy(src, dst, zero_above=False):
     grid = ((q + TILE - 1) // TILE, (p + TILE - 1) // TILE, b)
     kern(grid, (TILE, 8), (src, dst, np.int64(p), np.int64(q), np.int64(src.strides[0] // item),
                            np.int64(src.strides[1] // item), np.int64(dst.strides[0] // item),
-                           np.int64(dst.strides[2] // item), np.int32(bool(zero_above))))
+                           np.int64(dst.strides[2] // item), np.int32(bool(zero_above)),
+                           np.uint64(0) if flag is None else flag))
     return dst
