@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _qr_cuda,
-                              _svd_cuda, _transpose_cuda, _triangular_cuda)
+from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _finite_cuda,
+                              _qr_cuda, _svd_cuda, _transpose_cuda, _triangular_cuda)
 
 from _cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev, emulated_gpu,
                                 plain, without_fused)
@@ -122,6 +122,31 @@ def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower
     assert np.allclose(np.where(mask, got, 0), ref if lower else ref.swapaxes(-1, -2).conj(),
                        atol=1e-4)
     assert np.array_equal(np.where(mask, 0, got), np.where(mask, 0, 0 * spd_ if clean else a))
+
+
+def test_finiteness_check_reads_memory_in_order(emu):
+    """The check runs over a view in memory order: flat for column-major and transposed
+    stacks, broadcast axes read once, and the same verdict as NumPy's for every layout."""
+    from gpulinalg.decomp._finite_cuda import memory_order
+    base = np.arange(2 * 5 * 7, dtype=np.float64).reshape(2, 5, 7)
+    f = np.asfortranarray(base)
+    stacked_f = np.ascontiguousarray(base.swapaxes(-1, -2)).swapaxes(-1, -2)
+    for x in (base, f, stacked_f, base.transpose(2, 0, 1)):
+        got = memory_order(x)
+        assert got.ndim == 1 and np.shares_memory(got, x) and got.size == x.size
+        assert np.array_equal(np.sort(got), np.sort(x.ravel()))
+    wide = np.broadcast_to(base[:, :, :1], (2, 5, 7))  # a stride-0 axis: one column read
+    assert memory_order(wide).size == 10
+    sliced = base[:, ::2, 1:]  # not contiguous in any order: still a view, every entry
+    assert memory_order(sliced).size == sliced.size and np.shares_memory(memory_order(sliced), base)
+    for layout in (lambda y: np.ascontiguousarray(y.swapaxes(-1, -2)).swapaxes(-1, -2),
+                   lambda y: y[:, ::-1]):
+        for value, want in ((1.0, 0), (np.nan, 1), (-np.inf, 1)):
+            bad = base.copy()
+            bad[1, 3, 4] = value
+            flag = dev(np.zeros(1, np.int32))
+            _finite_cuda.flag_nonfinite(layout(dev(bad)), flag)
+            assert plain(flag)[0] == want
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

