@@ -58,11 +58,16 @@ class _Kernel:
 
     def __init__(self, in_params, out_params, operation, name, **options):
         if not (name.startswith(("gpulinalg_zero_triangle", "gpulinalg_copy_zero"))
-                or name == "gl_flag_nonfinite"):
+                or name in ("gl_flag_nonfinite", "gl_fill_pointers")):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
     def __call__(self, *args):
+        if self.name == "gl_fill_pointers":
+            start, step, p = args
+            CALLS["fill_pointers"] += 1
+            p[...] = np.uint64(start) + np.arange(p.size, dtype=np.uint64) * np.uint64(step)
+            return
         if self.name == "gl_flag_nonfinite":
             x, flag = args
             CALLS["flag_nonfinite"] += 1

@@ -18,9 +18,11 @@ import typing
 import numpy as np
 
 from .._runtime import device as _device
+from .._runtime.kernels import elementwise_kernel
 from .._runtime.errors import LinAlgError
 
-__all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "Solver",
+__all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "chain_buffers",
+           "fill_pointers", "Solver",
            "workspace_bytes", "JACOBI_BATCHED_MAX"]
 
 #: ``gesvdjBatched`` takes matrices up to 32 x 32 (which stacks take the batched routines at
@@ -124,6 +126,30 @@ def pointer_array(x):
         cache.clear()
     cache[key] = ptrs
     return ptrs
+
+
+def chain_buffers(count, pointers=("ptrs",), info=True):
+    """The device buffers of a replayed batched chain (:mod:`.._runtime.graphs`) over
+    ``count`` matrices: a pointer array per name of ``pointers``, ``info`` codes (with
+    ``info``), and on the host the place of the matrices each array holds."""
+    import cupy
+    bufs = {name: cupy.zeros(max(count, 1), dtype=np.uint64) for name in pointers}
+    if info:
+        bufs["info"] = cupy.zeros(max(count, 1), dtype=np.int32)
+    bufs.update({("at", name): None for name in pointers})
+    return bufs
+
+
+def fill_pointers(buffers, x, name="ptrs"):
+    """Put the addresses of ``x[0], x[1], ...`` (uniform stride) into ``buffers[name]``: one
+    launch, none when they are there already."""
+    at = (int(x.data.ptr), int(x.strides[0]))
+    if buffers[("at", name)] == at:
+        return
+    kern = elementwise_kernel("uint64 start, uint64 step", "uint64 p",
+                              "p = start + (unsigned long long)i * step", "gl_fill_pointers")
+    kern(np.uint64(at[0]), np.uint64(at[1] % (1 << 64)), buffers[name][:len(x)])
+    buffers[("at", name)] = at
 
 
 class Solver:
@@ -288,12 +314,23 @@ class Solver:
     # -- batched forms (one call for a stack of small matrices) -------------------------------
     def potrf_batched(self, w, lower):
         """Cholesky of every matrix of ``w`` (``(B, n, n)``, each column-major contiguous,
-        uniform stride) in one ``<t>potrfBatched`` call; ``info`` slot ``i`` is matrix ``i``."""
-        ptrs = pointer_array(w)
-        self._keep.append(ptrs)
-        n = w.shape[-1]
-        self.r.legacy("potrf_batched")(self.handle, _uplo(lower), n, int(ptrs.data.ptr),
-                                       max(n, 1), self.info.data.ptr, len(w))
+        uniform stride) in one ``<t>potrfBatched`` call; ``info`` slot ``i`` is matrix ``i``.
+
+        The routine's chain of launches is replayed as a CUDA graph (:mod:`.._runtime.graphs`)
+        through a pointer array and codes of its own, kept per thread and layout: the
+        addresses of ``w``'s matrices go into the array (one launch, none when ``w`` sits
+        where the last one did) and the codes are copied into ``info`` after."""
+        from .._runtime import graphs
+        n, count = w.shape[-1], len(w)
+        fn, handle, uplo = self.r.legacy("potrf_batched"), self.handle, _uplo(lower)
+        key = ("potrf_batched", w.data.device_id, self.dtype.char, n, count, int(uplo),
+               int(handle))
+        chain = graphs.entry(key, lambda: chain_buffers(count))
+        self._keep.append(chain)  # its buffers outlive the launch (until check)
+        fill_pointers(chain.buffers, w)
+        chain.launch(lambda b: fn(handle, uplo, n, int(b["ptrs"].data.ptr), max(n, 1),
+                                  int(b["info"].data.ptr), count))
+        self.info[:count] = chain.buffers["info"]
 
     def geqrf_batched(self, w, tau):
         """Householder QR of every matrix of ``w`` (``(B, m, n)``, each column-major, uniform

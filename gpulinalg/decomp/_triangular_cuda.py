@@ -14,7 +14,7 @@ from . import _fused_cuda
 from ._checks import broadcast_batch, matrix_order, sub
 from . import _batched_plan
 from ._batched_plan import route
-from ._cusolver_cuda import pointer_array, routines
+from ._cusolver_cuda import chain_buffers, fill_pointers, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._triangular_xp import check_nonsingular, judge, judge_bound
 
@@ -264,14 +264,20 @@ def trsm_batched(a, x, trans, lower, unit_diagonal):
     :func:`stack_matrices`, ``x`` from :func:`rhs_copy`."""
     from nvmath.bindings import cublas
 
+    from .._runtime import graphs
     from .._runtime.streams import get_handle
     a, trans, lower = _op(a, trans, lower)
-    one = np.ones(1, dtype=a.dtype)
+    one = np.ones(1, dtype=a.dtype)  # alpha, read on the host as the chain is issued
     nb, n, k = x.shape
-    a_ptrs, x_ptrs = pointer_array(a), pointer_array(x)
-    getattr(cublas, routines(a.dtype).prefix + "trsm_batched")(
-        get_handle("cublas"), *_cublas_args(a, trans, lower, unit_diagonal),
-        n, k, one.ctypes.data, a_ptrs.data.ptr, max(n, 1), x_ptrs.data.ptr, max(n, 1), nb)
+    fn = getattr(cublas, routines(a.dtype).prefix + "trsm_batched")
+    handle, args = get_handle("cublas"), _cublas_args(a, trans, lower, unit_diagonal)
+    # its chain of launches (pointer offsets, blocked solves and updates) as one graph
+    key = ("trsm_batched", a.data.device_id, a.dtype.char, n, k, nb, args, int(handle))
+    chain = graphs.entry(key, lambda: chain_buffers(nb, ("a", "x"), info=False))
+    fill_pointers(chain.buffers, a, "a")
+    fill_pointers(chain.buffers, x, "x")
+    chain.launch(lambda b: fn(handle, *args, n, k, one.ctypes.data, int(b["a"].data.ptr),
+                              max(n, 1), int(b["x"].data.ptr), max(n, 1), nb))
 
 
 # -- the conditioning rule of ._triangular_xp: its reductions fused into two raw kernels ----------
