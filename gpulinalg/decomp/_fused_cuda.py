@@ -38,7 +38,8 @@ import numpy as np
 
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class, summary_buffer
+from ._scalars_cuda import (KERNEL_TYPES, SCALAR_PREAMBLE, SUMMARY_PREAMBLE, size_class,
+                            summary_buffer)
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
            "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
@@ -70,28 +71,8 @@ _IDENTITY = {"potrf": (NONE, NONE), "trsm": (0, NONE)}
 
 _TYPES = KERNEL_TYPES
 
-_COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + r"""
+_COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + r"""
 #define LD (NB + 1)
-#define GL_NONE 0xffffffffffffffffULL
-// Fold one block's figures into the summary acc[0..2] (0: OR of flags; 1: max (max1) or min;
-// 2: min); the last block to arrive (acc[3] counts them) moves the totals to acc[4..6] and puts
-// the identities back for the next launch. Called by one thread per block, once.
-__device__ void gl_summary(unsigned long long* acc, const unsigned long long flags,
-                           const unsigned long long v1, const int max1,
-                           const unsigned long long v2, const unsigned long long nblocks) {
-    const unsigned long long id1 = max1 ? 0ULL : GL_NONE;
-    if (flags) atomicOr(&acc[0], flags);
-    if (v1 != id1) { if (max1) atomicMax(&acc[1], v1); else atomicMin(&acc[1], v1); }
-    if (v2 != GL_NONE) atomicMin(&acc[2], v2);
-    __threadfence();
-    if (atomicAdd(&acc[3], 1ULL) == nblocks - 1) {
-        __threadfence();
-        acc[4] = atomicExch(&acc[0], 0ULL);
-        acc[5] = atomicExch(&acc[1], id1);
-        acc[6] = atomicExch(&acc[2], GL_NONE);
-        atomicExch(&acc[3], 0ULL);
-    }
-}
 // A non-negative double (or NaN) as bits that order as the values, NaN above +inf.
 __device__ __forceinline__ unsigned long long gl_order_bits(const double v) {
     return isnan(v) ? 0x7ff8000000000000ULL : (unsigned long long)__double_as_longlong(fabs(v));

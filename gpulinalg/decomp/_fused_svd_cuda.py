@@ -41,7 +41,8 @@ from ._checks import real_dtype
 from ._cusolver_cuda import raise_not_converged
 from ._finite_cuda import FINITE_PREAMBLE, raise_nonfinite
 from ._results import SVDResult
-from ._scalars_cuda import KERNEL_TYPES, SCALAR_PREAMBLE, size_class, summary_buffer
+from ._scalars_cuda import (KERNEL_TYPES, SCALAR_PREAMBLE, SUMMARY_PREAMBLE, size_class,
+                            summary_buffer)
 
 __all__ = ["SIZES", "MAX_ORDER", "TOL_FACTOR", "MAX_SWEEPS", "NONFINITE", "NOT_CONVERGED",
            "NONE", "fits", "launch_args", "svd", "summary", "tolerance"]
@@ -77,10 +78,9 @@ def _layout(dtype):
     single = mode == "single"
     return t, t if single else wide, r, wide, 1 if mode == "double" else 4, single
 
-_SOURCE = FINITE_PREAMBLE + SCALAR_PREAMBLE + r"""
+_SOURCE = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + r"""
 #define LD MB
 #define FULL 0xffffffffu
-#define GS_NONE 0xffffffffffffffffULL
 __device__ __forceinline__ double gs_abs2(double x) { return x * x; }
 __device__ __forceinline__ double gs_abs2(complex<double> x) {
     return x.real() * x.real() + x.imag() * x.imag();
@@ -130,24 +130,6 @@ __device__ __forceinline__ double gs_sum(double v, int w) {
 __device__ __forceinline__ complex<double> gs_sum(complex<double> v, int w) {
     for (int h = w / 2; h > 0; h >>= 1) v += gl_xor(v, h, w);
     return v;
-}
-// The summary acc[0..2] (0: OR of flags; 1: max of sweeps; 2: min of the packed first
-// failure); the last block (acc[3] counts them) moves the totals to acc[4..6] and puts the
-// identities back for the next launch. One thread per block, once.
-__device__ void gs_summary(unsigned long long* acc, const unsigned long long flags,
-                           const unsigned long long sweeps, const unsigned long long first,
-                           const unsigned long long nblocks) {
-    if (flags) atomicOr(&acc[0], flags);
-    if (sweeps) atomicMax(&acc[1], sweeps);
-    if (first != GS_NONE) atomicMin(&acc[2], first);
-    __threadfence();
-    if (atomicAdd(&acc[3], 1ULL) == nblocks - 1) {
-        __threadfence();
-        acc[4] = atomicExch(&acc[0], 0ULL);
-        acc[5] = atomicExch(&acc[1], 0ULL);
-        acc[6] = atomicExch(&acc[2], GS_NONE);
-        atomicExch(&acc[3], 0ULL);
-    }
 }
 // Output element (i, c) of one of the results, for the store loop: U (what 0), Vh (what 1).
 // tall: U = W[:, col(c)] ph(c), Vh = (V[:, perm(c)] ph(c))^H; wide: U = V[:, perm(c)] ph(c),
@@ -229,7 +211,7 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
             gs_store(u + b * sub, sur, suc, m, uc, w, v, perm, ph, k, wide, 0, true, t, nt);
             gs_store(vh + b * svb, svr, svc, vr, n, w, v, perm, ph, k, wide, 1, true, t, nt);
         }
-        if (t == 0) gs_summary(summ, 1ULL, 0ULL, GS_NONE, (unsigned long long)gridDim.x);
+        if (t == 0) gl_summary(summ, 1ULL, 0ULL, 1, GL_NONE, (unsigned long long)gridDim.x);
         return;  // the whole block
     }
     int ex = 0;
@@ -332,8 +314,8 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
     }
     if (t == 0) {
         const bool fail = !converged;
-        gs_summary(summ, fail ? 2ULL : 0ULL, (unsigned long long)sweep,
-                   fail ? ((unsigned long long)b << 32 | (unsigned long long)sweep) : GS_NONE,
+        gl_summary(summ, fail ? 2ULL : 0ULL, (unsigned long long)sweep, 1,
+                   fail ? ((unsigned long long)b << 32 | (unsigned long long)sweep) : GL_NONE,
                    (unsigned long long)gridDim.x);
     }
     if (!vecs) return;  // the whole block
