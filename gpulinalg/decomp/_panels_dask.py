@@ -110,13 +110,7 @@ def fused(dsk, name, a, i, place, zk, mk, local):
     merge tree (the first carries the panel's counts and moments)."""
     comb = (_rowpass_xp.combine, zk, mk, local, True,
             *_partials(dsk, name, a, i, place, zk, local))
-    n = int(a.shape[1])
-    keys = []
-    for g, cols in enumerate(place.groups[i]):
-        keys.append((f"{name}-p", i, g))
-        dsk[keys[-1]] = (_rowpass_xp.part_t, comb, mk, n, g == 0, _starts(a, cols),
-                         *_blocks(a, i, cols))
-    return keys
+    return _parts(dsk, name, a, i, place, _rowpass_xp.part_t, comb, mk)
 
 
 def basis(dsk, name, a, i, place, zk, mk, local):
@@ -129,10 +123,15 @@ def basis(dsk, name, a, i, place, zk, mk, local):
 def rayleigh_ritz(dsk, name, a, i, place, q, mk):
     """The Rayleigh-Ritz tasks of split panel ``i`` (``q``: a key or task giving ``Q_i``) into
     ``dsk``; the keys of its parts (the first carries ``Q_i`` for ``U``)."""
+    return _parts(dsk, name, a, i, place, _rowpass_xp.part_h, q, mk)
+
+
+def _parts(dsk, name, a, i, place, part, head, mk):
+    """One ``part(head, mk, n, first, starts, *blocks)`` task per column group of split panel
+    ``i`` into ``dsk`` (on the worker holding the group); their keys, the first group's first."""
     n = int(a.shape[1])
     keys = []
     for g, cols in enumerate(place.groups[i]):
         keys.append((f"{name}-p", i, g))
-        dsk[keys[-1]] = (_rowpass_xp.part_h, q, mk, n, g == 0, _starts(a, cols),
-                         *_blocks(a, i, cols))
+        dsk[keys[-1]] = (part, head, mk, n, g == 0, _starts(a, cols), *_blocks(a, i, cols))
     return keys

@@ -99,17 +99,23 @@ def panel(z, mean, sizes, local, fused, *blocks):
     if not fused:
         out["y"] = y
         return out
-    if len(blocks) == 1:
-        t = hermitian(hermitian(y) @ blocks[0]) if dtype.kind == "c" else blocks[0].T @ y
-    else:
-        t = xp.empty((int(starts[-1]), int(y.shape[1])), dtype)
-        for j, b in enumerate(blocks):
-            t[starts[j]:starts[j + 1]] = hermitian(hermitian(y) @ b) if dtype.kind == "c" \
-                else b.T @ y
+    t = _stacked_t(xp, y, blocks, starts, dtype)
     if mean is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * out["c"][None, :]
     out["t"] = t
     return out
+
+
+def _stacked_t(xp, y, blocks, starts, dtype):
+    """``[B_0 B_1 ...]^H y`` for the column blocks ``blocks`` of one row panel (``starts``:
+    their first columns): one product per block into its rows of the (n, c) result."""
+    if len(blocks) == 1:
+        return hermitian(hermitian(y) @ blocks[0]) if dtype.kind == "c" else blocks[0].T @ y
+    t = xp.empty((int(starts[-1]), int(y.shape[1])), dtype)
+    for j, b in enumerate(blocks):
+        t[starts[j]:starts[j + 1]] = hermitian(hermitian(y) @ b) if dtype.kind == "c" \
+            else b.T @ y
+    return t
 
 
 def panel_h(q, mean, sizes, *blocks):
@@ -120,13 +126,7 @@ def panel_h(q, mean, sizes, *blocks):
     dtype = blocks[0].dtype
     hi = _hi(dtype)
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    if len(blocks) == 1:
-        t = hermitian(hermitian(q) @ blocks[0]) if dtype.kind == "c" else blocks[0].T @ q
-    else:
-        t = xp.empty((int(starts[-1]), int(q.shape[1])), dtype)
-        for j, b in enumerate(blocks):
-            t[starts[j]:starts[j + 1]] = hermitian(hermitian(q) @ b) if dtype.kind == "c" \
-                else b.T @ q
+    t = _stacked_t(xp, q, blocks, starts, dtype)
     if mean is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * colsum(q, hi)[None, :]
     return {"rows": int(blocks[0].shape[0]), "t": t, "c": None, "q": q}

@@ -46,33 +46,19 @@ __device__ __forceinline__ double gl_part(complex<double> x) {
 }
 // Warp shuffles of any of the four types (complex: its two parts) within segments of w lanes:
 // from lane l (gl_shfl), from the lane h apart (gl_xor).
-__device__ __forceinline__ float gl_shfl(float v, int l, int w) {
+template <class S> __device__ __forceinline__ S gl_shfl(S v, int l, int w) {
     return __shfl_sync(0xffffffffu, v, l, w);
 }
-__device__ __forceinline__ double gl_shfl(double v, int l, int w) {
-    return __shfl_sync(0xffffffffu, v, l, w);
+template <class S> __device__ __forceinline__ complex<S> gl_shfl(complex<S> v, int l, int w) {
+    return complex<S>(__shfl_sync(0xffffffffu, v.real(), l, w),
+                      __shfl_sync(0xffffffffu, v.imag(), l, w));
 }
-__device__ __forceinline__ complex<float> gl_shfl(complex<float> v, int l, int w) {
-    return complex<float>(__shfl_sync(0xffffffffu, v.real(), l, w),
-                          __shfl_sync(0xffffffffu, v.imag(), l, w));
-}
-__device__ __forceinline__ complex<double> gl_shfl(complex<double> v, int l, int w) {
-    return complex<double>(__shfl_sync(0xffffffffu, v.real(), l, w),
-                           __shfl_sync(0xffffffffu, v.imag(), l, w));
-}
-__device__ __forceinline__ float gl_xor(float v, int h, int w) {
+template <class S> __device__ __forceinline__ S gl_xor(S v, int h, int w) {
     return __shfl_xor_sync(0xffffffffu, v, h, w);
 }
-__device__ __forceinline__ double gl_xor(double v, int h, int w) {
-    return __shfl_xor_sync(0xffffffffu, v, h, w);
-}
-__device__ __forceinline__ complex<float> gl_xor(complex<float> v, int h, int w) {
-    return complex<float>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
-                          __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
-}
-__device__ __forceinline__ complex<double> gl_xor(complex<double> v, int h, int w) {
-    return complex<double>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
-                           __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
+template <class S> __device__ __forceinline__ complex<S> gl_xor(complex<S> v, int h, int w) {
+    return complex<S>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
+                      __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
 }
 """
 

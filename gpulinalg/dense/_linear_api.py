@@ -22,6 +22,17 @@ from ._spec import Spec
 __all__ = ["forward", "forward_keyed", "backward", "forward_aux", "act_backward"]
 
 
+def _repeat(key, settings, x, weight, bias):
+    """The pair a kept decision gives for a repeat of the call ``key`` (a memo key, or ``None``)
+    under the same ``settings``; ``None`` when it is not one."""
+    if key is None:
+        return None
+    known = _calls.lookup(key)
+    if known is None or known[2] is not settings:
+        return None
+    return again(known[0], (x, weight, bias, known[1]), x, settings)
+
+
 def forward(x, weight, bias, activation, need_saved):
     """``(act(x @ weight.T + bias), saved)`` for 2-D ``x``: ``saved`` is the GELU
     pre-activation ``(M, N)`` when ``need_saved`` (else ``None``)."""
@@ -35,11 +46,9 @@ def forward_keyed(x, weight, bias, activation, need_saved):
     settings = get_config()
     aux = activation == "gelu" and need_saved
     key = _calls.linear_key(x, weight, bias, ("linear", activation, aux))
-    if key is not None:
-        known = _calls.lookup(key)
-        if known is not None and known[2] is settings:
-            out, saved = again(known[0], (x, weight, bias, known[1]), x, settings)
-            return out, saved, key
+    got = _repeat(key, settings, x, weight, bias)
+    if got is not None:
+        return (*got, key)
     wt = weight.t()
     res = matmul(x, wt, bias=bias, activation=activation, return_aux=aux)
     if key is not None:
@@ -112,11 +121,9 @@ def forward_aux(x, weight, bias, activation):
     as :func:`forward_keyed`'s."""
     settings = get_config()
     key = _calls.linear_key(x, weight, bias, ("linear_aux", activation))
-    if key is not None:
-        known = _calls.lookup(key)
-        if known is not None and known[2] is settings:
-            out, aux = again(known[0], (x, weight, bias, known[1]), x, settings)
-            return out, aux, key
+    got = _repeat(key, settings, x, weight, bias)
+    if got is not None:
+        return (*got, key)
     wt = weight.t()
     out, aux = matmul(x, wt, bias=bias, activation=activation, return_aux=True)
     if key is not None:

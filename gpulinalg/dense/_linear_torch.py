@@ -39,12 +39,7 @@ class _FusedLinearFunction(torch.autograd.Function):
         # one frame from autograd to the launches: the derivative, then the products
         x2, weight, saved = ctx.saved_tensors
         act, has_bias, key, settings = ctx.state
-        if act == "relu":
-            dz = _threshold_backward(grad_out, saved, 0).contiguous()
-        elif act == "gelu":
-            dz = _gelu_backward(grad_out, saved, approximate="tanh").contiguous()
-        else:
-            dz = grad_out.contiguous()
+        dz = activation_grad(act, grad_out, saved)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         need_b = has_bias and need_b
         # the GEMM of a gradient nobody asked for is not launched (a first layer's grad_x, a
@@ -69,6 +64,17 @@ def _raw(op):
 _forward, _backward = _linear_api.forward_keyed, _linear_api.backward
 _threshold_backward = _raw(torch.ops.aten.threshold_backward.default)
 _gelu_backward = _raw(torch.ops.aten.gelu_backward.default)
+
+
+def activation_grad(act, grad_out, saved):
+    """The gradient at the pre-activation, contiguous: ``grad_out`` through ``act``'s
+    derivative, given what the forward saved for it (the output for ReLU, the pre-activation
+    for GELU; nothing without an activation)."""
+    if act == "relu":
+        return _threshold_backward(grad_out, saved, 0).contiguous()
+    if act == "gelu":
+        return _gelu_backward(grad_out, saved, approximate="tanh").contiguous()
+    return grad_out.contiguous()
 _functorch_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 #: ``autograd.Function.apply`` below its Python wrapper (which, outside functorch transforms,

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from . import _linear_api
-from ._linear_torch import _gelu_backward, _threshold_backward
+from ._linear_torch import activation_grad
 from ._results import MatmulAux
 from ._spec import aux_shape
 
@@ -52,12 +52,7 @@ def backward_all(grad_out, last_act, y, z, hs, params, auxes, keys, act, needs):
     ``requires_grad`` in that order, says no) from the output gradient: the last
     activation's derivative (on the output ``y`` for ReLU, the pre-activation ``z`` for
     GELU), then :func:`_walk` over the layers' inputs ``hs`` (``x`` first)."""
-    if last_act == "relu":
-        dz = _threshold_backward(grad_out, y, 0).contiguous()
-    elif last_act == "gelu":
-        dz = _gelu_backward(grad_out, z, approximate="tanh").contiguous()
-    else:
-        dz = grad_out.contiguous()
+    dz = activation_grad(last_act, grad_out, y if last_act == "relu" else z)
     return _walk(dz, hs, params, auxes, keys, act, needs)
 
 
