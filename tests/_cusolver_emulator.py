@@ -95,6 +95,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
+                        "gl_flag_flat",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
@@ -102,6 +103,14 @@ class _Raw:
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_potrf_codes":
             return self._codes(grid, args)
+        if self.name == "gl_flag_flat":  # the finiteness flag of a contiguous array
+            x, size, flag = args
+            CALLS["flag_nonfinite"] += 1
+            CALLS["flag_flat"] += 1
+            assert block == (256,) and x.ndim == 1 and x.dtype.kind == "f"
+            if not np.isfinite(np.asarray(x)[:int(size)]).all():
+                flag[0] = 1
+            return
         if self.name == "gl_tri_figures":
             return self._figures(grid, block, args)
         if self.name == "gl_svd_signs":
@@ -355,7 +364,8 @@ def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
-    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(id=i),
+    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(
+                                         id=i, attributes={"MultiProcessorCount": 4}),
                                      Stream=_Stream, get_current_stream=lambda: _MAIN)
 
     def wrap(name):

@@ -150,6 +150,23 @@ def test_finiteness_check_reads_memory_in_order(emu):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_finiteness_check_of_contiguous_arrays_runs_flat(emu, dtype):
+    """A contiguous array (C or column-major, complex as pairs of parts) takes the flat
+    kernel; a NaN or Inf anywhere, the last entry included, sets the flag; other layouts
+    keep the elementwise kernel."""
+    base = np.arange(3 * 4 * 5, dtype=dtype).reshape(3, 4, 5)
+    for layout, flat in ((lambda y: y, 1), (np.asfortranarray, 1), (lambda y: y[:, ::2], 0)):
+        for where in ((0, 0, 0), (1, 0, 3), (2, 2, 4), (2, 3, 4) if flat else (2, 2, 3)):
+            for value, want in ((1.0, 0), (np.nan, 1), (np.inf, 1)):
+                bad = base.copy()
+                bad[where] = value if np.dtype(dtype).kind == "f" else complex(1.0, value)
+                flag = dev(np.zeros(1, np.int32))
+                CALLS.clear()
+                _finite_cuda.flag_nonfinite(layout(dev(bad)), flag)
+                assert (plain(flag)[0], CALLS["flag_flat"]) == (want, flat)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_cholesky_tiled_copy_checks_finite_in_the_same_pass(emu, rng, monkeypatch, dtype):
     """The transposing working copy also flags NaN or Inf anywhere in ``a`` (SciPy's
     ``check_finite``), the triangle it zeroes included: no second pass over ``a``."""
