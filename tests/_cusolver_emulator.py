@@ -95,7 +95,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_flag_flat",
+                        "gl_flag_flat", "gl_stream_trsm",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
@@ -119,6 +119,8 @@ class _Raw:
             return _small_potrf(grid, args)
         if self.name == "gl_small_trsm":
             return _small_trsm(grid, args)
+        if self.name == "gl_stream_trsm":
+            return _stream_trsm(grid, block, args, shared_mem)
         if self.name == "gl_small_qr":
             return _small_qr(grid, block, args, shared_mem)
         if self.name == "gl_small_svd":
@@ -332,6 +334,19 @@ def _small_trsm(grid, args):
         bound = np.nan if np.isnan(cond) or np.isnan(bound) else max(bound, cond)
     if summarize:
         _summarize(summ, flags, _order_bits(bound), _NONE)
+
+
+def _stream_trsm(grid, block, args, shared_mem):
+    """The streamed solve of ``_stream_trsm_cuda``: ``gl_small_trsm``'s arguments with the
+    group size ``kg`` before ``checks``, a block per matrix and group of ``kg`` columns, the
+    columns of a group in dynamic shared memory; the same results and summary."""
+    *head, kg, checks = args
+    n, k, kg = int(args[4]), int(args[5]), int(kg)
+    groups = -(-k // kg)
+    CALLS["stream_trsm"] += 1
+    assert block in ((256,), (512,)) and grid[0] % groups == 0 and 1 <= kg <= 4
+    assert shared_mem == n * kg * head[2].itemsize
+    _small_trsm((grid[0] // groups,), (*head, checks))
 
 
 class _Stream:
@@ -659,11 +674,12 @@ FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 
 
 def without_fused(monkeypatch):
-    """Take the fused small-stack rows out of decomp's route table for one test (tests of the
-    library routes on small stacks)."""
+    """Take the rows of decomp's own kernels (fused small stacks, streamed solves) out of its
+    route table for one test (tests of the library routes)."""
     from gpulinalg.decomp import _batched_plan
     for op, rows in list(_batched_plan.TABLE.items()):
-        monkeypatch.setitem(_batched_plan.TABLE, op, tuple(r for r in rows if r[2] != "fused"))
+        monkeypatch.setitem(_batched_plan.TABLE, op,
+                            tuple(r for r in rows if r[2] not in ("fused", "stream")))
 
 
 def dev(x):

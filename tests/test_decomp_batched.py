@@ -18,7 +18,8 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
-ROUTES = {"potrf": ("batched", "looped", "fused"), "trsm": ("batched", "looped", "fused"),
+ROUTES = {"potrf": ("batched", "looped", "fused"),
+          "trsm": ("batched", "looped", "fused", "stream"),
           "geqrf": ("batched", "looped", "fused"),
           "gesvd": ("batched", "jacobi", "looped", "fused")}
 
@@ -230,7 +231,8 @@ GPU_CASES = [("potrf", 8, 64), ("potrf", 64, 32), ("potrf", 512, 6), ("potrf", 1
 
 
 def _both_routes(op):
-    return ROUTES[op][:2] + (("fused",) if op in ("potrf", "trsm") else ())
+    return ROUTES[op][:2] + (("fused",) if op in ("potrf", "trsm") else ()) \
+        + (("stream",) if op == "trsm" else ())
 
 
 @pytest.mark.gpu

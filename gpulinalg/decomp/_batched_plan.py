@@ -80,8 +80,8 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
     # trsmBatched beat the loop 1.6x at 8 x 1024^2 and 1.8x at 8 x 2048^2, issue #16.)
     # The fused kernel up to order 64 (at most FUSED_RHS right-hand sides).
-    "trsm": ((64, 2, "fused"), (2048, 2, "batched"), (math.inf, 9, "batched"),
-             (math.inf, 1, "looped")),
+    "trsm": ((64, 2, "fused"), (4096, 2, "stream"), (2048, 2, "batched"),
+             (math.inf, 9, "batched"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
     # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes
     # (at 64 x 256^2 the lanes took half the time of geqrfBatched on the H200, issue #16).
@@ -132,18 +132,22 @@ FUSED_RHS = 64
 
 
 def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
-          dtype: object = None) -> str:
+          dtype: object = None, stream: bool = False) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
     module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
     exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
     right-hand sides a solve has; ``dtype``: the computation's dtype (a row naming dtypes
-    applies to those only: never when ``dtype`` is not given)."""
+    applies to those only: never when ``dtype`` is not given); ``stream``: whether the
+    streamed triangular solve takes the stack (:func:`._stream_trsm_cuda.fits`; rows
+    ``"stream"`` apply only then)."""
     if batch <= 1:
         return "looped"
     name_of = None if dtype is None else str(getattr(dtype, "name", dtype))
     for row in TABLE[op]:
         max_order, min_batch, name = row[:3]
         if name == "fused" and (not fused or rhs > FUSED_RHS):
+            continue
+        if name == "stream" and not stream:
             continue
         if len(row) > 3 and name_of not in row[3]:
             continue

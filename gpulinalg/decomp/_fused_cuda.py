@@ -42,7 +42,7 @@ from ._scalars_cuda import (KERNEL_TYPES, SCALAR_PREAMBLE, SUMMARY_PREAMBLE, siz
                             summary_buffer)
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
-           "as_float", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
+           "as_float", "strides_of", "COMMON", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
 
 #: The compiled orders per op: a stack of order ``n`` runs the smallest one that holds it.
 SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}
@@ -71,7 +71,8 @@ _IDENTITY = {"potrf": (NONE, NONE), "trsm": (0, NONE)}
 
 _TYPES = KERNEL_TYPES
 
-_COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + r"""
+#: The preambles of the fused kernels (also of :mod:`._stream_trsm_cuda`'s).
+COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + r"""
 #define LD (NB + 1)
 // A non-negative double (or NaN) as bits that order as the values, NaN above +inf.
 __device__ __forceinline__ unsigned long long gl_order_bits(const double v) {
@@ -79,7 +80,7 @@ __device__ __forceinline__ unsigned long long gl_order_bits(const double v) {
 }
 """
 
-_POTRF_SOURCE = _COMMON + r"""
+_POTRF_SOURCE = COMMON + r"""
 // The block is G x G threads (G = NB / TS); thread (ti, tj) holds the TS x TS tile of rows
 // ti*TS.. and columns tj*TS.. of the working matrix s (s = a with lower, else a^H, so that
 // s's lower triangle is the one factored) in registers for the whole call: the matrix never
@@ -207,7 +208,7 @@ gl_small_potrf(const T* __restrict__ a, T* __restrict__ w,
 }
 """
 
-_TRSM_SOURCE = _COMMON + r"""
+_TRSM_SOURCE = COMMON + r"""
 // One block of W warps per matrix: m(i, j) = op(a)(i, j) for i >= j, the lower triangular
 // matrix, in shared memory (tr: m(i, j) = a(j, i); cj: conjugated). mode 0: x = m^-1 b;
 // mode 1: x = m^-H b; mode 2: x = m^-H m^-1 b (cho_solve with m = L). unit: unit diagonal.
@@ -410,7 +411,7 @@ def _kernel(name, dtype, size):
                       options=("--std=c++17", f"-DNB={size}", *extra))
 
 
-def _strides(x):
+def strides_of(x):
     item = x.itemsize
     return tuple(np.int64(s // item) for s in x.strides)
 
@@ -424,7 +425,7 @@ def launch_args(name, x, n, size_of, *views):
     op = "potrf" if name == "gl_small_potrf" else "trsm"
     size = size_class(n, SIZES[op], op)
     kern = _kernel(name, x.dtype, size)
-    strides = tuple(s for v in views for s in _strides(v))
+    strides = tuple(s for v in views for s in strides_of(v))
     return kern, (size_of,), _block(op, size, x.shape[-1], x.dtype), strides
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import _fused_cuda
+from . import _fused_cuda, _stream_trsm_cuda
 from ._checks import broadcast_batch, matrix_order, sub
 from . import _batched_plan
 from ._batched_plan import route
@@ -51,8 +51,9 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
 
 
 def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
-    """The solve of a stack of small matrices by :func:`._fused_cuda.trsm` (one launch, one
-    read-back of its 3-word summary, none when nothing is to be checked), or ``None`` where
+    """The solve of a stack by :func:`._fused_cuda.trsm` (small matrices) or
+    :func:`._stream_trsm_cuda.trsm` (medium and large ones, few right-hand sides): one launch,
+    one read-back of its 3-word summary, none when nothing is to be checked; or ``None`` where
     the table of :mod:`._batched_plan` picks another route. ``how``: the kernel's
     ``(tr, cj, mode)``. Checks as :func:`solve_triangular`: ``check`` the conditioning rule
     (``squared``: of ``a^H a``), else only a zero on the diagonal (unless ``unit`` or ``mode``
@@ -73,7 +74,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         _PLANS[key] = plan
     if plan[2] is None:
         return None
-    _, _, out_shape, swap, direct, kern, grid, block, consts = plan
+    _, _, out_shape, swap, direct, kern, grid, block, consts, solve = plan
     read = check or finite or (not unit and how[2] != 2)
     out = cupy.empty(out_shape, dtype=dtype)
     if swap:
@@ -82,7 +83,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     if direct:
         kern(grid, block, (a, b, out, summ, *consts, _fused_cuda.checks(read, finite)))
     else:
-        _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read, finite)
+        _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite)
     if not read:
         return out
     host = totals.get()  # the only synchronization of the call
@@ -100,7 +101,8 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
 
 
 #: Layouts of the fused solves: key of :func:`fused_solve` -> ``(cupy module, table rows,
-#: out shape or None (another route), swap, direct, kernel, grid, block, constant args)``.
+#: out shape or None (another route), swap, direct, kernel, grid, block, constant args,
+#: the kernel's trsm)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -115,7 +117,9 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     n, k = b2.shape[-2:]
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
-    if route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype) != "fused":
+    way = route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
+                stream=_stream_trsm_cuda.fits(n, k, dtype))
+    if way not in ("fused", "stream"):
         return (cupy, rows, None)
     out_shape = batch + ((n,) if vec else (k, n))
     out = cupy.empty(out_shape, dtype=dtype)
@@ -125,23 +129,30 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
     direct = a3.data.ptr == a.data.ptr and b3.data.ptr == b.data.ptr and a3.dtype == a.dtype \
         and b3.dtype == b.dtype and x3.data.ptr == out.data.ptr
-    kern, grid, block, strides = _fused_cuda.launch_args("gl_small_trsm", x3, n, nb, a3, b3, x3)
+    if way == "fused":
+        kern, grid, block, strides = _fused_cuda.launch_args("gl_small_trsm", x3, n, nb, a3, b3,
+                                                             x3)
+        extra, solve = (), _fused_cuda.trsm
+    else:
+        kern, grid, block, strides, kg = _stream_trsm_cuda.launch_args(x3, n, nb, a3, b3, x3)
+        extra, solve = (kg,), _stream_trsm_cuda.trsm
     tr, cj, mode = how
     consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
-              np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)))
-    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts)
+              np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)), *extra)
+    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve)
 
 
-def _solve_copies(cupy, a, b, out, summ, dtype, how, unit, squared, read, finite):
+def _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite):
     """The launch of :func:`fused_solve` where ``a`` or ``b`` needs a copy (another dtype,
-    batch axes that do not merge): the copies made, the strides taken afresh."""
+    batch axes that do not merge): the copies made, the strides taken afresh; ``solve``:
+    the ``trsm`` of the plan's kernel."""
     vec = b.ndim == 1
     b2 = b[:, None] if vec else b
     n, k = b2.shape[-2:]
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
     a3, b3 = _stack_of(cupy, a, batch, nb, dtype), _stack_of(cupy, b2, batch, nb, dtype)
-    _fused_cuda.trsm(a3, b3, out.reshape(nb, n, k), summ, *how, unit, squared, read, finite)
+    solve(a3, b3, out.reshape(nb, n, k), summ, *how, unit, squared, read, finite)
 
 
 def _stack_of(cupy, x, batch, nb, dtype):
