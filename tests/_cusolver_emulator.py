@@ -194,7 +194,9 @@ _NONE = (1 << 64) - 1
 def _summarize(summ, flags, word1, word2):
     """What the last block of a fused launch leaves in the read-back words of the summary
     (``summ[4:7]``); the accumulating words stay at their identities, as on the device."""
-    summ[4], summ[5], summ[6] = np.uint64(flags), np.uint64(word1), np.uint64(word2)
+    # word 0 may hold a flag a kernel set before the launch (the flat finiteness check)
+    summ[4], summ[5], summ[6] = np.uint64(flags | int(summ[0])), np.uint64(word1), np.uint64(word2)
+    summ[0] = 0
     CALLS["summary"] += 1
 
 

@@ -109,10 +109,11 @@ def test_emulated_stream_cho_solve_is_one_launch(emu, rng, lower, order):
     got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype("f8"), True,
                                          True))
     assert CALLS["stream_trsm"] == 1 and CALLS["get"] == 1 and CALLS["trsm_batched"] == 0
+    assert CALLS["flag_flat"] == 1  # check_finite: all of c, by the flat kernel, before
     assert np.allclose(got, np.linalg.solve(a, b), rtol=1e-10, atol=1e-10)
     CALLS.clear()  # nothing to check: no read-back at all
     _cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype("f8"))
-    assert CALLS["stream_trsm"] == 1 and CALLS["get"] == 0
+    assert CALLS["stream_trsm"] == 1 and CALLS["get"] == 0 and CALLS["flag_nonfinite"] == 0
 
 
 def test_emulated_stream_failures_name_the_slice(emu, rng):

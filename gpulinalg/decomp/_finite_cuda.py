@@ -27,9 +27,10 @@ __device__ __forceinline__ bool gl_fin(complex<double> x) {
 
 
 def flag_nonfinite(x, flag):
-    """Set ``flag[0]`` (a zeroed slot of an int32 or float64 device array) to 1 when ``x``
-    holds NaN or Inf: one elementwise kernel over ``x``'s own strides, no temporary, no
-    synchronization. Integer and boolean arrays are finite."""
+    """Set ``flag[0]`` (a zeroed slot of an int32, float64 or uint64 device array) to 1 when
+    ``x`` holds NaN or Inf: one kernel over ``x`` in memory order (a flat one when that is
+    contiguous, else an elementwise one over the strides), no temporary, no synchronization.
+    Integer and boolean arrays are finite."""
     if x.size == 0 or x.dtype.kind not in "fc":
         return
     view = memory_order(x)
@@ -76,7 +77,8 @@ def _flag_flat(x, flag):
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     parts = x.view(real) if x.dtype.kind == "c" else x
     ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}.get(np.dtype(real))
-    utype = {np.dtype(np.int32): "int", np.dtype(np.float64): "double"}.get(np.dtype(flag.dtype))
+    utype = {np.dtype(np.int32): "int", np.dtype(np.float64): "double",
+             np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(flag.dtype))
     if ctype is None or utype is None:  # half precision: the elementwise kernel
         kern = elementwise_kernel("T x", "raw U flag", "if (!gl_fin(x)) flag[0] = (U)1;",
                                   "gl_flag_nonfinite", preamble=FINITE_PREAMBLE)

@@ -25,10 +25,11 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
+from ._finite_cuda import flag_nonfinite
 from ._fused_cuda import COMMON, checks, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
-__all__ = ["fits", "group", "launch_args", "trsm", "MAX_SHARED", "MAX_RHS", "TARGET_BLOCKS"]
+__all__ = ["fits", "group", "launch_args", "flag_whole", "trsm", "MAX_SHARED", "MAX_RHS", "TARGET_BLOCKS"]
 
 #: Shared memory a block may take for its solution columns (``n * kg`` entries).
 MAX_SHARED = 96 * 1024
@@ -50,7 +51,9 @@ _SOURCE = COMMON + r"""
 // g(r, j) = m(i0 + r, j), backward from the bottom with g(r, j) = conj(m(j, i0 + r)); the
 // panel's rows get sum_j g(r, j) x_j over the solved j (the warps split the j range, lanes run
 // along the contiguous axis), then warp c substitutes column c through the diagonal block.
-// The rule of _triangular_xp and the flags as gl_small_trsm's (its comment), into the summary.
+// The rule of _triangular_xp and the flags as gl_small_trsm's (its comment), into the summary;
+// NaN or Inf outside the triangle (SciPy's check_finite: checks bit 1) is flagged into the
+// summary by the flat finiteness kernel before the launch (here a few blocks would read it all).
 #define GP 32
 #define KGM 4
 #define NW (NT / 32)
@@ -77,21 +80,6 @@ gl_stream_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* __restrict_
     const T* src = a + b * sab;
     const long long mr = tr ? sac : sar, mc = tr ? sar : sac;
     int mine = 0, minb = 0;
-    if ((checks & 2) && c0 == 0) {  // SciPy's check_finite: all of a, once per matrix
-        const bool colmajor = llabs(sar) < llabs(sac);
-        const int nn = n * n;
-        for (int e0 = t; e0 < nn; e0 += UNR * NT) {
-            T v[UNR];
-#pragma unroll
-            for (int u = 0; u < UNR; ++u) {
-                const int e = e0 + u * NT, slow = e / n, fast = e - slow * n;
-                const int p = colmajor ? fast : slow, q = colmajor ? slow : fast;
-                v[u] = e < nn ? src[p * sar + q * sac] : T(0);
-            }
-#pragma unroll
-            for (int u = 0; u < UNR; ++u) if (!gl_fin(v[u])) mine = 1;
-        }
-    }
     double sc[KGM], mx[KGM];
 #pragma unroll
     for (int c = 0; c < KGM; ++c) {
@@ -331,12 +319,23 @@ def launch_args(x, n, nb, *views):
     return launch, (nb * -(-k // kg),), (threads,), strides, np.int32(kg)
 
 
+def flag_whole(a, summ, finite):
+    """SciPy's ``check_finite`` of all of ``a`` before a launch: the flat finiteness kernel
+    sets the summary's accumulating flags word to ``A_BAD`` (1) when ``a`` holds NaN or Inf
+    (the launch before left it 0; the kernel's blocks OR theirs in after). The ``checks`` to
+    launch with: bit 1 never (the kernel reads the triangle only)."""
+    if finite:
+        flag_nonfinite(a, summ[0:1])
+    return False
+
+
 def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
-    """:func:`._fused_cuda.trsm`'s solve (same arguments and summary) by the streamed kernel.
-    One launch, no synchronization."""
+    """:func:`._fused_cuda.trsm`'s solve (same arguments and summary) by the streamed kernel:
+    :func:`flag_whole`, then one launch; no synchronization."""
     nb, n, _ = x.shape
     launch, grid, block, st, kg = launch_args(x, n, nb, a3, b3, x)
+    whole = flag_whole(a3, summ, finite and summarize)
     launch(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(x.shape[-1]), *st,
                          np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode),
                          np.int32(bool(unit)), np.int32(bool(squared)), kg,
-                         checks(summarize, finite)))
+                         checks(summarize, whole)))

@@ -81,7 +81,9 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         out = out.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
     if direct:
-        kern(grid, block, (a, b, out, summ, *consts, _fused_cuda.checks(read, finite)))
+        whole = finite if solve is _fused_cuda.trsm else \
+            _stream_trsm_cuda.flag_whole(a, summ, finite and read)
+        kern(grid, block, (a, b, out, summ, *consts, _fused_cuda.checks(read, whole)))
     else:
         _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite)
     if not read:
