@@ -57,7 +57,8 @@ SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
 ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
           ("potrf", 512, 128), ("potrf", 1024, 32), ("potrf", 4096, 64), ("potrf", 4096, 8),
           ("trsm", 4096, 64), ("trsm", 4096, 8),
-          ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048),
+          ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048), ("trsm", 64, 256),
+          ("trsm", 2, 2048), ("trsm", 16, 4096),
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512),
           ("geqrf", 4096, 16), ("geqrf", 1024, 64),  # the fused QR row (unmeasured so far)
           ("gesvd", 512, 32), ("gesvd", 4096, 16), ("gesvd", 1024, 8)]  # the fused SVD row
@@ -310,9 +311,15 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
                                    f"failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         _batched_plan.TABLE[op] = saved
+    from gpulinalg.decomp import _fused_cuda, _stream_trsm_cuda
+    k = inputs[1].shape[-1] if op == "trsm" else 0
+    table_route = _batched_plan.route(
+        op, n, batch, fused=_fused_cuda.fits(n, dtype, "trsm" if op == "trsm" else "potrf")
+        if op in ("potrf", "trsm") else True, rhs=k, dtype=dtype,
+        stream=op == "trsm" and _stream_trsm_cuda.fits(n, k, dtype))
     for r in rows[-len(names):]:
         if r.get("impl", "").startswith("route=") and r.get("op") == op:
-            r["table_route"] = _batched_plan.route(op, n, batch)
+            r["table_route"] = table_route
     cp.get_default_memory_pool().free_all_blocks()
 
 

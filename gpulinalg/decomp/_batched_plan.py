@@ -75,12 +75,17 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # order 128 is fused in single precision only (complex64 untimed: as float32).
     "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
               (1024, 2, "batched"), (math.inf, 1, "looped")),
-    # Triangular solves (solve_triangular, and cho_solve's two substitutions): cuBLAS
+    # Triangular solves (solve_triangular, and cho_solve's two substitutions): the fused
+    # kernel up to order 64 (at most FUSED_RHS right-hand sides); the streamed one
+    # (._stream_trsm_cuda, at most 16 right-hand sides) up to 2048; else cuBLAS
     # <t>trsmBatched, except for a few (<= 8) matrices of order above 2048, where per-matrix
     # cuBLAS trsm / cuSOLVER Xpotrs fill the GPU. (torch loops from order 64 on; on the H200
     # trsmBatched beat the loop 1.6x at 8 x 1024^2 and 1.8x at 8 x 2048^2, issue #16.)
-    # The fused kernel up to order 64 (at most FUSED_RHS right-hand sides).
-    "trsm": ((64, 2, "fused"), (4096, 2, "stream"), (2048, 2, "batched"),
+    # The streamed kernel against trsmBatched on the H200 (2026-12-01, tree e7da6c3, cho_solve
+    # fp64 with checks, 4 right-hand sides, ms): 200 x 512^2 0.81 / 1.52, 2 x 1024^2
+    # 0.58 / 1.38, 2 x 2048^2 2.27 / 3.31, 16 x 2048^2 2.74 / 3.93, but 16 x 4096^2
+    # 9.42 / 8.43 (a block per matrix and column group: too few blocks for its serial panels).
+    "trsm": ((64, 2, "fused"), (2048, 2, "stream"), (2048, 2, "batched"),
              (math.inf, 9, "batched"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
     # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes

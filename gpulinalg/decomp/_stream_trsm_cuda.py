@@ -29,7 +29,8 @@ from ._finite_cuda import flag_nonfinite
 from ._fused_cuda import COMMON, checks, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
-__all__ = ["fits", "group", "launch_args", "flag_whole", "trsm", "MAX_SHARED", "MAX_RHS", "TARGET_BLOCKS"]
+__all__ = ["fits", "group", "launch_args", "flag_whole", "trsm", "MAX_SHARED", "MAX_RHS",
+           "TARGET_BLOCKS", "UNROLL"]
 
 #: Shared memory a block may take for its solution columns (``n * kg`` entries).
 MAX_SHARED = 96 * 1024
@@ -38,6 +39,8 @@ MAX_SHARED = 96 * 1024
 MAX_RHS = 16
 #: Most right-hand sides one block solves (its warps substitute one each, at once).
 GROUP = 4
+#: Loads in flight per thread in a panel's sums (lanes along its rows): a compile option.
+UNROLL = 4
 #: Groups of right-hand sides are made smaller until a launch has this many blocks, where it
 #: can (two per multiprocessor of an H200): a few matrices are then solved by many blocks.
 TARGET_BLOCKS = 264
@@ -58,7 +61,6 @@ _SOURCE = COMMON + r"""
 #define KGM 4
 #define NW (NT / 32)
 #define RPW (GP / NW)
-#define UNR 4
 extern "C" __global__ void __launch_bounds__(NT)
 gl_stream_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* __restrict__ x,
                unsigned long long* __restrict__ summ, const int n, const int k,
@@ -313,7 +315,8 @@ def launch_args(x, n, nb, *views):
     t, r = KERNEL_TYPES[np.dtype(x.dtype)]
     threads = _threads(x.dtype)
     kern = raw_kernel("gl_stream_trsm", _SOURCE, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNT={threads}"), shared_bytes=MAX_SHARED)
+                      options=("--std=c++17", f"-DNT={threads}", f"-DUNR={UNROLL}"),
+                      shared_bytes=MAX_SHARED)
     strides = tuple(s for v in views for s in strides_of(v))
     launch = _Launch(kern, n * kg * np.dtype(x.dtype).itemsize)
     return launch, (nb * -(-k // kg),), (threads,), strides, np.int32(kg)
