@@ -39,8 +39,11 @@ MAX_SHARED = 96 * 1024
 MAX_RHS = 16
 #: Most right-hand sides one block solves (its warps substitute one each, at once).
 GROUP = 4
-#: Loads in flight per thread in a panel's sums (lanes along its rows): a compile option.
-UNROLL = 4
+#: Loads in flight per thread in a panel's sums (lanes along its rows), a compile option, by
+#: order: ``((max_order, loads), ...)``. Above order 1024 a launch has few blocks, each
+#: bound by its own loads: on the H200 8 took cho_solve 8 x 2048^2 fp64 from 2.48 to 2.00 ms
+#: and 16 x 4096^2 from 9.42 to 8.81 (2026-12-01, tree f708d1b).
+UNROLL = ((1024, 4), (float("inf"), 8))
 #: Groups of right-hand sides are made smaller until a launch has this many blocks, where it
 #: can (two per multiprocessor of an H200): a few matrices are then solved by many blocks.
 TARGET_BLOCKS = 264
@@ -314,8 +317,9 @@ def launch_args(x, n, nb, *views):
     kg = group(n, k, nb, x.dtype)
     t, r = KERNEL_TYPES[np.dtype(x.dtype)]
     threads = _threads(x.dtype)
+    loads = next(u for top, u in UNROLL if n <= top)
     kern = raw_kernel("gl_stream_trsm", _SOURCE, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNT={threads}", f"-DUNR={UNROLL}"),
+                      options=("--std=c++17", f"-DNT={threads}", f"-DUNR={loads}"),
                       shared_bytes=MAX_SHARED)
     strides = tuple(s for v in views for s in strides_of(v))
     launch = _Launch(kern, n * kg * np.dtype(x.dtype).itemsize)
