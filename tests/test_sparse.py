@@ -479,3 +479,14 @@ def test_forced_cudss_without_cudss_is_an_error(fake_gpu, monkeypatch, rng):
             _engine_cuda.factor_class("cholesky")
         with gpulinalg.config(backend="gpu"), pytest.raises(GPUUnavailableError, match="cuDSS"):
             solve(spd(10, rng), np.ones(10))
+
+
+def test_cusolversp_alloc_failure_is_an_out_of_memory():
+    """cuSOLVER-Sp's ALLOC_FAILED reaches the dispatcher as a MemoryError (a visible CPU
+    fallback); its other errors stay what they are."""
+    cusolver = pytest.importorskip("nvmath.bindings.cusolver")
+    from gpulinalg.sparse._cusolversp_cuda import as_memory_error
+    mem = as_memory_error(cusolver.cuSOLVERError(int(cusolver.Status.ALLOC_FAILED)))
+    assert isinstance(mem, MemoryError) and "ALLOC_FAILED" in str(mem)
+    assert as_memory_error(cusolver.cuSOLVERError(int(cusolver.Status.INTERNAL_ERROR))) is None
+    assert as_memory_error(ValueError("x")) is None

@@ -27,7 +27,7 @@ from ._csr_cuda import device_csr
 from ._residual_xp import norm_inf
 from ._results import new_timings
 
-__all__ = ["CuSolverSpFactor", "REORDERINGS", "SINGULAR_TOL_ULPS"]
+__all__ = ["CuSolverSpFactor", "REORDERINGS", "SINGULAR_TOL_ULPS", "as_memory_error"]
 
 #: dtype -> routine prefix (one table instead of an s/d/c/z chain)
 PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
@@ -43,6 +43,17 @@ SINGULAR_TOL_ULPS = 1.0
 #: every method; cuDSS's do not), so calls are serialized: gpulinalg promises the same bits on
 #: any number of threads. cuDSS, the default library when installed, runs concurrently.
 _SERIAL = threading.Lock()
+
+
+def as_memory_error(exc):
+    """cuSOLVER-Sp's ``ALLOC_FAILED`` (its workspace allocated inside the call) as the
+    ``MemoryError`` the dispatcher falls back to the CPU on, visibly; ``None`` for anything
+    else (an ``INTERNAL_ERROR`` is not taken for one: it says nothing about memory)."""
+    from nvmath.bindings import cusolver
+    if isinstance(exc, cusolver.cuSOLVERError) and \
+            getattr(exc, "status", None) == cusolver.Status.ALLOC_FAILED:
+        return MemoryError(f"cuSOLVER-Sp could not allocate device memory ({exc})")
+    return None
 
 
 class CuSolverSpFactor:
@@ -95,7 +106,13 @@ class CuSolverSpFactor:
         sing = np.full(1, -1, dtype=np.int32)
         m = self.m
         with _SERIAL:
-            self._solve_columns(handle, bf, x, tol, sing, m)
+            try:
+                self._solve_columns(handle, bf, x, tol, sing, m)
+            except Exception as exc:
+                mem = as_memory_error(exc)
+                if mem is not None:
+                    raise mem from exc
+                raise
         self.timings["solve_seconds"] = time.perf_counter() - t0
         return x.reshape(b.shape) if b.ndim == 1 else x
 
