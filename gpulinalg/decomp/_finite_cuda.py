@@ -36,10 +36,14 @@ def flag_nonfinite(x, flag):
     view = memory_order(x)
     if view.ndim == 1 and view.strides[0] == view.itemsize:  # contiguous: the flat kernel
         _flag_flat(view, flag)
-        return
+    else:
+        _flag_elementwise(view, flag)
+
+
+def _flag_elementwise(x, flag):
     kern = elementwise_kernel("T x", "raw U flag", "if (!gl_fin(x)) flag[0] = (U)1;",
                               "gl_flag_nonfinite", preamble=FINITE_PREAMBLE)
-    kern(view, flag)
+    kern(x, flag)
 
 
 _FLAT_SOURCE = r"""
@@ -80,9 +84,7 @@ def _flag_flat(x, flag):
     utype = {np.dtype(np.int32): "int", np.dtype(np.float64): "double",
              np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(flag.dtype))
     if ctype is None or utype is None:  # half precision: the elementwise kernel
-        kern = elementwise_kernel("T x", "raw U flag", "if (!gl_fin(x)) flag[0] = (U)1;",
-                                  "gl_flag_nonfinite", preamble=FINITE_PREAMBLE)
-        kern(x, flag)
+        _flag_elementwise(x, flag)
         return
     dev = cupy.cuda.Device().id
     sms = _SMS.get(dev)
