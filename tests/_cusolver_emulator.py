@@ -95,7 +95,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_flag_flat", "gl_stream_trsm",
+                        "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
@@ -116,6 +116,10 @@ class _Raw:
         if self.name == "gl_svd_signs":
             return self._signs(grid, block, args)
         if self.name == "gl_small_potrf":
+            return _small_potrf(grid, args)
+        if self.name == "gl_stream_potrf":  # the same arguments, codes and summary
+            CALLS["stream_potrf"] += 1
+            assert block == (256,)
             return _small_potrf(grid, args)
         if self.name == "gl_small_trsm":
             return _small_trsm(grid, args)

@@ -73,8 +73,9 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # at 1024 x 32^2 (fp32/fp64) and 0.299/0.388 against 0.474/0.608 at 4096 x 64^2; at
     # 512 x 128^2 it won in fp32 (0.329 against 0.353) but lost in fp64 (0.51 against 0.474):
     # order 128 is fused in single precision only (complex64 untimed: as float32).
+    # The streamed kernel (._stream_potrf_cuda) from order 129 up to 512: not yet timed.
     "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
-              (1024, 2, "batched"), (math.inf, 1, "looped")),
+              (512, 2, "stream"), (1024, 2, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): the fused
     # kernel up to order 64 (at most FUSED_RHS right-hand sides); the streamed one
     # (._stream_trsm_cuda, at most 16 right-hand sides) up to 2048; else cuBLAS
@@ -144,7 +145,8 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
     right-hand sides a solve has; ``dtype``: the computation's dtype (a row naming dtypes
     applies to those only: never when ``dtype`` is not given); ``stream``: whether the
     streamed triangular solve takes the stack (:func:`._stream_trsm_cuda.fits`; rows
-    ``"stream"`` apply only then)."""
+    ``"stream"`` apply only then: :func:`._stream_trsm_cuda.fits` for ``trsm``,
+    :func:`._stream_potrf_cuda.fits` for ``potrf``)."""
     if batch <= 1:
         return "looped"
     name_of = None if dtype is None else str(getattr(dtype, "name", dtype))

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .._runtime.kernels import elementwise_kernel, raw_kernel
-from . import _fused_cuda, _transpose_cuda
+from . import _fused_cuda, _stream_potrf_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
 from ._batched_plan import TABLE, route
@@ -43,9 +43,9 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
             return x
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    if route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"),
-             dtype=dtype) == "fused":
-        return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
+    way = _own_route(n, batch, dtype)
+    if way in ("fused", "stream"):
+        return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
@@ -54,25 +54,39 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     return _factor(a, w, order, zeroed, lower, clean, info, bool(finite))
 
 
-def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
-    """:func:`cholesky` of a stack of small matrices: one fused launch (:mod:`._fused_cuda`),
-    one read-back of its 3-word summary. With ``overwrite_a`` a stack of ``dtype`` whose
-    matrices do not overlap is factored in place (the kernel holds each matrix in shared
-    memory; a failed matrix keeps the triangle that was read)."""
+def _own_route(n, batch, dtype):
+    """The route of the table for a Cholesky stack, with the fits of decomp's own kernels."""
+    return route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"), dtype=dtype,
+                 stream=_stream_potrf_cuda.fits(n, dtype))
+
+
+def _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way="fused"):
+    """:func:`cholesky` of a stack by one launch of decomp's own kernels (``way``: the small
+    matrices' fused kernel of :mod:`._fused_cuda`, or the streamed one of
+    :mod:`._stream_potrf_cuda`), one read-back of its 3-word summary. With ``overwrite_a``
+    a stack of ``dtype`` whose matrices do not overlap is factored in place by the fused
+    kernel (it holds each matrix in registers; a failed matrix keeps the triangle that was
+    read); the streamed one always writes a new factor."""
     import cupy
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
     a3 = a.reshape(nb, n, n)
-    if a3.dtype != dtype:
+    in_place = overwrite_a and way == "fused" and (
+        _stack_view(a, "C") is not None or _stack_view(a, "F") is not None)
+    if a3.dtype != dtype and way == "fused":
         a3 = w = a3.astype(dtype)  # a private copy: factored in place
-    elif overwrite_a and (_stack_view(a, "C") is not None or _stack_view(a, "F") is not None):
+    elif a3.dtype == dtype and in_place:
         w = a3
     else:
+        a3 = a3.astype(dtype, copy=False)
         w = cupy.empty((nb, n, n), dtype=dtype)
         if lower:
             w = w.transpose(0, 2, 1)  # the layout of the other routes: cho_solve reads either
     summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
-    _fused_cuda.potrf(a3, w, summ, lower, clean, NONFINITE)
+    if way == "fused":
+        _fused_cuda.potrf(a3, w, summ, lower, clean, NONFINITE)
+    else:
+        _stream_potrf_cuda.potrf(a3, w, summ, lower, clean, NONFINITE, finite)
     _fused_verdict(a, totals, lower, finite)
     return w.reshape(a.shape)
 
@@ -92,7 +106,7 @@ def _fused_verdict(a, totals, lower, finite):
 
 #: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
 #: dtype, lower, clean) -> (cupy module, table rows, kernel or None (another route), grid,
-#: block, constant args)``.
+#: block, constant args, whether the finiteness check runs before the launch)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -111,11 +125,13 @@ def _fused_repeat(a, lower, clean, dtype, finite):
         _PLANS[key] = plan
     if plan[2] is None:
         return None
-    _, _, kern, grid, block, consts = plan
+    _, _, kern, grid, block, consts, flag_first = plan
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
+    if flag_first and finite:  # the streamed kernel: check_finite of all of a, before
+        flag_nonfinite(a, summ[0:1])
     kern(grid, block, (a, w, summ, *consts))
     _fused_verdict(a, totals, lower, finite)
     return w
@@ -126,9 +142,8 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     rows = TABLE["potrf"]
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
-    if a.dtype != dtype or a.ndim < 3 \
-            or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype, "potrf"),
-                     dtype=dtype) != "fused":
+    way = _own_route(n, nb, dtype)
+    if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream"):
         return (cupy, rows, None)
     a3 = a.reshape(nb, n, n)
     if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
@@ -137,10 +152,14 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     if lower:
         w = w.swapaxes(-1, -2)
     w3 = w.reshape(nb, n, n)
-    kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3, w3)
+    if way == "fused":
+        kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3,
+                                                             w3)
+    else:
+        kern, grid, block, strides = _stream_potrf_cuda.launch_args(w3, n, nb, a3, w3)
     consts = (np.int32(n), np.int64(nb), *strides, np.int32(bool(lower)),
               np.int32(bool(clean)), np.int32(NONFINITE))
-    return (cupy, rows, kern, grid, block, consts)
+    return (cupy, rows, kern, grid, block, consts, way == "stream")
 
 
 def _codes_buffer(a, finite):
@@ -163,8 +182,7 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     n, nb = a.shape[-1], math.prod(a.shape[:-2])
-    if view is None or route("potrf", n, nb, fused=_fused_cuda.fits(n, dtype, "potrf"),
-                             dtype=dtype) == "fused":
+    if view is None or _own_route(n, nb, dtype) in ("fused", "stream"):
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)
     return _factor(a, *view, lower, clean, info, flagged)
