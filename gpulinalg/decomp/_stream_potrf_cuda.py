@@ -1,5 +1,5 @@
 """The streamed Cholesky factorization: stacks of medium matrices, one thread block per matrix,
-in one launch (not yet timed on a GPU: no route row takes it).
+in one launch. Not yet run on a GPU: no row of the route table takes it (its tests force it).
 
 ``gl_small_potrf`` (:mod:`._fused_cuda`) holds its matrix in registers, so it stops at order
 128. Above, cuSOLVER ``potrfBatched`` launches a chain of kernels per call (46 over
