@@ -296,7 +296,9 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     inputs = _make(cp, api, batch, n, dtype, rng)
     fn = _calls(cp, api, inputs, None)["ours (no check)"]
     saved = _batched_plan.TABLE[op]
-    names = sorted({r[2] for r in saved} | {"batched", "looped"})
+    # decomp's own kernels are timed also where no row takes them yet
+    own = {"potrf": ("fused", "stream"), "trsm": ("fused", "stream")}.get(op, ())
+    names = sorted({r[2] for r in saved} | {"batched", "looped"} | set(own))
     try:
         for name in names:
             if budget.left() <= 0:
@@ -311,12 +313,13 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
                                    f"failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         _batched_plan.TABLE[op] = saved
-    from gpulinalg.decomp import _fused_cuda, _stream_trsm_cuda
+    from gpulinalg.decomp import _fused_cuda, _stream_potrf_cuda, _stream_trsm_cuda
     k = inputs[1].shape[-1] if op == "trsm" else 0
+    stream = {"trsm": lambda: _stream_trsm_cuda.fits(n, k, dtype),
+              "potrf": lambda: _stream_potrf_cuda.fits(n, dtype)}.get(op, lambda: False)()
     table_route = _batched_plan.route(
         op, n, batch, fused=_fused_cuda.fits(n, dtype, "trsm" if op == "trsm" else "potrf")
-        if op in ("potrf", "trsm") else True, rhs=k, dtype=dtype,
-        stream=op == "trsm" and _stream_trsm_cuda.fits(n, k, dtype))
+        if op in ("potrf", "trsm") else True, rhs=k, dtype=dtype, stream=stream)
     for r in rows[-len(names):]:
         if r.get("impl", "").startswith("route=") and r.get("op") == op:
             r["table_route"] = table_route
