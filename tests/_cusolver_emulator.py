@@ -25,6 +25,9 @@ import _fused_svd_emulator
 GESVDP_NOISE = [0.0]
 GESVDP_NOISY = [None]
 
+#: The attributes the emulated device reports (an H200's shared memory per block).
+DEVICE_ATTRIBUTES = {"MultiProcessorCount": 4, "MaxSharedMemoryPerBlockOptin": 232448}
+
 #: How often each emulated routine ran (tests assert that a code path was taken).
 CALLS = collections.Counter()
 
@@ -386,7 +389,7 @@ def _fake_cupy():
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
     mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(
-                                         id=i, attributes={"MultiProcessorCount": 4}),
+                                         id=i, attributes=dict(DEVICE_ATTRIBUTES)),
                                      Stream=_Stream, get_current_stream=lambda: _MAIN)
 
     def wrap(name):

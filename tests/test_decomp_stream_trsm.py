@@ -80,6 +80,30 @@ def test_route_takes_the_stream_only_where_it_fits():
 
 # -- the CPU emulation: the engine's use of the kernel -------------------------------------------
 
+def test_emulated_small_shared_memory_devices_keep_the_library_route(emu, rng, monkeypatch):
+    """A device whose blocks may take less shared memory (laptop GPUs allow 99 KiB in all,
+    older ones 64) streams only the orders whose solution column fits beside the static part;
+    larger ones go to trsmBatched instead of failing to launch. Here 1 KiB is left: 128
+    float64 entries."""
+    from _cusolver_emulator import DEVICE_ATTRIBUTES
+    monkeypatch.setitem(DEVICE_ATTRIBUTES, "MaxSharedMemoryPerBlockOptin",
+                        _stream_trsm_cuda.STATIC_SHARED + 1024)
+    monkeypatch.setattr(_stream_trsm_cuda, "_LIMITS", {})
+    _triangular_cuda._PLANS.clear()
+    limit = _stream_trsm_cuda.shared_limit()
+    assert limit == 1024
+    for n, streamed in ((limit // 8, 1), (limit // 8 + 1, 0)):
+        a = tri(rng, (2, n, n), np.float64)
+        b = rng.standard_normal((2, n, 1))
+        CALLS.clear()
+        got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                                      np.dtype("f8"), True))
+        assert (CALLS["stream_trsm"], CALLS["trsm_batched"]) == (streamed, 1 - streamed)
+        assert np.allclose(got, np.linalg.solve(a, b), rtol=1e-9, atol=1e-9)
+    _triangular_cuda._PLANS.clear()  # plans made under this device's limit
+
+
+
 @pytest.mark.parametrize("a_shape, b_shape", [((3, 70, 70), (3, 70, 2)), ((2, 1, 97, 97), (3, 97, 1)),
                                               ((4, 66, 66), (66, 6)), ((2, 80, 80), (80,))])
 @pytest.mark.parametrize("trans", [0, 1, 2])
@@ -236,3 +260,28 @@ def test_gpu_stream_bound_is_the_host_judges(xp_gpu, monkeypatch, rng, dtype, op
     assert np.isclose(got[0][0], got[1][0], rtol=1e-6 if dtype == np.float64 else 1e-2)
     assert np.allclose(got[0][1], got[1][1], rtol=1e-2 if dtype != np.float64 else 1e-9,
                        atol=1e-3 if dtype != np.float64 else 1e-9)
+
+
+def test_emulated_plans_are_kept_per_device(emu, rng, monkeypatch):
+    """A plan holds kernels compiled for one device: the same layout on another device of the
+    process gets its own plan (the solve's and the fused Cholesky's)."""
+    import types
+    from _cusolver_emulator import FakeDev
+
+    class OnDevice1(FakeDev):
+        @property
+        def data(self):
+            return types.SimpleNamespace(ptr=self.ctypes.data, device_id=1)
+    made = []
+    monkeypatch.setattr(_triangular_cuda, "_PLANS", {})
+    monkeypatch.setattr(_cholesky_cuda, "_PLANS", {})
+    for mod, name in ((_triangular_cuda, "_solve_plan"), (_cholesky_cuda, "_factor_plan")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *args, real=real: made.append(1) or real(*args))
+    a = tri(rng, (3, 70, 70), np.float64)
+    s = np.stack([x @ x.T + np.eye(8) for x in rng.standard_normal((3, 8, 8))])
+    for arr in (dev, dev, lambda x: np.array(x, order="K").view(OnDevice1)):
+        _triangular_cuda.solve_triangular(arr(a), arr(np.ones((3, 70, 1))), 0, True, False,
+                                          False, np.dtype("f8"), True)
+        _cholesky_cuda.cholesky(arr(s), True, False, True, np.dtype("f8"), True)
+    assert len(made) == 4  # device 0: made once and kept; device 1: made again

@@ -105,7 +105,7 @@ def _fused_verdict(a, totals, lower, finite):
 
 
 #: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
-#: dtype, lower, clean) -> (cupy module, table rows, kernel or None (another route), grid,
+#: dtype, lower, clean, device) -> (cupy module, table rows, kernel or None (another route), grid,
 #: block, constant args, whether the finiteness check runs before the launch)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
@@ -116,7 +116,7 @@ def _fused_repeat(a, lower, clean, dtype, finite):
     factor (not in place), from what was kept for its layout: one allocation, one launch, one
     read-back; ``None`` where the layout takes another route or another code path."""
     import cupy
-    key = (a.shape, a.strides, a.dtype, dtype, lower, clean)
+    key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id)
     plan = _PLANS.get(key)
     if plan is None or plan[0] is not cupy or plan[1] is not TABLE["potrf"]:
         plan = _factor_plan(cupy, a, lower, clean, dtype)

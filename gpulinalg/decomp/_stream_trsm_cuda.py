@@ -29,11 +29,15 @@ from ._finite_cuda import flag_nonfinite
 from ._fused_cuda import COMMON, checks, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
-__all__ = ["fits", "group", "launch_args", "flag_whole", "trsm", "MAX_SHARED", "MAX_RHS",
-           "TARGET_BLOCKS", "UNROLL"]
+__all__ = ["fits", "group", "shared_limit", "launch_args", "flag_whole", "trsm", "MAX_SHARED",
+           "STATIC_SHARED", "MAX_RHS", "TARGET_BLOCKS", "UNROLL"]
 
-#: Shared memory a block may take for its solution columns (``n * kg`` entries).
+#: Shared memory a block may take for its solution columns (``n * kg`` entries), at most:
+#: less on devices whose blocks may opt into less (:func:`shared_limit`).
 MAX_SHARED = 96 * 1024
+#: What the kernel's static shared memory takes at most (34 KiB for complex128), kept free
+#: of the device's per-block limit.
+STATIC_SHARED = 40 * 1024
 #: Most right-hand sides: the matrix is read once per group of at most :data:`GROUP`
 #: columns, so many more are better served by ``trsmBatched``'s GEMMs.
 MAX_RHS = 16
@@ -269,22 +273,41 @@ gl_stream_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* __restrict_
 """
 
 
-def fits(n, k, dtype):
+_LIMITS: dict = {}
+
+
+def shared_limit():
+    """The dynamic shared memory a block may take on the current device: :data:`MAX_SHARED`,
+    or less where the device's opt-in limit per block leaves less beside the static part
+    (a laptop GPU of compute capability 8.6 allows 99 KiB in all; an H200 227)."""
+    import cupy
+    dev = cupy.cuda.Device()
+    got = _LIMITS.get(dev.id)
+    if got is None:
+        optin = dev.attributes.get("MaxSharedMemoryPerBlockOptin")
+        if optin is None:  # cudaDevAttrMaxSharedMemoryPerBlockOptin
+            optin = cupy.cuda.runtime.deviceGetAttribute(97, dev.id)
+        got = _LIMITS[dev.id] = max(0, min(MAX_SHARED, int(optin) - STATIC_SHARED))
+    return got
+
+
+def fits(n, k, dtype, limit=MAX_SHARED):
     """Whether a stack of order ``n`` with ``k`` right-hand sides in ``dtype`` can run the
-    streamed kernel (one solution column of ``n`` entries in :data:`MAX_SHARED`)."""
+    streamed kernel: one solution column of ``n`` entries in ``limit`` bytes of shared memory
+    (:func:`shared_limit` on a device)."""
     dtype = np.dtype(dtype)
     return (dtype in KERNEL_TYPES and 0 < n and 0 < k <= MAX_RHS
-            and n * dtype.itemsize <= MAX_SHARED and n * n < 2 ** 31)
+            and n * dtype.itemsize <= limit and n * n < 2 ** 31)
 
 
-def group(n, k, nb, dtype):
-    """Right-hand sides per block: the most (up to :data:`GROUP`, and what shared memory
-    holds) that still give :data:`TARGET_BLOCKS` blocks, else one.
+def group(n, k, nb, dtype, limit=MAX_SHARED):
+    """Right-hand sides per block: the most (up to :data:`GROUP`, and what ``limit`` bytes of
+    shared memory hold) that still give :data:`TARGET_BLOCKS` blocks, else one.
 
     >>> group(512, 4, 200, "float64"), group(2048, 4, 8, "float64"), group(256, 2, 4096, "f")
     (3, 1, 2)
     """
-    most = min(k, GROUP, MAX_SHARED // (n * np.dtype(dtype).itemsize))
+    most = min(k, GROUP, limit // (n * np.dtype(dtype).itemsize))
     for kg in range(most, 1, -1):
         if nb * -(-k // kg) >= TARGET_BLOCKS:
             return kg
@@ -314,13 +337,14 @@ def launch_args(x, n, nb, *views):
     ``x`` of ``nb`` matrices: the element strides of the ``(B, p, q)`` ``views`` flattened and
     the group size (the argument before ``checks``), as an engine keeps them per layout."""
     k = x.shape[-1]
-    kg = group(n, k, nb, x.dtype)
+    limit = shared_limit()
+    kg = group(n, k, nb, x.dtype, limit)
     t, r = KERNEL_TYPES[np.dtype(x.dtype)]
     threads = _threads(x.dtype)
     loads = next(u for top, u in UNROLL if n <= top)
     kern = raw_kernel("gl_stream_trsm", _SOURCE, {"T": t, "R": r},
                       options=("--std=c++17", f"-DNT={threads}", f"-DUNR={loads}"),
-                      shared_bytes=MAX_SHARED)
+                      shared_bytes=limit)
     strides = tuple(s for v in views for s in strides_of(v))
     launch = _Launch(kern, n * kg * np.dtype(x.dtype).itemsize)
     return launch, (nb * -(-k // kg),), (threads,), strides, np.int32(kg)

@@ -65,7 +65,8 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     strides, dtype)`` of ``a`` and ``b`` and the options (:data:`_PLANS`): a repeat allocates
     the solution, launches, and reads the summary back."""
     import cupy
-    key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, dtype, how, unit)
+    key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, dtype, how, unit,
+           a.data.device_id)  # a plan holds kernels compiled for its device
     plan = _PLANS.get(key)
     if plan is None or plan[0] is not cupy or plan[1] is not _batched_plan.TABLE["trsm"]:
         plan = _solve_plan(cupy, a, b, dtype, how, unit, squared)
@@ -120,7 +121,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
     way = route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
-                stream=_stream_trsm_cuda.fits(n, k, dtype))
+                stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()))
     if way not in ("fused", "stream"):
         return (cupy, rows, None)
     out_shape = batch + ((n,) if vec else (k, n))
