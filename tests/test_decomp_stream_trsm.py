@@ -88,7 +88,8 @@ def test_emulated_small_shared_memory_devices_keep_the_library_route(emu, rng, m
     from _cusolver_emulator import DEVICE_ATTRIBUTES
     monkeypatch.setitem(DEVICE_ATTRIBUTES, "MaxSharedMemoryPerBlockOptin",
                         _stream_trsm_cuda.STATIC_SHARED + 1024)
-    monkeypatch.setattr(_stream_trsm_cuda, "_LIMITS", {})
+    from gpulinalg._runtime import device
+    monkeypatch.setattr(device, "_attributes", {})  # attributes are read once per device
     _triangular_cuda._PLANS.clear()
     limit = _stream_trsm_cuda.shared_limit()
     assert limit == 1024

@@ -6,7 +6,7 @@ import logging
 import threading
 
 __all__ = ["GPUInfo", "gpu_available", "gpu_is_real", "gpus", "memory_info", "disable_gpu",
-           "disabled_reason", "installed", "use_provider"]
+           "disabled_reason", "installed", "use_provider", "attribute"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -165,6 +165,21 @@ def memory_info(device: int | None = None) -> tuple[int, int]:
 def _free_total(cupy):
     free, total = cupy.cuda.runtime.memGetInfo()
     return int(free + cupy.get_default_memory_pool().free_bytes()), int(total)
+
+
+_attributes: dict = {}
+
+
+def attribute(name: str, default: int | None = None) -> int | None:
+    """A CUDA attribute of the current device, read once per device: CuPy's name, the
+    ``cudaDevAttr`` prefix dropped (``"MultiProcessorCount"``); ``default`` where CuPy does
+    not know the name. For GPU functions (CuPy is imported)."""
+    import cupy
+    dev = cupy.cuda.Device()
+    key = (dev.id, name)
+    if key not in _attributes:
+        _attributes[key] = dev.attributes.get(name, default)
+    return _attributes[key]
 
 
 def current_device() -> int:

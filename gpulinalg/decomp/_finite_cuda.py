@@ -9,6 +9,7 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 
 import numpy as np
 
+from .._runtime.device import attribute
 from .._runtime.kernels import elementwise_kernel, raw_kernel
 
 __all__ = ["flag_nonfinite", "memory_order", "raise_nonfinite", "FINITE_PREAMBLE"]
@@ -71,13 +72,11 @@ extern "C" __global__ void __launch_bounds__(256) gl_flag_flat(const R* __restri
 
 #: Blocks of 256 threads per multiprocessor of the flat finiteness kernel's grid.
 FLAT_BLOCKS_PER_SM = 8
-_SMS: dict = {}
 
 
 def _flag_flat(x, flag):
     """:func:`flag_nonfinite` of a contiguous 1-D ``x`` by :data:`_FLAT_SOURCE` (complex read
     as pairs of reals)."""
-    import cupy
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     parts = x.view(real) if x.dtype.kind == "c" else x
     ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}.get(np.dtype(real))
@@ -86,10 +85,7 @@ def _flag_flat(x, flag):
     if ctype is None or utype is None:  # half precision: the elementwise kernel
         _flag_elementwise(x, flag)
         return
-    dev = cupy.cuda.Device().id
-    sms = _SMS.get(dev)
-    if sms is None:
-        sms = _SMS[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+    sms = attribute("MultiProcessorCount")
     kern = raw_kernel("gl_flag_flat", _FLAT_SOURCE, {"R": ctype, "U": utype},
                       options=("--std=c++17",))
     size = parts.size

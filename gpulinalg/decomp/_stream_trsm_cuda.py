@@ -24,6 +24,7 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 
 import numpy as np
 
+from .._runtime.device import attribute
 from .._runtime.kernels import raw_kernel
 from ._finite_cuda import flag_nonfinite
 from ._fused_cuda import COMMON, checks, strides_of
@@ -273,22 +274,12 @@ gl_stream_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* __restrict_
 """
 
 
-_LIMITS: dict = {}
-
-
 def shared_limit():
     """The dynamic shared memory a block may take on the current device: :data:`MAX_SHARED`,
     or less where the device's opt-in limit per block leaves less beside the static part
     (a laptop GPU of compute capability 8.6 allows 99 KiB in all; an H200 227)."""
-    import cupy
-    dev = cupy.cuda.Device()
-    got = _LIMITS.get(dev.id)
-    if got is None:
-        optin = dev.attributes.get("MaxSharedMemoryPerBlockOptin")
-        if optin is None:  # cudaDevAttrMaxSharedMemoryPerBlockOptin
-            optin = cupy.cuda.runtime.deviceGetAttribute(97, dev.id)
-        got = _LIMITS[dev.id] = max(0, min(MAX_SHARED, int(optin) - STATIC_SHARED))
-    return got
+    optin = attribute("MaxSharedMemoryPerBlockOptin", 48 * 1024)
+    return max(0, min(MAX_SHARED, int(optin) - STATIC_SHARED))
 
 
 def fits(n, k, dtype, limit=MAX_SHARED):
