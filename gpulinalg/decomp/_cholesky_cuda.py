@@ -130,8 +130,8 @@ def _fused_repeat(a, lower, clean, dtype, finite):
     if lower:
         w = w.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
-    if flag_first and finite:  # the streamed kernel: check_finite of all of a, before
-        flag_nonfinite(a, summ[0:1])
+    if flag_first and finite:  # the streamed kernel reads the triangle only
+        _fused_cuda.flag_before(a, summ)
     kern(grid, block, (a, w, summ, *consts))
     _fused_verdict(a, totals, lower, finite)
     return w

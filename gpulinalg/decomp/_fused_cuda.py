@@ -37,12 +37,12 @@ Part of decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
-from ._finite_cuda import FINITE_PREAMBLE
+from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite
 from ._scalars_cuda import (KERNEL_TYPES, SCALAR_PREAMBLE, SUMMARY_PREAMBLE, size_class,
                             summary_buffer)
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
-           "as_float", "strides_of", "COMMON", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
+           "as_float", "strides_of", "flag_before", "COMMON", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
 
 #: The compiled orders per op: a stack of order ``n`` runs the smallest one that holds it.
 SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}
@@ -464,6 +464,15 @@ def summary(cupy, kind, device):
     ``"trsm"``) on ``device`` and the view of its 3 read-back words
     (:func:`._scalars_cuda.summary_buffer`)."""
     return summary_buffer(cupy, kind, device, *_IDENTITY[kind])
+
+
+def flag_before(a, summ):
+    """SciPy's ``check_finite`` of all of ``a`` into the summary ``summ`` before a launch of a
+    kernel that reads one triangle only (the streamed ones): the flat finiteness kernel sets
+    the accumulating flags word to 1 (a solve's ``A_BAD``, a factorization's NaN/Inf flag)
+    when ``a`` holds NaN or Inf. The launch before left that word 0; the kernel's blocks OR
+    their flags in after."""
+    flag_nonfinite(a, summ[0:1])
 
 
 def as_float(word):

@@ -23,8 +23,7 @@ stream.
 import numpy as np
 
 from .._runtime.kernels import raw_kernel
-from ._finite_cuda import flag_nonfinite
-from ._fused_cuda import COMMON, strides_of
+from ._fused_cuda import COMMON, flag_before, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
 __all__ = ["fits", "launch_args", "potrf", "MAX_ORDER"]
@@ -202,7 +201,7 @@ def potrf(a3, w, summ, lower, clean, nonfinite, finite=False):
     ``finite``. No synchronization."""
     nb, n = a3.shape[0], a3.shape[-1]
     if finite:
-        flag_nonfinite(a3, summ[0:1])
+        flag_before(a3, summ)
     kern, grid, block, st = launch_args(w, n, nb, a3, w)
     kern(grid, block, (a3, w, summ, np.int32(n), np.int64(nb), *st, np.int32(bool(lower)),
                        np.int32(bool(clean)), np.int32(nonfinite)))

@@ -26,11 +26,10 @@ import numpy as np
 
 from .._runtime.device import attribute
 from .._runtime.kernels import raw_kernel
-from ._finite_cuda import flag_nonfinite
-from ._fused_cuda import COMMON, checks, strides_of
+from ._fused_cuda import COMMON, checks, flag_before, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
-__all__ = ["fits", "group", "shared_limit", "launch_args", "flag_whole", "trsm", "MAX_SHARED",
+__all__ = ["fits", "group", "shared_limit", "launch_args", "trsm", "MAX_SHARED",
            "STATIC_SHARED", "MAX_RHS", "TARGET_BLOCKS", "UNROLL"]
 
 #: Shared memory a block may take for its solution columns (``n * kg`` entries), at most:
@@ -341,23 +340,14 @@ def launch_args(x, n, nb, *views):
     return launch, (nb * -(-k // kg),), (threads,), strides, np.int32(kg)
 
 
-def flag_whole(a, summ, finite):
-    """SciPy's ``check_finite`` of all of ``a`` before a launch: the flat finiteness kernel
-    sets the summary's accumulating flags word to ``A_BAD`` (1) when ``a`` holds NaN or Inf
-    (the launch before left it 0; the kernel's blocks OR theirs in after). The ``checks`` to
-    launch with: bit 1 never (the kernel reads the triangle only)."""
-    if finite:
-        flag_nonfinite(a, summ[0:1])
-    return False
-
-
 def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
     """:func:`._fused_cuda.trsm`'s solve (same arguments and summary) by the streamed kernel:
-    :func:`flag_whole`, then one launch; no synchronization."""
+    with ``finite``, :func:`._fused_cuda.flag_before`, then one launch; no synchronization."""
     nb, n, _ = x.shape
     launch, grid, block, st, kg = launch_args(x, n, nb, a3, b3, x)
-    whole = flag_whole(a3, summ, finite and summarize)
+    if finite and summarize:
+        flag_before(a3, summ)
     launch(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(x.shape[-1]), *st,
                          np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode),
                          np.int32(bool(unit)), np.int32(bool(squared)), kg,
-                         checks(summarize, whole)))
+                         checks(summarize, False)))

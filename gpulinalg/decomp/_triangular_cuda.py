@@ -75,16 +75,17 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         _PLANS[key] = plan
     if plan[2] is None:
         return None
-    _, _, out_shape, swap, direct, kern, grid, block, consts, solve = plan
+    _, _, out_shape, swap, direct, kern, grid, block, consts, solve, flag_first = plan
     read = check or finite or (not unit and how[2] != 2)
     out = cupy.empty(out_shape, dtype=dtype)
     if swap:
         out = out.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
     if direct:
-        whole = finite if solve is _fused_cuda.trsm else \
-            _stream_trsm_cuda.flag_whole(a, summ, finite and read)
-        kern(grid, block, (a, b, out, summ, *consts, _fused_cuda.checks(read, whole)))
+        if flag_first and finite:  # the streamed kernel reads the triangle only
+            _fused_cuda.flag_before(a, summ)
+        kern(grid, block, (a, b, out, summ, *consts,
+                           _fused_cuda.checks(read, finite and not flag_first)))
     else:
         _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite)
     if not read:
@@ -105,7 +106,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
 
 #: Layouts of the fused solves: key of :func:`fused_solve` -> ``(cupy module, table rows,
 #: out shape or None (another route), swap, direct, kernel, grid, block, constant args,
-#: the kernel's trsm)``.
+#: the kernel's trsm, whether check_finite of all of ``a`` runs before the launch)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -142,7 +143,8 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     tr, cj, mode = how
     consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
               np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)), *extra)
-    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve)
+    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve,
+            way == "stream")
 
 
 def _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite):
