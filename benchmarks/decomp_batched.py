@@ -314,13 +314,13 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
                                    f"failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         _batched_plan.TABLE[op] = saved
-    from gpulinalg.decomp import _fused_cuda, _stream_potrf_cuda, _stream_trsm_cuda
-    k = inputs[1].shape[-1] if op == "trsm" else 0
-    stream = {"trsm": lambda: _stream_trsm_cuda.fits(n, k, dtype),
-              "potrf": lambda: _stream_potrf_cuda.fits(n, dtype)}.get(op, lambda: False)()
-    table_route = _batched_plan.route(
-        op, n, batch, fused=_fused_cuda.fits(n, dtype, "trsm" if op == "trsm" else "potrf")
-        if op in ("potrf", "trsm") else True, rhs=k, dtype=dtype, stream=stream)
+    from gpulinalg.decomp import _cholesky_cuda, _triangular_cuda
+    if op == "trsm":
+        table_route = _triangular_cuda.own_route(n, batch, inputs[1].shape[-1], dtype)
+    elif op == "potrf":
+        table_route = _cholesky_cuda.own_route(n, batch, dtype)
+    else:
+        table_route = _batched_plan.route(op, n, batch, dtype=dtype)
     for r in rows[-len(names):]:
         if r.get("impl", "").startswith("route=") and r.get("op") == op:
             r["table_route"] = table_route

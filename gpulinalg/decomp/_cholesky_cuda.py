@@ -25,7 +25,7 @@ from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
 from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, fused_solve,
                                rhs_copy, stack_matrices, trsm_batched)
 
-__all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet"]
+__all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet", "own_route"]
 
 
 def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
@@ -43,7 +43,7 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
             return x
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    way = _own_route(n, batch, dtype)
+    way = own_route(n, batch, dtype)
     if way in ("fused", "stream"):
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
     info = cupy.zeros(batch + 1, dtype=np.int32)
@@ -54,7 +54,7 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     return _factor(a, w, order, zeroed, lower, clean, info, bool(finite))
 
 
-def _own_route(n, batch, dtype):
+def own_route(n, batch, dtype):
     """The route of the table for a Cholesky stack, with the fits of decomp's own kernels."""
     return route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"), dtype=dtype,
                  stream=_stream_potrf_cuda.fits(n, dtype))
@@ -142,7 +142,7 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     rows = TABLE["potrf"]
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
-    way = _own_route(n, nb, dtype)
+    way = own_route(n, nb, dtype)
     if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream"):
         return (cupy, rows, None)
     a3 = a.reshape(nb, n, n)
@@ -182,7 +182,7 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     n, nb = a.shape[-1], math.prod(a.shape[:-2])
-    if view is None or _own_route(n, nb, dtype) in ("fused", "stream"):
+    if view is None or own_route(n, nb, dtype) in ("fused", "stream"):
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)
     return _factor(a, *view, lower, clean, info, flagged)

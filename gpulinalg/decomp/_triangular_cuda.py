@@ -18,8 +18,8 @@ from ._cusolver_cuda import chain_buffers, fill_pointers, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._triangular_xp import check_nonsingular, judge, judge_bound
 
-__all__ = ["solve_triangular", "fused_solve", "check_conditioning", "check_finite_pair", "rhs_copy", "finish_rhs",
-           "stack_matrices", "trsm_batched"]
+__all__ = ["solve_triangular", "fused_solve", "own_route", "check_conditioning",
+           "check_finite_pair", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
 
 
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
@@ -111,6 +111,13 @@ _PLANS: dict = {}
 _MAX_PLANS = 256
 
 
+def own_route(n, nb, k, dtype):
+    """The route of the table for ``nb`` triangular solves of order ``n`` with ``k``
+    right-hand sides, with the fits of decomp's own kernels (fused, streamed)."""
+    return route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
+                 stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()))
+
+
 def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     """What :func:`fused_solve` keeps for a layout (see :data:`_PLANS`). ``direct``: ``a`` and
     ``b`` flatten to ``(B, n, n)`` / ``(B, n, k)`` views of ``dtype`` (broadcasts included), so
@@ -121,8 +128,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     n, k = b2.shape[-2:]
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
-    way = route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
-                stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()))
+    way = own_route(n, nb, k, dtype)
     if way not in ("fused", "stream"):
         return (cupy, rows, None)
     out_shape = batch + ((n,) if vec else (k, n))
