@@ -70,6 +70,10 @@ extern "C" __global__ void __launch_bounds__(256) gl_flag_flat(const R* __restri
 }
 """
 
+#: C types of the flat kernel: the entries' (their parts') and the flag slot's.
+_FLAT_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_FLAG_TYPES = {np.dtype(np.int32): "int", np.dtype(np.float64): "double",
+               np.dtype(np.uint64): "unsigned long long"}
 #: Blocks of 256 threads per multiprocessor of the flat finiteness kernel's grid.
 FLAT_BLOCKS_PER_SM = 8
 
@@ -79,9 +83,7 @@ def _flag_flat(x, flag):
     as pairs of reals)."""
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     parts = x.view(real) if x.dtype.kind == "c" else x
-    ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}.get(np.dtype(real))
-    utype = {np.dtype(np.int32): "int", np.dtype(np.float64): "double",
-             np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(flag.dtype))
+    ctype, utype = _FLAT_TYPES.get(np.dtype(real)), _FLAG_TYPES.get(np.dtype(flag.dtype))
     if ctype is None or utype is None:  # half precision: the elementwise kernel
         _flag_elementwise(x, flag)
         return
