@@ -337,8 +337,10 @@ def test_emulated_zero_diagonal_names_the_slice(emu, rng):
 def test_lanes_table():
     assert _batched_plan.lanes("orgqr", 256, 64) == 4
     assert _batched_plan.lanes("orgqr", 256, 1) == 1
-    assert _batched_plan.lanes("geqrf", 4096, 8) == 1
-    assert _batched_plan.lanes("potrf", 64, 64) == 1  # no row: the caller's stream
+    assert _batched_plan.lanes("geqrf", 4096, 8) == 4  # large panels leave the GPU idle too
+    assert _batched_plan.lanes("potrf", 2048, 2) == 2  # never more lanes than matrices
+    assert _batched_plan.lanes("gesvdj", 2048, 8) == 1  # past its row: the caller's stream
+    assert _batched_plan.lanes("trsm", 64, 64) == 1  # no row at all
 
 
 @pytest.mark.parametrize("shape", [(6, 40, 30), (3, 30, 40)])
@@ -346,15 +348,20 @@ def test_emulated_stream_parallel_loops_equal_slices(emu, force, monkeypatch, rn
     monkeypatch.setitem(_batched_plan.LANES, "geqrf", ((math.inf, 4),))
     force("geqrf", "looped")
     force("gesvd", "jacobi")
+    force("potrf", "looped")
     a = rng.standard_normal(shape)
+    spd = spd_stack(rng, (shape[0],), 30, np.float64)
     CALLS.clear()
     out = _qr_cuda.qr(dev(a), "economic", False, None, False, np.dtype("f8"))
     u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8")))
     assert CALLS["lane_stream"] == 3 * shape[0]  # geqrf, orgqr and gesvdj loops, every item
+    c = plain(_cholesky_cuda.cholesky(dev(spd), True, False, True, np.dtype("f8"), True))
+    assert CALLS["lane_stream"] == 4 * shape[0]  # and the Xpotrf loop
     for i in range(shape[0]):
         ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
         assert np.allclose((u[i] * s[i]) @ vh[i], a[i])
+        assert np.allclose(c[i], np.linalg.cholesky(spd[i]))
 
 
 def test_emulated_qr_copies_c_ordered_input_by_tiles(emu, rng):

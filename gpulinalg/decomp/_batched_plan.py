@@ -112,11 +112,17 @@ TABLE: dict[str, tuple[tuple, ...]] = {
 
 #: Per-matrix loops with no batched routine behind them run on this many streams at once
 #: (``op -> ((max_order, streams), ...)``; :mod:`._batched_cuda`): medium matrices leave the
-#: GPU idle between the small kernels of one call, large ones fill it by themselves.
+#: GPU idle between the small kernels of one call, and so do large ones in their panel
+#: factorizations (``geqr2`` on a few multiprocessors took half of ``Xgeqrf``'s time at
+#: 2048^2). On the H200 (issue #16, 2026-12-02, ms, one lane / two / four): ``qr`` 2 x 2048^2
+#: fp64 23.3 / 14.8 / 14.7 (torch 22.6), 4 x 2048^2 45.7 / 26.1 / 18.1 (torch 45.2),
+#: 2 x 4096^2 59.7 / 37.6 / 37.4 (torch 59.7). ``Xpotrf`` per matrix on one stream grew with
+#: the stack (2, 4, 8, 16 x 2048^2 fp64: 1.86, 3.66, 7.05, 14.1 ms).
 LANES: dict[str, tuple[tuple[float, int], ...]] = {
-    "gesvdj": ((1024, 4),),   # the "jacobi" route of gesvd
-    "geqrf": ((1024, 4),),    # the "looped" route of geqrf
-    "orgqr": ((1024, 4),),    # Q of every stack
+    "gesvdj": ((1024, 4),),       # the "jacobi" route of gesvd
+    "geqrf": ((math.inf, 4),),    # the "looped" route of geqrf
+    "orgqr": ((math.inf, 4),),    # Q of every stack
+    "potrf": ((math.inf, 4),),    # the "looped" route of potrf
 }
 
 
@@ -124,8 +130,8 @@ def lanes(op: str, n: int, batch: int) -> int:
     """How many streams the per-matrix loop of ``op`` over ``batch`` matrices of order ``n``
     runs on (1: the caller's stream alone).
 
-    >>> lanes("orgqr", 256, 64), lanes("orgqr", 4096, 4), lanes("gesvdj", 128, 2)
-    (4, 1, 2)
+    >>> lanes("orgqr", 256, 64), lanes("orgqr", 4096, 2), lanes("gesvdj", 2048, 8)
+    (4, 2, 1)
     """
     for max_order, count in LANES.get(op, ()):
         if n <= max_order:

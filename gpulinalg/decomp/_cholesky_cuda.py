@@ -19,7 +19,8 @@ from .._runtime.kernels import elementwise_kernel, raw_kernel
 from . import _fused_cuda, _stream_potrf_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
-from ._batched_plan import TABLE, route
+from ._batched_cuda import fan, spread
+from ._batched_plan import TABLE, lanes, route
 from ._cusolver_cuda import Solver
 from ._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
 from ._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs, fused_solve,
@@ -195,9 +196,13 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
             as sv:
         if sv.params is None:
             sv.potrf_batched(w, fill_lower)
-        else:
-            for i in range(nb):
-                sv.potrf(w[i], fill_lower, i)
+        else:  # per-matrix Xpotrf, on stream lanes for a stack
+            with fan(lanes("potrf", a.shape[-1], nb)) as fanned:
+                ways = spread(sv, fanned, nb)
+                for i in range(nb):
+                    lane, stream = ways[i % len(ways)]
+                    with stream:
+                        lane.potrf(w[i], fill_lower, i)
         mark_nonfinite(w, info)  # one kernel: the codes and the diagonal in one read-back
         codes = sv.check("potrf")  # the only synchronization of the call
     if flagged and codes[nb]:
