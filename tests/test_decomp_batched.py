@@ -132,24 +132,6 @@ def test_emulated_cholesky_stack_equals_slices(emu, force, rng, route, lower, dt
         assert np.allclose(got[idx], ref, rtol=tol(dtype), atol=tol(dtype))
 
 
-@pytest.mark.parametrize("bad", [1, 4])
-def test_emulated_potrf_batched_in_parts_on_lanes(emu, force, monkeypatch, rng, bad):
-    """A potrfBatched stack split over three lanes (parts of 2, 2 and 1 matrices): every
-    part's codes land in their own slots, so the failing slice is still named."""
-    force("potrf", "batched")
-    monkeypatch.setitem(_batched_plan.LANES, "potrfBatched", ((math.inf, 3),))
-    a = spd_stack(rng, (5,), 20, np.float64)
-    CALLS.clear()
-    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True))
-    assert CALLS["potrf_batched"] == 3 and CALLS["lane_stream"] == 3
-    for i in range(5):
-        assert np.allclose(got[i], np.linalg.cholesky(a[i]))
-    a[bad, 7, 7] = -80.0
-    with pytest.raises(NotPositiveDefiniteError) as info:
-        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
-    assert info.value.batch_index == (bad,) and info.value.minor == 8
-
-
 @pytest.mark.parametrize("route", ["batched", "looped"])
 def test_emulated_cholesky_names_the_failing_slice(emu, force, rng, route):
     force("potrf", route)

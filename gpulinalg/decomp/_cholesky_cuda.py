@@ -194,13 +194,8 @@ def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     nb = len(w)
     with Solver(w.dtype, nb, info=info, params=route("potrf", a.shape[-1], nb, fused=False) != "batched") \
             as sv:
-        if sv.params is None:  # potrfBatched, the stack in parts on stream lanes
-            with fan(lanes("potrfBatched", a.shape[-1], nb)) as fanned:
-                ways = spread(sv, fanned, nb)
-                step = -(-nb // len(ways))
-                for (lane, stream), first in zip(ways, range(0, nb, step)):
-                    with stream:
-                        lane.potrf_batched(w[first:first + step], fill_lower, first)
+        if sv.params is None:
+            sv.potrf_batched(w, fill_lower)
         else:  # per-matrix Xpotrf, on stream lanes for a stack
             with fan(lanes("potrf", a.shape[-1], nb)) as fanned:
                 ways = spread(sv, fanned, nb)

@@ -312,15 +312,14 @@ class Solver:
                      max(c.shape[0], 1), r.cuda, b.data.ptr, max(n, 1), self._info(i))
 
     # -- batched forms (one call for a stack of small matrices) -------------------------------
-    def potrf_batched(self, w, lower, first=0):
+    def potrf_batched(self, w, lower):
         """Cholesky of every matrix of ``w`` (``(B, n, n)``, each column-major contiguous,
         uniform stride) in one ``<t>potrfBatched`` call; ``info`` slot ``i`` is matrix ``i``.
 
         The routine's chain of launches is replayed as a CUDA graph (:mod:`.._runtime.graphs`)
         through a pointer array and codes of its own, kept per thread and layout: the
         addresses of ``w``'s matrices go into the array (one launch, none when ``w`` sits
-        where the last one did) and the codes are copied into ``info`` after, from slot
-        ``first`` on (a part of a stack split over stream lanes)."""
+        where the last one did) and the codes are copied into ``info`` after."""
         from .._runtime import graphs
         n, count = w.shape[-1], len(w)
         fn, handle, uplo = self.r.legacy("potrf_batched"), self.handle, _uplo(lower)
@@ -331,7 +330,7 @@ class Solver:
         fill_pointers(chain.buffers, w)
         chain.launch(lambda b: fn(handle, uplo, n, int(b["ptrs"].data.ptr), max(n, 1),
                                   int(b["info"].data.ptr), count))
-        self.info[first:first + count] = chain.buffers["info"]
+        self.info[:count] = chain.buffers["info"]
 
     def geqrf_batched(self, w, tau):
         """Householder QR of every matrix of ``w`` (``(B, m, n)``, each column-major, uniform
