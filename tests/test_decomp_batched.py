@@ -59,7 +59,8 @@ def test_table_rows_name_known_routes():
 @pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
                                             (64, 2, "fused"), (65, 512, "batched"),
                                             (128, 512, "batched"), (129, 4096, "batched"),
-                                            (512, 200, "batched"), (1024, 2, "batched"),
+                                            (512, 200, "batched"), (768, 2, "batched"),
+                                            (1024, 8, "looped"), (1024, 16, "batched"),
                                             (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
     assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want

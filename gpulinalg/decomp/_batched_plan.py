@@ -32,8 +32,8 @@ Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack,
 ``trsmBatched`` for all but a few large matrices and cuBLAS ``geqrfBatched`` for small
 orders in numbers; on the H200 (issue #16) the per-matrix loop lost 16x to ``potrfBatched``
 at 200 x 512^2 fp64 and the two batched triangular solves beat per-matrix ``potrs`` as much.
-Past order 1024 the blocked per-matrix ``Xpotrf`` fills the GPU by itself (the batched one is
-meant for small matrices). ``benchmarks/decomp_batched.py`` times both sides of every limit
+Past order 768 the blocked per-matrix ``Xpotrf``, on a few streams at once, beats the batched
+one (meant for small matrices) on stacks of a few matrices, and past 1024 on any stack. ``benchmarks/decomp_batched.py`` times both sides of every limit
 (``--routes``) so the table can be re-derived on other GPUs: change it only from those figures.
 
 Examples
@@ -50,8 +50,8 @@ Examples
 'batched'
 >>> route("potrf", 64, 4096, dtype="float64"), route("potrf", 128, 512, dtype="float32")
 ('fused', 'fused')
->>> route("potrf", 256, 64)
-'batched'
+>>> route("potrf", 256, 64), route("potrf", 1024, 16), route("potrf", 1024, 8)
+('batched', 'batched', 'looped')
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
 """
@@ -73,10 +73,16 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # at 1024 x 32^2 (fp32/fp64) and 0.299/0.388 against 0.474/0.608 at 4096 x 64^2; at
     # 512 x 128^2 it won in fp32 (0.329 against 0.353) but lost in fp64 (0.51 against 0.474):
     # order 128 is fused in single precision only (complex64 untimed: as float32).
-    # The streamed kernel (._stream_potrf_cuda, route "stream") has no row yet: it has not
-    # run on a GPU (its tests force it).
+    # The streamed kernel (._stream_potrf_cuda, route "stream") has no row: on the H200
+    # (route rows, 2026-12-02, tree 9f33350, ms, potrfBatched / streamed) it lost at every
+    # stack it takes: 64 x 256^2 0.553 / 0.619 (fp32), 0.479 / 0.79 (fp64); 512 x 128^2
+    # 0.432 / 0.712 (fp64); 200 x 512^2 1.69 / 3.34 (fp32), 2.29 / 4.47 (fp64): one block per
+    # matrix streams its panels from memory at a few per cent of a multiprocessor's peak.
+    # Per-matrix Xpotrf on 4 stream lanes (LANES) against potrfBatched (2026-12-02, fp64,
+    # ms): 8 x 1024^2 1.34 / 1.96 (torch 1.95), 8 x 2048^2 4.55 / 6.49 (torch 6.83), but
+    # 16 x 1024^2 2.28 / 2.10, 32 x 1024^2 4.33 / 2.74 and 16 x 768^2 1.63 / 1.51.
     "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
-              (1024, 2, "batched"), (math.inf, 1, "looped")),
+              (768, 2, "batched"), (1024, 16, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): the fused
     # kernel up to order 64 (at most FUSED_RHS right-hand sides); the streamed one
     # (._stream_trsm_cuda, at most 16 right-hand sides) up to 2048; else cuBLAS
