@@ -40,7 +40,7 @@ GRID = [
     ("solve_triangular", 4096, 64), ("solve_triangular", 200, 512), ("solve_triangular", 8, 2048),
     ("qr", 4096, 16), ("qr", 1024, 64), ("qr", 64, 256), ("qr", 8, 512), ("qr", 2, 2048),
     ("svd", 4096, 16), ("svd", 512, 32), ("svd", 64, 64), ("svd", 16, 256), ("svd", 4, 512),
-    ("svd", 1024, 8),
+    ("svd", 1024, 8), ("cholesky", 8, 1024), ("cholesky", 8, 512), ("qr", 4, 2048),
 ]
 QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
               ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
