@@ -125,6 +125,23 @@ def test_entries_are_per_thread_and_bounded(stream, monkeypatch):
     assert graphs.entry(("t",), lambda: "again").buffers == "again"  # emptied when full
 
 
+def test_entries_per_address_keep_their_buffers(stream, monkeypatch):
+    """``x = f(a)`` in a loop alternates between two places: each keeps its own entry (so
+    its pointers stay filled); a third place takes over the least recently used one."""
+    monkeypatch.setattr(graphs, "SLOTS", 2)
+    made = []
+
+    def get(address):
+        return graphs.entry(("k",), lambda: made.append(address) or {"at": address},
+                            address=address)
+    a, b = get(100), get(200)
+    assert a is not b and len(made) == 2
+    assert get(100) is a and get(200) is b and get(100) is a and len(made) == 2
+    assert get(300) is b  # 200 was used less recently than 100
+    assert get(100) is a and get(200) is b and len(made) == 2  # 300's slot, used least
+    assert graphs.entry(("k",), lambda: "plain").buffers == "plain"  # no address: its own
+
+
 def test_replayed_batched_cholesky_factors_every_new_stack(monkeypatch, rng):
     """Replays reuse the first call's closure: the pointer array must follow each new stack."""
     from _cusolver_emulator import CALLS, dev, emulated_gpu, plain

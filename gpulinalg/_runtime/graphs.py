@@ -19,12 +19,17 @@ True
 
 import threading
 
-__all__ = ["ENABLED", "MAX_ENTRIES", "Entry", "entry", "clear"]
+__all__ = ["ENABLED", "MAX_ENTRIES", "SLOTS", "Entry", "entry", "clear"]
 
 #: Capture chains into graphs (``False``: every chain runs directly).
 ENABLED = True
 #: Entries kept per thread; the cache is emptied when it is full.
 MAX_ENTRIES = 64
+
+#: Entries kept per chain for different places of its stacks (:func:`entry`'s ``address``):
+#: a caller that keeps its last result while it asks for the next one (``x = f(a)`` in a
+#: loop) alternates between two blocks of CuPy's pool, and each block keeps its pointers.
+SLOTS = 2
 
 _local = threading.local()
 
@@ -52,18 +57,42 @@ class Entry:
             self.graph.launch(cupy.cuda.get_current_stream())
 
 
-def entry(key, make):
+def entry(key, make, address=None):
     """The calling thread's :class:`Entry` for ``key`` (it must name the device and every
-    value the chain depends on); ``make()`` gives its buffers on first use."""
+    value the chain depends on); ``make()`` gives its buffers on first use.
+
+    ``address`` (any hashable value: where the chain's stacks are): one of :data:`SLOTS`
+    entries for ``key``, the one last used with that address when there is one, else the
+    least recently used (whose buffers the caller then refills)."""
     cache = getattr(_local, "entries", None)
     if cache is None:
         cache = _local.entries = {}
+    if address is not None:
+        key = key + (_slot(cache, key, address),)
     got = cache.get(key)
     if got is None:
         if len(cache) >= MAX_ENTRIES:
             cache.clear()
         got = cache[key] = Entry(make())
     return got
+
+
+def _slot(cache, key, address):
+    """The slot of ``key`` for ``address``: its own, a free one, or the least recently used."""
+    import collections
+    recent = cache.get(("slots", key))
+    if recent is None:
+        recent = cache[("slots", key)] = collections.OrderedDict()
+    slot = recent.get(address)
+    if slot is not None:
+        recent.move_to_end(address)
+        return slot
+    if len(recent) < SLOTS:
+        slot = len(recent)
+    else:
+        slot = recent.popitem(last=False)[1]
+    recent[address] = slot
+    return slot
 
 
 def clear():

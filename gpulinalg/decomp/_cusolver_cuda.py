@@ -325,7 +325,7 @@ class Solver:
         fn, handle, uplo = self.r.legacy("potrf_batched"), self.handle, _uplo(lower)
         key = ("potrf_batched", w.data.device_id, self.dtype.char, n, count, int(uplo),
                int(handle))
-        chain = graphs.entry(key, lambda: chain_buffers(count))
+        chain = graphs.entry(key, lambda: chain_buffers(count), address=int(w.data.ptr))
         self._keep.append(chain)  # its buffers outlive the launch (until check)
         fill_pointers(chain.buffers, w)
         chain.launch(lambda b: fn(handle, uplo, n, int(b["ptrs"].data.ptr), max(n, 1),

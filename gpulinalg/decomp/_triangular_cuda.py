@@ -295,7 +295,8 @@ def trsm_batched(a, x, trans, lower, unit_diagonal):
     handle, args = get_handle("cublas"), _cublas_args(a, trans, lower, unit_diagonal)
     # its chain of launches (pointer offsets, blocked solves and updates) as one graph
     key = ("trsm_batched", a.data.device_id, a.dtype.char, n, k, nb, args, int(handle))
-    chain = graphs.entry(key, lambda: chain_buffers(nb, ("a", "x"), info=False))
+    chain = graphs.entry(key, lambda: chain_buffers(nb, ("a", "x"), info=False),
+                         address=(int(a.data.ptr), int(x.data.ptr)))
     fill_pointers(chain.buffers, a, "a")
     fill_pointers(chain.buffers, x, "x")
     chain.launch(lambda b: fn(handle, *args, n, k, one.ctypes.data, int(b["a"].data.ptr),
