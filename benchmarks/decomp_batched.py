@@ -96,6 +96,24 @@ def _timed(fn, repeat):
             "min_s": min(times) if times else cold, "runs": len(times)}, out
 
 
+def _measured(fn, budget):
+    """``_timed`` with as many warm runs as a call's warm time allows (:func:`_repeat`): the
+    first call is the row's cold one, the second (warm) sets the count. A first call that
+    compiles kernels took up to seconds, and counting runs from it left sub-millisecond rows
+    with one to three runs."""
+    _sync()
+    t0 = time.perf_counter()
+    fn()
+    _sync()
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fn()
+    _sync()
+    timing, out = _timed(fn, _repeat(time.perf_counter() - t0, budget))
+    timing["cold_s"] = cold
+    return timing, out
+
+
 def _repeat(seconds_per_call, budget):
     """Timed runs: 30 under 10 ms (single runs were noisy on the H200), fewer for slow calls."""
     if seconds_per_call < 0.01 or seconds_per_call > 2.0:
@@ -235,11 +253,7 @@ def _case(cp, torch, op, batch, n, dtype, rng, budget, rows):
             rows.append(absent(SUITE, case, label, "time budget spent"))
             continue
         try:
-            t0 = time.perf_counter()
-            fn()
-            _sync()
-            probe = time.perf_counter() - t0
-            timing, out = _timed(fn, _repeat(probe, budget))
+            timing, out = _measured(fn, budget)
             extra = _errors(cp, op, inputs, out)
             if label.startswith("ours"):
                 rec = gpulinalg.last_run()
@@ -306,7 +320,7 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
                 break
             _batched_plan.TABLE[op] = ((float("inf"), 2, name),)
             try:
-                timing, _ = _timed(fn, 3)
+                timing, _ = _measured(fn, budget)
                 rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
                                 timing, op=op, batch=batch, n=n, dtype=dtype))
             except Exception as exc:
@@ -346,7 +360,7 @@ def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
             for name in _batched_plan.LANES:
                 _batched_plan.LANES[name] = ((float("inf"), count),)
             try:
-                timing, _ = _timed(fn, 3)
+                timing, _ = _measured(fn, budget)
                 rows.append(row(SUITE, case, f"route={count} streams", timing, op=key,
                                 batch=batch, n=n, dtype=dtype,
                                 table_route=saved[key][0][1] if saved.get(key) else 1))

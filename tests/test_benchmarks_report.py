@@ -20,3 +20,23 @@ def test_time_cpu_counts_runs():
     calls = []
     t = timing.time_cpu(lambda: calls.append(1), warmup=2, repeat=4)
     assert len(calls) == 6 and t["runs"] == 4 and 0 <= t["min_s"] <= t["median_s"]
+
+
+def test_batched_rows_count_runs_from_a_warm_call(monkeypatch):
+    """The first call (compiling kernels) is the row's cold time; the warm second one sets how
+    many runs the median takes: a slow first call no longer leaves a fast row one run."""
+    import time
+
+    from benchmarks import decomp_batched
+    monkeypatch.setattr(decomp_batched, "_sync", lambda: None)
+    budget = type("Budget", (), {"left": lambda self: 100.0})()
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.3)  # the cold call
+        return len(calls)
+    timing_, out = decomp_batched._measured(fn, budget)
+    assert timing_["cold_s"] >= 0.3 and timing_["runs"] == 30
+    assert timing_["median_s"] < 0.3 and len(calls) == 2 + 1 + 30 and out == len(calls)
