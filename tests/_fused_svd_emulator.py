@@ -120,9 +120,9 @@ def small_svd(calls, grid, block, args, shared_mem):
     nb, dt = grid[0], a3.dtype
     wide, big, k = m < n, max(m, n), min(m, n)
     kp = k + (k & 1)
-    mb = next(size for size in (8, 16, 32) if big <= size)
-    from gpulinalg.decomp._fused_svd_cuda import _layout
-    single, rows = _layout(dt)[5], _layout(dt)[4]
+    from gpulinalg.decomp._fused_svd_cuda import SIZES, _layout, rows_per_lane
+    mb = next(size for size in SIZES if big <= size)
+    single, rows = _layout(dt)[5], rows_per_lane(dt, mb)
     cdt = dt if single else (np.complex128 if dt.kind == "c" else np.float64)
     lanes = mb // rows  # lanes per pair in the sweeps
     assert block[0] == 32 * max(1, -(-(kp // 2) * lanes // 32))

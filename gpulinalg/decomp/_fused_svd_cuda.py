@@ -3,7 +3,7 @@ launch.
 
 On stacks of small matrices the library route is cuSOLVER's ``gesvdjBatched``, then a sign
 kernel and a read-back of one ``info`` code per matrix. Here one thread block holds one matrix
-(``m, n <= 32``) in shared memory and does the whole call on it:
+(``m, n <= 64``; 32 for complex128) in shared memory and does the whole call on it:
 
 ``gl_small_svd``
     reads the matrix (coalesced along its axis of smaller stride) as ``W`` (``big x k``, the
@@ -48,9 +48,10 @@ __all__ = ["SIZES", "MAX_ORDER", "TOL_FACTOR", "MAX_SWEEPS", "NONFINITE", "NOT_C
            "NONE", "fits", "launch_args", "svd", "summary", "tolerance"]
 
 #: The compiled row classes: a stack whose larger dimension is ``big`` runs the smallest one.
-SIZES = (8, 16, 32)
-#: Largest ``max(m, n)``.
-MAX_ORDER = 32
+SIZES = (8, 16, 32, 64)
+#: Largest ``max(m, n)`` (complex128: :data:`MAX_ORDER_C128`, W and V in 48 KiB).
+MAX_ORDER = 64
+MAX_ORDER_C128 = 32
 #: A pair of columns is rotated while ``|w_p^H w_q| > TOL_FACTOR eps ||w_p|| ||w_q||``.
 TOL_FACTOR = 4.0
 #: Sweeps before a matrix is declared not converged (gesvdj's default cap is 100).
@@ -296,12 +297,15 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
         ++sweep;
         converged = !__syncthreads_or(rotated);
     }
-    // Singular values: segment pr (MB lanes) takes columns pr, pr + nseg, ...; then the order.
-    const int pr = t / MB, row = t % MB, nseg = nt / MB;
+    // Singular values: segment pr (SL lanes, SR rows a lane) takes columns pr, pr + nseg, ...;
+    // then the order.
+    const int pr = t / SL, row = t % SL, nseg = nt / SL;
     for (int c0 = 0; c0 < k; c0 += nseg) {  // the same in the whole block
         const int c = c0 + pr;
-        const C x = (c < k) ? w[c * LD + row] : C(0);
-        const double nrm = sqrt(gs_sum(gs_abs2(x), MB));
+        double part = 0.0;
+#pragma unroll
+        for (int j = 0; j < SR; ++j) part += (c < k) ? gs_abs2(w[c * LD + row + j * SL]) : 0.0;
+        const double nrm = sqrt(gs_sum(part, SL));
         if (c < k && row == 0) sv[c] = nrm;
     }
     __syncthreads();
@@ -327,36 +331,64 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
     const int wcols = wide ? (vr > k ? vr : k) : (uc > k ? uc : k);  // big-side columns asked
     int todo = wcols > k;
     for (int c = 0; c < k; ++c) todo |= !(sv[c] > ZERO_S);
-    if (todo && warp == 0) {  // complete the big side to an orthonormal basis: one warp
-        unsigned int have = 0u;
-        for (int c = 0; c < k; ++c) if (sv[c] > ZERO_S) have |= 1u << c;
+    if (todo && warp == 0) {  // complete the big side to an orthonormal basis: one warp,
+        // rows lane + 32 jr (jr < RW) a lane
+        unsigned long long have = 0ULL;
+        for (int c = 0; c < k; ++c) if (sv[c] > ZERO_S) have |= 1ULL << c;
         for (int c = 0; c < wcols; ++c) {
             if (c < k && sv[c] > ZERO_S) continue;
-            double rn = 0.0;
-            for (int j = 0; j < wcols; ++j)
-                if ((have >> j) & 1u) rn += lane < MB ? gs_abs2(w[j * LD + lane]) : 0.0;
-            double best = lane < big ? rn : 1e300;
+            double best = 1e300;
             int at = lane;
+            for (int jr = 0; jr < RW; ++jr) {  // this lane's least covered row
+                const int i = lane + 32 * jr;
+                double rn = 0.0;
+                for (int j = 0; j < wcols; ++j)
+                    if ((have >> j) & 1ULL) rn += i < MB ? gs_abs2(w[j * LD + i]) : 0.0;
+                if (i < big && (jr == 0 || rn < best)) { best = rn; at = i; }
+            }
             for (int h = 16; h > 0; h >>= 1) {  // least covered row, lowest index on ties
                 const double ob = __shfl_xor_sync(FULL, best, h);
                 const int oa = __shfl_xor_sync(FULL, at, h);
                 if (ob < best || (ob == best && oa < at)) { best = ob; at = oa; }
             }
-            C x = (lane == at) ? C(1) : C(0);
+            C x[RW];
+#pragma unroll
+            for (int jr = 0; jr < RW; ++jr) x[jr] = (lane + 32 * jr == at) ? C(1) : C(0);
             for (int j = 0; j < wcols; ++j) {  // x = (I - Q Q^H) e_at, then again
-                if (!((have >> j) & 1u)) continue;
-                const C qi = lane < MB ? w[j * LD + lane] : C(0);
-                x = x - qi * gl_cj(w[j * LD + at]);
+                if (!((have >> j) & 1ULL)) continue;
+                const C qa = gl_cj(w[j * LD + at]);
+#pragma unroll
+                for (int jr = 0; jr < RW; ++jr) {
+                    const int i = lane + 32 * jr;
+                    x[jr] = x[jr] - (i < MB ? w[j * LD + i] : C(0)) * qa;
+                }
             }
             for (int j = 0; j < wcols; ++j) {
-                if (!((have >> j) & 1u)) continue;
-                const C qi = lane < MB ? w[j * LD + lane] : C(0);
-                x = x - qi * C(GS_NARROW(gs_sum(gs_dot(qi, x), 32)));
+                if (!((have >> j) & 1ULL)) continue;
+                D dot = gs_dot(lane < MB ? w[j * LD + lane] : C(0), x[0]);
+#pragma unroll
+                for (int jr = 1; jr < RW; ++jr) {
+                    const int i = lane + 32 * jr;
+                    dot += gs_dot(i < MB ? w[j * LD + i] : C(0), x[jr]);
+                }
+                const C coef = C(GS_NARROW(gs_sum(dot, 32)));
+#pragma unroll
+                for (int jr = 0; jr < RW; ++jr) {
+                    const int i = lane + 32 * jr;
+                    x[jr] = x[jr] - (i < MB ? w[j * LD + i] : C(0)) * coef;
+                }
             }
-            if (lane >= big) x = C(0);
-            const double nrm = sqrt(gs_sum(gs_abs2(x), 32));
-            if (lane < MB) w[c * LD + lane] = gs_div(x, nrm);
-            have |= 1u << c;
+            double nn = 0.0;
+#pragma unroll
+            for (int jr = 0; jr < RW; ++jr) {
+                if (lane + 32 * jr >= big) x[jr] = C(0);
+                nn += gs_abs2(x[jr]);
+            }
+            const double nrm = sqrt(gs_sum(nn, 32));
+#pragma unroll
+            for (int jr = 0; jr < RW; ++jr)
+                if (lane + 32 * jr < MB) w[c * LD + lane + 32 * jr] = gs_div(x[jr], nrm);
+            have |= 1ULL << c;
             __syncwarp();
         }
     }
@@ -367,17 +399,25 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
         const int c = c0 + pr;
         const int len = wide ? big : k;
         const int col = c < k ? perm[c] : 0;
-        const C x = (c < k && row < len) ? (wide ? w[col * LD + row] : v[col * LD + row]) : C(0);
-        double best = gl_mag(T(x));
-        int at = row;
-        for (int h = MB / 2; h > 0; h >>= 1) {
-            const double ob = __shfl_xor_sync(FULL, best, h, MB);
-            const int oa = __shfl_xor_sync(FULL, at, h, MB);
+        C mine = C(0);  // this lane's first largest entry (rows row + SL j)
+        double best = -1.0;
+        int own = row;
+#pragma unroll
+        for (int j = 0; j < SR; ++j) {
+            const int i = row + j * SL;
+            const C x = (c < k && i < len) ? (wide ? w[col * LD + i] : v[col * LD + i]) : C(0);
+            const double g = gl_mag(T(x));
+            if (g > best) { best = g; own = i; mine = x; }
+        }
+        int at = own;
+        for (int h = SL / 2; h > 0; h >>= 1) {
+            const double ob = __shfl_xor_sync(FULL, best, h, SL);
+            const int oa = __shfl_xor_sync(FULL, at, h, SL);
             if (ob > best || (ob == best && oa < at)) { best = ob; at = oa; }
         }
-        if (c < k && row == at) {
-            const double g = gl_mag(x);
-            ph[c] = g > 0.0 ? C(gl_cj(gs_unit(x, g))) : C(1);
+        if (c < k && own == at) {
+            const double g = gl_mag(mine);
+            ph[c] = g > 0.0 ? C(gl_cj(gs_unit(mine, g))) : C(1);
         }
     }
     __syncthreads();
@@ -389,22 +429,39 @@ gl_small_svd(const T* __restrict__ a, T* __restrict__ u, R* __restrict__ s,
 
 def fits(n, dtype):
     """Whether a stack whose larger dimension is ``n`` has a fused SVD kernel in ``dtype``."""
-    return 0 < n <= MAX_ORDER and np.dtype(dtype) in _TYPES
+    if np.dtype(dtype) not in _TYPES:
+        return False
+    return 0 < n <= (MAX_ORDER_C128 if np.dtype(dtype) == np.complex128 else MAX_ORDER)
+
+
+def rows_per_lane(dtype, size):
+    """Rows a lane holds in the sweeps for row class ``size``: the dtype's (:func:`_layout`)
+    up to 32; 4 at 64 (a segment of 16 lanes a pair: 512 threads for 32 pairs)."""
+    return 4 if size > 32 else _layout(dtype)[4]
 
 
 def _spec(dtype, size):
     """``(types, options)`` of the kernel for ``dtype`` and row class ``size``."""
-    t, c, r, d, rows, single = _layout(dtype)
+    t, c, r, d, _, single = _layout(dtype)
+    rows = rows_per_lane(dtype, size)
     item = 8 * (1 + (r != t)) // (1 + single)
+    wide_rows = rows > 1 and not single and size <= 32  # the A/B "wide" mode: 256 (ptxas)
     return {"T": t, "C": c, "R": r, "D": d}, (
         "--std=c++17", f"-DMB={size}", f"-DRPL={rows}", f"-DGS_SINGLE={int(single)}",
-        f"-DGS_ALIGN={min(16, rows * item)}",
-        f"-DMAX_THREADS={256 if rows > 1 and not single else 512}")  # no spills (ptxas)
+        f"-DGS_ALIGN={min(16, rows * item)}", f"-DMAX_THREADS={256 if wide_rows else 512}")
+
+
+def _item(dtype):
+    """Bytes of the kernel's storage type ``C``."""
+    t, _, r, _, _, single = _layout(dtype)
+    return 8 * (1 + (r != t)) // (1 + single)
 
 
 def _kernel(dtype, size):
     types, options = _spec(dtype, size)
-    return raw_kernel("gl_small_svd", _PRELUDE + _SOURCE + _KERNEL, types, options=options)
+    most = size * 2 * size * _item(dtype)  # W and V at their widest
+    return raw_kernel("gl_small_svd", _PRELUDE + _SOURCE + _KERNEL, types, options=options,
+                      shared_bytes=most if most > 48 * 1024 else None)
 
 
 def tolerance(dtype, big):
@@ -421,6 +478,9 @@ def tolerance(dtype, big):
 _PRELUDE = r"""
 #define ZERO_S 1e-280
 #define LP (MB / RPL)
+#define SL (MB < 32 ? MB : 32)
+#define SR (MB / SL)
+#define RW ((MB + 31) / 32)
 #if GS_SINGLE
 #define GS_NARROW(x) gs_narrow(x)
 #else
@@ -438,10 +498,8 @@ def launch_args(dtype, m, n, uc, vr):
     k = min(m, n)
     kp = k + (k & 1)
     wc = max(kp, uc if m >= n else vr)
-    t, c, r, _, rows, single = _layout(dtype)
-    threads = 32 * max(1, -(-(kp // 2) * (size // rows) // 32))
-    item = 8 * (1 + (r != t)) // (1 + single)
-    return _kernel(dtype, size), (threads,), size * (wc + kp) * item, wc
+    threads = 32 * max(1, -(-(kp // 2) * (size // rows_per_lane(dtype, size)) // 32))
+    return _kernel(dtype, size), (threads,), size * (wc + kp) * _item(dtype), wc
 
 
 def _strides(x, used=True):
@@ -460,7 +518,7 @@ def summary(cupy, device):
 
 
 def svd(a, full_matrices, compute_uv, dtype, finite=False):
-    """SVD of the CuPy stack ``a`` (..., m, n), ``max(m, n) <= 32``, in one launch and one
+    """SVD of the CuPy stack ``a`` (..., m, n), ``max(m, n) <= 64``, in one launch and one
     read-back of the summary: ``SVDResult(U, S, Vh)`` with :func:`._svd_xp.flip_signs`'s
     signs, or ``S`` alone. ``finite``: raise SciPy's ``check_finite`` error when some matrix
     holds NaN or Inf (else those matrices get NaN results). Raises ``LinAlgError`` naming the
