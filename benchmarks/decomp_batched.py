@@ -55,7 +55,7 @@ QUICK_SVD = [(64, 64, "float32"), (64, 64, "float64"), (48, 96, "float64")]
 SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
 #: (op, batch, n): both routes of the table at its limits.
 ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
-          ("potrf", 64, 256),
+          ("potrf", 64, 256), ("potrf", 16, 1024), ("potrf", 16, 768), ("potrf", 8, 512),
           ("potrf", 512, 128), ("potrf", 1024, 32), ("potrf", 4096, 64), ("potrf", 4096, 8),
           ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048), ("trsm", 64, 256),
@@ -343,7 +343,8 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
 
 #: (api op, lanes key, batch, n): the stream-parallel loops against one stream.
 LANE_CASES = [("qr", "orgqr", 64, 256), ("qr", "orgqr", 8, 512), ("svd", "gesvdj", 16, 256),
-              ("svd", "gesvdj", 4, 512)]
+              ("svd", "gesvdj", 4, 512), ("cholesky", "potrf", 8, 2048),
+              ("cholesky", "potrf", 8, 1024), ("qr", "geqrf", 2, 2048)]
 
 
 def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
