@@ -63,7 +63,8 @@ ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf",
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512),
           ("geqrf", 4096, 16), ("geqrf", 1024, 64),  # the fused QR row (unmeasured so far)
           ("gesvd", 512, 32), ("gesvd", 4096, 16), ("gesvd", 1024, 8),  # the fused SVD row
-          ("gesvd", 64, 64), ("gesvd", 512, 64), ("gesvd", 256, 48)]  # its row class 64
+          ("gesvd", 64, 64), ("gesvd", 512, 64), ("gesvd", 256, 48),  # its row class 64
+          ("gesvd", 16, 256), ("gesvd", 8, 384)]  # jacobi against the driver table
 DTYPES = ("float32", "float64")
 
 

@@ -6,7 +6,7 @@ of ``batch`` matrices of order ``n``:
 
 ``"fused"``
     (``potrf``, ``trsm``; ``geqrf``: :mod:`._fused_qr_cuda`, Q and R up to 64 x 64, and
-    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 32 x 32, both not yet timed on the
+    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 64 x 64, both not yet timed on the
     GPU) one launch of a fused kernel of :mod:`._fused_cuda` for the whole stack: one
     thread block per matrix holds it in shared memory and does the whole call on it (the
     copy, the finiteness check, the factorization or the solves, the conditioning rule),
@@ -104,7 +104,7 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # against 80/86 at 1024 x 64^2.
     "geqrf": ((64, 2, "fused"), (32, 2, "batched"), (64, 4, "batched"), (128, 8, "batched"),
               (math.inf, 1, "looped")),
-    # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 512, per-matrix Jacobi without
+    # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 256, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     # The fused row (._fused_svd_cuda: one-sided Jacobi, values and vectors in one launch
     # and one read-back, driver="auto" only): on the H200 (route rows) at 4096 x 16^2
@@ -113,8 +113,12 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # rotations, float64 Gram entries; at 20:45, float64 throughout, fp32 took 1.14).
     # Up to order 64 (real and complex64; complex128 to 32) the fused kernel's row class 64
     # (four rows a lane, 512 threads, W and V past 48 KiB) is not yet timed on the GPU.
+    # Per-matrix Jacobi (gesvdj, no a-posteriori check) up to order 256, the driver table
+    # above: on the H200 (route rows, 2026-12-01 17:17 UTC) at 4 x 512^2 the driver table
+    # took 49.3/53.9 ms against gesvdj's 77.5/119 (torch 74.7/115), at 16 x 64^2 gesvdj
+    # 21.4/28.0 against 64.8/68.1; 256 is between them, not yet timed.
     "gesvd": ((64, 2, "fused"), (32, 2, "batched"),
-              (512, 2, "jacobi"), (math.inf, 1, "looped")),
+              (256, 2, "jacobi"), (math.inf, 1, "looped")),
 }
 
 
