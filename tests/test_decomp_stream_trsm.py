@@ -104,8 +104,8 @@ def test_emulated_small_shared_memory_devices_keep_the_library_route(emu, rng, m
     _triangular_cuda._PLANS.clear()  # plans made under this device's limit
 
 
-
-@pytest.mark.parametrize("a_shape, b_shape", [((3, 70, 70), (3, 70, 2)), ((2, 1, 97, 97), (3, 97, 1)),
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 70, 70), (3, 70, 2)),
+                                              ((2, 1, 97, 97), (3, 97, 1)),
                                               ((4, 66, 66), (66, 6)), ((2, 80, 80), (80,))])
 @pytest.mark.parametrize("trans", [0, 1, 2])
 @pytest.mark.parametrize("lower", [True, False])

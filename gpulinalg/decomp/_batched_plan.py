@@ -33,8 +33,9 @@ Where the limits come from: torch and CuPy run ``potrfBatched`` for every stack,
 orders in numbers; on the H200 (issue #16) the per-matrix loop lost 16x to ``potrfBatched``
 at 200 x 512^2 fp64 and the two batched triangular solves beat per-matrix ``potrs`` as much.
 Past order 768 the blocked per-matrix ``Xpotrf``, on a few streams at once, beats the batched
-one (meant for small matrices) on stacks of a few matrices, and past 1024 on any stack. ``benchmarks/decomp_batched.py`` times both sides of every limit
-(``--routes``) so the table can be re-derived on other GPUs: change it only from those figures.
+one (meant for small matrices) on stacks of a few matrices, and past 1024 on any stack.
+``benchmarks/decomp_batched.py`` times both sides of every limit (``--routes``) so the table
+can be re-derived on other GPUs: change it only from those figures.
 
 Examples
 --------

@@ -42,7 +42,8 @@ from ._scalars_cuda import (KERNEL_TYPES, SCALAR_PREAMBLE, SUMMARY_PREAMBLE, siz
                             summary_buffer)
 
 __all__ = ["SIZES", "TILE", "tile", "fits", "potrf", "trsm", "checks", "launch_args", "summary",
-           "as_float", "strides_of", "flag_before", "COMMON", "NONE", "A_BAD", "B_BAD", "ZERO_DIAGONAL"]
+           "as_float", "strides_of", "flag_before", "COMMON", "NONE", "A_BAD", "B_BAD",
+           "ZERO_DIAGONAL"]
 
 #: The compiled orders per op: a stack of order ``n`` runs the smallest one that holds it.
 SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}

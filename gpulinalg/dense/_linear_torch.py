@@ -75,6 +75,8 @@ def activation_grad(act, grad_out, saved):
     if act == "gelu":
         return _gelu_backward(grad_out, saved, approximate="tanh").contiguous()
     return grad_out.contiguous()
+
+
 _functorch_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 #: ``autograd.Function.apply`` below its Python wrapper (which, outside functorch transforms,
