@@ -60,11 +60,13 @@ ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf",
           ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048), ("trsm", 64, 256),
           ("trsm", 2, 2048), ("trsm", 16, 4096),
+          ("trsm", 1, 512), ("trsm", 1, 4096), ("trsm", 1, 16384),  # the wide kernel
           ("geqrf", 64, 256), ("geqrf", 8, 256), ("gesvd", 16, 64), ("gesvd", 4, 512),
           ("geqrf", 4096, 16), ("geqrf", 1024, 64),  # the fused QR row (unmeasured so far)
           ("gesvd", 512, 32), ("gesvd", 4096, 16), ("gesvd", 1024, 8),  # the fused SVD row
           ("gesvd", 64, 64), ("gesvd", 512, 64), ("gesvd", 256, 48),  # its row class 64
-          ("gesvd", 16, 256), ("gesvd", 8, 384)]  # jacobi against the driver table
+          ("gesvd", 16, 256), ("gesvd", 8, 384),  # jacobi against the driver table
+          ("gesvd", 32, 96), ("gesvd", 64, 128), ("gesvd", 32, 192), ("gesvd", 8, 128)]
 DTYPES = ("float32", "float64")
 
 
@@ -316,11 +318,15 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     # decomp's own kernels are timed also where no row takes them yet
     own = {"potrf": ("fused", "stream"), "trsm": ("fused", "stream")}.get(op, ())
     names = sorted({r[2] for r in saved} | {"batched", "looped"} | set(own))
+    if batch == 1:  # a single matrix reads the "wide" rows only
+        names = ["looped"] + (["wide"] if op == "trsm" else [])
+    else:
+        names = [name for name in names if name != "wide"]
     try:
         for name in names:
             if budget.left() <= 0:
                 break
-            _batched_plan.TABLE[op] = ((float("inf"), 2, name),)
+            _batched_plan.TABLE[op] = ((float("inf"), 1, name),)
             try:
                 timing, _ = _measured(fn, budget)
                 rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
@@ -425,11 +431,15 @@ def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
 
 
 def _pick(spec, default, arity):
-    """Entries of ``default`` chosen by ``spec`` ("op:batch:n,..." or "m:n:dtype,...")."""
+    """Entries chosen by ``spec`` ("op:batch:n,..." or "m:n:dtype,..."): those of ``default``
+    first, in its order, then the others as given (numbers as ints)."""
     if not spec:
         return default
     want = [tuple(x.split(":")) for x in spec.split(",") if x]
-    return [d for d in default if tuple(str(v) for v in d[:arity]) in want]
+    known = [d for d in default if tuple(str(v) for v in d[:arity]) in want]
+    have = {tuple(str(v) for v in d[:arity]) for d in known}
+    extra = [tuple(int(v) if v.isdigit() else v for v in w) for w in want if w not in have]
+    return known + extra
 
 
 def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"),

@@ -19,6 +19,7 @@ from scipy.linalg import lapack
 
 import _fused_emulator
 import _fused_svd_emulator
+import _wide_trsm_emulator
 
 
 #: Relative noise the emulated gesvdp adds to U (tests of the a-posteriori check), and the
@@ -99,7 +100,7 @@ class _Raw:
 
     def __init__(self, code, name, options=()):
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf",
+                        "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf", "gl_wide_trsm",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
@@ -129,6 +130,8 @@ class _Raw:
             return _fused_emulator.small_trsm(CALLS, grid, args)
         if self.name == "gl_stream_trsm":
             return _fused_emulator.stream_trsm(CALLS, grid, block, args, shared_mem)
+        if self.name == "gl_wide_trsm":
+            return _wide_trsm_emulator.wide_trsm(CALLS, grid, block, args, shared_mem)
         if self.name == "gl_small_qr":
             return _fused_emulator.small_qr(CALLS, grid, block, args, shared_mem)
         if self.name == "gl_small_svd":

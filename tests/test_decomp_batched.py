@@ -19,7 +19,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
 ROUTES = {"potrf": ("batched", "looped", "fused", "stream"),
-          "trsm": ("batched", "looped", "fused", "stream"),
+          "trsm": ("batched", "looped", "fused", "stream", "wide"),
           "geqrf": ("batched", "looped", "fused"),
           "gesvd": ("batched", "jacobi", "looped", "fused")}
 
@@ -44,10 +44,15 @@ def force(monkeypatch):
 
 # -- the table ------------------------------------------------------------------------------
 
-def test_one_matrix_is_always_looped():
+def test_one_matrix_is_looped_unless_the_wide_solve_takes_it():
     for op in _batched_plan.TABLE:
         for n in (1, 8, 64, 512, 4096):
             assert _batched_plan.route(op, n, 1) == "looped"
+            want = "wide" if op == "trsm" else "looped"
+            assert _batched_plan.route(op, n, 1, wide=True) == want
+    assert _batched_plan.route("trsm", 16385, 1, wide=True) == "looped"  # past its row
+    for n, batch in ((4096, 2), (512, 8), (8, 4096)):  # stacks never take it
+        assert _batched_plan.route("trsm", n, batch, wide=True) != "wide"
 
 
 def test_table_rows_name_known_routes():

@@ -20,6 +20,9 @@ of ``batch`` matrices of order ``n``:
 ``"looped"``
     one call of the 64-bit ``X*`` routine per matrix on one stream, with one workspace query
     and one workspace for the whole loop (each call fills the GPU by itself at large orders);
+``"wide"``
+    (``trsm`` only, a single matrix) one launch of :mod:`._wide_trsm_cuda`'s kernel: a
+    thread block per panel of rows, the substitution chained through flags;
 ``"jacobi"``
     (``gesvd`` only) one Jacobi SVD (``gesvdj``) per matrix: accurate to working precision,
     so no a-posteriori check (that check costs one synchronization per matrix).
@@ -55,6 +58,8 @@ Examples
 ('batched', 'batched', 'looped')
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
+>>> route("trsm", 4096, 1, wide=True), route("trsm", 4096, 1), route("trsm", 32768, 1, wide=True)
+('wide', 'looped', 'looped')
 """
 
 import math
@@ -94,8 +99,10 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # fp64 with checks, 4 right-hand sides, ms): 200 x 512^2 0.81 / 1.52, 2 x 1024^2
     # 0.58 / 1.38, 2 x 2048^2 2.27 / 3.31, 16 x 2048^2 2.74 / 3.93, but 16 x 4096^2
     # 9.42 / 8.43 (a block per matrix and column group: too few blocks for its serial panels).
+    # A single matrix: the wide kernel (._wide_trsm_cuda, a block per panel of 64 rows, at
+    # most 16 right-hand sides) up to order 16384, cuBLAS trsm above (not yet timed).
     "trsm": ((64, 2, "fused"), (2048, 2, "stream"), (2048, 2, "batched"),
-             (math.inf, 9, "batched"), (math.inf, 1, "looped")),
+             (math.inf, 9, "batched"), (16384, 1, "wide"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
     # m <= 128 and batch >= max(2, m / 16)); Xgeqrf per matrix otherwise, on stream lanes
     # (at 64 x 256^2 the lanes took half the time of geqrfBatched on the H200, issue #16).
@@ -158,7 +165,7 @@ FUSED_RHS = 64
 
 
 def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
-          dtype: object = None, stream: bool = False) -> str:
+          dtype: object = None, stream: bool = False, wide: bool = False) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
     module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
     exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
@@ -166,12 +173,14 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
     applies to those only: never when ``dtype`` is not given); ``stream``: whether the
     streamed triangular solve takes the stack (:func:`._stream_trsm_cuda.fits`; rows
     ``"stream"`` apply only then: :func:`._stream_trsm_cuda.fits` for ``trsm``,
-    :func:`._stream_potrf_cuda.fits` for ``potrf``)."""
-    if batch <= 1:
-        return "looped"
+    :func:`._stream_potrf_cuda.fits` for ``potrf``); ``wide``: whether the wide triangular
+    solve takes the single matrix (:func:`._wide_trsm_cuda.fits`; rows ``"wide"`` are the
+    only ones a single matrix reads)."""
     name_of = None if dtype is None else str(getattr(dtype, "name", dtype))
     for row in TABLE[op]:
         max_order, min_batch, name = row[:3]
+        if (name == "wide") != (batch <= 1) or (name == "wide" and not wide):
+            continue
         if name == "fused" and (not fused or rhs > FUSED_RHS):
             continue
         if name == "stream" and not stream:

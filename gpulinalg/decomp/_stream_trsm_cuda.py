@@ -29,7 +29,7 @@ from .._runtime.kernels import raw_kernel
 from ._fused_cuda import COMMON, checks, flag_before, strides_of
 from ._scalars_cuda import KERNEL_TYPES
 
-__all__ = ["fits", "group", "shared_limit", "launch_args", "trsm", "MAX_SHARED",
+__all__ = ["fits", "group", "shared_limit", "shared_optin", "launch_args", "trsm", "MAX_SHARED",
            "STATIC_SHARED", "MAX_RHS", "TARGET_BLOCKS", "UNROLL"]
 
 #: Shared memory a block may take for its solution columns (``n * kg`` entries), at most:
@@ -273,12 +273,17 @@ gl_stream_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* __restrict_
 """
 
 
+def shared_optin():
+    """The shared memory a block may opt into on the current device, in all (an H200: 227
+    KiB; 48 KiB where the attribute cannot be read)."""
+    return int(attribute("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+
+
 def shared_limit():
     """The dynamic shared memory a block may take on the current device: :data:`MAX_SHARED`,
     or less where the device's opt-in limit per block leaves less beside the static part
     (a laptop GPU of compute capability 8.6 allows 99 KiB in all; an H200 227)."""
-    optin = attribute("MaxSharedMemoryPerBlockOptin", 48 * 1024)
-    return max(0, min(MAX_SHARED, int(optin) - STATIC_SHARED))
+    return max(0, min(MAX_SHARED, shared_optin() - STATIC_SHARED))
 
 
 def fits(n, k, dtype, limit=MAX_SHARED):

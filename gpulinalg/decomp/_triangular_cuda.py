@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import _fused_cuda, _stream_trsm_cuda
+from . import _fused_cuda, _stream_trsm_cuda, _wide_trsm_cuda
 from ._checks import broadcast_batch, matrix_order, sub
 from . import _batched_plan
 from ._batched_plan import route
@@ -51,8 +51,9 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
 
 
 def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
-    """The solve of a stack by :func:`._fused_cuda.trsm` (small matrices) or
-    :func:`._stream_trsm_cuda.trsm` (medium and large ones, few right-hand sides): one launch,
+    """The solve of a stack by :func:`._fused_cuda.trsm` (small matrices),
+    :func:`._stream_trsm_cuda.trsm` (medium and large ones, few right-hand sides) or
+    :func:`._wide_trsm_cuda.trsm` (one matrix, few right-hand sides): one launch,
     one read-back of its 3-word summary, none when nothing is to be checked; or ``None`` where
     the table of :mod:`._batched_plan` picks another route. ``how``: the kernel's
     ``(tr, cj, mode)``. Checks as :func:`solve_triangular`: ``check`` the conditioning rule
@@ -82,7 +83,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         out = out.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
     if direct:
-        if flag_first and finite:  # the streamed kernel reads the triangle only
+        if flag_first and finite:  # the streamed and wide kernels read the triangle only
             _fused_cuda.flag_before(a, summ)
         kern(grid, block, (a, b, out, summ, *consts,
                            _fused_cuda.checks(read, finite and not flag_first)))
@@ -115,7 +116,8 @@ def own_route(n, nb, k, dtype):
     """The route of the table for ``nb`` triangular solves of order ``n`` with ``k``
     right-hand sides, with the fits of decomp's own kernels (fused, streamed)."""
     return route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
-                 stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()))
+                 stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()),
+                 wide=_wide_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_optin()))
 
 
 def _solve_plan(cupy, a, b, dtype, how, unit, squared):
@@ -129,7 +131,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
     nb = math.prod(batch)
     way = own_route(n, nb, k, dtype)
-    if way not in ("fused", "stream"):
+    if way not in ("fused", "stream", "wide"):
         return (cupy, rows, None)
     out_shape = batch + ((n,) if vec else (k, n))
     out = cupy.empty(out_shape, dtype=dtype)
@@ -143,14 +145,17 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
         kern, grid, block, strides = _fused_cuda.launch_args("gl_small_trsm", x3, n, nb, a3, b3,
                                                              x3)
         extra, solve = (), _fused_cuda.trsm
-    else:
+    elif way == "stream":
         kern, grid, block, strides, kg = _stream_trsm_cuda.launch_args(x3, n, nb, a3, b3, x3)
         extra, solve = (kg,), _stream_trsm_cuda.trsm
+    else:
+        kern, grid, block, strides = _wide_trsm_cuda.launch_args(x3, n, how[2], a3, b3, x3)
+        extra, solve = (), _wide_trsm_cuda.trsm
     tr, cj, mode = how
     consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
               np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)), *extra)
     return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve,
-            way == "stream")
+            way in ("stream", "wide"))
 
 
 def _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite):

@@ -1,0 +1,417 @@
+"""The wide triangular solve: one matrix with few right-hand sides, many thread blocks on it,
+in one launch.
+
+A single triangular solve with a few right-hand sides is a chain: the rows of one panel need
+the solution of every panel before them. cuBLAS ``trsv``/``trsm`` walk that chain with a
+handful of multiprocessors, and the streamed kernel of :mod:`._stream_trsm_cuda` gives a matrix
+one block. ``gl_wide_trsm`` gives every panel of :data:`PANEL` rows its own block:
+
+* a block takes a ticket (an atomic counter) and with it its panel, in the order of the
+  substitution, so a block only ever waits for blocks that hold an earlier ticket and are
+  therefore running: no deadlock however few blocks fit on the device at once;
+* before it waits for anything, a block inverts its panel's diagonal block in shared memory
+  (two 32 x 32 inversions by two warps, then the coupling block by two small products);
+* it then sums the products of its rows with each earlier panel's solution as soon as that
+  panel's flag is up (the tile's loads issued before the wait), applies the inverse, writes
+  its rows, and raises its own flag: the chain's link is one flag, one tile and one product;
+* ``cho_solve``'s backward substitution runs in the same launch: its blocks take the tickets
+  after every forward one and start from the forward pass's rows;
+* the finiteness flags and the figures of the conditioning rule of :mod:`._triangular_xp`
+  are folded by atomics into a small per-thread workspace; the last block to finish writes
+  the same 3-word summary as the other solve kernels and puts the workspace's identities back.
+
+SciPy's ``check_finite`` of the triangle the solve never reads is the flat finiteness kernel's,
+before the launch (:func:`._fused_cuda.flag_before`). The route table of :mod:`._batched_plan`
+(row ``"wide"``) says where it runs. Part of decomp's internal layer: CuPy arrays in, on the
+dispatcher's stream.
+"""
+
+import threading
+
+import numpy as np
+
+from ._fused_cuda import COMMON, checks, flag_before, strides_of
+from ._scalars_cuda import KERNEL_TYPES
+
+__all__ = ["fits", "launch_args", "trsm", "workspace", "PANEL", "MAX_RHS", "MAX_ORDER",
+           "HEADER", "identities"]
+
+#: Rows of a panel (one block each); the kernel's inversion assumes 64.
+PANEL = 64
+#: Most right-hand sides: a block solves up to 4 at once, more take more blocks.
+MAX_RHS = 16
+#: Columns one block solves.
+GROUP = 4
+#: Largest order: the limit of the orders measured (see the route table).
+MAX_ORDER = 16384
+#: Threads of a block (the kernel's mappings assume 4 x :data:`PANEL`).
+THREADS = 256
+#: Workspace words before the panel flags: ticket, done count, the diagonal's largest and
+#: smallest magnitude, its first zero, the flags, 16 scales of b and 16 of x.
+HEADER = 6 + 2 * MAX_RHS
+
+_SOURCE = COMMON + r"""
+#define PR 64
+#define LDI (PR + 1)
+#define KGM 4
+#define NPART (NT / PR)
+#define QPT (PR / NPART)
+#define W_TICKET 0
+#define W_DONE 1
+#define W_DMAX 2
+#define W_DMIN 3
+#define W_ZERO 4
+#define W_FLAGS 5
+#define W_SC 6
+#define W_MX (6 + MAXK)
+#define W_PANEL (6 + 2 * MAXK)
+#define INF_BITS 0x7ff0000000000000ULL
+template <class S> __device__ __forceinline__ S gl_ldcg(const S* p) { return __ldcg(p); }
+template <class S> __device__ __forceinline__ complex<S> gl_ldcg(const complex<S>* p) {
+    const S* q = reinterpret_cast<const S*>(p);
+    return complex<S>(__ldcg(q), __ldcg(q + 1));
+}
+__device__ __forceinline__ void gl_wait(const unsigned long long* f) {
+    while (*(volatile const unsigned long long*)f == 0ULL) { }
+    __threadfence();
+}
+// op(a) = m is lower triangular as in gl_stream_trsm (tr, cj; mode 0: m^-1 b, 1: m^-H b,
+// 2: m^-H m^-1 b). One matrix; block "ticket" (ws[0]) takes pass (forward first), column group
+// and panel in the order of the substitution. Forward panel p: rows i0 = p * PR ..; g(r, j) =
+// m(i0 + r, j); backward: g(r, j) = conj(m(j, i0 + r)), panels from the bottom. The diagonal
+// block g(r, i0 + q) sits in inv reversed for the backward pass (so always lower triangular),
+// padded with the identity past n, and is inverted in place. ws: W_PANEL + one flag per
+// (pass, group, panel); the figures of the rule (gl_stream_trsm's) by atomics; the last block
+// writes the summary and puts every word back to its identity.
+extern "C" __global__ void __launch_bounds__(NT)
+gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
+             unsigned long long* __restrict__ summ, const int n, const int k,
+             const long long sab, const long long sar, const long long sac,
+             const long long sbb, const long long sbr, const long long sbc,
+             const long long sxb, const long long sxr, const long long sxc,
+             const int tr, const int cj, const int mode, const int unit,
+             const int squared, const int checks, unsigned long long* ws) {
+    extern __shared__ __align__(16) unsigned char gl_dyn[];
+    T* inv = reinterpret_cast<T*>(gl_dyn);
+    __shared__ T xs[KGM][PR];
+    __shared__ T red[NPART][KGM][PR];
+    __shared__ unsigned long long s_ticket;
+    __shared__ int s_last;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    if (t == 0) s_ticket = atomicAdd(&ws[W_TICKET], 1ULL);
+    __syncthreads();
+    const long long ticket = (long long)s_ticket;
+    const int panels = (n + PR - 1) / PR, groups = (k + KGM - 1) / KGM;
+    const int first = mode == 1 ? 1 : 0;
+    const int pass = first + (int)(ticket / ((long long)groups * panels));
+    const int g = (int)((ticket / panels) % groups), ord = (int)(ticket % panels);
+    const bool fw = pass == 0;
+    const int pi = fw ? ord : panels - 1 - ord;
+    const int c0 = g * KGM, kc = min(KGM, k - c0);
+    const int i0 = pi * PR, pr = min(PR, n - i0);
+    const long long mr = tr ? sac : sar, mc = tr ? sar : sac;
+    const long long sr = fw ? mr : mc, sj = fw ? mc : mr;
+    const bool cp = fw ? (cj != 0) : (cj == 0);
+    const bool rfast = llabs(sr) <= llabs(sj);
+    const T* rows = a + (long long)i0 * sr;
+    unsigned long long* flags = ws + W_PANEL + ((long long)(pass - first) * groups + g) * panels;
+    int mine = 0, minb = 0;
+    double dmax = 0.0, dmin = __longlong_as_double(0x7ff0000000000000LL);
+    unsigned long long zero = GL_NONE;
+    // the diagonal block, reversed for the backward pass, the identity past the last row
+    for (int e = t; e < PR * PR; e += NT) {
+        const int r = rfast ? (e % PR) : (e / PR), q = rfast ? (e / PR) : (e % PR);
+        T v = T(0);
+        if (r < pr && q < pr && (fw ? q <= r : q >= r)) {
+            v = rows[r * sr + (long long)(i0 + q) * sj];
+            if (cp) v = gl_cj(v);
+            if (!gl_fin(v)) mine = 1;
+            if (r == q) {
+                if (pass == first) {
+                    const double d = gl_mag(v);
+                    dmax = gl_max(dmax, d);
+                    dmin = gl_min(dmin, d);
+                    if (d == 0.0) zero = min(zero, (unsigned long long)(i0 + r));
+                }
+                if (unit) v = T(1);
+            }
+        } else if (r == q) {
+            v = T(1);
+        }
+        inv[(fw ? r : PR - 1 - r) * LDI + (fw ? q : PR - 1 - q)] = v;
+    }
+    // the right-hand side of the first pass: thread (r, c) = (t % PR, t / PR)
+    const int rme = t % PR, cme = t / PR;
+    T rhs = T(0);
+    double sc = 0.0, mx = 0.0;
+    if (pass == first && cme < kc && rme < pr) {
+        rhs = bm[(long long)(i0 + rme) * sbr + (long long)(c0 + cme) * sbc];
+        if (!gl_fin(rhs)) minb = 1;
+        sc = gl_mag(rhs);
+    }
+    __syncthreads();
+    if (warp < 2) {  // invert the two 32 x 32 diagonal blocks, a column a lane
+        const int o = warp * 32;
+        T xc[32];
+#pragma unroll
+        for (int r = 0; r < 32; ++r) {
+            T s = (r == lane) ? T(1) : T(0);
+#pragma unroll
+            for (int q = 0; q < r; ++q) s -= inv[(o + r) * LDI + o + q] * xc[q];
+            xc[r] = s / inv[(o + r) * LDI + o + r];
+        }
+        __syncwarp();
+#pragma unroll
+        for (int r = 0; r < 32; ++r) inv[(o + r) * LDI + o + lane] = r >= lane ? xc[r] : T(0);
+    }
+    __syncthreads();
+    T* tmp = &red[0][0][0];  // NPART * KGM * PR = 1024 entries: one 32 x 32 block
+    for (int e = t; e < 1024; e += NT) {  // tmp = L21 X11
+        const int r = e >> 5, c = e & 31;
+        T s = T(0);
+        for (int q = c; q < 32; ++q) s += inv[(32 + r) * LDI + q] * inv[q * LDI + c];
+        tmp[e] = s;
+    }
+    __syncthreads();
+    for (int e = t; e < 1024; e += NT) {  // X21 = -X22 tmp
+        const int r = e >> 5, c = e & 31;
+        T s = T(0);
+        for (int q = 0; q <= r; ++q) s += inv[(32 + r) * LDI + 32 + q] * tmp[q * 32 + c];
+        inv[(32 + r) * LDI + c] = T(0) - s;
+    }
+    __syncthreads();  // tmp (red) and inv are read and written again below
+    // the products with the earlier panels' rows: thread (row, part of the tile's columns)
+    const int part = rfast ? t / PR : t % NPART;
+    const int row = rfast ? t % PR : t / NPART;
+    T acc[KGM];
+#pragma unroll
+    for (int c = 0; c < KGM; ++c) acc[c] = T(0);
+    const int tiles = fw ? pi : panels - 1 - pi;
+    T gv[QPT];
+    if (tiles > 0) {
+        const int j0 = fw ? 0 : (panels - 1) * PR, jw = min(PR, n - j0);
+#pragma unroll
+        for (int u = 0; u < QPT; ++u) {
+            const int jj = rfast ? part * QPT + u : part + NPART * u;
+            gv[u] = (row < pr && jj < jw) ? rows[row * sr + (long long)(j0 + jj) * sj] : T(0);
+        }
+    }
+    for (int s = 0; s < tiles; ++s) {
+        const int jp = fw ? s : panels - 1 - s;
+        const int j0 = jp * PR, jw = min(PR, n - j0);
+        if (t == 0) gl_wait(flags + jp);
+        __syncthreads();
+        xs[cme][rme] = (cme < kc && rme < jw)
+            ? gl_ldcg(x + (long long)(j0 + rme) * sxr + (long long)(c0 + cme) * sxc) : T(0);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < QPT; ++u) {
+            const int jj = rfast ? part * QPT + u : part + NPART * u;
+            const T v = cp ? gl_cj(gv[u]) : gv[u];
+            if (!gl_fin(v)) mine = 1;
+#pragma unroll
+            for (int c = 0; c < KGM; ++c) acc[c] += v * xs[c][jj];
+        }
+        if (s + 1 < tiles) {  // the next tile's loads, in flight while its flag is awaited
+            const int jn = fw ? s + 1 : panels - 2 - s;
+            const int n0 = jn * PR, nw = min(PR, n - n0);
+#pragma unroll
+            for (int u = 0; u < QPT; ++u) {
+                const int jj = rfast ? part * QPT + u : part + NPART * u;
+                gv[u] = (row < pr && jj < nw) ? rows[row * sr + (long long)(n0 + jj) * sj]
+                                              : T(0);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int c = 0; c < KGM; ++c) red[part][c][row] = acc[c];
+    if (pass != first) {  // cho_solve's backward pass starts from the forward pass's rows
+        if (t == 0) gl_wait(ws + W_PANEL + (long long)g * panels + pi);
+        __syncthreads();
+        if (cme < kc && rme < pr)
+            rhs = gl_ldcg(x + (long long)(i0 + rme) * sxr + (long long)(c0 + cme) * sxc);
+    }
+    __syncthreads();
+    {  // v = rhs - sums, reversed for the backward pass
+        T v = rhs;
+        for (int p = 0; p < NPART; ++p) v -= red[p][cme][rme];
+        xs[cme][fw ? rme : PR - 1 - rme] = v;
+    }
+    __syncthreads();
+    {  // y = inv v: thread (row rr, part p of its columns), then the parts summed
+        const int rr = t % PR, p = t / PR;
+#pragma unroll
+        for (int c = 0; c < KGM; ++c) {
+            T s = T(0);
+            if (c < kc) {
+#pragma unroll
+                for (int q = 0; q < PR / NPART; ++q) {
+                    const int qq = p * (PR / NPART) + q;
+                    s += inv[rr * LDI + qq] * xs[c][qq];
+                }
+            }
+            red[p][c][rr] = s;
+        }
+    }
+    __syncthreads();
+    if (cme < kc) {
+        const int rr = fw ? rme : PR - 1 - rme;
+        T y = T(0);
+        for (int p = 0; p < NPART; ++p) y += red[p][cme][rr];
+        if (rme < pr) {
+            x[(long long)(i0 + rme) * sxr + (long long)(c0 + cme) * sxc] = y;
+            if (pass == (mode == 0 ? 0 : 1)) mx = gl_mag(y);
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (t == 0) atomicExch(flags + pi, 1ULL);
+    // the block's figures into the workspace: a shuffle fold per warp (a warp has one column)
+    for (int h = 16; h > 0; h >>= 1) {
+        dmax = gl_max(dmax, __shfl_xor_sync(0xffffffffu, dmax, h));
+        dmin = gl_min(dmin, __shfl_xor_sync(0xffffffffu, dmin, h));
+        zero = min(zero, __shfl_xor_sync(0xffffffffu, zero, h));
+        sc = gl_max(sc, __shfl_xor_sync(0xffffffffu, sc, h));
+        mx = gl_max(mx, __shfl_xor_sync(0xffffffffu, mx, h));
+    }
+    if (lane == 0) {
+        if (dmax != 0.0) atomicMax(&ws[W_DMAX], gl_order_bits(dmax));
+        if (!(dmin >= __longlong_as_double(0x7ff0000000000000LL)))
+            atomicMin(&ws[W_DMIN], gl_order_bits(dmin));
+        if (zero != GL_NONE) atomicMin(&ws[W_ZERO], zero);
+        if (cme < kc) {
+            if (sc != 0.0) atomicMax(&ws[W_SC + c0 + cme], gl_order_bits(sc));
+            if (mx != 0.0) atomicMax(&ws[W_MX + c0 + cme], gl_order_bits(mx));
+        }
+    }
+    const int abad = __syncthreads_or(mine);
+    const int bbad = __syncthreads_or(minb);
+    if (t == 0) {
+        if (abad || bbad) atomicOr(&ws[W_FLAGS], (abad ? 1ULL : 0ULL) | (bbad ? 2ULL : 0ULL));
+        __threadfence();
+        s_last = atomicAdd(&ws[W_DONE], 1ULL) == (unsigned long long)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (t == 0 && (checks & 1)) {  // the rule of gl_stream_trsm on the totals
+        volatile unsigned long long* w = ws;
+        double f0 = __longlong_as_double((long long)w[W_DMAX]);
+        double f1 = __longlong_as_double((long long)w[W_DMIN]);
+        const bool zd = w[W_ZERO] != GL_NONE;
+        if (unit) { f0 = 1.0; f1 = 1.0; }
+        const double diag1 = f0 / (f1 > 0.0 ? f1 : 1.0);
+        double bd = squared ? diag1 * diag1 : diag1;
+        const double dm = squared ? f0 * f0 : f0;
+        for (int c = 0; c < k; ++c) {
+            const double s = __longlong_as_double((long long)w[W_SC + c]);
+            const double m = __longlong_as_double((long long)w[W_MX + c]);
+            bd = gl_max(bd, dm * (s > 0.0 ? m / s : 0.0));
+        }
+        const unsigned long long fl = w[W_FLAGS] | ((zd && !unit) ? 4ULL : 0ULL);
+        gl_summary(summ, fl, gl_order_bits(bd), 1, GL_NONE, 1ULL);
+    }
+    __syncthreads();
+    const long long words = W_PANEL + (long long)gridDim.x;
+    for (long long e = t; e < words; e += NT)
+        ws[e] = e == W_DMIN ? INF_BITS : (e == W_ZERO ? GL_NONE : 0ULL);
+}
+"""
+
+
+def identities(words):
+    """The workspace's words at rest (``words`` of them): what the last block of a launch
+    puts back."""
+    w = np.zeros(words, dtype=np.uint64)
+    w[3] = 0x7FF0000000000000  # the smallest diagonal magnitude: +inf
+    w[4] = (1 << 64) - 1       # the first zero on the diagonal: none
+    return w
+
+
+class _Workspaces(threading.local):
+    def __init__(self):
+        self.by_device = {}
+
+
+_workspaces = _Workspaces()
+
+
+def workspace(cupy, device, words):
+    """The calling thread's workspace on ``device``, at least ``words`` long (made, or made
+    longer, with :func:`identities`; a launch leaves it as it found it)."""
+    got = _workspaces.by_device.get(device)
+    if got is None or got[0] is not cupy or got[1].size < words:
+        got = (cupy, cupy.asarray(identities(max(words, 1024))))
+        _workspaces.by_device[device] = got
+    return got[1]
+
+
+def blocks(n, k, mode):
+    """Blocks of a launch: one per panel, column group and pass.
+
+    >>> blocks(4096, 4, 0), blocks(4096, 5, 2), blocks(100, 1, 1)
+    (64, 256, 2)
+    """
+    return -(-n // PANEL) * -(-k // GROUP) * (2 if mode == 2 else 1)
+
+
+def fits(n, k, dtype, limit=None):
+    """Whether one matrix of order ``n`` with ``k`` right-hand sides in ``dtype`` can run the
+    wide kernel (its diagonal block in ``limit`` bytes of shared memory, where given)."""
+    dtype = np.dtype(dtype)
+    if dtype not in KERNEL_TYPES or not (0 < n <= MAX_ORDER and 0 < k <= MAX_RHS):
+        return False
+    return limit is None or _shared_bytes(dtype) + _static_bytes(dtype) <= limit
+
+
+def _shared_bytes(dtype):
+    return PANEL * (PANEL + 1) * np.dtype(dtype).itemsize
+
+
+def _static_bytes(dtype):
+    return (GROUP + THREADS // PANEL * GROUP) * PANEL * np.dtype(dtype).itemsize + 64
+
+
+class _Launch:
+    """A launch with its dynamic shared memory and the calling thread's workspace (the last
+    argument), called as the other solve kernels are (``kern(grid, block, args)``)."""
+
+    __slots__ = ("kern", "shared")
+
+    def __init__(self, kern, shared):
+        self.kern, self.shared = kern, shared
+
+    def __call__(self, grid, block, args):
+        import cupy
+        ws = workspace(cupy, args[0].data.device_id, HEADER + grid[0])
+        self.kern(grid, block, (*args, ws), shared_mem=self.shared)
+
+
+def launch_args(x, n, mode, *views):
+    """``(launch, grid, block, strides)`` of the kernel for the ``(1, n, k)`` solution ``x``
+    in ``mode`` (0, 1, 2: the grid holds both passes of ``cho_solve``): the element strides of
+    the ``(1, p, q)`` ``views`` flattened, as an engine keeps them per layout."""
+    from .._runtime.kernels import raw_kernel
+    k = x.shape[-1]
+    t, r = KERNEL_TYPES[np.dtype(x.dtype)]
+    shared = _shared_bytes(x.dtype)
+    kern = raw_kernel("gl_wide_trsm", _SOURCE, {"T": t, "R": r},
+                      options=("--std=c++17", f"-DNT={THREADS}", f"-DMAXK={MAX_RHS}"),
+                      shared_bytes=shared)
+    strides = tuple(s for v in views for s in strides_of(v))
+    return _Launch(kern, shared), (blocks(n, k, mode),), (THREADS,), strides
+
+
+def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
+    """:func:`._fused_cuda.trsm`'s solve (same arguments and summary) of one matrix by the
+    wide kernel: with ``finite``, :func:`._fused_cuda.flag_before`, then one launch; no
+    synchronization."""
+    nb, n, k = x.shape
+    assert nb == 1, "the wide kernel solves one matrix"
+    launch, grid, block, st = launch_args(x, n, mode, a3, b3, x)
+    if finite and summarize:
+        flag_before(a3, summ)
+    launch(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(k), *st, np.int32(bool(tr)),
+                         np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
+                         np.int32(bool(squared)), checks(summarize, False)))

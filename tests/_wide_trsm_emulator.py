@@ -1,0 +1,126 @@
+"""The wide triangular solve of ``decomp._wide_trsm_cuda`` on the CPU, block by block in the
+order of their tickets (a schedule the device may run: a block only waits for earlier
+tickets), with the kernel's index work: the ticket's pass, group and panel, the diagonal
+block reversed for the backward pass and padded with the identity, its inverse built from
+two 32 x 32 inverses and the coupling block, the tiles of the earlier panels, the workspace's
+flags, figures and identities, and the summary of the last block."""
+
+import numpy as np
+
+from _fused_emulator import _NONE, _order_bits, _strided, _summarize
+
+PR = 64
+
+
+def _bits_to_float(word):
+    return float(np.array([word], np.uint64).view(np.float64)[0])
+
+
+def _inverse(block):
+    """The kernel's inverse of a lower triangular 64 x 64 block: the two diagonal 32 x 32
+    inverses by substitution, then X21 = -X22 (L21 X11)."""
+    inv = np.zeros_like(block)
+    with np.errstate(all="ignore"):
+        for o in (0, 32):
+            d = block[o:o + 32, o:o + 32]
+            xc = np.zeros_like(d)
+            for r in range(32):
+                s = (np.arange(32) == r).astype(block.dtype) - d[r, :r] @ xc[:r]
+                xc[r] = s / d[r, r]
+            inv[o:o + 32, o:o + 32] = np.tril(xc)
+        inv[32:, :32] = -(inv[32:, 32:] @ (block[32:, :32] @ inv[:32, :32]))
+    return inv
+
+
+def wide_trsm(calls, grid, block, args, shared_mem):
+    """``gl_wide_trsm``: ``gl_small_trsm``'s arguments and summary with the workspace last."""
+    a3, b3, x, summ, n, k, *st = (int(v) if np.isscalar(v) else v for v in args)
+    (tr, cj, mode, unit, squared, checks), ws = st[9:15], st[15]
+    calls["wide_trsm"] += 1
+    dt = x.dtype
+    assert block == (256,) and shared_mem == PR * (PR + 1) * dt.itemsize
+    assert int(ws[0]) == 0 and int(ws[1]) == 0, "the workspace was not left at rest"
+    panels, groups = -(-n // PR), -(-k // 4)
+    passes = 2 if mode == 2 else 1
+    assert grid == (panels * groups * passes,)
+    av = _strided(a3, (n, n), st[1:3])
+    bv = _strided(b3, (n, k), st[4:6])
+    xv = _strided(x, (n, k), st[7:9])
+    m = av.T if tr else av
+    first = 1 if mode == 1 else 0
+    flags = np.zeros(passes * groups * panels, bool)
+    dmax, dmin, zero, fl = 0.0, np.inf, _NONE, 0
+    sc, mx = np.zeros(k), np.zeros(k)
+    for ticket in range(grid[0]):
+        ws[0] += 1
+        pas = first + ticket // (groups * panels)
+        g, order = (ticket // panels) % groups, ticket % panels
+        fw = pas == 0
+        pi = order if fw else panels - 1 - order
+        c0, kc = 4 * g, min(4, k - 4 * g)
+        i0 = pi * PR
+        pr = min(PR, n - i0)
+        cp = (cj != 0) if fw else (cj == 0)
+
+        def gfun(rows, cols, fw=fw, cp=cp):  # g(r, j) of the pass: m(i, j) or conj(m(j, i))
+            v = m[np.ix_(rows, cols)] if fw else m[np.ix_(cols, rows)].T
+            return np.conj(v) if cp else v
+        own = (pas - first) * groups + g
+        rows = np.arange(i0, i0 + pr)
+        d = np.eye(PR, dtype=dt)
+        blk = gfun(rows, rows)
+        tri = np.tril(np.ones((pr, pr), bool)) if fw else np.triu(np.ones((pr, pr), bool))
+        blk = np.where(tri, blk, 0)
+        fl |= 0 if np.isfinite(blk).all() else 1
+        diag = np.abs(np.diagonal(blk)).astype(np.float64)
+        if pas == first:
+            dmax, dmin = max(dmax, diag.max()), min(dmin, diag.min())
+            if (diag == 0).any():
+                zero = min(zero, i0 + int(np.argmax(diag == 0)))
+        if unit:
+            blk[np.arange(pr), np.arange(pr)] = 1
+        d[:pr, :pr] = blk
+        if not fw:
+            d = d[::-1, ::-1]
+        inv = _inverse(d)
+        tiles = range(pi) if fw else range(panels - 1, pi, -1)
+        acc = np.zeros((pr, kc), dt)
+        for jp in tiles:
+            assert flags[own * panels + jp], "a block waited for a later ticket"
+            cols = np.arange(jp * PR, min(n, jp * PR + PR))
+            tile = gfun(rows, cols)
+            fl |= 0 if np.isfinite(tile).all() else 1
+            with np.errstate(all="ignore"):
+                acc += tile @ xv[cols, c0:c0 + kc]
+        if pas == first:
+            rhs = np.array(bv[i0:i0 + pr, c0:c0 + kc])
+            fl |= 0 if np.isfinite(rhs).all() else 2
+            sc[c0:c0 + kc] = np.maximum(sc[c0:c0 + kc], np.abs(rhs).max(axis=0))
+        else:
+            assert flags[g * panels + pi], "the backward pass began before its forward rows"
+            rhs = np.array(xv[i0:i0 + pr, c0:c0 + kc])
+        v = np.zeros((PR, kc), dt)
+        v[:pr] = rhs - acc
+        if not fw:
+            v = v[::-1]
+        with np.errstate(all="ignore"):
+            y = inv @ v
+        if not fw:
+            y = y[::-1]
+        xv[i0:i0 + pr, c0:c0 + kc] = y[:pr]
+        if pas == (0 if mode == 0 else 1):
+            mx[c0:c0 + kc] = np.maximum(mx[c0:c0 + kc], np.abs(y[:pr]).max(axis=0))
+        flags[own * panels + pi] = True
+    ws[0] = 0
+    if checks & 1:
+        f0, f1 = (1.0, 1.0) if unit else (dmax, dmin)
+        with np.errstate(all="ignore"):
+            diag1 = f0 / (f1 if f1 > 0 else 1.0)
+            bd = diag1 * diag1 if squared else diag1
+            dm = f0 * f0 if squared else f0
+            for c in range(k):  # the kernel's gl_max: NaN sticks
+                val = dm * (mx[c] / sc[c] if sc[c] > 0 else 0.0)
+                bd = bd if (np.isnan(bd) or bd >= val) else val
+        fl |= 4 if (zero != _NONE and not unit) else 0
+        _summarize(calls, summ, fl, _order_bits(bd), _NONE)
+    assert _bits_to_float(int(ws[3])) == np.inf and int(ws[4]) == _NONE

@@ -1,0 +1,271 @@
+"""The wide triangular solve (``decomp._wide_trsm_cuda``: one matrix, a thread block per panel
+of 64 rows, one launch and one read-back per call) on the CPU emulation and on the device
+(``gpu``-marked): results equal SciPy's for every layout, operation and triangle, partial
+panels and groups of right-hand sides, ``cho_solve``'s two passes in one launch, failures name
+the entry, the conditioning rule's bound is the host's, and the workspace is left at rest."""
+
+import math
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import IllConditionedWarning, SingularMatrixError
+from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _triangular_cuda,
+                              _wide_trsm_cuda, cho_factor, cho_solve, solve_triangular)
+
+from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from test_decomp_stream_trsm import reference, spd, tri
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+# -- the table and the plan ---------------------------------------------------------------------
+
+def test_fits_and_blocks():
+    assert _wide_trsm_cuda.fits(4096, 4, "float64")
+    assert _wide_trsm_cuda.fits(1, 1, "complex128")
+    assert not _wide_trsm_cuda.fits(4096, _wide_trsm_cuda.MAX_RHS + 1, "float64")
+    assert not _wide_trsm_cuda.fits(_wide_trsm_cuda.MAX_ORDER + 1, 1, "float32")
+    assert not _wide_trsm_cuda.fits(100, 1, "float16")
+    assert not _wide_trsm_cuda.fits(100, 1, "complex128", limit=48 * 1024)  # 66.5 KiB + static
+    assert _wide_trsm_cuda.fits(100, 1, "float64", limit=48 * 1024)
+    # one block per panel, group of four columns and pass
+    assert _wide_trsm_cuda.blocks(65, 1, 0) == 2 and _wide_trsm_cuda.blocks(64, 16, 2) == 8
+
+
+def test_identities_are_what_the_kernel_puts_back():
+    w = _wide_trsm_cuda.identities(_wide_trsm_cuda.HEADER + 4)
+    assert w[0] == w[1] == w[2] == w[5] == 0 and w[3] == 0x7FF0000000000000
+    assert w[4] == np.uint64((1 << 64) - 1) and not w[6:].any()
+
+
+# -- the CPU emulation: the engine's use of the kernel -------------------------------------------
+
+@pytest.mark.parametrize("n", [64, 130, 200])
+@pytest.mark.parametrize("b_cols", [None, 1, 5])
+@pytest.mark.parametrize("trans, lower, unit", [(0, True, False), (1, True, False),
+                                                (2, False, False), (0, False, True),
+                                                (1, False, False), (2, True, True)])
+@pytest.mark.parametrize("dtype, order", [(np.float64, "C"), (np.float64, "F"),
+                                          (np.complex128, "C"), (np.complex128, "F")])
+def test_emulated_wide_solve_triangular_equals_host(emu, rng, n, b_cols, trans, lower, unit,
+                                                    dtype, order):
+    a = tri(rng, (n, n), dtype, lower)
+    a = a + tri(rng, (n, n), dtype, not lower) / 7  # the other triangle is never read
+    a = np.asfortranarray(a) if order == "F" else a
+    b = rng.standard_normal((n,) if b_cols is None else (n, b_cols)).astype(dtype)
+    CALLS.clear()
+    got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, lower, unit, False,
+                                                  np.dtype(dtype), True, True))
+    assert CALLS["wide_trsm"] == 1 and CALLS["get"] == 1 and CALLS["flag_flat"] == 1
+    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("k", [1, 6])
+def test_emulated_wide_cho_solve_is_one_launch(emu, rng, lower, order, k):
+    a = spd(rng, (), 150, np.float64)
+    c = _factor_host.cholesky(a, lower, False, False, np.dtype("f8"))
+    c = np.asfortranarray(c) if order == "F" else c
+    b = rng.standard_normal((150, k))
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype("f8"), True,
+                                         True))
+    assert CALLS["wide_trsm"] == 1 and CALLS["get"] == 1 and CALLS["flag_flat"] == 1
+    assert np.allclose(got, np.linalg.solve(a, b), rtol=1e-10, atol=1e-10)
+    CALLS.clear()  # nothing to check: no read-back at all
+    _cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype("f8"))
+    assert CALLS["wide_trsm"] == 1 and CALLS["get"] == 0 and CALLS["flag_nonfinite"] == 0
+
+
+def test_emulated_many_right_hand_sides_keep_the_library_route(emu, rng):
+    a = tri(rng, (100, 100), np.float64)
+    b = rng.standard_normal((100, _wide_trsm_cuda.MAX_RHS + 1))
+    CALLS.clear()
+    got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                                  np.dtype("f8"), True))
+    assert CALLS["wide_trsm"] == 0
+    assert np.allclose(got, np.linalg.solve(a, b), rtol=1e-10, atol=1e-10)
+
+
+def test_emulated_wide_failures_name_the_entry(emu, rng):
+    t = tri(rng, (300, 300), np.float64)
+    b = rng.standard_normal((300, 2))
+    t[129, 129] = 0
+    for check in (True, False):
+        with pytest.raises(SingularMatrixError, match=r"entry 129"):
+            _triangular_cuda.solve_triangular(dev(t), dev(b), 0, True, False, False,
+                                              np.dtype("f8"), check)
+    t[129, 129] = 1.0
+    t[3, 250] = np.nan  # the other triangle: SciPy's check still refuses it
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _triangular_cuda.solve_triangular(dev(t), dev(b), 0, True, False, False,
+                                          np.dtype("f8"), True, True)
+    t[3, 250] = 0.0
+    bb = b.copy()
+    bb[280, 1] = np.inf
+    with pytest.raises(ValueError, match="b must not contain infs or NaNs"):
+        _triangular_cuda.solve_triangular(dev(t), dev(bb), 0, True, False, False,
+                                          np.dtype("f8"), True, True)
+    t[200, 200] = 1e-30
+    with pytest.warns(IllConditionedWarning):
+        _triangular_cuda.solve_triangular(dev(t), dev(b), 0, True, False, False,
+                                          np.dtype("f8"), True)
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def library(monkeypatch):
+    """``library()``: single matrices take cuBLAS again (the wide row removed)."""
+    def drop():
+        rows = tuple(r for r in _batched_plan.TABLE["trsm"] if r[2] != "wide")
+        monkeypatch.setitem(_batched_plan.TABLE, "trsm", rows)
+    return drop
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_gpu_wide_kernel_equals_numpy(xp_gpu, rng, dtype):
+    """Orders around the panel size and far above it, C and column-major matrices (the two
+    ways of reading a tile), vector and matrix right-hand sides (one to four groups of
+    columns), op and triangle, unit diagonal."""
+    cp = xp_gpu
+    eps = float(np.finfo(dtype).eps)
+    for n in (1, 63, 64, 100, 1000, 2049):
+        a_h = tri(rng, (n, n), dtype, lower=True) + tri(rng, (n, n), dtype, lower=False)
+        for order in ("C", "F"):
+            a_d = cp.asarray(a_h, order=order)
+            for b_shape in ((n,), (n, 4), (n, 7), (n, 16)):
+                b_h = rng.standard_normal(b_shape).astype(dtype)
+                for trans, lower, unit in ((0, True, False), (1, True, False), (2, False, False),
+                                           (0, False, True), (2, True, True)):
+                    x = cp.asnumpy(solve_triangular(a_d, cp.asarray(b_h), trans=trans,
+                                                    lower=lower, unit_diagonal=unit))
+                    assert gpulinalg.last_run().backend == "gpu"
+                    ref = reference(a_h, b_h, trans, lower, unit)
+                    assert x.shape == ref.shape
+                    assert np.abs(x - ref).max() <= 1e3 * max(n, 8) * eps * np.abs(ref).max(), \
+                        (n, order, b_shape, trans, lower, unit)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("n", [65, 1100, 4096])
+def test_gpu_wide_cho_solve_equals_numpy(xp_gpu, rng, dtype, n):
+    cp = xp_gpu
+    spd_h = spd(rng, (), n, dtype)
+    b_h = rng.standard_normal((n, 5)).astype(dtype)
+    ref = np.linalg.solve(spd_h.astype(np.complex128 if np.dtype(dtype).kind == "c"
+                                       else np.float64), b_h)
+    eps = float(np.finfo(dtype).eps)
+    for lower in (True, False):
+        cf = cho_factor(cp.asarray(spd_h), lower=lower)
+        for c in (cf[0], cp.asfortranarray(cf[0])):
+            x = cp.asnumpy(cho_solve((c, lower), cp.asarray(b_h)))
+            err = np.abs(x - ref).max() / np.abs(ref).max()
+            assert err <= 1e4 * n * eps, (lower, err)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_wide_more_blocks_than_the_device_holds(xp_gpu, rng, dtype):
+    """cho_solve of order 16384 with 16 right-hand sides: 2 passes x 4 groups x 256 panels =
+    2048 blocks, far more than run at once; the tickets keep every wait on a running block."""
+    cp = xp_gpu
+    n = 16384
+    x = cp.asarray(rng.standard_normal((n, n)).astype(dtype)) / np.sqrt(n)
+    c = cp.tril(x) / 4 + cp.eye(n, dtype=dtype)
+    b = cp.asarray(rng.standard_normal((n, 16)).astype(dtype))
+    got = cho_solve((c, True), b)
+    assert gpulinalg.last_run().backend == "gpu"
+    res = c @ (c.T @ got) - b
+    eps = float(np.finfo(dtype).eps)
+    assert float(cp.abs(res).max()) <= 1e3 * eps * float(cp.abs(b).max()) * math.sqrt(n)
+
+
+@pytest.mark.gpu
+def test_gpu_wide_failures_name_the_entry(xp_gpu, rng):
+    cp = xp_gpu
+    t = tri(rng, (1000, 1000), np.float64)
+    b = cp.ones((1000, 2))
+    t[777, 777] = 0
+    with pytest.raises(SingularMatrixError, match=r"entry 777"):
+        solve_triangular(cp.asarray(t), b, lower=True)
+    t[777, 777] = 2.0
+    t[3, 950] = np.nan  # above the diagonal: not read by the solve
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        solve_triangular(cp.asarray(t), b, lower=True)
+    assert np.isfinite(cp.asnumpy(solve_triangular(cp.asarray(t), b, lower=True,
+                                                   check_finite=False))).all()
+    t[3, 950] = 0.0
+    bb = cp.ones((1000, 2))
+    bb[999, 1] = cp.inf
+    with pytest.raises(ValueError, match="b must not contain infs or NaNs"):
+        solve_triangular(cp.asarray(t), bb, lower=True)
+    t[500, 500] = 1e-30
+    with pytest.warns(IllConditionedWarning):
+        solve_triangular(cp.asarray(t), b, lower=True)
+    t[500, 500] = 2.0  # and the workspace is at rest again: a clean solve is clean
+    x = solve_triangular(cp.asarray(t), b, lower=True)
+    assert np.allclose(cp.asnumpy(x), np.linalg.solve(np.tril(t), np.ones((1000, 2))))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("op", ["solve_triangular", "cho_solve"])
+def test_gpu_wide_bound_is_the_host_judges(xp_gpu, library, rng, dtype, op):
+    cp = xp_gpu
+    t = (np.tril(rng.standard_normal((700, 700))) / 30 + 3 * np.eye(700)).astype(dtype)
+    t[390, 390] = 0.05  # the bound comes from this pivot; fp32 keeps some digits
+    b = cp.asarray(rng.standard_normal((700, 6)).astype(dtype))
+    t = cp.asarray(t)
+    got = []
+    for own in (True, False):
+        if not own:
+            library()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            x = cho_solve((t, True), b) if op == "cho_solve" else \
+                solve_triangular(t, b, lower=True)
+        got.append((gpulinalg.last_run().details["rcond_bound"], cp.asnumpy(x)))
+    (b_own, x_own), (b_lib, x_lib) = got
+    assert b_own == pytest.approx(b_lib, rel=1e-6)
+    tol = 1e-3 if np.dtype(dtype).itemsize <= 8 and np.dtype(dtype) != np.float64 else 1e-10
+    assert np.allclose(x_own, x_lib, rtol=tol, atol=tol * np.abs(x_lib).max())
+
+
+@pytest.mark.gpu
+def test_gpu_wide_threads_keep_their_workspaces(xp_gpu, rng):
+    """Eight threads, each on its own stream, solve at once: a workspace per thread."""
+    cp = xp_gpu
+    n = 3000
+    t = cp.asarray(tri(rng, (n, n), np.float64))
+    bs = [cp.asarray(rng.standard_normal((n, 3))) for _ in range(8)]
+    refs = [cp.asnumpy(solve_triangular(t, b, lower=True)) for b in bs]
+    out, errors = [None] * 8, []
+
+    def work(i):
+        try:
+            with cp.cuda.Stream(non_blocking=True):
+                for _ in range(5):
+                    out[i] = cp.asnumpy(solve_triangular(t, bs[i], lower=True))
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for got, ref in zip(out, refs):
+        assert np.allclose(got, ref, rtol=1e-12, atol=1e-12)
