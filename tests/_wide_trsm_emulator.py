@@ -48,8 +48,12 @@ def wide_trsm(calls, grid, block, args, shared_mem):
     xv = _strided(x, (n, k), st[7:9])
     m = av.T if tr else av
     first = 1 if mode == 1 else 0
+    if checks & 2:  # check_finite: the first pass's blocks read the other triangle too
+        calls["wide_trsm_finite"] += 1
     flags = np.zeros(passes * groups * panels, bool)
     dmax, dmin, zero, fl = 0.0, np.inf, _NONE, 0
+    if checks & 2 and not np.isfinite(av).all():
+        fl |= 1
     sc, mx = np.zeros(k), np.zeros(k)
     for ticket in range(grid[0]):
         ws[0] += 1

@@ -67,7 +67,8 @@ def test_route_rows():
         fits = _fused_svd_cuda.fits(64, dtype)
         assert _batched_plan.route("gesvd", 64, 64, fused=fits, dtype=dtype) == "fused"
     assert _batched_plan.route("gesvd", 64, 64, fused=False, dtype="complex128") == "jacobi"
-    assert _batched_plan.route("gesvd", 256, 16) == "jacobi"
+    assert _batched_plan.route("gesvd", 128, 16) == "jacobi"
+    assert _batched_plan.route("gesvd", 129, 16) == "looped"  # the driver table above 128
     assert _batched_plan.route("gesvd", 512, 4) == "looped"  # the driver table per matrix
 
 

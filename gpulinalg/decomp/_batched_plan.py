@@ -6,8 +6,7 @@ of ``batch`` matrices of order ``n``:
 
 ``"fused"``
     (``potrf``, ``trsm``; ``geqrf``: :mod:`._fused_qr_cuda`, Q and R up to 64 x 64, and
-    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 64 x 64, both not yet timed on the
-    GPU) one launch of a fused kernel of :mod:`._fused_cuda` for the whole stack: one
+    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 64 x 64) one launch of a fused kernel of :mod:`._fused_cuda` for the whole stack: one
     thread block per matrix holds it in shared memory and does the whole call on it (the
     copy, the finiteness check, the factorization or the solves, the conditioning rule),
     so a call makes one launch and one read-back of a 3-word summary. Only where the
@@ -100,7 +99,10 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # 0.58 / 1.38, 2 x 2048^2 2.27 / 3.31, 16 x 2048^2 2.74 / 3.93, but 16 x 4096^2
     # 9.42 / 8.43 (a block per matrix and column group: too few blocks for its serial panels).
     # A single matrix: the wide kernel (._wide_trsm_cuda, a block per panel of 64 rows, at
-    # most 16 right-hand sides) up to order 16384, cuBLAS trsm above (not yet timed).
+    # most 16 right-hand sides) up to order 16384, the largest timed; cuBLAS trsm above. On
+    # the H200 (route rows, 2026-12-02, tree d3efbf3, cho_solve with 4 right-hand sides,
+    # fp32 / fp64, ms) wide against cuBLAS trsm: 1 x 512^2 0.137 / 0.537, 0.152 / 0.697;
+    # 1 x 4096^2 0.441 / 1.65, 0.549 / 2.23; 1 x 16384^2 1.66 / 7.03, 2.13 / 8.71.
     "trsm": ((64, 2, "fused"), (2048, 2, "stream"), (2048, 2, "batched"),
              (math.inf, 9, "batched"), (16384, 1, "wide"), (math.inf, 1, "looped")),
     # Householder QR: cuBLAS <t>geqrfBatched for small matrices in numbers (torch's rule:
@@ -112,7 +114,7 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # against 80/86 at 1024 x 64^2.
     "geqrf": ((64, 2, "fused"), (32, 2, "batched"), (64, 4, "batched"), (128, 8, "batched"),
               (math.inf, 1, "looped")),
-    # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 256, per-matrix Jacobi without
+    # SVD: gesvdjBatched takes matrices up to 32 x 32; up to 128, per-matrix Jacobi without
     # the a-posteriori check of gesvdp; above, the driver table of ._svd_drivers per matrix.
     # The fused row (._fused_svd_cuda: one-sided Jacobi, values and vectors in one launch
     # and one read-back, driver="auto" only): on the H200 (route rows) at 4096 x 16^2
@@ -120,13 +122,15 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # 0.57/1.21 against 0.97/1.65 (21:08; the single-precision path: float32 columns and
     # rotations, float64 Gram entries; at 20:45, float64 throughout, fp32 took 1.14).
     # Up to order 64 (real and complex64; complex128 to 32) the fused kernel's row class 64
-    # (four rows a lane, 512 threads, W and V past 48 KiB) is not yet timed on the GPU.
-    # Per-matrix Jacobi (gesvdj, no a-posteriori check) up to order 256, the driver table
-    # above: on the H200 (route rows, 2026-12-01 17:17 UTC) at 4 x 512^2 the driver table
-    # took 49.3/53.9 ms against gesvdj's 77.5/119 (torch 74.7/115), at 16 x 64^2 gesvdj
-    # 21.4/28.0 against 64.8/68.1; 256 is between them, not yet timed.
+    # (four rows a lane, 512 threads, W and V past 48 KiB): on the H200 (route rows,
+    # 2026-12-02, tree 269b5c7, fp32 / fp64, ms) 0.93 / 1.40 against gesvdj's 69.8 / 93.3 at
+    # 64 x 64^2, 2.37 / 5.02 against 566 / 778 at 512 x 64^2.
+    # Per-matrix Jacobi (gesvdj, no a-posteriori check) up to order 128, the driver table
+    # above (same runs, jacobi against looped): 8 x 128^2 20.5 / 36.8, 30.9 / 47.4; 64 x 128^2
+    # 166 / 374, 244 / 382; but 32 x 192^2 151 / 128, 218 / 141; 16 x 256^2 109 / 82.1,
+    # 160 / 93.2; 4 x 512^2 73.8 / 61.7, 116 / 53.
     "gesvd": ((64, 2, "fused"), (32, 2, "batched"),
-              (256, 2, "jacobi"), (math.inf, 1, "looped")),
+              (128, 2, "jacobi"), (math.inf, 1, "looped")),
 }
 
 

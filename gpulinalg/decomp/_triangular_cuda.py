@@ -83,7 +83,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         out = out.swapaxes(-1, -2)
     summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
     if direct:
-        if flag_first and finite:  # the streamed and wide kernels read the triangle only
+        if flag_first and finite:  # the streamed kernel reads the triangle only
             _fused_cuda.flag_before(a, summ)
         kern(grid, block, (a, b, out, summ, *consts,
                            _fused_cuda.checks(read, finite and not flag_first)))
@@ -155,7 +155,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
               np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)), *extra)
     return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve,
-            way in ("stream", "wide"))
+            way == "stream")
 
 
 def _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite):
