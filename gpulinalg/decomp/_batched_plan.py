@@ -6,8 +6,9 @@ of ``batch`` matrices of order ``n``:
 
 ``"fused"``
     (``potrf``, ``trsm``; ``geqrf``: :mod:`._fused_qr_cuda`, Q and R up to 64 x 64, and
-    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 64 x 64) one launch of a fused kernel of :mod:`._fused_cuda` for the whole stack: one
-    thread block per matrix holds it in shared memory and does the whole call on it (the
+    ``gesvd``: :mod:`._fused_svd_cuda`, Jacobi up to 64 x 64) one launch of a fused
+    kernel of :mod:`._fused_cuda` for the whole stack: one thread block per matrix holds it
+    in shared memory and does the whole call on it (the
     copy, the finiteness check, the factorization or the solves, the conditioning rule),
     so a call makes one launch and one read-back of a 3-word summary. Only where the
     kernel exists (:func:`._fused_cuda.fits`: ``potrf`` up to order 128, 64 for complex128,
