@@ -46,8 +46,6 @@ MAX_RHS = 16
 GROUP = 4
 #: Largest order: the limit of the orders measured (see the route table).
 MAX_ORDER = 16384
-#: Extra compile options of the kernel (``-DFENCE0``: only thread 0 fences before a flag).
-OPTIONS: tuple = ()
 #: Threads of a block (the kernel's mappings assume 4 x :data:`PANEL`).
 THREADS = 256
 #: Workspace words before the panel flags: ticket, done count, the diagonal's largest and
@@ -273,14 +271,9 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
             if (pass == (mode == 0 ? 0 : 1)) mx = gl_mag(y);
         }
     }
-#ifdef FENCE0
-    __syncthreads();  // the block's rows written; thread 0's fence orders them (cumulative)
-    if (t == 0) { __threadfence(); atomicExch(flags + pi, 1ULL); }
-#else
     __threadfence();
     __syncthreads();
     if (t == 0) atomicExch(flags + pi, 1ULL);
-#endif
     if (other) {  // the tiles past the diagonal block on the other side, UNR loads in flight
         const int from = fw ? pi + 1 : 0, to = fw ? panels : pi;
         for (int jp = from; jp < to; ++jp) {
@@ -425,8 +418,7 @@ def launch_args(x, n, mode, *views):
     t, r = KERNEL_TYPES[np.dtype(x.dtype)]
     shared = _shared_bytes(x.dtype)
     kern = raw_kernel("gl_wide_trsm", _SOURCE, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNT={THREADS}", f"-DMAXK={MAX_RHS}",
-                               *OPTIONS),
+                      options=("--std=c++17", f"-DNT={THREADS}", f"-DMAXK={MAX_RHS}"),
                       shared_bytes=shared)
     strides = tuple(s for v in views for s in strides_of(v))
     return _Launch(kern, shared), (blocks(n, k, mode),), (THREADS,), strides
