@@ -60,9 +60,11 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
 
     Notes
     -----
-    The GPU engine runs cuBLAS ``trsm`` (``trsmBatched`` for stacks, but for a few matrices
-    of order above 2048: ``decomp/_batched_plan.py``) on ``a``'s own memory: a C-ordered
-    matrix is solved as the transposed column-major one.
+    The GPU engine solves a single matrix with at most 16 right-hand sides in one launch of
+    its own kernel (a thread block per panel of 64 rows, up to order 16384), stacks in one
+    launch of its fused or streamed kernels, and the rest with cuBLAS ``trsm`` /
+    ``trsmBatched`` (``decomp/_batched_plan.py``), on ``a``'s own memory: a C-ordered matrix
+    is read as the transposed column-major one.
 
     Unlike SciPy's, this solve checks the conditioning, by one rule on both backends:
 
