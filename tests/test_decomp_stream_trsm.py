@@ -183,27 +183,37 @@ def test_gpu_stream_kernel_equals_numpy(xp_gpu, streamed, rng, dtype):
         for order in ("C", "F"):
             a_d = cp.asarray(a_h, order=order)
             for b_shape in ((3, n, 1), (3, n, 5), (n, 3), (n,), (3, n, 16)):
-                b_h = rng.standard_normal(b_shape).astype(dtype)
-                for trans, lower, unit in ((0, True, False), (1, True, False), (2, False, False),
-                                           (0, False, True), (2, True, True)):
-                    x = cp.asnumpy(solve_triangular(a_d, cp.asarray(b_h), trans=trans,
-                                                    lower=lower, unit_diagonal=unit))
-                    assert gpulinalg.last_run().backend == "gpu"
-                    ref = reference(a_h, b_h, trans, lower, unit)
-                    assert x.shape == ref.shape
-                    assert np.abs(x - ref).max() <= 1e3 * n * eps * np.abs(ref).max(), \
-                        (n, order, b_shape, trans, lower, unit)
+                assert_solves(cp, a_d, a_h, rng.standard_normal(b_shape).astype(dtype),
+                              1e3 * n * eps, (n, order, b_shape))
+
+
+def assert_solves(cp, a_d, a_h, b_h, tol, label):
+    """``solve_triangular`` of ``a_d`` (``a_h`` on the host) and ``b_h`` on the GPU equals
+    NumPy's within ``tol`` relative to the result, for both triangles, each ``trans`` and a
+    unit diagonal."""
+    for trans, lower, unit in ((0, True, False), (1, True, False), (2, False, False),
+                               (0, False, True), (2, True, True)):
+        x = cp.asnumpy(solve_triangular(a_d, cp.asarray(b_h), trans=trans, lower=lower,
+                                        unit_diagonal=unit))
+        assert gpulinalg.last_run().backend == "gpu"
+        ref = reference(a_h, b_h, trans, lower, unit)
+        assert x.shape == ref.shape
+        assert np.abs(x - ref).max() <= tol * np.abs(ref).max(), (*label, trans, lower, unit)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("n", [65, 130, 512, 1100])
 def test_gpu_stream_cho_solve_equals_numpy(xp_gpu, streamed, rng, dtype, n):
-    cp = xp_gpu
-    spd_h = spd(rng, (3,), n, dtype)
-    b_h = rng.standard_normal((3, n, 4)).astype(dtype)
-    ref = np.linalg.solve(spd_h.astype(np.complex128 if np.dtype(dtype).kind == "c"
-                                       else np.float64), b_h)
+    assert_cho_solve(xp_gpu, spd(rng, (3,), n, dtype),
+                     rng.standard_normal((3, n, 4)).astype(dtype))
+
+
+def assert_cho_solve(cp, spd_h, b_h):
+    """``cho_solve`` with both factors of ``spd_h``, C-ordered and column-major, equals
+    NumPy's solve in double precision within ``1e4 n eps`` of ``b_h``'s dtype."""
+    dtype, n = b_h.dtype, spd_h.shape[-1]
+    ref = np.linalg.solve(spd_h.astype(np.complex128 if dtype.kind == "c" else np.float64), b_h)
     eps = float(np.finfo(dtype).eps)
     for lower in (True, False):
         cf = cho_factor(cp.asarray(spd_h), lower=lower)
