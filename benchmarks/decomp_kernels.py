@@ -1,5 +1,6 @@
 """The fused small-stack kernels alone: device time per launch (CUDA events, no read-back)
-per potrf tile, and the fused SVD per single-precision mode with its accuracy.
+per potrf tile, the fused SVD per single-precision mode with its accuracy, and the wide
+single-matrix triangular solve.
 
 The ``kernels`` section of ``python -m benchmarks.decomp_batched`` (``--sections kernels``;
 ``--cases`` picks rows by op or by the public call, ``potrf:512:128`` or ``cholesky:512:128``):
@@ -86,9 +87,46 @@ def _svd_kernel_case(cp, batch, n, dtype, rng, rows):
 #: of 103 / 188, (8, 2) caps fp64 at 128 (ptxas: 2 KiB spilled).
 KERNELS = [("trsm", 4096, 64, ()), ("trsm", 4096, 8, ()), ("potrf", 4096, 8, (1, 2)),
            ("potrf", 1024, 32, (2, 4)), ("potrf", 4096, 64, (2, 4, 8)),
-           ("potrf", 512, 128, (8, 4, (8, 2))), ("gesvd", 512, 32, ()), ("gesvd", 4096, 16, ())]
+           ("potrf", 512, 128, (8, 4, (8, 2))), ("gesvd", 512, 32, ()), ("gesvd", 4096, 16, ()),
+           ("wide", 1, 1024, ()), ("wide", 1, 4096, ()), ("wide", 1, 16384, ())]
 #: the grid op of a kernel row (``--cases`` names either).
-_KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve", "gesvd": "svd"}
+_KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve", "gesvd": "svd",
+               "wide": "solve_triangular"}
+
+
+def _wide_kernel_case(cp, n, dtype, rows):
+    """Device time of the wide triangular solve alone (``_wide_trsm_cuda``: one matrix, one
+    right-hand side, SciPy's checks on; CUDA events around 100 launches, no read-back)."""
+    import numpy as np
+
+    from gpulinalg.decomp import _fused_cuda as fc
+    from gpulinalg.decomp import _wide_trsm_cuda as wide
+    cp.random.seed(0)
+    a = cp.tril(cp.random.standard_normal((n, n), dtype=dtype)) / np.sqrt(n)
+    a += 2 * cp.eye(n, dtype=dtype)
+    b = cp.random.standard_normal((1, n, 1), dtype=dtype)
+    x = cp.empty_like(b)
+    summ, totals = fc.summary(cp, "trsm", a.data.device_id)
+    case = f"kernel wide 1x{n}^2 {dtype}"
+    try:
+        def fn():
+            wide.trsm(a[None], b, x, summ, 0, 0, 0, 0, 0, True, True)
+        fn()
+        totals.get()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(100):
+            fn()
+        end.record()
+        end.synchronize()
+        sec = cp.cuda.get_elapsed_time(start, end) / 100e3
+        rows.append(row(SUITE, case, "kernel", {"cold_s": sec, "median_s": sec, "min_s": sec,
+                                                "runs": 100}, op="wide", batch=1, n=n,
+                        dtype=dtype))
+    except Exception as exc:
+        rows.append(absent(SUITE, case, "kernel", f"failed: {type(exc).__name__}: {exc}"[:300]))
+    del a
+    cp.get_default_memory_pool().free_all_blocks()
 
 
 def run(cp, rng, rows, budget, quick=False, cases=None):
@@ -102,6 +140,8 @@ def run(cp, rng, rows, budget, quick=False, cases=None):
             if budget.left() > 0:
                 if op == "gesvd":  # the fused SVD per single-precision mode, with accuracy
                     _svd_kernel_case(cp, batch, n, dtype, rng, rows)
+                elif op == "wide":  # the single-matrix solve: its kernel against its call
+                    _wide_kernel_case(cp, min(n, 256) if quick else n, dtype, rows)
                 else:
                     _kernel_case(cp, op, batch, min(n, 64) if quick else n, dtype, rng, rows,
                                  tiles)
