@@ -360,7 +360,9 @@ _workspaces = _Workspaces()
 
 def workspace(cupy, device, words):
     """The calling thread's workspace on ``device``, at least ``words`` long (made, or made
-    longer, with :func:`identities`; a launch leaves it as it found it)."""
+    longer, with :func:`identities`; a launch leaves it as it found it). A thread's decomp
+    launches run on its own stream (:class:`.._runtime.streams.op_stream`), one after another,
+    so one workspace per thread and device serves them all: two launches never share one."""
     got = _workspaces.by_device.get(device)
     if got is None or got[0] is not cupy or got[1].size < words:
         got = (cupy, cupy.asarray(identities(max(words, 1024))))
