@@ -11,6 +11,20 @@ the figures the route table (``gpulinalg/decomp/_batched_plan.py``) and the tile
 from .decomp_batched import DTYPES, SUITE, _make, _timed
 from .timing import absent, row
 
+
+def _event_timing(cp, fn, runs):
+    """The timing fields of a kernel row: seconds per launch of ``fn`` (CUDA events around
+    ``runs`` launches on the current stream, no read-back)."""
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(runs):
+        fn()
+    end.record()
+    end.synchronize()
+    sec = cp.cuda.get_elapsed_time(start, end) / (runs * 1e3)
+    return {"cold_s": sec, "median_s": sec, "min_s": sec, "runs": runs}
+
+
 def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
     """Device time of a fused kernel alone (CUDA events around 20 launches, no read-back), per
     potrf tile in ``tiles`` (``_fused_cuda.TILE`` patched: a side ``TS``, or ``(TS, M)`` with
@@ -29,16 +43,8 @@ def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
             fn = (lambda: fc.potrf(a, out, summ, True, True, 1 << 30)) if op == "potrf" \
                 else (lambda: fc.trsm(a, b, out, summ, 0, 0, 0, 0, 0, 1))  # noqa: E731
             fn()
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(20):
-                fn()
-            end.record()
-            end.synchronize()
-            sec = cp.cuda.get_elapsed_time(start, end) / 20e3
             rows.append(row(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"kernel TS={label}",
-                            {"cold_s": sec, "median_s": sec, "min_s": sec, "runs": 20},
-                            op=op, batch=batch, n=n, dtype=dtype))
+                            _event_timing(cp, fn, 20), op=op, batch=batch, n=n, dtype=dtype))
         except Exception as exc:
             rows.append(absent(SUITE, f"kernel {op} {batch}x{n}^2 {dtype}", f"TS={label}",
                                f"failed: {type(exc).__name__}: {exc}"[:300]))
@@ -113,16 +119,8 @@ def _wide_kernel_case(cp, n, dtype, rows):
             wide.trsm(a[None], b, x, summ, 0, 0, 0, 0, 0, True, True)
         fn()
         totals.get()
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(100):
-            fn()
-        end.record()
-        end.synchronize()
-        sec = cp.cuda.get_elapsed_time(start, end) / 100e3
-        rows.append(row(SUITE, case, "kernel", {"cold_s": sec, "median_s": sec, "min_s": sec,
-                                                "runs": 100}, op="wide", batch=1, n=n,
-                        dtype=dtype))
+        rows.append(row(SUITE, case, "kernel", _event_timing(cp, fn, 100), op="wide", batch=1,
+                        n=n, dtype=dtype))
     except Exception as exc:
         rows.append(absent(SUITE, case, "kernel", f"failed: {type(exc).__name__}: {exc}"[:300]))
     del a
