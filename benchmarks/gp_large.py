@@ -26,7 +26,11 @@ Steps:
 * ``big`` (``--sizes 100000``, ``--m 10000``): our exact GP at n = 100 000 (an 80 GB kernel
   matrix factored in place), fit and predict timed separately, with the GPU memory the pool
   reserved (its high-water mark) and the device's used memory; per-phase times too unless
-  ``--no-phases``. Saves the first 1000 predictions for the ``gpytorch-big`` step.
+  ``--no-phases``. Saves the first 1000 predictions for the ``gpytorch-big`` step. With
+  ``--precision mixed`` (writes ``big-mixed.json``): the float32 kernel matrix and factor with
+  solves refined in float64 (half the memory), its predictions compared with a float64
+  ``big`` run's in the same ``--out`` (target: within 1e-6); ``--sizes 150000`` is past
+  what float64 can hold on one H200.
 * ``gpytorch-big`` (``--mode exact`` or ``default``): GPyTorch at the same n: ``exact`` forces
   Cholesky (expected: out of memory), ``default`` leaves GPyTorch's settings (conjugate
   gradients above ``max_cholesky_size``); the row says what happened and, if it finished, how
@@ -287,7 +291,11 @@ def _memory():
 
 
 def step_big(args):
+    """n = 100 000 (``--sizes``) in ``--precision``: float64, or mixed (a float32 kernel
+    matrix and factor, solves refined in float64), whose rows also give the largest
+    difference of their predictions from a float64 run's saved in the same ``--out``."""
     from gpulinalg.gp import GaussianProcessRegressor
+    mixed = args.precision == "mixed"
     rows = []
     for n in args.sizes:
         x, y, xq = make_data(n, args.m)
@@ -295,7 +303,8 @@ def step_big(args):
             xq[:100], return_std=True)  # CUDA context, compiled kernels, handles
         _free()
         t0 = time.perf_counter()
-        gp = GaussianProcessRegressor(fixed_kernel(), alpha=ALPHA, optimizer=None).fit(x, y)
+        gp = GaussianProcessRegressor(fixed_kernel(), alpha=ALPHA, optimizer=None,
+                                      precision=args.precision).fit(x, y)
         _sync()
         fit_s = time.perf_counter() - t0
         after_fit = _memory()
@@ -303,14 +312,21 @@ def step_big(args):
         mean, std = gp.predict(xq, return_std=True)
         _sync()
         pred_s = time.perf_counter() - t0
-        row = {"case": f"exact GP n={n} m={args.m}", "impl": "gpulinalg", "fit_s": fit_s,
+        row = {"case": f"exact GP n={n} m={args.m}",
+               "impl": "gpulinalg (mixed)" if mixed else "gpulinalg", "fit_s": fit_s,
                "predict_s": pred_s, "median_s": fit_s + pred_s, "target_s": 30.0,
                "lml": float(gp.log_marginal_likelihood_value_), "memory_after_fit": after_fit,
                "memory_after_predict": _memory(), "std_min": float(np.min(std))}
-        np.savez(os.path.join(args.out, f"ours_{n}.npz"), mean=mean[:1000], std=std[:1000])
+        mean, std = np.asarray(mean)[:1000], np.asarray(std)[:1000]
+        wide = os.path.join(args.out, f"ours_{n}.npz")
+        if mixed and os.path.exists(wide):  # against the float64 run's predictions
+            with np.load(wide) as ref:
+                row.update(_diff((ref["mean"], ref["std"]), (mean, std)), target_diff=1e-6)
+        np.savez(os.path.join(args.out, f"ours_mixed_{n}.npz" if mixed else f"ours_{n}.npz"),
+                 mean=mean, std=std)
         del gp
         _free()
-        if args.phases:
+        if args.phases and not mixed:
             row["phases_s"] = fixed_phases_big(x, y, xq)
         rows.append(row)
     return rows
@@ -379,6 +395,8 @@ def main(argv=None):
     p.add_argument("--sklearn-max", type=int, default=3000)
     p.add_argument("--mode", choices=("exact", "default"), default="exact")
     p.add_argument("--no-phases", dest="phases", action="store_false")
+    p.add_argument("--precision", choices=("float64", "mixed"), default="float64",
+                   help="big: the regressor's precision")
     args = p.parse_args(argv)
     defaults = {"fixed": ("3000,20000,50000", 2000), "fitted": ("3000", 2000),
                 "big": ("100000", 10000), "gpytorch-big": ("100000", 10000)}[args.step]
@@ -386,7 +404,8 @@ def main(argv=None):
     args.m = args.m or defaults[1]
     os.makedirs(args.out, exist_ok=True)
     signal.signal(signal.SIGTERM, _on_term)  # `timeout`: record what was measured, then stop
-    tail = f"-{args.mode}" if args.step == "gpytorch-big" else ""
+    tail = f"-{args.mode}" if args.step == "gpytorch-big" else \
+        "-mixed" if args.step == "big" and args.precision == "mixed" else ""
     path = os.path.join(args.out, f"{args.step}{tail}.json")
     rows = []
     try:

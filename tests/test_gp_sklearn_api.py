@@ -28,9 +28,12 @@ def test_constructor_is_sklearns_then_extras():
     theirs = list(inspect.signature(SKGPR).parameters.values())
     assert [(p.name, p.default, p.kind) for p in ours[:len(theirs)]] == \
         [(p.name, p.default, p.kind) for p in theirs]
-    assert [p.name for p in ours[len(theirs):]] == ["jitter"]
-    assert ours[-1].default is None and ours[-1].kind is inspect.Parameter.KEYWORD_ONLY
-    assert set(GaussianProcessRegressor().get_params()) == set(SKGPR().get_params()) | {"jitter"}
+    extras = ours[len(theirs):]
+    assert [p.name for p in extras] == ["jitter", "precision"]
+    assert [p.default for p in extras] == [None, "float64"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extras)
+    assert set(GaussianProcessRegressor().get_params()) == set(SKGPR().get_params()) | {
+        "jitter", "precision"}
 
 
 def test_bases_methods_and_fitted_attributes():

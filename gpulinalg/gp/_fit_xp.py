@@ -15,21 +15,23 @@ import math
 
 from .._runtime.errors import LinAlgError, warn
 from .._runtime.validation import namespace
+from . import _mixed_xp
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS
 from ._solve_xp import solve_body, symmetric_view
 
 __all__ = ["lml_body", "fit_body", "predict_body", "mirror_lower", "Operations"]
 
 
-def _kernel_matrix(x, k, noise, plan, *, lazy=False):
-    """``k(x) + diag(noise)`` (our own array, safe to overwrite), checked for NaN/Inf.
+def _kernel_matrix(x, k, noise, plan, *, lazy=False, dtype=None):
+    """``k(x) + diag(noise)`` (our own array, safe to overwrite), checked for NaN/Inf; stored
+    in ``dtype`` (a plan's only; default ``x``'s).
 
     With ``lazy``, returns ``(matrix, bad)`` instead, ``bad`` a 0-d boolean array for
     :func:`_raise_if_bad` to read later (no device synchronization now). The check runs in row
     blocks of the plan's ``block_elements``, so that it needs no ``n x n`` boolean temporary.
     """
     if plan is not None:
-        k = plan.matrix(x)
+        k = plan.matrix(x, dtype=dtype)
     elif not k.flags.c_contiguous:
         k = namespace(k).ascontiguousarray(k)
     bad = _nonfinite(k, plan.block_elements if plan is not None else BLOCK_ELEMENTS)
@@ -130,14 +132,20 @@ def mirror_lower(c, tile=None):
     return c
 
 
-def fit_body(la, x, y, noise, k, train, *, plan, jitter):
+def fit_body(la, x, y, noise, k, train, *, plan, jitter, precision="float64"):
     """``fit``'s final factorization: one kernel matrix, one Cholesky in place, ``alpha_`` by
-    ``cho_solve`` and the log marginal likelihood; no gradient, no inverse.
+    ``cho_solve`` and the log marginal likelihood; no gradient, no inverse. ``precision``
+    "mixed" (a kernel ``plan`` only): the matrix and its factor in float32, ``alpha_`` refined
+    in float64 (:func:`._mixed_xp.mixed_solve`).
 
     The factor goes to ``la.keep(train, x, L, alpha)`` (kept on the device for ``predict``, or
     handed to the host), so the result's ``L`` is ``None``."""
-    K = _kernel_matrix(x, k, noise, plan)
-    res = solve_body(la, K, y, jitter=jitter, symmetric=True)
+    if precision == "mixed":
+        K = _kernel_matrix(x, None, noise, plan, dtype=_mixed_xp.LOW)
+        res = _mixed_xp.mixed_solve(la, K, x, y, noise, plan, jitter=jitter)
+    else:
+        K = _kernel_matrix(x, k, noise, plan)
+        res = solve_body(la, K, y, jitter=jitter, symmetric=True)
     la.keep(train, x, res.L, res.alpha)
     return res._replace(L=None)
 
@@ -149,15 +157,22 @@ def _query_rows(m, n, plan):
     return [(i, min(i + step, m)) for i in range(0, m, step)]
 
 
-def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
+def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, refine=None):
     """Posterior mean and, for ``mode`` "std" or "cov", its standard deviation or covariance.
 
     Follows scikit-learn's ``GaussianProcessRegressor.predict`` (undoing ``normalize_y`` and
     squeezing single-output shapes), in row blocks of the query points for "mean" and "std":
     per block the cross-kernel ``K(X*, X)``, the mean ``K(X*, X) alpha`` and, for the spread,
     one triangular solve ``V = L^-1 K(X, X*)`` (``L^-1`` is never formed).
+
+    ``refine`` (a mixed-precision fit's float32 ``L``): the diagonal that the fit added to
+    ``k(X)`` (noise plus jitter); the spread then comes from ``W = K^-1 K(X, X*)`` refined in
+    float64 (:func:`._mixed_xp.refined_solve`) as ``k(x*) - K(X*, X) W``.
     """
     xp = namespace(L)
+    if refine is not None:
+        op = _mixed_xp.Operator(plan, x, refine if not hasattr(refine, "shape")
+                                else xp.asarray(refine))
     m, center = (xq.shape[0] if xq is not None else kq.shape[0]), None
     if plan is not None:
         center = x.mean(axis=0)
@@ -166,6 +181,13 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
         kt = plan.matrix(xq[i0:i1], x, shift=center) if plan is not None else kq[i0:i1]
         means.append(kt @ a)
         if mode == "mean":
+            continue
+        if refine is not None:
+            w = _mixed_xp.refined_solve(la, L, op, kt.T)[0]
+            if mode == "cov":
+                vs.append((kt, w))
+            else:
+                variances.append(plan.diag(xq[i0:i1]) - (kt.T * w).sum(axis=0))
             continue
         v = la.solve_triangular(L, kt.T, 0, True, False, False, L.dtype)
         if mode == "cov":
@@ -179,9 +201,14 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode):
     if mode == "mean":
         return mean, None
     if mode == "cov":
-        v = vs[0]
         kxx = plan.matrix(xq, shift=center) if plan is not None else kqq
-        cov = kxx - v.T @ v
+        if refine is not None:  # K(X*, X) K^-1 K(X, X*), made symmetric
+            kt, w = vs[0]
+            cov = kt @ w
+            cov = kxx - 0.5 * (cov + cov.T)
+        else:
+            v = vs[0]
+            cov = kxx - v.T @ v
         cov = (cov[:, :, None] * (scale ** 2)[None, None, :])
         return mean, (cov[:, :, 0] if cov.shape[2] == 1 else cov)
     var = xp.concatenate(variances)
@@ -208,10 +235,11 @@ class Operations:
     def log_marginal_likelihood(self, x, y, noise, k, k_grad, *, plan, eval_gradient):
         return lml_body(self.la, x, y, noise, k, k_grad, plan=plan, eval_gradient=eval_gradient)
 
-    def fit(self, x, y, noise, k, train, *, plan, jitter):
-        return fit_body(self.la, x, y, noise, k, train, plan=plan, jitter=jitter)
+    def fit(self, x, y, noise, k, train, *, plan, jitter, precision="float64"):
+        return fit_body(self.la, x, y, noise, k, train, plan=plan, jitter=jitter,
+                        precision=precision)
 
-    def predict(self, xq, train, scale, shift, kq, kdiag, kqq, *, plan, mode):
+    def predict(self, xq, train, scale, shift, kq, kdiag, kqq, *, plan, mode, refine=None):
         x, L, a = self.la.training(train)
         return predict_body(self.la, xq, x, L, a, scale, shift, kq, kdiag, kqq, plan=plan,
-                            mode=mode)
+                            mode=mode, refine=refine)

@@ -384,20 +384,36 @@ class KernelPlan:
         step = max(1, self.block_elements // max(m, 1))
         return [(i, min(i + step, n)) for i in range(0, n, step)]
 
-    def matrix(self, x, y=None, shift=None):
-        """``k(x, y)`` of shape ``(n, m)`` (``k(x)`` with White noise when ``y`` is None)."""
+    def matrix(self, x, y=None, shift=None, dtype=None):
+        """``k(x, y)`` of shape ``(n, m)`` (``k(x)`` with White noise when ``y`` is None),
+        stored in ``dtype`` (default ``x``'s; each row block is computed in ``x``'s dtype,
+        then rounded into the result)."""
         xp = namespace(x)
         same, y = y is None, x if y is None else y
         shift = x.mean(axis=0) if shift is None else shift
+        dtype = x.dtype if dtype is None else np.dtype(dtype)
         rows = self._rows(x.shape[0], y.shape[0])
         if len(rows) == 1:  # one block: its value is already a fresh array of the right shape
             value = self.root.value(_Block(x, y, 0, same, shift))
             if getattr(value, "shape", None) == (x.shape[0], y.shape[0]) and \
-                    value.dtype == x.dtype and value.flags.c_contiguous:
+                    value.dtype == dtype and value.flags.c_contiguous:
                 return value
-        out = xp.empty((x.shape[0], y.shape[0]), dtype=x.dtype)
+        out = xp.empty((x.shape[0], y.shape[0]), dtype=dtype)
         for i0, i1 in rows:
             out[i0:i1] = self.root.value(_Block(x[i0:i1], y, i0, same, shift))
+        return out
+
+    def product(self, x, v, shift=None):
+        """``k(x) @ v`` (White noise included) for ``v`` of shape ``(n,)`` or ``(n, t)``, with
+        ``k(x)`` made row block by row block in ``x``'s dtype and never stored whole: what
+        the mixed-precision solves (:mod:`._mixed_xp`) refine against."""
+        xp = namespace(x)
+        shift = x.mean(axis=0) if shift is None else shift
+        n = x.shape[0]
+        out = xp.empty(v.shape, dtype=np.result_type(x.dtype, v.dtype))
+        for i0, i1 in self._rows(n, n):
+            block = self.root.value(_Block(x[i0:i1], x, i0, True, shift))
+            out[i0:i1] = xp.broadcast_to(xp.asarray(block, dtype=x.dtype), (i1 - i0, n)) @ v
         return out
 
     def diag(self, x):

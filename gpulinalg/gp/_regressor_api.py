@@ -10,7 +10,7 @@ host-only pieces (the optimizer, ``normalize_y``, the prior, ``sample_y``'s draw
 import numbers
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
@@ -38,12 +38,15 @@ class _Training:
     ``alpha`` on the host; the factor ``L`` on the host, or, when ``fit`` ran on the GPU and
     ``keep`` (a model large enough to stay), only in ``device`` (``(x, L, alpha)`` there) until
     ``L_`` is read. See ``keep`` and ``training`` in :mod:`._engine_host` and
-    :mod:`._engine_cuda`."""
+    :mod:`._engine_cuda`. ``refine``: for a mixed-precision fit (float32 ``L``), the diagonal
+    it added to ``k(X)`` (noise plus jitter, on the host), which predict's refined solves
+    need; ``None`` otherwise."""
 
-    __slots__ = ("x", "L", "alpha", "device", "keep")
+    __slots__ = ("x", "L", "alpha", "device", "keep", "refine")
 
-    def __init__(self, x, L, alpha, keep):
+    def __init__(self, x, L, alpha, keep, refine=None):
         self.x, self.L, self.alpha, self.device, self.keep = x, L, alpha, None, keep
+        self.refine = refine
 
     @property
     def host(self):
@@ -53,10 +56,11 @@ class _Training:
         return self.x, self.L, self.alpha
 
     def __getstate__(self):  # the host arrays only (GPU copies are not pickled)
-        return self.host, self.keep
+        return self.host, self.keep, self.refine
 
     def __setstate__(self, state):
-        (self.x, self.L, self.alpha), self.keep = state
+        (self.x, self.L, self.alpha), self.keep, *rest = state
+        self.refine = rest[0] if rest else None
         self.device = None
 
 
@@ -74,12 +78,14 @@ def _validate_data(est, *args, **kwargs):
     return validate_data(est, *args, **kwargs)
 
 
-def _fit_cost(n, t, d, jitter):
-    """``(nbytes, flops)`` of ``fit``'s final factorization on ``n`` points: the kernel matrix,
-    factored in place (a copy more per retry of ``jitter="auto"``), and its row blocks."""
+def _fit_cost(n, t, d, jitter, item=8):
+    """``(nbytes, flops)`` of ``fit``'s final factorization on ``n`` points: the kernel matrix
+    of ``item``-byte entries (4: mixed precision), factored in place (a copy more per retry of
+    ``jitter="auto"``), and its row blocks."""
     block = min(n * n, BLOCK_ELEMENTS)
     copies = 2 if jitter == "auto" else 1
-    nbytes = 8 * (copies * n * n + 6 * block + n * (2 * t + d + 4))
+    refine = 0 if item == 8 else 3 * t  # mixed: the refinement's residual, step, solution
+    nbytes = item * copies * n * n + 8 * (6 * block + n * (2 * t + d + 4 + refine))
     return nbytes, n ** 3 / 3 + 2 * n * n * t
 
 
@@ -136,6 +142,17 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         scikit-learn. ``"auto"``: retry with growing diagonal jitter (see
         :func:`gpulinalg.gp.exact_gp_solve`), with a warning at each retry. A number: add
         exactly that.
+    precision : {"float64", "mixed"}, default "float64"
+        gpulinalg's addition, for ``fit``'s final factorization and ``predict``. ``"mixed"``
+        stores the kernel matrix and its Cholesky factor in float32 (half the memory: an
+        exact GP on 100 000 points holds 40 GB instead of 80) and refines every solve with
+        them in float64 against the kernel, recomputed block by block, so that ``alpha_``
+        and the predictions match the float64 ones to about 1e-10 of their scale where the
+        kernel matrix is conditioned well enough for float32 (an
+        :class:`~gpulinalg.IllConditionedWarning` says when it is not). ``L_`` is then the
+        float32 factor and ``log_marginal_likelihood_value_`` (with ``optimizer=None``) comes
+        from it (about 1e-5 relative). Needs a kernel gpulinalg evaluates itself (see
+        above); the optimizer's evaluations stay in float64. See :doc:`/gp`.
 
     Attributes
     ----------
@@ -198,7 +215,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                  n_restarts_optimizer: int = 0, normalize_y: bool = False,
                  copy_X_train: bool = True, n_targets: int | None = None,
                  random_state: int | np.random.RandomState | None = None,
-                 jitter: str | float | None = None) -> None:
+                 jitter: str | float | None = None,
+                 precision: Literal["float64", "mixed"] = "float64") -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
@@ -208,6 +226,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.n_targets = n_targets
         self.random_state = random_state
         self.jitter = jitter
+        self.precision = precision
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -233,6 +252,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         check_jitter(self.jitter)
+        if self.precision not in ("float64", "mixed"):
+            raise ValueError(f"precision must be 'float64' or 'mixed', got {self.precision!r}")
 
     def _noise(self, n):
         alpha = self.alpha
@@ -261,6 +282,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self : GaussianProcessRegressor
         """
         if is_dask(X, y):  # kernel tiles and the blocked Cholesky on the user's cluster
+            if self.precision != "float64":
+                raise ValueError("precision='mixed' is not available for Dask arrays: their "
+                                 "kernel matrix is tiled over the cluster already")
             return _on_dask("gp.GaussianProcessRegressor.fit", _regressor_dask.fit,
                             (self, X, y), {})
         self._check_params()
@@ -304,6 +328,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def L_(self, value: np.ndarray) -> None:
         fitted = self.__dict__.get("_fitted")
         x, alpha = (fitted.x, fitted.alpha) if fitted is not None else (None, None)
+        # a factor set here is used as it is: plain triangular solves, no refinement
         self._fitted = _Training(x, value, alpha, keep=value.shape[0] >= RESIDENT_MIN_N)
 
     def _targets(self):
@@ -351,14 +376,22 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """One dispatch of ``fit``'s final factorization; the factor lands in ``_fitted``."""
         kernel, y = self.kernel_, self._targets()
         plan, x = self._plan(kernel)
+        mixed = self.precision == "mixed"
+        if mixed and plan is None:
+            raise ValueError(f"precision='mixed' needs a kernel that gpulinalg evaluates "
+                             f"itself (RBF, Matern, RationalQuadratic, WhiteKernel, "
+                             f"ConstantKernel, DotProduct, their sums and products, on "
+                             f"numeric X); got {kernel}")
         k = None if plan is not None else np.asarray(kernel(self.X_train_), dtype=np.float64)
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
-        nbytes, flops = _fit_cost(n, t, 0 if x is None else x.shape[1], self.jitter)
+        nbytes, flops = _fit_cost(n, t, 0 if x is None else x.shape[1], self.jitter,
+                                  item=4 if mixed else 8)
         train = _Training(x, None, None, keep=n >= RESIDENT_MIN_N)
+        noise = self._noise(n)
         try:
             res = dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
-                           (x, y, self._noise(n), k, train),
-                           {"plan": plan, "jitter": self.jitter},
+                           (x, y, noise, k, train),
+                           {"plan": plan, "jitter": self.jitter, "precision": self.precision},
                            nbytes=nbytes, flops=flops, like=y)
         except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
@@ -366,6 +399,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
         train.alpha = res.alpha
+        train.refine = noise + res.jitter if mixed else None
         self._fitted = train
         return res
 
@@ -486,15 +520,16 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         t = self.alpha_.shape[1] if self.alpha_.ndim == 2 else 1
         rows = min(m, max(1, PREDICT_BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
         resident = train.device is not None  # the factor is on the GPU already
-        nbytes = 8 * ((0 if resident else n * n) + 4 * rows * n + m * (t + 2)
-                      + (m * m if mode == "cov" else 0))
+        item = 8 if train.refine is None else 4  # mixed: a float32 factor, 3 more blocks
+        nbytes = (0 if resident else item * n * n) + 8 * (
+            (4 if item == 8 else 7) * rows * n + m * (t + 2) + (m * m if mode == "cov" else 0))
         # A resident model's training arrays need no transfer: always worth the GPU when there.
         flops = None if train.keep else 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
         mean, extra = dispatch(
             "gp.predict", _engine_cuda.predict, _engine_host.predict,
             (xq, train, np.atleast_1d(self._y_train_std), np.atleast_1d(self._y_train_mean),
              kq, kdiag, kqq),
-            {"plan": plan, "mode": mode}, nbytes=nbytes, flops=flops,
+            {"plan": plan, "mode": mode, "refine": train.refine}, nbytes=nbytes, flops=flops,
             like=like if like is not None else self.alpha_)
         return mean if mode == "mean" else (mean, extra)
 

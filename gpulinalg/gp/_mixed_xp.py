@@ -1,0 +1,106 @@
+"""Mixed precision for the largest exact GPs (``precision="mixed"``): the kernel matrix and its
+Cholesky factor in float32, every solve with them refined to float64 accuracy.
+
+An exact GP at n = 100 000 holds an 80 GB float64 kernel matrix; in float32 it takes 40 GB,
+so the largest ``n`` that fits on one GPU grows by a factor of about 1.4. A float32 factor used
+as it is moves the predictions by about ``kappa(K) eps32`` of their scale (1e-5 on the
+benchmark's problem, where float64 agrees with scikit-learn to 1e-9). Here the float32 factor
+is a preconditioner only: each solve ``K^-1 b`` (``fit``'s ``alpha``; ``K^-1 k(X, X*)`` for
+``predict``'s spread) is refined by classical iterative refinement, with the residual
+``b - K x`` in float64 and ``K x`` made from the kernel row block by row block
+(:meth:`~._kernels_xp.KernelPlan.product`), never stored. Each step multiplies the error by
+about ``kappa(K) eps32``; one or two steps reach the float64 solution's accuracy when
+``kappa(K) eps32`` is well below 1, and when it is not the refinement stalls and says so
+(:class:`~gpulinalg.IllConditionedWarning`).
+
+Written once for NumPy and CuPy, on the engine ``la`` of :mod:`._fit_xp`.
+"""
+
+import numpy as np
+
+from .._runtime.errors import IllConditionedWarning, warn
+from .._runtime.validation import namespace
+from ._results import GPSolveResult
+from ._solve_xp import cholesky_jitter, gaussian_lml
+
+__all__ = ["LOW", "MAX_STEPS", "TOL", "ACCEPT", "Operator", "refined_solve", "mixed_solve"]
+
+#: The dtype of the kernel matrix and its factor.
+LOW = np.dtype(np.float32)
+#: Most refinement steps of one solve.
+MAX_STEPS = 8
+#: Refinement stops once a step's correction is at most this fraction of the solution.
+TOL = 1e-12
+#: A refinement that stalls (a correction more than half the previous one) with its last
+#: correction at most this fraction of the solution has reached float64's own accuracy for
+#: this ``K``; above it, a warning says how far it got.
+ACCEPT = 1e-9
+
+
+class Operator:
+    """``v -> (k(X) + diag(d)) v`` in float64 from the kernel ``plan``, made row block by row
+    block (``d``: the noise ``alpha``, a number or one per point, plus the jitter that the
+    factorization added)."""
+
+    def __init__(self, plan, x, diag):
+        self.plan, self.x, self.shift = plan, x, x.mean(axis=0)
+        self.diag = diag
+
+    def __call__(self, v):
+        out = self.plan.product(self.x, v, shift=self.shift)
+        d = self.diag
+        if getattr(d, "ndim", 0):  # one alpha per point: scales rows
+            d = d.reshape((-1,) + (1,) * (v.ndim - 1))
+        out += d * v
+        return out
+
+
+def _solve_low(la, L, b):
+    """``K^-1 b`` with the float32 factor ``L``, ``b`` scaled per column into float32's range
+    first (a residual can be far below its solution's scale); the result in ``b``'s dtype."""
+    xp = namespace(b)
+    scale = xp.abs(b).max(axis=0, keepdims=True)
+    scale = xp.where(scale > 0, scale, 1.0)
+    z = la.cho_solve(L, True, (b / scale).astype(LOW), True, LOW)
+    return z.astype(b.dtype) * scale
+
+
+def refined_solve(la, L, apply, b):
+    """``x = K^-1 b`` in ``b``'s dtype (float64) from the float32 factor ``L`` of ``K`` and
+    ``apply(v) = K v`` in float64: one float32 solve, then refinement steps ``x += K^-1 (b -
+    K x)`` until a correction is at most :data:`TOL` of ``x`` (one read-back per step).
+    Returns ``(x, steps)``."""
+    xp = namespace(b)
+    x = _solve_low(la, L, b)
+    previous, size, steps = None, 0.0, 0
+    while steps < MAX_STEPS:
+        d = _solve_low(la, L, b - apply(x))
+        x += d
+        steps += 1
+        top = float(xp.abs(x).max()) if x.size else 0.0
+        size = float(xp.abs(d).max()) / top if top > 0 else 0.0
+        if size <= TOL or (previous is not None and size > previous / 2):
+            break
+        previous = size
+    if size > ACCEPT:
+        warn(f"gpulinalg.gp: the mixed-precision solve stopped after {steps} refinement "
+             f"steps with a last correction of {size:.1e} of the solution: the kernel matrix "
+             "is too ill conditioned for a float32 factor (precision='float64' avoids this, "
+             "at twice the memory)", IllConditionedWarning)
+    return x, steps
+
+
+def mixed_solve(la, k, x, y, noise, plan, *, jitter):
+    """``fit``'s final factorization in mixed precision, after :func:`._fit_xp.fit_body` has
+    built the kernel matrix ``k`` in float32 tiles (:data:`LOW`, the noise on its diagonal):
+    ``k`` factored in place (the jitter schedule as in float64), ``alpha`` refined in float64
+    against ``k(X) + diag(noise + jitter)``, ``log |K|`` from the float32 factor (summed in
+    float64)."""
+    L, used = cholesky_jitter(la, k, jitter, overwrite_k=True, symmetric=True)
+    del k
+    xp = namespace(L)
+    alpha, _ = refined_solve(la, L, Operator(plan, x, noise + used), y)
+    logdet = 2.0 * float(xp.log(L.diagonal().astype(np.float64)).sum())
+    y2 = y.reshape(y.shape[0], -1)
+    lml = gaussian_lml(y2, alpha.reshape(y2.shape), logdet)
+    return GPSolveResult(alpha, L, logdet, lml, float(used))
