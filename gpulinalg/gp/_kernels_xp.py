@@ -396,8 +396,8 @@ class KernelPlan:
         if len(rows) == 1:  # one block: its value is already a fresh array of the right shape
             value = self.root.value(_Block(x, y, 0, same, shift))
             if getattr(value, "shape", None) == (x.shape[0], y.shape[0]) and \
-                    value.dtype == dtype and value.flags.c_contiguous:
-                return value
+                    value.flags.c_contiguous:
+                return value if value.dtype == dtype else value.astype(dtype)
         out = xp.empty((x.shape[0], y.shape[0]), dtype=dtype)
         for i0, i1 in rows:
             out[i0:i1] = self.root.value(_Block(x[i0:i1], y, i0, same, shift))
