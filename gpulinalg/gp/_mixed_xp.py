@@ -59,10 +59,13 @@ def _solve_low(la, L, b):
     """``K^-1 b`` with the float32 factor ``L``, ``b`` scaled per column into float32's range
     first (a residual can be far below its solution's scale); the result in ``b``'s dtype."""
     xp = namespace(b)
-    scale = xp.abs(b).max(axis=0, keepdims=True)
+    if b.shape[0] == 0:
+        return xp.zeros(b.shape, dtype=b.dtype)
+    scale = xp.maximum(b.max(axis=0, keepdims=True), -b.min(axis=0, keepdims=True))
     scale = xp.where(scale > 0, scale, 1.0)
-    z = la.cho_solve(L, True, (b / scale).astype(LOW), True, LOW)
-    return z.astype(b.dtype) * scale
+    low = xp.empty(b.shape, dtype=LOW)
+    xp.divide(b, scale, out=low)  # rounded into float32 as it is written: no float64 copy
+    return la.cho_solve(L, True, low, True, LOW) * scale  # float32 * float64: float64
 
 
 def refined_solve(la, L, apply, b):
@@ -74,7 +77,10 @@ def refined_solve(la, L, apply, b):
     x = _solve_low(la, L, b)
     previous, size, steps = None, 0.0, 0
     while steps < MAX_STEPS:
-        d = _solve_low(la, L, b - apply(x))
+        r = apply(x)
+        xp.subtract(b, r, out=r)  # the residual in the product's own memory
+        d = _solve_low(la, L, r)
+        del r
         x += d
         steps += 1
         top = float(xp.abs(x).max()) if x.size else 0.0
