@@ -249,17 +249,8 @@ def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", round
                "perf_counter": clock}
         if kind == "torch":
             fns.update(_engine_steps(a, b, bias, spec, gpu))
-        full = [0]
-        real = dispatch.dispatch
-
-        def counted(*args, **kwargs):
-            full[0] += 1
-            return real(*args, **kwargs)
-        dispatch.dispatch = counted
-        try:
+        with full_dispatches() as full:
             steps = _interleaved(fns, calls, rounds, sync)
-        finally:
-            dispatch.dispatch = real
         held = decision.settings is settings
     steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
     steps["matmul's own frame"] = (steps["whole call"] - steps["again + engine"] - steps["key"]
@@ -288,6 +279,23 @@ def _interleaved(fns, calls, rounds, sync):
             sync()
             best[name] = min(best[name], (time.perf_counter_ns() - t0) / calls / 1000)
     return best
+
+
+@contextlib.contextmanager
+def full_dispatches():
+    """Count the dispatcher's full decisions (``dispatch.dispatch`` calls) in the block: a
+    one-element list, 0 when every repeat took ``again``'s short road."""
+    from gpulinalg._runtime import dispatch
+    full, real = [0], dispatch.dispatch
+
+    def counted(*args, **kwargs):
+        full[0] += 1
+        return real(*args, **kwargs)
+    dispatch.dispatch = counted
+    try:
+        yield full
+    finally:
+        dispatch.dispatch = real
 
 
 def _idle_decision(dispatch, decision):

@@ -445,7 +445,11 @@ def checks(summarize, finite):
     """The ``checks`` argument of ``gl_small_trsm``: bit 0 ``summarize`` (fold the flags and
     the bound into the summary), bit 1 ``finite`` (read and flag the whole of ``a``, SciPy's
     ``check_finite``; else its triangle only)."""
-    return np.int32((1 if summarize else 0) | (2 if finite else 0))
+    return _CHECKS[(1 if summarize else 0) | (2 if finite else 0)]
+
+
+#: The four ``checks`` arguments, made once (a NumPy scalar costs a microsecond per call).
+_CHECKS = tuple(np.int32(v) for v in range(4))
 
 
 def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
