@@ -192,3 +192,15 @@ def test_mixed_on_gpu_matches_the_formulas(xp_gpu):
     assert peak < 4 * n * n + 7 * 8 * BLOCK_ELEMENTS, peak
     assert rel(mean, mean_r) < 1e-9 and rel(std, std_r) < 1e-9
     assert rel(np.sqrt(np.diag(cov)), std_r[:50]) < 1e-9
+
+
+def test_sample_y_and_switching_precision():
+    x, y, xq, kernel = problem(200, 12, seed=15)
+    with gpulinalg.config(backend="cpu"):
+        ref = fitted(kernel, x, y)
+        gp = fitted(kernel, x, y, precision="mixed")
+        np.testing.assert_allclose(gp.sample_y(xq, 3, random_state=1),
+                                   ref.sample_y(xq, 3, random_state=1), rtol=1e-7, atol=1e-9)
+        gp.set_params(precision="float64").fit(x, y)  # a refit in float64 drops the refinement
+        assert gp.L_.dtype == np.float64 and gp._fitted.refine is None
+        np.testing.assert_array_equal(gp.predict(xq), ref.predict(xq))
