@@ -86,9 +86,8 @@ def stand_in():
     patch(kernels, "raw_kernel", lambda *args, **kwargs: _StubKernel())
     patch(_fused_cuda, "summary", lambda cp, kind, dev: (summ, totals))
     patch(dispatch, "_op_stream", _NoStream)
-    workspaces = dict(_wide_trsm_cuda._workspaces.by_device)
-    _wide_trsm_cuda._workspaces.by_device[0] = (
-        cupy, cupy_array(_wide_trsm_cuda.identities(1 << 12)))
+    ws = cupy_array(_wide_trsm_cuda.identities(1 << 12))
+    patch(_wide_trsm_cuda, "workspace", lambda cp, dev, words: ws)
     allocator = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(_host_alloc)
     _triangular_cuda._PLANS.clear()
@@ -98,8 +97,6 @@ def stand_in():
     finally:
         cupy.cuda.set_allocator(allocator)
         _triangular_cuda._PLANS.clear()
-        _wide_trsm_cuda._workspaces.by_device.clear()
-        _wide_trsm_cuda._workspaces.by_device.update(workspaces)
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
         device._state.clear()

@@ -373,19 +373,25 @@ def test_gpu_fused_trsm_finite_checks_read_the_whole_matrix(xp_gpu, rng):
         solve_triangular(cp.asarray(t), bb, lower=True)
 
 
-@pytest.mark.gpu
-def test_gpu_fused_failures_name_the_slice(xp_gpu, rng):
-    cp = xp_gpu
-    a = spd(rng, (3, 4), 16, np.float64)
-    a[2, 1, 7, 7] = -100.0
+def assert_cholesky_failures(cp, a, i):
+    """The device ``cholesky`` of the SPD stack ``a`` (3, 2 or more, n, n) with entry ``(i, i)``
+    of matrix ``(2, 1)`` spoilt: -100 names that matrix and minor ``i + 1``; NaN fails SciPy's
+    check, and without it names the matrix. ``a`` is left with the NaN."""
+    a[2, 1, i, i] = -100.0
     with pytest.raises(NotPositiveDefiniteError) as info:
         cholesky(cp.asarray(a))
-    assert info.value.batch_index == (2, 1) and info.value.minor == 8
-    a[2, 1, 7, 7] = np.nan
+    assert info.value.batch_index == (2, 1) and info.value.minor == i + 1
+    a[2, 1, i, i] = np.nan
     with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
         cholesky(cp.asarray(a))
     with pytest.raises(ValueError, match=r"batch entry \(2, 1\)"):
         cholesky(cp.asarray(a), check_finite=False)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_failures_name_the_slice(xp_gpu, rng):
+    cp = xp_gpu
+    assert_cholesky_failures(cp, spd(rng, (3, 4), 16, np.float64), 7)
     t = np.tril(rng.standard_normal((4, 32, 32))) + 4 * np.eye(32)
     t[3, 9, 9] = 0
     with pytest.raises(SingularMatrixError, match=r"batch entry \(3,\).*entry 9"):

@@ -197,6 +197,15 @@ def test_emulated_explicit_driver_takes_the_library(emu, rng):
 
 # -- the device ---------------------------------------------------------------------------------
 
+def fused_on_gpu(xp_gpu, a, full, compute_uv):
+    """``svd`` of the stack ``a`` on the device, checked to have taken the fused kernel; the
+    result on the host."""
+    with gpulinalg.config(backend="gpu"):
+        out = svd(xp_gpu.asarray(a), full_matrices=full, compute_uv=compute_uv)
+    assert gpulinalg.last_run().details.get("driver") == "fused"
+    return xp_gpu.asnumpy(out) if not compute_uv else tuple(xp_gpu.asnumpy(x) for x in out)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 1, 1), (3, 5, 3), (3, 3, 5), (64, 8, 8), (512, 32, 32),
@@ -204,10 +213,7 @@ def test_emulated_explicit_driver_takes_the_library(emu, rng):
 @pytest.mark.parametrize("full, compute_uv", [(False, True), (True, True), (False, False)])
 def test_gpu_fused_svd_against_numpy(xp_gpu, rng, dtype, shape, full, compute_uv):
     a = stack(rng, shape, dtype)
-    with gpulinalg.config(backend="gpu"):
-        out = svd(xp_gpu.asarray(a), full_matrices=full, compute_uv=compute_uv)
-    assert gpulinalg.last_run().details.get("driver") == "fused"
-    out = xp_gpu.asnumpy(out) if not compute_uv else tuple(xp_gpu.asnumpy(x) for x in out)
+    out = fused_on_gpu(xp_gpu, a, full, compute_uv)
     check(a, out, full, compute_uv, dtype, slices=[(0,), (shape[0] - 1,)] if shape[0] > 8
           else None)
 
@@ -218,10 +224,7 @@ def test_gpu_fused_svd_against_numpy(xp_gpu, rng, dtype, shape, full, compute_uv
 @pytest.mark.parametrize("full, compute_uv", [(False, True), (True, True), (False, False)])
 def test_gpu_fused_svd_to_order_64(xp_gpu, rng, dtype, shape, full, compute_uv):
     a = stack(rng, shape, dtype)
-    with gpulinalg.config(backend="gpu"):
-        out = svd(xp_gpu.asarray(a), full_matrices=full, compute_uv=compute_uv)
-    assert gpulinalg.last_run().details.get("driver") == "fused"
-    out = xp_gpu.asnumpy(out) if not compute_uv else tuple(xp_gpu.asnumpy(x) for x in out)
+    out = fused_on_gpu(xp_gpu, a, full, compute_uv)
     check(a, out, full, compute_uv, dtype, slices=[(0,), (shape[0] - 1,)], bar=BAR_64)
     if compute_uv and not full:  # the same factors as per-matrix Jacobi (random: clear gaps)
         a0 = xp_gpu.asarray(a[:2])

@@ -13,6 +13,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _stre
                               cho_factor, cho_solve, cholesky)
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from test_decomp_fused import assert_cholesky_failures, spd
 
 
 @pytest.fixture
@@ -27,13 +28,6 @@ def streamed(monkeypatch):
     monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((64, 2, "fused"),
                                                        (math.inf, 2, "stream"),
                                                        (math.inf, 1, "looped")))
-
-
-def spd(rng, batch, n, dtype):
-    x = rng.standard_normal(batch + (n, n))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(batch + (n, n))
-    return (x @ np.conj(x.swapaxes(-1, -2)) / n + np.eye(n)).astype(dtype)
 
 
 def test_fits_real_and_complex64_up_to_its_order():
@@ -115,15 +109,7 @@ def test_gpu_stream_cholesky_equals_numpy(xp_gpu, streamed, rng, dtype, n):
 def test_gpu_stream_cholesky_failures(xp_gpu, streamed, rng):
     cp = xp_gpu
     a = spd(rng, (3, 2), 200, np.float64)
-    a[2, 1, 150, 150] = -100.0
-    with pytest.raises(NotPositiveDefiniteError) as info:
-        cholesky(cp.asarray(a))
-    assert info.value.batch_index == (2, 1) and info.value.minor == 151
-    a[2, 1, 150, 150] = np.nan
-    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
-        cholesky(cp.asarray(a))
-    with pytest.raises(ValueError, match=r"batch entry \(2, 1\)"):
-        cholesky(cp.asarray(a), check_finite=False)
+    assert_cholesky_failures(cp, a, 150)
     a[2, 1, 150, 150] = 1.0
     a[0, 0, 3, 190] = np.inf  # the triangle potrf does not read: SciPy's check refuses it
     with pytest.raises(ValueError, match="a must not contain infs or NaNs"):

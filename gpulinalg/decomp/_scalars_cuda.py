@@ -11,7 +11,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["SCALAR_PREAMBLE", "SUMMARY_PREAMBLE", "KERNEL_TYPES", "size_class", "summary_buffer"]
+__all__ = ["SCALAR_PREAMBLE", "SUMMARY_PREAMBLE", "KERNEL_TYPES", "size_class", "summary_buffer",
+           "per_thread"]
 
 #: dtype -> (the kernel's element type ``T``, its real type ``R``).
 KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
@@ -72,12 +73,23 @@ def size_class(n, sizes, kernel):
     raise ValueError(f"no fused {kernel} kernel for order {n}")
 
 
-class _Summaries(threading.local):
+class _PerThread(threading.local):
     def __init__(self):
         self.by_key = {}
 
 
-_summaries = _Summaries()
+_per_thread = _PerThread()
+
+
+def per_thread(cupy, key, make, fits=None):
+    """The calling thread's device object ``key`` (it names the device): ``make()`` once per
+    thread and CuPy module, and again when ``fits(obj)`` says the one kept no longer serves.
+    A thread's decomp launches run on its own stream, one after another, so a buffer per
+    thread (a summary, a workspace the launch leaves at rest) serves all of them."""
+    got = _per_thread.by_key.get(key)
+    if got is None or got[0] is not cupy or (fits is not None and not fits(got[1])):
+        got = _per_thread.by_key[key] = (cupy, make())
+    return got[1]
 
 
 #: ``gl_summary``: the device side of :func:`summary_buffer` (``GL_NONE``: "none", the identity
@@ -111,9 +123,7 @@ def summary_buffer(cupy, key, device, id1, id2):
     words, made once with the identities ``id1`` and ``id2`` of words 1 and 2 in place: the
     last block of a launch puts them back) and the view of its 3 read-back words. A call reads
     the totals back before it returns, so one buffer per thread serves all its launches."""
-    got = _summaries.by_key.get((key, device))
-    if got is None or got[0] is not cupy:
+    def make():
         buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
-        got = (cupy, buf, buf[4:7])
-        _summaries.by_key[(key, device)] = got
-    return got[1], got[2]
+        return buf, buf[4:7]
+    return per_thread(cupy, ("summary", key, device), make)

@@ -28,12 +28,10 @@ matrix takes about 0.6 ms on an H200). The route table of :mod:`._batched_plan`
 dispatcher's stream.
 """
 
-import threading
-
 import numpy as np
 
 from ._fused_cuda import COMMON, checks, strides_of
-from ._scalars_cuda import KERNEL_TYPES
+from ._scalars_cuda import KERNEL_TYPES, per_thread
 
 __all__ = ["fits", "launch_args", "trsm", "workspace", "PANEL", "MAX_RHS", "MAX_ORDER",
            "HEADER", "identities"]
@@ -350,24 +348,14 @@ def identities(words):
     return w
 
 
-class _Workspaces(threading.local):
-    def __init__(self):
-        self.by_device = {}
-
-
-_workspaces = _Workspaces()
-
-
 def workspace(cupy, device, words):
     """The calling thread's workspace on ``device``, at least ``words`` long (made, or made
-    longer, with :func:`identities`; a launch leaves it as it found it). A thread's decomp
-    launches run on its own stream (:class:`.._runtime.streams.op_stream`), one after another,
-    so one workspace per thread and device serves them all: two launches never share one."""
-    got = _workspaces.by_device.get(device)
-    if got is None or got[0] is not cupy or got[1].size < words:
-        got = (cupy, cupy.asarray(identities(max(words, 1024))))
-        _workspaces.by_device[device] = got
-    return got[1]
+    longer, with :func:`identities`; a launch leaves it as it found it), kept by
+    :func:`._scalars_cuda.per_thread`: a thread's launches run one after another on its own
+    stream, so two launches never share one."""
+    return per_thread(cupy, ("wide workspace", device),
+                      lambda: cupy.asarray(identities(max(words, 1024))),
+                      fits=lambda ws: ws.size >= words)
 
 
 def blocks(n, k, mode):
