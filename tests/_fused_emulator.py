@@ -23,6 +23,17 @@ def _summarize(calls, summ, flags, word1, word2):
     calls["summary"] += 1
 
 
+def cond_bound(dmax, dmin, scale, xn, squared):
+    """The conditioning rule's bound of one matrix from the kernels' figures: the diagonal's
+    largest and smallest magnitude, each column's largest entry of ``b`` (``scale``) and of
+    the solution (``xn``); squared for ``cho_solve``. NaN sticks, as in the kernels."""
+    with np.errstate(all="ignore"):
+        diag = dmax / (dmin if dmin > 0 else 1.0)
+        ratio = np.where(scale > 0, xn / np.where(scale > 0, scale, 1.0), 0.0)
+        rhs = (dmax * dmax) * ratio if squared else dmax * ratio
+        return np.max(np.append(rhs, diag * diag if squared else diag))
+
+
 def _order_bits(v):
     """The kernel's gl_order_bits: NaN above everything, other non-negative doubles as bits."""
     if np.isnan(v):
@@ -151,11 +162,7 @@ def small_trsm(calls, grid, args):
                     y[:j] -= m[j, :j, None].conj() * y[j]
             xv[b] = y
             xn = np.abs(y).max(axis=0).astype(np.float64)
-            dmax, dmin = d.max(), d.min()
-            diag = dmax / (dmin if dmin > 0 else 1.0)
-            ratio = np.where(scale > 0, xn / np.where(scale > 0, scale, 1.0), 0.0)
-            rhs = (dmax * dmax) * ratio if squared else dmax * ratio
-            cond = np.max(np.append(rhs, diag * diag if squared else diag))
+        cond = cond_bound(d.max(), d.min(), scale, xn, squared)
         bound = np.nan if np.isnan(cond) or np.isnan(bound) else max(bound, cond)
     if summarize:
         _summarize(calls, summ, flags, _order_bits(bound), _NONE)

@@ -7,7 +7,7 @@ flags, figures and identities, and the summary of the last block."""
 
 import numpy as np
 
-from _fused_emulator import _NONE, _order_bits, _strided, _summarize
+from _fused_emulator import _NONE, _order_bits, _strided, _summarize, cond_bound
 
 PR = 64
 
@@ -117,14 +117,7 @@ def wide_trsm(calls, grid, block, args, shared_mem):
         flags[own * panels + pi] = True
     ws[0] = 0
     if checks & 1:
-        f0, f1 = (1.0, 1.0) if unit else (dmax, dmin)
-        with np.errstate(all="ignore"):
-            diag1 = f0 / (f1 if f1 > 0 else 1.0)
-            bd = diag1 * diag1 if squared else diag1
-            dm = f0 * f0 if squared else f0
-            for c in range(k):  # the kernel's gl_max: NaN sticks
-                val = dm * (mx[c] / sc[c] if sc[c] > 0 else 0.0)
-                bd = bd if (np.isnan(bd) or bd >= val) else val
+        bd = cond_bound(*((1.0, 1.0) if unit else (dmax, dmin)), sc, mx, squared)
         fl |= 4 if (zero != _NONE and not unit) else 0
         _summarize(calls, summ, fl, _order_bits(bd), _NONE)
     assert _bits_to_float(int(ws[3])) == np.inf and int(ws[4]) == _NONE
