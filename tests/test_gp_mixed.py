@@ -141,6 +141,51 @@ def test_refinement_counts_its_steps():
     assert not zero.any()
 
 
+class _Counted:
+    def __init__(self, op):
+        self.op, self.calls = op, 0
+
+    def __call__(self, v):
+        self.calls += 1
+        return self.op(v)
+
+
+def _spread_problem(n=600):
+    x, _, xq, kernel = problem(n, 40, seed=16)
+    plan = compile_kernel(kernel, D)
+    K = plan.matrix(x)
+    K[np.diag_indices_from(K)] += 1e-10
+    L = np.linalg.cholesky(K.astype(np.float32))
+    k = plan.matrix(xq, x).T
+    return K, L, k, plan.diag(xq), plan.matrix(xq), _Counted(_mixed_xp.Operator(plan, x, 1e-10))
+
+
+def test_spread_takes_one_product_and_three_terms():
+    """predict's spread from one float32 solve, one product and one float32 triangular solve;
+    the third term (second order in the float32 solve's error) is what brings it to float64."""
+    K, L, k, prior, kxx, op = _spread_problem()
+    exact = (k * np.linalg.solve(K, k)).sum(axis=0)
+    q, t = _mixed_xp.quadratic(_engine_host, L, op, k)
+    assert op.calls == 1 and (t > 0).all()
+    assert rel(q, exact) < 1e-13 and rel(q - t, exact) > 1e3 * rel(q, exact)
+    var = _mixed_xp.spread(_engine_host, L, op, k, prior)
+    assert op.calls == 2 and rel(var, prior - exact) < 1e-12
+    cov = _mixed_xp.spread(_engine_host, L, op, k, kxx, full=True)
+    assert op.calls == 3 and np.abs(cov - cov.T).max() <= 1e-15 * np.abs(cov).max()
+    assert rel(cov, kxx - k.T @ np.linalg.solve(K, k)) < 1e-12
+
+
+def test_spread_refines_where_its_estimate_is_above_the_bar(monkeypatch):
+    K, L, k, prior, kxx, op = _spread_problem(300)
+    monkeypatch.setattr(_mixed_xp, "ACCEPT", 0.0)
+    monkeypatch.setattr(_mixed_xp, "TOL", 0.0)
+    monkeypatch.setattr(_mixed_xp, "MAX_STEPS", 3)
+    with pytest.warns(IllConditionedWarning):  # nothing is accepted: the refinement says so
+        var = _mixed_xp.spread(_engine_host, L, op, k, prior)
+    assert op.calls == 1 + 3
+    assert rel(var, prior - (k * np.linalg.solve(K, k)).sum(axis=0)) < 1e-12
+
+
 def test_bad_precision_and_kernels_without_a_plan():
     x, y, _, kernel = problem(30, 1)
     with pytest.raises(ValueError, match="precision must be"):

@@ -166,8 +166,8 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, r
     one triangular solve ``V = L^-1 K(X, X*)`` (``L^-1`` is never formed).
 
     ``refine`` (a mixed-precision fit's float32 ``L``): the diagonal that the fit added to
-    ``k(X)`` (noise plus jitter); the spread then comes from ``W = K^-1 K(X, X*)`` refined in
-    float64 (:func:`._mixed_xp.refined_solve`) as ``k(x*) - K(X*, X) W``.
+    ``k(X)`` (noise plus jitter); the spread then comes from ``K(X*, X) K^-1 K(X, X*)`` to
+    float64's accuracy (:func:`._mixed_xp.spread`).
     """
     xp = namespace(L)
     if refine is not None:
@@ -183,11 +183,10 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, r
         if mode == "mean":
             continue
         if refine is not None:
-            w = _mixed_xp.refined_solve(la, L, op, kt.T)[0]
             if mode == "cov":
-                vs.append((kt, w))
+                vs.append(kt)
             else:
-                variances.append(plan.diag(xq[i0:i1]) - (kt.T * w).sum(axis=0))
+                variances.append(_mixed_xp.spread(la, L, op, kt.T, plan.diag(xq[i0:i1])))
             continue
         v = la.solve_triangular(L, kt.T, 0, True, False, False, L.dtype)
         if mode == "cov":
@@ -202,10 +201,8 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, r
         return mean, None
     if mode == "cov":
         kxx = plan.matrix(xq, shift=center) if plan is not None else kqq
-        if refine is not None:  # K(X*, X) K^-1 K(X, X*), made symmetric
-            kt, w = vs[0]
-            cov = kt @ w
-            cov = kxx - 0.5 * (cov + cov.T)
+        if refine is not None:
+            cov = _mixed_xp.spread(la, L, op, vs[0].T, kxx, full=True)
         else:
             v = vs[0]
             cov = kxx - v.T @ v

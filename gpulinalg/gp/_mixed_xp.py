@@ -13,6 +13,13 @@ about ``kappa(K) eps32``; one or two steps reach the float64 solution's accuracy
 ``kappa(K) eps32`` is well below 1, and when it is not the refinement stalls and says so
 (:class:`~gpulinalg.IllConditionedWarning`).
 
+predict's spread needs only the quadratic form ``k^T K^-1 k`` of each query point's
+cross-kernel column ``k``, not the solve itself: :func:`spread` takes it from one float32
+solve ``w``, one product for its residual ``r = k - K w`` and one float32 triangular solve
+``L^-1 r`` (:func:`quadratic`), whose error is of third order in the float32 solve's, where a
+refined solve needs a product and a float32 solve per step. Where its own estimate of that
+error is above float64's bar, it refines the solve instead.
+
 Written once for NumPy and CuPy, on the engine ``la`` of :mod:`._fit_xp`.
 """
 
@@ -23,7 +30,8 @@ from .._runtime.validation import namespace
 from ._results import GPSolveResult
 from ._solve_xp import cholesky_jitter, gaussian_lml
 
-__all__ = ["LOW", "MAX_STEPS", "TOL", "ACCEPT", "Operator", "refined_solve", "mixed_solve"]
+__all__ = ["LOW", "MAX_STEPS", "TOL", "ACCEPT", "Operator", "refined_solve", "quadratic",
+           "spread", "mixed_solve"]
 
 #: The dtype of the kernel matrix and its factor.
 LOW = np.dtype(np.float32)
@@ -55,16 +63,25 @@ class Operator:
         return out
 
 
-def _solve_low(la, L, b):
-    """``K^-1 b`` with the float32 factor ``L``, ``b`` scaled per column into float32's range
-    first (a residual can be far below its solution's scale); the result in ``b``'s dtype."""
+def _to_low(b):
+    """``(low, scale)``: ``b`` scaled per column into float32's range (a residual can be far
+    below its solution's scale) and rounded into float32 as it is written (no float64 copy),
+    and the per-column scale ``(1, ...)``."""
     xp = namespace(b)
-    if b.shape[0] == 0:
-        return xp.zeros(b.shape, dtype=b.dtype)
     scale = xp.maximum(b.max(axis=0, keepdims=True), -b.min(axis=0, keepdims=True))
     scale = xp.where(scale > 0, scale, 1.0)
     low = xp.empty(b.shape, dtype=LOW)
-    xp.divide(b, scale, out=low)  # rounded into float32 as it is written: no float64 copy
+    xp.divide(b, scale, out=low)
+    return low, scale
+
+
+def _solve_low(la, L, b):
+    """``K^-1 b`` with the float32 factor ``L`` (:func:`_to_low` first); the result in ``b``'s
+    dtype."""
+    xp = namespace(b)
+    if b.shape[0] == 0:
+        return xp.zeros(b.shape, dtype=b.dtype)
+    low, scale = _to_low(b)
     return la.cho_solve(L, True, low, True, LOW) * scale  # float32 * float64: float64
 
 
@@ -94,6 +111,57 @@ def refined_solve(la, L, apply, b):
              "is too ill conditioned for a float32 factor (precision='float64' avoids this, "
              "at twice the memory)", IllConditionedWarning)
     return x, steps
+
+
+def quadratic(la, L, apply, k, full=False):
+    """``(q, t)``: ``q = k^T K^-1 k`` in float64 for the ``(n, b)`` columns ``k``, its diagonal
+    ``(b,)`` or, ``full``, the whole ``(b, b)`` matrix (made symmetric); ``t`` ``(b,)`` is the
+    last of its three terms, which measures how far the float32 solve was off.
+
+    With ``w = M^-1 k`` from the float32 factor (``M = L L^T``, close to ``K``), ``r = k - K w``
+    in float64 (``apply``) and ``e = K^-1 r`` the float32 solve's error, ``k_i^T K^-1 k_j =
+    w_i^T (k_j + r_j) + r_i^T K^-1 r_j`` holds exactly for any ``w``. The first term is formed
+    in float64; the last, of second order in ``e``, is taken as ``(L^-1 r_i)^T (L^-1 r_j)``,
+    whose own error is of third order: about ``sqrt(t / q) t`` per column."""
+    xp = namespace(k)
+    w = _solve_low(la, L, k)
+    r = apply(w)
+    xp.subtract(k, r, out=r)  # the residual in the product's own memory
+    low, scale = _to_low(r)
+    u = la.solve_triangular(L, low, 0, True, False, True, LOW)
+    del low
+    r += k
+    if full:
+        third = (u.T @ u).astype(np.float64) * (scale.T * scale)
+        q = w.T @ r
+        q += third
+        return 0.5 * (q + q.T), xp.diagonal(third).copy()
+    r *= w
+    q = r.sum(axis=0)
+    t = (u * u).sum(axis=0, dtype=np.float64) * scale[0] ** 2
+    return q + t, t
+
+
+def spread(la, L, apply, k, prior, full=False):
+    """The posterior variance ``prior - k^T K^-1 k`` of the query points whose cross-kernel
+    columns are ``k`` ``(n, b)`` (``prior``: ``k(x*)``'s diagonal ``(b,)``) or, ``full``, their
+    covariance (``prior``: ``k(x*)``, ``(b, b)``), from :func:`quadratic`. Where its error
+    estimate is above :data:`ACCEPT` of a variance (plus :data:`TOL` of the quadratic form,
+    float64's own), the solve ``K^-1 k`` is refined instead (:func:`refined_solve`, which
+    warns when that stalls)."""
+    xp = namespace(k)
+    q, t = quadratic(la, L, apply, k, full)
+    qd = xp.diagonal(q) if full else q
+    var = (xp.diagonal(prior) if full else prior) - qd
+    size = xp.abs(qd)
+    error = xp.sqrt(t / xp.where(size > 0, size, 1.0)) * t
+    if k.shape[1] and bool((error > ACCEPT * xp.abs(var) + TOL * size).any()):
+        w, _ = refined_solve(la, L, apply, k)
+        if full:
+            q = k.T @ w
+            return prior - 0.5 * (q + q.T)
+        return prior - (k * w).sum(axis=0)
+    return prior - q
 
 
 def mixed_solve(la, k, x, y, noise, plan, *, jitter):
