@@ -7,7 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
-from sklearn.gaussian_process.kernels import RBF, DotProduct, ExpSineSquared, WhiteKernel
+from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct, ExpSineSquared,
+                                              WhiteKernel)
 
 import gpulinalg
 from gpulinalg import IllConditionedWarning
@@ -165,7 +166,8 @@ def test_spread_takes_one_product_and_three_terms():
     the third term (second order in the float32 solve's error) is what brings it to float64."""
     K, L, k, prior, kxx, op = _spread_problem()
     exact = (k * np.linalg.solve(K, k)).sum(axis=0)
-    q, t = _mixed_xp.quadratic(_engine_host, L, op, k)
+    w = _mixed_xp._solve_low(_engine_host, L, k)
+    q, t, _, _ = _mixed_xp.quadratic(_engine_host, L, op, k, w)
     assert op.calls == 1 and (t > 0).all()
     assert rel(q, exact) < 1e-13 and rel(q - t, exact) > 1e3 * rel(q, exact)
     var = _mixed_xp.spread(_engine_host, L, op, k, prior)
@@ -175,15 +177,38 @@ def test_spread_takes_one_product_and_three_terms():
     assert rel(cov, kxx - k.T @ np.linalg.solve(K, k)) < 1e-12
 
 
-def test_spread_refines_where_its_estimate_is_above_the_bar(monkeypatch):
+@pytest.mark.parametrize("full", [False, True])
+def test_spread_refines_while_its_estimate_is_above_the_bar(monkeypatch, full):
+    """A bar of 0 is never met: each round refines ``w`` one step (the estimate falls by about
+    ``(kappa eps32)^2`` a round) until the rounds run out or stall, and a warning says so; the
+    result is as good as float64's all the same."""
     K, L, k, prior, kxx, op = _spread_problem(300)
     monkeypatch.setattr(_mixed_xp, "ACCEPT", 0.0)
     monkeypatch.setattr(_mixed_xp, "TOL", 0.0)
     monkeypatch.setattr(_mixed_xp, "MAX_STEPS", 3)
-    with pytest.warns(IllConditionedWarning):  # nothing is accepted: the refinement says so
-        var = _mixed_xp.spread(_engine_host, L, op, k, prior)
-    assert op.calls == 1 + 3
-    assert rel(var, prior - (k * np.linalg.solve(K, k)).sum(axis=0)) < 1e-12
+    with pytest.warns(IllConditionedWarning, match="variances stopped after [23] refinement"):
+        got = _mixed_xp.spread(_engine_host, L, op, k, kxx if full else prior, full=full)
+    assert op.calls in (2, 3)
+    quad = k.T @ np.linalg.solve(K, k)
+    assert rel(got, kxx - quad if full else prior - np.diagonal(quad)) < 1e-12
+
+
+def test_spread_refines_an_ill_conditioned_block_to_float64():
+    """A white noise of 1e-4 (kappa(K) 2.5e6, where the float32 solve alone is 2e-3 off): one
+    round's estimate is above the bar, ``w`` is refined once, and the variances match
+    float64's."""
+    x, _, xq, _ = problem(400, 30, seed=17)
+    plan = compile_kernel(ConstantKernel(1.0) * RBF(np.ones(D)) + WhiteKernel(1e-4), D)
+    K = plan.matrix(x)
+    K[np.diag_indices_from(K)] += 1e-10
+    L = np.linalg.cholesky(K.astype(np.float32))
+    k, prior = plan.matrix(xq, x).T, plan.diag(xq)
+    op = _Counted(_mixed_xp.Operator(plan, x, 1e-10))
+    var = _mixed_xp.spread(_engine_host, L, op, k, prior)
+    exact = prior - (k * np.linalg.solve(K, k)).sum(axis=0)
+    plain = prior - (k * _mixed_xp._solve_low(_engine_host, L, k)).sum(axis=0)
+    assert rel(plain, exact) > 1e-4
+    assert op.calls == 2 and rel(var, exact) < 1e-10
 
 
 def test_bad_precision_and_kernels_without_a_plan():

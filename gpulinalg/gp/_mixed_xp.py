@@ -16,9 +16,10 @@ about ``kappa(K) eps32``; one or two steps reach the float64 solution's accuracy
 predict's spread needs only the quadratic form ``k^T K^-1 k`` of each query point's
 cross-kernel column ``k``, not the solve itself: :func:`spread` takes it from one float32
 solve ``w``, one product for its residual ``r = k - K w`` and one float32 triangular solve
-``L^-1 r`` (:func:`quadratic`), whose error is of third order in the float32 solve's, where a
-refined solve needs a product and a float32 solve per step. Where its own estimate of that
-error is above float64's bar, it refines the solve instead.
+``L^-1 r`` (:func:`quadratic`), with an error of third order in the float32 solve's where a
+refined solve's result is of first order. Where its own estimate of that error is above
+float64's bar, ``w`` is refined one step and the form taken again (fifth order after two
+products).
 
 Written once for NumPy and CuPy, on the engine ``la`` of :mod:`._fit_xp`.
 """
@@ -113,18 +114,18 @@ def refined_solve(la, L, apply, b):
     return x, steps
 
 
-def quadratic(la, L, apply, k, full=False):
-    """``(q, t)``: ``q = k^T K^-1 k`` in float64 for the ``(n, b)`` columns ``k``, its diagonal
-    ``(b,)`` or, ``full``, the whole ``(b, b)`` matrix (made symmetric); ``t`` ``(b,)`` is the
-    last of its three terms, which measures how far the float32 solve was off.
+def quadratic(la, L, apply, k, w, full=False):
+    """``(q, t, u, scale)``: ``q = k^T K^-1 k`` in float64 for the ``(n, b)`` columns ``k``, its
+    diagonal ``(b,)`` or, ``full``, the whole ``(b, b)`` matrix (made symmetric), from an
+    approximate solve ``w`` of ``K w = k``; ``t`` ``(b,)``, the diagonal of its last term, which
+    measures how far ``w`` is off; ``u * scale = L^-1 r`` in float32 for the residual ``r``.
 
-    With ``w = M^-1 k`` from the float32 factor (``M = L L^T``, close to ``K``), ``r = k - K w``
-    in float64 (``apply``) and ``e = K^-1 r`` the float32 solve's error, ``k_i^T K^-1 k_j =
-    w_i^T (k_j + r_j) + r_i^T K^-1 r_j`` holds exactly for any ``w``. The first term is formed
-    in float64; the last, of second order in ``e``, is taken as ``(L^-1 r_i)^T (L^-1 r_j)``,
-    whose own error is of third order: about ``sqrt(t / q) t`` per column."""
+    With ``r = k - K w`` in float64 (``apply``) and ``e = K^-1 r = K^-1 k - w``,
+    ``k_i^T K^-1 k_j = w_i^T (k_j + r_j) + r_i^T K^-1 r_j`` holds exactly for any ``w``. The
+    first term is formed in float64; the last, of second order in ``e``, is taken as
+    ``(L^-1 r_i)^T (L^-1 r_j)`` from the float32 factor ``L``, whose own error is of third
+    order: about ``sqrt(t / q) t`` per column."""
     xp = namespace(k)
-    w = _solve_low(la, L, k)
     r = apply(w)
     xp.subtract(k, r, out=r)  # the residual in the product's own memory
     low, scale = _to_low(r)
@@ -135,32 +136,43 @@ def quadratic(la, L, apply, k, full=False):
         third = (u.T @ u).astype(np.float64) * (scale.T * scale)
         q = w.T @ r
         q += third
-        return 0.5 * (q + q.T), xp.diagonal(third).copy()
-    r *= w
-    q = r.sum(axis=0)
+        return 0.5 * (q + q.T), xp.diagonal(third).copy(), u, scale
     t = (u * u).sum(axis=0, dtype=np.float64) * scale[0] ** 2
-    return q + t, t
+    r *= w
+    return r.sum(axis=0) + t, t, u, scale
 
 
 def spread(la, L, apply, k, prior, full=False):
     """The posterior variance ``prior - k^T K^-1 k`` of the query points whose cross-kernel
     columns are ``k`` ``(n, b)`` (``prior``: ``k(x*)``'s diagonal ``(b,)``) or, ``full``, their
-    covariance (``prior``: ``k(x*)``, ``(b, b)``), from :func:`quadratic`. Where its error
-    estimate is above :data:`ACCEPT` of a variance (plus :data:`TOL` of the quadratic form,
-    float64's own), the solve ``K^-1 k`` is refined instead (:func:`refined_solve`, which
-    warns when that stalls)."""
+    covariance (``prior``: ``k(x*)``, ``(b, b)``), by :func:`quadratic` from ``w = M^-1 k``
+    (the float32 factor). Where its error estimate is above :data:`ACCEPT` of a variance
+    (plus :data:`TOL` of the quadratic form, float64's own), ``w`` takes one refinement step
+    ``w += M^-1 r`` (the half ``L^-1 r`` is the estimate's own) and the form is taken again:
+    after ``j`` products its error is about ``(kappa(K) eps32)^(2 j + 1)`` of it. A refinement
+    that stalls above the bar warns."""
     xp = namespace(k)
-    q, t = quadratic(la, L, apply, k, full)
-    qd = xp.diagonal(q) if full else q
-    var = (xp.diagonal(prior) if full else prior) - qd
-    size = xp.abs(qd)
-    error = xp.sqrt(t / xp.where(size > 0, size, 1.0)) * t
-    if k.shape[1] and bool((error > ACCEPT * xp.abs(var) + TOL * size).any()):
-        w, _ = refined_solve(la, L, apply, k)
-        if full:
-            q = k.T @ w
-            return prior - 0.5 * (q + q.T)
-        return prior - (k * w).sum(axis=0)
+    w = _solve_low(la, L, k)
+    steps, previous = 0, None
+    while True:
+        q, t, u, scale = quadratic(la, L, apply, k, w, full)
+        steps += 1
+        qd = xp.diagonal(q) if full else q
+        size = xp.abs(qd)
+        error = xp.sqrt(t / xp.where(size > 0, size, 1.0)) * t
+        var = (xp.diagonal(prior) if full else prior) - qd
+        over = error - ACCEPT * xp.abs(var) - TOL * size
+        worst = float((error / xp.where(size > 0, size, 1.0)).max()) if k.shape[1] else 0.0
+        if not k.shape[1] or not bool((over > 0).any()):
+            return prior - q
+        if steps >= MAX_STEPS or (previous is not None and worst > previous / 2):
+            break
+        previous = worst
+        w += la.solve_triangular(L, u, 1, True, False, True, LOW) * scale
+    warn(f"gpulinalg.gp: the mixed-precision variances stopped after {steps} refinement "
+         f"steps with an estimated error of {worst:.1e} of k^T K^-1 k: the kernel matrix is "
+         "too ill conditioned for a float32 factor (precision='float64' avoids this, at "
+         "twice the memory)", IllConditionedWarning)
     return prior - q
 
 
