@@ -256,7 +256,7 @@ def test_gpu_fused_potrf_every_tile_at_order_128(xp_gpu, monkeypatch, rng, tile,
         for lower, clean in ((True, True), (False, False)):
             w = cp.empty_like(cp.asarray(a_h))
             fc.potrf(cp.asarray(a_h), w, summ, lower, clean, _cholesky_cuda.NONFINITE)
-            got, words = cp.asnumpy(w), [int(x) for x in cp.asnumpy(totals)]
+            got, words = cp.asnumpy(w), [int(x) for x in totals.get()]
             assert words == [0, fc.NONE, fc.NONE]
             tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
             for i in range(5):
@@ -271,13 +271,13 @@ def test_gpu_fused_potrf_every_tile_at_order_128(xp_gpu, monkeypatch, rng, tile,
         bad[1, 0, n - 1] = np.nan  # the other triangle: flagged, not factored
         w = cp.asarray(bad)
         fc.potrf(w, w, summ, True, True, _cholesky_cuda.NONFINITE)
-        got, words = cp.asnumpy(w), [int(x) for x in cp.asnumpy(totals)]
+        got, words = cp.asnumpy(w), [int(x) for x in totals.get()]
         assert words == [1, 3 << 32 | (n - 8), fc.NONE]
         assert np.array_equal(got[3], bad[3]) and np.array_equal(got[4], bad[4])
         assert np.isfinite(got[1]).all() and np.array_equal(got[1], np.tril(got[1]))
         bad[2, 7, 7] = np.inf  # a NaN/Inf pivot: nonfinite + k
         fc.potrf(cp.asarray(bad), cp.empty_like(w), summ, True, True, _cholesky_cuda.NONFINITE)
-        words = [int(x) for x in cp.asnumpy(totals)]
+        words = [int(x) for x in totals.get()]
         assert words == [1, 3 << 32 | (n - 8), 2 << 32 | (_cholesky_cuda.NONFINITE + 7)]
 
 
