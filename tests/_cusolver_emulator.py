@@ -209,6 +209,9 @@ class _Stream:
     def wait_event(self, event):
         assert event is not None
 
+    def synchronize(self):
+        pass
+
     def __enter__(self):
         CALLS["lane_stream"] += 1
         return self
@@ -220,13 +223,26 @@ class _Stream:
 _MAIN = _Stream()
 
 
+def _memcpy_async(dst, src, nbytes, kind, stream):
+    """``cudaMemcpyAsync``: work runs at once; a device-to-host copy counts as a read-back
+    (one synchronization on a real GPU), as :meth:`FakeDev.get` does."""
+    if kind == _RUNTIME.memcpyDeviceToHost:
+        CALLS["get"] += 1
+    ctypes.memmove(dst, src, nbytes)
+
+
+_RUNTIME = types.SimpleNamespace(memcpyAsync=_memcpy_async, memcpyDeviceToHost=2,
+                                 memcpyHostToDevice=1)
+
+
 def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
     mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(
                                          id=i, attributes=dict(DEVICE_ATTRIBUTES)),
-                                     Stream=_Stream, get_current_stream=lambda: _MAIN)
+                                     Stream=_Stream, get_current_stream=lambda: _MAIN,
+                                     alloc_pinned_memory=bytearray, runtime=_RUNTIME)
 
     def wrap(name):
         fn = getattr(np, name)
