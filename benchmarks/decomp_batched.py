@@ -42,6 +42,8 @@ GRID = [
     ("svd", 4096, 16), ("svd", 512, 32), ("svd", 64, 64), ("svd", 16, 256), ("svd", 4, 512),
     ("svd", 1024, 8), ("cholesky", 8, 1024), ("cholesky", 8, 512), ("qr", 4, 2048),
 ]
+#: The public calls the grid (and the floor section) time.
+GRID_OPS = frozenset(op for op, _, _ in GRID)
 QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
               ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
               ("svd", 8, 16), ("svd", 2, 64)]
@@ -442,6 +444,13 @@ def _pick(spec, default, arity):
     return known + extra
 
 
+def _pick_calls(spec, default):
+    """The ``(op, batch, n)`` rows of the public calls that ``spec`` (``--cases``) names, as
+    :func:`_pick`; the kernel rows it may name too (``wide:1:4096``) are left to the kernels
+    section."""
+    return [c for c in _pick(spec, default, 3) if c[0] in GRID_OPS]
+
+
 def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"),
         cases=None, svd_shapes=None, routes=None, prof_dir=None):
     if not have("cupy"):
@@ -457,9 +466,9 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
     rng = cp.random.default_rng(0)
     budget = Budget(budget_s)
     rows = []
-    grid = _pick(cases, QUICK_GRID if quick else GRID, 3)
+    grid = _pick_calls(cases, QUICK_GRID if quick else GRID)
     if "floor" in sections:
-        for op, batch, n in (QUICK_GRID[:3] if quick else _pick(cases, FLOOR, 3)):
+        for op, batch, n in (QUICK_GRID[:3] if quick else _pick_calls(cases, FLOOR)):
             for dtype in DTYPES[:1]:  # the host's share hardly depends on the dtype
                 if budget.left() > 0:
                     _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)

@@ -40,3 +40,12 @@ def test_batched_rows_count_runs_from_a_warm_call(monkeypatch):
     timing_, out = decomp_batched._measured(fn, budget)
     assert timing_["cold_s"] >= 0.3 and timing_["runs"] == 30
     assert timing_["median_s"] < 0.3 and len(calls) == 2 + 1 + 30 and out == len(calls)
+
+
+def test_grid_cases_leave_kernel_rows_to_the_kernels_section():
+    """``--cases wide:1:4096,...`` names a kernel row: the grid took it for a call of its own
+    (an SVD, timed under the name "wide") before."""
+    from benchmarks import decomp_batched
+    picked = decomp_batched._pick_calls("wide:1:4096,solve_triangular:1:1024,svd:512:32",
+                                        decomp_batched.GRID)
+    assert picked == [("svd", 512, 32), ("solve_triangular", 1, 1024)]
