@@ -17,6 +17,7 @@ thread's current stream.
 True
 """
 
+import collections
 import threading
 
 __all__ = ["ENABLED", "MAX_ENTRIES", "SLOTS", "Entry", "entry", "clear"]
@@ -79,7 +80,6 @@ def entry(key, make, address=None):
 
 def _slot(cache, key, address):
     """The slot of ``key`` for ``address``: its own, a free one, or the least recently used."""
-    import collections
     recent = cache.get(("slots", key))
     if recent is None:
         recent = cache[("slots", key)] = collections.OrderedDict()

@@ -107,11 +107,15 @@ def refined_solve(la, L, apply, b):
             break
         previous = size
     if size > ACCEPT:
-        warn(f"gpulinalg.gp: the mixed-precision solve stopped after {steps} refinement "
-             f"steps with a last correction of {size:.1e} of the solution: the kernel matrix "
-             "is too ill conditioned for a float32 factor (precision='float64' avoids this, "
-             "at twice the memory)", IllConditionedWarning)
+        _stalled("solve", steps, f"a last correction of {size:.1e} of the solution")
     return x, steps
+
+
+def _stalled(what, steps, how_far):
+    """The warning of a refinement that stopped above the bar."""
+    warn(f"gpulinalg.gp: the mixed-precision {what} stopped after {steps} refinement steps "
+         f"with {how_far}: the kernel matrix is too ill conditioned for a float32 factor "
+         "(precision='float64' avoids this, at twice the memory)", IllConditionedWarning)
 
 
 def quadratic(la, L, apply, k, w, full=False):
@@ -159,20 +163,17 @@ def spread(la, L, apply, k, prior, full=False):
         steps += 1
         qd = xp.diagonal(q) if full else q
         size = xp.abs(qd)
-        error = xp.sqrt(t / xp.where(size > 0, size, 1.0)) * t
+        relative = xp.sqrt(t / xp.where(size > 0, size, 1.0))  # of the error, per column
         var = (xp.diagonal(prior) if full else prior) - qd
-        over = error - ACCEPT * xp.abs(var) - TOL * size
-        worst = float((error / xp.where(size > 0, size, 1.0)).max()) if k.shape[1] else 0.0
+        over = relative * t - ACCEPT * xp.abs(var) - TOL * size
         if not k.shape[1] or not bool((over > 0).any()):
             return prior - q
+        worst = float((relative ** 3).max())  # the estimated error / q, its largest
         if steps >= MAX_STEPS or (previous is not None and worst > previous / 2):
             break
         previous = worst
         w += la.solve_triangular(L, u, 1, True, False, True, LOW) * scale
-    warn(f"gpulinalg.gp: the mixed-precision variances stopped after {steps} refinement "
-         f"steps with an estimated error of {worst:.1e} of k^T K^-1 k: the kernel matrix is "
-         "too ill conditioned for a float32 factor (precision='float64' avoids this, at "
-         "twice the memory)", IllConditionedWarning)
+    _stalled("variances", steps, f"an estimated error of {worst:.1e} of k^T K^-1 k")
     return prior - q
 
 
