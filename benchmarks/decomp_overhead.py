@@ -48,12 +48,17 @@ class _Totals:
 
 
 class _NoStream:
+    ptr = 0
+
     def __enter__(self):
         return None
 
     def __exit__(self, *exc):
         return False
 
+
+#: The caller's stream of the stand-ins: CUDA's legacy default stream (pointer 0).
+_NULL_STREAM = _NoStream()
 
 _ATTRIBUTES = {"MaxSharedMemoryPerBlockOptin": 232448, "MultiProcessorCount": 132}
 
@@ -84,10 +89,11 @@ def stand_in():
     patch(device, "attribute", attribute)
     patch(_stream_trsm_cuda, "attribute", attribute)
     patch(kernels, "raw_kernel", lambda *args, **kwargs: _StubKernel())
-    patch(_fused_cuda, "summary", lambda cp, kind, dev: (summ, totals))
+    patch(_fused_cuda, "summary", lambda cp, kind, dev, stream=None: (summ, totals))
     patch(dispatch, "_op_stream", _NoStream)
+    patch(cupy.cuda, "get_current_stream", lambda: _NULL_STREAM)
     ws = cupy_array(_wide_trsm_cuda.identities(1 << 12))
-    patch(_wide_trsm_cuda, "workspace", lambda cp, dev, words: ws)
+    patch(_wide_trsm_cuda, "workspace", lambda cp, dev, words, stream=None: ws)
     allocator = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(_host_alloc)
     _triangular_cuda._PLANS.clear()
@@ -124,7 +130,8 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
 
     from gpulinalg._runtime import dispatch
     from gpulinalg._runtime.config import get_config
-    from gpulinalg.decomp import _fused_cuda, _repeats, _triangular_cuda, solve_triangular
+    from gpulinalg.decomp import (_fused_cuda, _repeats, _triangular_cuda, _wide_trsm_cuda,
+                                  solve_triangular)
     from gpulinalg.decomp._triangular_xp import judge_bound
     if gpu:
         sync, place = cupy.cuda.get_current_stream().synchronize, contextlib.nullcontext()
@@ -148,10 +155,13 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
         engine = decision.gpu_fn
         probe = _idle_decision(dispatch, decision)
         plan = next(p for k, p in _triangular_cuda._PLANS.items() if k[0] == a.shape)
-        out_shape, kern, grid, block, consts = plan[2], plan[5], plan[6], plan[7], plan[8]
-        summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
+        out_shape, launcher, words = plan[2], plan[5], plan[6]
+        dev, ptr = a.data.device_id, cupy.cuda.get_current_stream().ptr
+        summ, totals = _fused_cuda.summary(cupy, "trsm", dev, ptr)
         out = cupy.empty(out_shape, dtype=dt)
-        launch_args = (a, b, out, summ, *consts, _fused_cuda.checks(True, True))
+        launch_args = (a, b, out, summ, _fused_cuda.checks(True, True))
+        if words:
+            launch_args += (_wide_trsm_cuda.workspace(cupy, dev, words, ptr),)
         again, stream = dispatch.again, dispatch._op_stream
 
         def ordered():
@@ -165,9 +175,9 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
                "again around a no-op engine": lambda: again(probe, args, b, settings),
                "op_stream enter + exit": ordered,
                "engine: result allocation": lambda: cupy.empty(out_shape, dtype=dt),
-               "engine: summary lookup": lambda: _fused_cuda.summary(cupy, "trsm",
-                                                                     a.data.device_id),
-               "engine: launch": lambda: kern(grid, block, launch_args),
+               "engine: current stream": lambda: cupy.cuda.get_current_stream().ptr,
+               "engine: summary lookup": lambda: _fused_cuda.summary(cupy, "trsm", dev, ptr),
+               "engine: launch": lambda: launcher.launch(ptr, *launch_args),
                "engine: read-back": totals.get,
                "engine: verdict": lambda: judge_bound(1.0, dt, False)}
         with full_dispatches() as full:

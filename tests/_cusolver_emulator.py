@@ -223,6 +223,19 @@ class _Stream:
 _MAIN = _Stream()
 
 
+class _Device:
+    """``cupy.cuda.Device``: its id and attributes; entering it selects nothing."""
+
+    def __init__(self, i=0):
+        self.id, self.attributes = i, dict(DEVICE_ATTRIBUTES)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _memcpy_async(dst, src, nbytes, kind, stream):
     """``cudaMemcpyAsync``: work runs at once; a device-to-host copy counts as a read-back
     (one synchronization on a real GPU), as :meth:`FakeDev.get` does."""
@@ -232,15 +245,14 @@ def _memcpy_async(dst, src, nbytes, kind, stream):
 
 
 _RUNTIME = types.SimpleNamespace(memcpyAsync=_memcpy_async, memcpyDeviceToHost=2,
-                                 memcpyHostToDevice=1)
+                                 memcpyHostToDevice=1, streamSynchronize=lambda ptr: None)
 
 
 def _fake_cupy():
     mod = types.ModuleType("cupy")
     mod.ndarray = FakeDev
     mod.ElementwiseKernel, mod.RawKernel = _Kernel, _Raw
-    mod.cuda = types.SimpleNamespace(Device=lambda i=0: types.SimpleNamespace(
-                                         id=i, attributes=dict(DEVICE_ATTRIBUTES)),
+    mod.cuda = types.SimpleNamespace(Device=_Device, Event=lambda disable_timing=False: object(),
                                      Stream=_Stream, get_current_stream=lambda: _MAIN,
                                      alloc_pinned_memory=bytearray, runtime=_RUNTIME)
 

@@ -1,5 +1,5 @@
-"""``_scalars_cuda.ReadBack``: a summary's words copied into pinned host memory on the current
-stream, that stream synchronized after the copy, and a NumPy copy returned (a later read-back
+"""``_scalars_cuda.ReadBack``: a summary's words copied into pinned host memory on the stream
+the read-back was made for, that stream synchronized after the copy, and a NumPy copy returned (a later read-back
 reuses the pinned buffer and must not change an earlier result). CUDA is replaced by host
 memory and ``memmove`` here; the GPU tests of the fused routes read every verdict through it."""
 
@@ -12,14 +12,12 @@ from gpulinalg.decomp._scalars_cuda import ReadBack
 
 
 def _fake_cupy(log):
-    stream = types.SimpleNamespace(ptr=7, synchronize=lambda: log.append("sync"))
-
     def memcpy_async(dst, src, nbytes, kind, stream_ptr):
         log.append(("copy", nbytes, kind, stream_ptr))
         ctypes.memmove(dst, src, nbytes)
-    runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyDeviceToHost=2)
-    cuda = types.SimpleNamespace(alloc_pinned_memory=bytearray, runtime=runtime,
-                                 get_current_stream=lambda: stream)
+    runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyDeviceToHost=2,
+                                    streamSynchronize=lambda ptr: log.append(("sync", ptr)))
+    cuda = types.SimpleNamespace(alloc_pinned_memory=bytearray, runtime=runtime)
     return types.SimpleNamespace(cuda=cuda)
 
 
@@ -28,14 +26,49 @@ def _device_view(words):
                                  data=types.SimpleNamespace(ptr=words.ctypes.data))
 
 
-def test_read_back_copies_on_the_current_stream_then_synchronizes():
+def test_read_back_copies_on_its_stream_then_synchronizes_that_stream():
     log = []
     device_words = np.array([0, 5, 9, 1, 2, 3, 4, 0], dtype=np.uint64)
-    back = ReadBack(_fake_cupy(log), _device_view(device_words[4:7]))
+    back = ReadBack(_fake_cupy(log), _device_view(device_words[4:7]), 7)
     first = back.get()
     assert first.dtype == np.uint64 and first.tolist() == [2, 3, 4]
-    assert log == [("copy", 24, 2, 7), "sync"]
+    assert log == [("copy", 24, 2, 7), ("sync", 7)]
     device_words[4:7] = [7, 8, 9]
     second = back.get()
     assert second.tolist() == [7, 8, 9] and first.tolist() == [2, 3, 4]
     assert first is not second and not np.shares_memory(second, back.host)
+
+
+def test_summary_buffers_are_per_stream_and_bounded(monkeypatch):
+    """A thread keeps one summary per stream (launches on two streams of one thread may run
+    at once), reuses it on the same stream, and lets all go past the bound."""
+    from gpulinalg.decomp import _scalars_cuda
+    log = []
+    cupy = _fake_cupy(log)
+    cupy.asarray = lambda host: _DeviceWords(host)
+    monkeypatch.setattr(_scalars_cuda, "_per_thread", _scalars_cuda._PerThread())
+    first = _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=11)
+    assert _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=11) is first
+    other = _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=12)
+    assert other[0] is not first[0] and other[1] is not first[1]
+    other[1].get()
+    assert log == [("copy", 24, 2, 12), ("sync", 12)]  # read back on its own stream
+    monkeypatch.setattr(_scalars_cuda, "_MAX_KEPT", 3)
+    _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=13)
+    _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=14)  # past the bound: made anew
+    assert len(_scalars_cuda._per_thread.by_key) == 1
+    assert _scalars_cuda.summary_buffer(cupy, "trsm", 0, 0, 1, stream=11) is not first
+
+
+class _DeviceWords(np.ndarray):
+    """Host words posing as a device array (``data.ptr``)."""
+
+    def __new__(cls, host):
+        return np.array(host).view(cls)
+
+    def __array_finalize__(self, obj):
+        pass
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)

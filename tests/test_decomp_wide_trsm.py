@@ -252,3 +252,36 @@ def test_gpu_wide_threads_keep_their_workspaces(xp_gpu, rng):
     assert not errors
     for got, ref in zip(out, refs):
         assert np.allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_gpu_solves_run_on_the_callers_stream(xp_gpu, rng):
+    """The fused solves launch on the caller's current stream (no hand-off to the thread's own):
+    work queued on a user's stream before the call is seen by it, its result is ready on that
+    stream, and one thread's solves queued on two streams at once, with no read-back between
+    them (cho_solve without checks), keep a workspace and a summary per stream."""
+    cp = xp_gpu
+    n = 4096
+    t = cp.asarray(tri(rng, (n, n), np.float64))
+    c = t / 4 + 4 * cp.eye(n)
+    b = cp.asarray(rng.standard_normal((n, 2)))
+    ref_t = cp.asnumpy(solve_triangular(t, b, lower=True))
+    ref_c = cp.asnumpy(cho_solve((c, True), b))
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with s1:
+        b1 = cp.empty_like(b)
+        b1[...] = b  # queued on s1 before the solve: the solve must see it
+        got = solve_triangular(t, b1, lower=True)
+        back = cp.asnumpy(got, stream=s1)
+    assert np.allclose(back, ref_t, rtol=1e-12, atol=1e-12)
+    outs = []
+    for _ in range(4):  # no read-back: launches on s1 and s2 overlap
+        for s in (s1, s2):
+            with s:
+                outs.append(_triangular_cuda.fused_solve(
+                    c, b, np.dtype(np.float64), (False, False, 2), False, False, False,
+                    ("c", "b"), squared=True))
+    s1.synchronize()
+    s2.synchronize()
+    for x in outs:
+        assert np.allclose(cp.asnumpy(x), ref_c, rtol=1e-10, atol=1e-10)

@@ -6,7 +6,7 @@ attributes are per device), and kept for the life of the process. Only GPU funct
 
 import threading
 
-__all__ = ["raw_kernel", "elementwise_kernel"]
+__all__ = ["raw_kernel", "elementwise_kernel", "Launcher", "POINTER", "INT32"]
 
 _lock = threading.Lock()
 _cache: dict = {}
@@ -49,3 +49,88 @@ def elementwise_kernel(in_params, out_params, operation, name, **options):
 def cached_count():
     """Number of kernels in the cache (for tests and ``gpulinalg info``)."""
     return len(_cache)
+
+
+#: A per-call argument of a :class:`Launcher`: a device array (its pointer is passed).
+POINTER = object()
+#: A per-call argument of a :class:`Launcher`: an ``int32`` value.
+INT32 = object()
+
+
+class Launcher:
+    """One launch configuration of a raw kernel with its constant arguments packed once, so a
+    repeat passes only what changes per call, straight to ``cuLaunchKernel``.
+
+    ``args`` is the kernel's argument list: NumPy scalars (constants, packed now) and the
+    markers :data:`POINTER` and :data:`INT32` (given per call, in order, to :meth:`launch`).
+    Each argument sits in an 8-byte slot of a per-thread parameter block (little-endian, so
+    an ``int32`` reads its slot's first 4 bytes). CuPy's own launch converts every argument
+    on every call: with the 23 arguments of a triangular solve that is 14.7 µs of host time
+    on an H200 host, against about 6 µs for a launch of this kind. A kernel without a driver
+    handle (a stand-in) is called as a CuPy kernel with the arguments put together.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> params = Launcher.pack((POINTER, np.int32(-2), np.int64(-3), INT32), (4096, 7))
+    >>> np.frombuffer(params, np.int64).tolist()
+    [4096, 4294967294, -3, 7]
+    """
+
+    __slots__ = ("kern", "fn", "grid", "block", "dims", "shared", "template", "_local", "_go")
+
+    def __init__(self, kern, grid, block, args, shared=0):
+        self.kern, self.shared, self.template = kern, int(shared), tuple(args)
+        self.grid, self.block = tuple(grid), tuple(block)
+        self.dims = (*self.grid, *(1,) * (3 - len(self.grid)),
+                     *self.block, *(1,) * (3 - len(self.block)))
+        fn = getattr(kern, "kernel", None)  # compiled for the current device
+        self.fn = getattr(fn, "ptr", None)
+        self._local = threading.local()
+        self._go = None
+        if self.fn is not None:
+            from cupy_backends.cuda.api import driver
+            self._go = driver.launchKernel
+
+    @staticmethod
+    def pack(template, values):
+        """The parameter block of ``template`` with the per-call ``values`` (pointers as
+        ints): 8 bytes an argument."""
+        import ctypes
+        block = (ctypes.c_uint64 * len(template))()
+        it = iter(values)
+        for i, arg in enumerate(template):
+            v = next(it) if arg is POINTER or arg is INT32 else arg
+            if arg is POINTER or arg is INT32:
+                v = int(v)
+            else:
+                v = int.from_bytes(v.tobytes(), "little")
+            block[i] = v & 0xFFFFFFFFFFFFFFFF if arg is not INT32 else v & 0xFFFFFFFF
+        return block
+
+    def _params(self):
+        """The calling thread's ``(block, pointers, per-call slot indices)``."""
+        got = getattr(self._local, "p", None)
+        if got is None:
+            import ctypes
+            t = self.template
+            block = self.pack(t, [0] * sum(a is POINTER or a is INT32 for a in t))
+            base = ctypes.addressof(block)
+            ptrs = (ctypes.c_void_p * len(t))(*(base + 8 * i for i in range(len(t))))
+            slots = tuple(i for i, a in enumerate(t) if a is POINTER or a is INT32)
+            got = self._local.p = (block, ptrs, ctypes.addressof(ptrs), slots)
+        return got
+
+    def launch(self, stream_ptr, *values):
+        """Launch on the stream ``stream_ptr`` with ``values`` (arrays for :data:`POINTER`,
+        ints or NumPy integers for :data:`INT32`) in the slots' order."""
+        if self.fn is None:
+            it = iter(values)
+            args = tuple(next(it) if a is POINTER or a is INT32 else a for a in self.template)
+            self.kern(self.grid, self.block, args, shared_mem=self.shared)
+            return
+        block, _, address, slots = self._params()
+        template = self.template
+        for i, v in zip(slots, values):
+            block[i] = v.data.ptr if template[i] is POINTER else int(v) & 0xFFFFFFFF
+        self._go(self.fn, *self.dims, self.shared, stream_ptr, address, 0)

@@ -262,10 +262,10 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     if key is None:
         return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve,
                                   _factor_host.cho_solve, (c, bool(lower), b, *tail),
-                                  nbytes=nbytes, flops=flops, like=b)
+                                  nbytes=nbytes, flops=flops, like=b, own_stream=False)
     decision = _dispatch.Decision("decomp.cho_solve", _cholesky_cuda.cho_solve,
                                   _factor_host.cho_solve, nbytes=nbytes, flops=flops,
-                                  same_package=True)
+                                  same_package=True, own_stream=False)
     _repeats.remember(key, (decision, bool(lower), tail))
     return _dispatch.again(decision, (c, bool(lower), b, *tail), b, get_config())
 

@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from .._runtime.kernels import elementwise_kernel, raw_kernel
+from .._runtime.kernels import POINTER, Launcher, elementwise_kernel, raw_kernel
+from .._runtime.streams import op_stream
 from . import _fused_cuda, _stream_potrf_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
@@ -106,8 +107,9 @@ def _fused_verdict(a, totals, lower, finite):
 
 
 #: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
-#: dtype, lower, clean, device) -> (cupy module, table rows, kernel or None (another route), grid,
-#: block, constant args, whether the finiteness check runs before the launch)``.
+#: dtype, lower, clean, device) -> (cupy module, table rows, launcher or None (another route)
+#: (a :class:`~gpulinalg._runtime.kernels.Launcher` with the constant arguments), whether the
+#: finiteness check runs before the launch)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -126,14 +128,15 @@ def _fused_repeat(a, lower, clean, dtype, finite):
         _PLANS[key] = plan
     if plan[2] is None:
         return None
-    _, _, kern, grid, block, consts, flag_first = plan
+    _, _, launcher, flag_first = plan
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
-    summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
+    stream = cupy.cuda.get_current_stream().ptr
+    summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id, stream)
     if flag_first and finite:  # the streamed kernel reads the triangle only
         _fused_cuda.flag_before(a, summ)
-    kern(grid, block, (a, w, summ, *consts))
+    launcher.launch(stream, a, w, summ)
     _fused_verdict(a, totals, lower, finite)
     return w
 
@@ -158,9 +161,9 @@ def _factor_plan(cupy, a, lower, clean, dtype):
                                                              w3)
     else:
         kern, grid, block, strides = _stream_potrf_cuda.launch_args(w3, n, nb, a3, w3)
-    consts = (np.int32(n), np.int64(nb), *strides, np.int32(bool(lower)),
-              np.int32(bool(clean)), np.int32(NONFINITE))
-    return (cupy, rows, kern, grid, block, consts, way == "stream")
+    args = (POINTER, POINTER, POINTER, np.int32(n), np.int64(nb), *strides,
+            np.int32(bool(lower)), np.int32(bool(clean)), np.int32(NONFINITE))
+    return (cupy, rows, Launcher(kern, grid, block, args), way == "stream")
 
 
 def _codes_buffer(a, finite):
@@ -418,17 +421,19 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
 
     ``check``: the conditioning rule of :mod:`._triangular_xp` after the solve (one
     read-back of its figures). ``finite``: SciPy's ``check_finite`` of ``c`` and ``b`` in
-    that same read-back."""
+    that same read-back. Runs on the caller's current stream, as
+    :func:`._triangular_cuda.solve_triangular` does."""
     # a = L L^H: solve with L then L^H; the upper factor U = L^H is read as L (conjugated)
     x = fused_solve(c, b, dtype, (not lower, not lower, 2), False, check, finite,
                     ("c", "b"), squared=True)
     if x is not None:
         return x
-    if finite and not check:
-        check_finite_pair(c, b, ("c", "b"))
-    x = _cho_solve(c, lower, b, dtype)
-    if check:
-        check_conditioning(c, b, x, False, squared=True, finite=finite, names=("c", "b"))
+    with op_stream():  # the cuBLAS and cuSOLVER handles are bound to the thread's stream
+        if finite and not check:
+            check_finite_pair(c, b, ("c", "b"))
+        x = _cho_solve(c, lower, b, dtype)
+        if check:
+            check_conditioning(c, b, x, False, squared=True, finite=finite, names=("c", "b"))
     return x
 
 

@@ -464,11 +464,11 @@ def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
                        np.int32(bool(squared)), checks(summarize, finite)))
 
 
-def summary(cupy, kind, device):
+def summary(cupy, kind, device, stream=None):
     """``(buffer, totals)``: the calling thread's summary buffer of ``kind`` (``"potrf"`` or
-    ``"trsm"``) on ``device`` and the view of its 3 read-back words
-    (:func:`._scalars_cuda.summary_buffer`)."""
-    return summary_buffer(cupy, kind, device, *_IDENTITY[kind])
+    ``"trsm"``) on ``device`` for the stream ``stream`` (a pointer; default: the current one)
+    and the read-back of its 3 words (:func:`._scalars_cuda.summary_buffer`)."""
+    return summary_buffer(cupy, kind, device, *_IDENTITY[kind], stream=stream)
 
 
 def flag_before(a, summ):

@@ -80,15 +80,24 @@ class _PerThread(threading.local):
 
 _per_thread = _PerThread()
 
+#: Most objects a thread keeps (:func:`per_thread`); past it they are all let go and made again.
+_MAX_KEPT = 256
+
 
 def per_thread(cupy, key, make, fits=None):
-    """The calling thread's device object ``key`` (it names the device): ``make()`` once per
-    thread and CuPy module, and again when ``fits(obj)`` says the one kept no longer serves.
-    A thread's decomp launches run on its own stream, one after another, so a buffer per
-    thread (a summary, a workspace the launch leaves at rest) serves all of them."""
-    got = _per_thread.by_key.get(key)
+    """The calling thread's device object ``key`` (it names the device and the stream it
+    serves): ``make()`` once per thread and CuPy module, and again when ``fits(obj)`` says the
+    one kept no longer serves. A thread's launches on one stream run one after another, so a
+    buffer per thread and stream (a summary, a workspace the launch leaves at rest) serves all
+    of them. A thread that has made :data:`_MAX_KEPT` lets them all go first (a device buffer
+    goes back to CuPy's pool for its stream, so no later work can touch it before the
+    launches queued on it are done)."""
+    kept = _per_thread.by_key
+    got = kept.get(key)
     if got is None or got[0] is not cupy or (fits is not None and not fits(got[1])):
-        got = _per_thread.by_key[key] = (cupy, make())
+        if got is None and len(kept) >= _MAX_KEPT:
+            kept.clear()
+        got = kept[key] = (cupy, make())
     return got[1]
 
 
@@ -119,35 +128,40 @@ __device__ void gl_summary(unsigned long long* acc, const unsigned long long fla
 
 
 class ReadBack:
-    """The read-back of a few device words ``view`` into pinned host memory of their own:
-    ``get()`` returns a NumPy copy, as ``cupy.ndarray.get`` does, after one asynchronous copy
-    on the calling thread's current stream and that stream's synchronization (10.4 µs on an
-    H200 where ``get()`` into pageable memory took 15.5 µs). One per thread, as its buffer."""
+    """The read-back of a few device words ``view`` into pinned host memory of their own, on
+    the stream ``stream`` (a pointer): ``get()`` returns a NumPy copy, as
+    ``cupy.ndarray.get`` does, after one asynchronous copy on that stream and its
+    synchronization (10.4 µs on an H200 where ``get()`` into pageable memory took 15.5 µs).
+    One per thread and stream, as its buffer."""
 
-    __slots__ = ("_cuda", "_pinned", "host", "_dst", "_src", "_nbytes")
+    __slots__ = ("_runtime", "_pinned", "host", "_dst", "_src", "_nbytes", "_stream")
 
-    def __init__(self, cupy, view):
-        self._cuda = cupy.cuda
+    def __init__(self, cupy, view, stream):
+        self._runtime = cupy.cuda.runtime
         self._pinned = cupy.cuda.alloc_pinned_memory(view.nbytes)
         self.host = np.frombuffer(self._pinned, view.dtype, view.size)
         self._dst, self._src, self._nbytes = self.host.ctypes.data, view.data.ptr, view.nbytes
+        self._stream = stream
 
     def get(self):
-        cuda = self._cuda
-        stream = cuda.get_current_stream()
-        cuda.runtime.memcpyAsync(self._dst, self._src, self._nbytes,
-                                 cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        stream.synchronize()
+        runtime = self._runtime
+        runtime.memcpyAsync(self._dst, self._src, self._nbytes, runtime.memcpyDeviceToHost,
+                            self._stream)
+        runtime.streamSynchronize(self._stream)
         return self.host.copy()
 
 
-def summary_buffer(cupy, key, device, id1, id2):
-    """``(buffer, totals)``: the calling thread's summary buffer ``key`` on ``device`` (8 uint64
-    words, made once with the identities ``id1`` and ``id2`` of words 1 and 2 in place: the
-    last block of a launch puts them back) and the :class:`ReadBack` of its 3 read-back words.
-    A call reads the totals back before it returns, so one buffer per thread serves all its
-    launches."""
+def summary_buffer(cupy, key, device, id1, id2, stream=None):
+    """``(buffer, totals)``: the calling thread's summary buffer ``key`` on ``device`` for the
+    stream ``stream`` (a pointer; default: the current one): 8 uint64 words, made once with the
+    identities ``id1`` and ``id2`` of words 1 and 2 in place (the last block of a launch puts
+    them back), and the :class:`ReadBack` of its 3 read-back words on that stream. A launch
+    on one stream runs after the one before it there, so one buffer per thread and stream
+    serves all their launches."""
+    if stream is None:
+        stream = cupy.cuda.get_current_stream().ptr
+
     def make():
         buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
-        return buf, ReadBack(cupy, buf[4:7])
-    return per_thread(cupy, ("summary", key, device), make)
+        return buf, ReadBack(cupy, buf[4:7], stream)
+    return per_thread(cupy, ("summary", key, device, stream), make)

@@ -116,9 +116,9 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     if key is None:
         return _dispatch.dispatch("decomp.solve_triangular", _triangular_cuda.solve_triangular,
                                   _factor_host.solve_triangular, (a, b, *tail), nbytes=nbytes,
-                                  flops=flops, like=b)
+                                  flops=flops, like=b, own_stream=False)
     decision = _dispatch.Decision("decomp.solve_triangular", _triangular_cuda.solve_triangular,
                                   _factor_host.solve_triangular, nbytes=nbytes, flops=flops,
-                                  same_package=True)
+                                  same_package=True, own_stream=False)
     _repeats.remember(key, (decision, tail))
     return _dispatch.again(decision, (a, b, *tail), b, get_config())

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from .._runtime.kernels import INT32, POINTER, Launcher
+from .._runtime.streams import op_stream
 from . import _fused_cuda, _stream_trsm_cuda, _wide_trsm_cuda
 from ._checks import broadcast_batch, matrix_order, sub
 from . import _batched_plan
@@ -32,7 +34,10 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     zero-diagonal check in the same single read-back (without ``check``, the zero check runs
     before the solve). ``finite``: SciPy's ``check_finite`` of ``a`` and ``b``, in that same
     read-back (``ValueError``; a solve with NaN or Inf is harmless, only its result is
-    dropped)."""
+    dropped).
+
+    Runs on the caller's current stream: the fused routes launch their kernels there, and
+    the cuBLAS route enters :class:`~gpulinalg._runtime.streams.op_stream` itself."""
     import cupy
     # m = op(a) is lower triangular (forward substitution with it), or m^H is (backward)
     forward = bool(lower) == (trans == 0)
@@ -40,13 +45,14 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
                     unit_diagonal, check, finite, ("a", "b"), squared=False)
     if x is not None:
         return x
-    if finite and not check:
-        check_finite_pair(a, b, ("a", "b"))
-    if not unit_diagonal and not check:
-        check_nonsingular(a, cupy)
-    x = _solve(a, b, trans, lower, unit_diagonal, dtype)
-    if check:
-        check_conditioning(a, b, x, unit_diagonal, finite=finite)
+    with op_stream():  # cuBLAS's handle is bound to the thread's stream
+        if finite and not check:
+            check_finite_pair(a, b, ("a", "b"))
+        if not unit_diagonal and not check:
+            check_nonsingular(a, cupy)
+        x = _solve(a, b, trans, lower, unit_diagonal, dtype)
+        if check:
+            check_conditioning(a, b, x, unit_diagonal, finite=finite)
     return x
 
 
@@ -76,17 +82,22 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         _PLANS[key] = plan
     if plan[2] is None:
         return None
-    _, _, out_shape, swap, direct, kern, grid, block, consts, solve, flag_first = plan
+    _, _, out_shape, swap, direct, launcher, words, solve, flag_first = plan
     read = check or finite or (not unit and how[2] != 2)
     out = cupy.empty(out_shape, dtype=dtype)
     if swap:
         out = out.swapaxes(-1, -2)
-    summ, totals = _fused_cuda.summary(cupy, "trsm", a.data.device_id)
+    dev, stream = a.data.device_id, cupy.cuda.get_current_stream().ptr
+    summ, totals = _fused_cuda.summary(cupy, "trsm", dev, stream)
     if direct:
         if flag_first and finite:  # the streamed kernel reads the triangle only
             _fused_cuda.flag_before(a, summ)
-        kern(grid, block, (a, b, out, summ, *consts,
-                           _fused_cuda.checks(read, finite and not flag_first)))
+        checks = _fused_cuda.checks(read, finite and not flag_first)
+        if words:
+            launcher.launch(stream, a, b, out, summ, checks,
+                            _wide_trsm_cuda.workspace(cupy, dev, words, stream))
+        else:
+            launcher.launch(stream, a, b, out, summ, checks)
     else:
         _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite)
     if not read:
@@ -106,8 +117,10 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
 
 
 #: Layouts of the fused solves: key of :func:`fused_solve` -> ``(cupy module, table rows,
-#: out shape or None (another route), swap, direct, kernel, grid, block, constant args,
-#: the kernel's trsm, whether check_finite of all of ``a`` runs before the launch)``.
+#: out shape or None (another route), swap, direct, launcher (a
+#: :class:`~gpulinalg._runtime.kernels.Launcher` with the constant arguments), the wide
+#: kernel's workspace words (0: another kernel), the kernel's trsm, whether check_finite of
+#: all of ``a`` runs before the launch)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -144,18 +157,21 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     if way == "fused":
         kern, grid, block, strides = _fused_cuda.launch_args("gl_small_trsm", x3, n, nb, a3, b3,
                                                              x3)
-        extra, solve = (), _fused_cuda.trsm
+        extra, solve, shared, words = (), _fused_cuda.trsm, 0, 0
     elif way == "stream":
         kern, grid, block, strides, kg = _stream_trsm_cuda.launch_args(x3, n, nb, a3, b3, x3)
-        extra, solve = (kg,), _stream_trsm_cuda.trsm
+        extra, solve, shared, words = (kg,), _stream_trsm_cuda.trsm, kern.shared, 0
+        kern = kern.kern
     else:
         kern, grid, block, strides = _wide_trsm_cuda.launch_args(x3, n, how[2], a3, b3, x3)
-        extra, solve = (), _wide_trsm_cuda.trsm
+        extra, solve, shared = (), _wide_trsm_cuda.trsm, kern.shared
+        kern, words = kern.kern, _wide_trsm_cuda.HEADER + grid[0]
     tr, cj, mode = how
-    consts = (np.int32(n), np.int32(k), *strides, np.int32(bool(tr)), np.int32(bool(cj)),
-              np.int32(mode), np.int32(bool(unit)), np.int32(bool(squared)), *extra)
-    return (cupy, rows, out_shape, not vec, direct, kern, grid, block, consts, solve,
-            way == "stream")
+    args = (POINTER, POINTER, POINTER, POINTER, np.int32(n), np.int32(k), *strides,
+            np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
+            np.int32(bool(squared)), *extra, INT32, *((POINTER,) if words else ()))
+    launcher = Launcher(kern, grid, block, args, shared)
+    return (cupy, rows, out_shape, not vec, direct, launcher, words, solve, way == "stream")
 
 
 def _solve_copies(cupy, solve, a, b, out, summ, dtype, how, unit, squared, read, finite):

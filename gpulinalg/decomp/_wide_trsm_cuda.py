@@ -348,12 +348,15 @@ def identities(words):
     return w
 
 
-def workspace(cupy, device, words):
-    """The calling thread's workspace on ``device``, at least ``words`` long (made, or made
-    longer, with :func:`identities`; a launch leaves it as it found it), kept by
-    :func:`._scalars_cuda.per_thread`: a thread's launches run one after another on its own
-    stream, so two launches never share one."""
-    return per_thread(cupy, ("wide workspace", device),
+def workspace(cupy, device, words, stream=None):
+    """The calling thread's workspace on ``device`` for the stream ``stream`` (a pointer;
+    default: the current one), at least ``words`` long (made, or made longer, with
+    :func:`identities`; a launch leaves it as it found it), kept by
+    :func:`._scalars_cuda.per_thread`: the launches of one thread on one stream run one after
+    another, so two launches never share one."""
+    if stream is None:
+        stream = cupy.cuda.get_current_stream().ptr
+    return per_thread(cupy, ("wide workspace", device, stream),
                       lambda: cupy.asarray(identities(max(words, 1024))),
                       fits=lambda ws: ws.size >= words)
 
