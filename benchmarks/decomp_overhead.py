@@ -37,11 +37,19 @@ class _StubKernel:
 
 
 class _Totals:
-    """The read-back view of a summary that says: no flag, bound 1.0 (well conditioned)."""
+    """The read-back of a summary that says: no flag, bound 1.0 (well conditioned); as the
+    wide kernel's mapped one, a null address and an epoch."""
+
+    device = 0
 
     def __init__(self):
         self.words = np.zeros(3, np.uint64)
         self.words[1] = np.float64(1.0).view(np.uint64)
+        self.epoch = 0
+
+    def arm(self):
+        self.epoch += 1
+        return self.epoch
 
     def get(self):
         return self.words.copy()
@@ -94,6 +102,7 @@ def stand_in():
     patch(cupy.cuda, "get_current_stream", lambda: _NULL_STREAM)
     ws = cupy_array(_wide_trsm_cuda.identities(1 << 12))
     patch(_wide_trsm_cuda, "workspace", lambda cp, dev, words, stream=None: ws)
+    patch(_triangular_cuda, "mapped_read_back", lambda cp, key, dev, stream: totals)
     allocator = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(_host_alloc)
     _triangular_cuda._PLANS.clear()
@@ -160,8 +169,10 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
         summ, totals = _fused_cuda.summary(cupy, "trsm", dev, ptr)
         out = cupy.empty(out_shape, dtype=dt)
         launch_args = (a, b, out, summ, _fused_cuda.checks(True, True))
-        if words:
-            launch_args += (_wide_trsm_cuda.workspace(cupy, dev, words, ptr),)
+        if words:  # the wide kernel's summary comes back through mapped host memory
+            totals = _triangular_cuda.mapped_read_back(cupy, "wide", dev, ptr)
+            launch_args += (_wide_trsm_cuda.workspace(cupy, dev, words, ptr), totals.device,
+                            totals.epoch)
         again, stream = dispatch.again, dispatch._op_stream
 
         def ordered():

@@ -244,8 +244,21 @@ def _memcpy_async(dst, src, nbytes, kind, stream):
     ctypes.memmove(dst, src, nbytes)
 
 
-_RUNTIME = types.SimpleNamespace(memcpyAsync=_memcpy_async, memcpyDeviceToHost=2,
-                                 memcpyHostToDevice=1, streamSynchronize=lambda ptr: None)
+_HOST = {}
+
+
+def _host_alloc(nbytes, flags):
+    """``cudaHostAlloc``: host memory whose device address is its own (UVA)."""
+    buf = ctypes.create_string_buffer(nbytes)
+    _HOST[ctypes.addressof(buf)] = buf
+    return ctypes.addressof(buf)
+
+
+_RUNTIME = types.SimpleNamespace(
+    memcpyAsync=_memcpy_async, memcpyDeviceToHost=2, memcpyHostToDevice=1,
+    streamSynchronize=lambda ptr: None, hostAlloc=_host_alloc, hostAllocMapped=2,
+    freeHost=lambda ptr: _HOST.pop(ptr),
+    pointerGetAttributes=lambda ptr: types.SimpleNamespace(devicePointer=ptr))
 
 
 def _fake_cupy():

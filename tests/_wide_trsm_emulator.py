@@ -3,7 +3,10 @@ order of their tickets (a schedule the device may run: a block only waits for ea
 tickets), with the kernel's index work: the ticket's pass, group and panel, the diagonal
 block reversed for the backward pass and padded with the identity, its inverse built from
 two 32 x 32 inverses and the coupling block, the tiles of the earlier panels, the workspace's
-flags, figures and identities, and the summary of the last block."""
+flags, figures and identities, and the summary of the last block (also into a mapped host
+buffer, then the call's epoch, where one is given)."""
+
+import ctypes
 
 import numpy as np
 
@@ -35,7 +38,7 @@ def _inverse(block):
 def wide_trsm(calls, grid, block, args, shared_mem):
     """``gl_wide_trsm``: ``gl_small_trsm``'s arguments and summary with the workspace last."""
     a3, b3, x, summ, n, k, *st = (int(v) if np.isscalar(v) else v for v in args)
-    (tr, cj, mode, unit, squared, checks), ws = st[9:15], st[15]
+    (tr, cj, mode, unit, squared, checks), ws, hostw, epoch = st[9:15], st[15], st[16], st[17]
     calls["wide_trsm"] += 1
     dt = x.dtype
     assert block == (256,) and shared_mem == PR * (PR + 1) * dt.itemsize
@@ -120,4 +123,9 @@ def wide_trsm(calls, grid, block, args, shared_mem):
         bd = cond_bound(*((1.0, 1.0) if unit else (dmax, dmin)), sc, mx, squared)
         fl |= 4 if (zero != _NONE and not unit) else 0
         _summarize(calls, summ, fl, _order_bits(bd), _NONE)
+        if hostw:  # the mapped host words, then the epoch
+            words = np.ctypeslib.as_array((ctypes.c_uint64 * 4).from_address(int(hostw)))
+            words[:3] = summ[4:7]
+            words[3] = epoch
+            calls["wide_trsm_mapped"] += 1
     assert _bits_to_float(int(ws[3])) == np.inf and int(ws[4]) == _NONE

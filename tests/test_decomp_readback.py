@@ -1,12 +1,15 @@
 """``_scalars_cuda.ReadBack``: a summary's words copied into pinned host memory on the stream
-the read-back was made for, that stream synchronized after the copy, and a NumPy copy returned (a later read-back
-reuses the pinned buffer and must not change an earlier result). CUDA is replaced by host
-memory and ``memmove`` here; the GPU tests of the fused routes read every verdict through it."""
+the read-back was made for, that stream synchronized after the copy, and a NumPy copy
+returned (a later read-back reuses the pinned buffer and must not change an earlier result);
+the summaries kept per thread and stream; ``MappedReadBack``: words a kernel writes into
+mapped host memory, taken once the call's epoch is there. CUDA is replaced by host memory
+and ``memmove`` here; the GPU tests of the fused routes read every verdict through these."""
 
 import ctypes
 import types
 
 import numpy as np
+import pytest
 
 from gpulinalg.decomp._scalars_cuda import ReadBack
 
@@ -72,3 +75,42 @@ class _DeviceWords(np.ndarray):
     @property
     def data(self):
         return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+def _mapped_cupy(log):
+    held = {}
+
+    def host_alloc(nbytes, flags):
+        buf = ctypes.create_string_buffer(nbytes)
+        held[ctypes.addressof(buf)] = buf
+        log.append(("alloc", nbytes, flags))
+        return ctypes.addressof(buf)
+    runtime = types.SimpleNamespace(
+        hostAlloc=host_alloc, hostAllocMapped=2, freeHost=lambda p: log.append("free"),
+        streamSynchronize=lambda p: log.append(("sync", p)),
+        pointerGetAttributes=lambda p: types.SimpleNamespace(devicePointer=p + 4096))
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def test_mapped_read_back_waits_for_its_epoch(monkeypatch):
+    """The kernel's words are taken once the call's epoch is there, without a
+    synchronization; when it is not there within the spins, the stream is synchronized
+    (which raises a failed kernel's error) and a missing epoch after that is an error."""
+    from gpulinalg.decomp._scalars_cuda import MappedReadBack
+    log = []
+    back = MappedReadBack(_mapped_cupy(log), 5)
+    assert log == [("alloc", 32, 2)] and back.device == back.words.ctypes.data + 4096
+    epoch = back.arm()
+    back.words[:] = [1, 2, 3, epoch]  # what the kernel writes, the epoch last
+    got = back.get()
+    assert got.tolist() == [1, 2, 3] and not np.shares_memory(got, back.words)
+    assert log == [("alloc", 32, 2)]  # no synchronization
+    monkeypatch.setattr(MappedReadBack, "SPINS", 3)
+    back.arm()  # a launch whose epoch never comes
+    with pytest.raises(RuntimeError, match="without writing its summary"):
+        back.get()
+    assert log[-1] == ("sync", 5)
+    back.epoch = 0x7FFFFFFF
+    assert back.arm() == 1  # epochs go round, never 0 (a launch without a read-back)
+    del back
+    assert log[-1] == "free"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gpulinalg._runtime import kernels
-from gpulinalg._runtime.kernels import INT32, POINTER, Launcher
+from gpulinalg._runtime.kernels import INT32, INT64, POINTER, Launcher
 
 driver = pytest.importorskip("cupy_backends.cuda.api.driver")
 
@@ -75,3 +75,4 @@ def test_a_kernel_without_a_driver_handle_is_called_as_cupys(launches):
     Launcher(stand_in, (3,), (64,), (POINTER, np.int32(4), INT32), shared=8).launch(0, a, 1)
     assert calls == [((3,), (64,), (a, np.int32(4), 1), 8)] and not launches
     assert kernels.Launcher.pack((INT32,), (-1,))[0] == 0xFFFFFFFF
+    assert list(kernels.Launcher.pack((INT64, INT32), (-2, 5))) == [(1 << 64) - 2, 5]

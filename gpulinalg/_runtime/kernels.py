@@ -6,7 +6,7 @@ attributes are per device), and kept for the life of the process. Only GPU funct
 
 import threading
 
-__all__ = ["raw_kernel", "elementwise_kernel", "Launcher", "POINTER", "INT32"]
+__all__ = ["raw_kernel", "elementwise_kernel", "Launcher", "POINTER", "INT32", "INT64"]
 
 _lock = threading.Lock()
 _cache: dict = {}
@@ -55,6 +55,12 @@ def cached_count():
 POINTER = object()
 #: A per-call argument of a :class:`Launcher`: an ``int32`` value.
 INT32 = object()
+#: A per-call argument of a :class:`Launcher`: a 64-bit value (an address given as an int).
+INT64 = object()
+
+
+def _per_call(arg):
+    return arg is POINTER or arg is INT32 or arg is INT64
 
 
 class Launcher:
@@ -62,7 +68,8 @@ class Launcher:
     repeat passes only what changes per call, straight to ``cuLaunchKernel``.
 
     ``args`` is the kernel's argument list: NumPy scalars (constants, packed now) and the
-    markers :data:`POINTER` and :data:`INT32` (given per call, in order, to :meth:`launch`).
+    markers :data:`POINTER`, :data:`INT32` and :data:`INT64` (given per call, in order, to
+    :meth:`launch`).
     Each argument sits in an 8-byte slot of a per-thread parameter block (little-endian, so
     an ``int32`` reads its slot's first 4 bytes). CuPy's own launch converts every argument
     on every call: with the 23 arguments of a triangular solve that is 14.7 µs of host time
@@ -100,12 +107,8 @@ class Launcher:
         block = (ctypes.c_uint64 * len(template))()
         it = iter(values)
         for i, arg in enumerate(template):
-            v = next(it) if arg is POINTER or arg is INT32 else arg
-            if arg is POINTER or arg is INT32:
-                v = int(v)
-            else:
-                v = int.from_bytes(v.tobytes(), "little")
-            block[i] = v & 0xFFFFFFFFFFFFFFFF if arg is not INT32 else v & 0xFFFFFFFF
+            v = int(next(it)) if _per_call(arg) else int.from_bytes(arg.tobytes(), "little")
+            block[i] = v & (0xFFFFFFFF if arg is INT32 else 0xFFFFFFFFFFFFFFFF)
         return block
 
     def _params(self):
@@ -114,23 +117,25 @@ class Launcher:
         if got is None:
             import ctypes
             t = self.template
-            block = self.pack(t, [0] * sum(a is POINTER or a is INT32 for a in t))
+            block = self.pack(t, [0] * sum(map(_per_call, t)))
             base = ctypes.addressof(block)
             ptrs = (ctypes.c_void_p * len(t))(*(base + 8 * i for i in range(len(t))))
-            slots = tuple(i for i, a in enumerate(t) if a is POINTER or a is INT32)
+            slots = tuple(i for i, a in enumerate(t) if _per_call(a))
             got = self._local.p = (block, ptrs, ctypes.addressof(ptrs), slots)
         return got
 
     def launch(self, stream_ptr, *values):
         """Launch on the stream ``stream_ptr`` with ``values`` (arrays for :data:`POINTER`,
-        ints or NumPy integers for :data:`INT32`) in the slots' order."""
+        ints or NumPy integers for :data:`INT32` and :data:`INT64`) in the slots' order."""
         if self.fn is None:
             it = iter(values)
-            args = tuple(next(it) if a is POINTER or a is INT32 else a for a in self.template)
+            args = tuple(next(it) if _per_call(a) else a for a in self.template)
             self.kern(self.grid, self.block, args, shared_mem=self.shared)
             return
         block, _, address, slots = self._params()
         template = self.template
         for i, v in zip(slots, values):
-            block[i] = v.data.ptr if template[i] is POINTER else int(v) & 0xFFFFFFFF
+            kind = template[i]
+            block[i] = v.data.ptr if kind is POINTER else \
+                int(v) & (0xFFFFFFFF if kind is INT32 else 0xFFFFFFFFFFFFFFFF)
         self._go(self.fn, *self.dims, self.shared, stream_ptr, address, 0)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .._runtime.kernels import INT32, POINTER, Launcher
+from .._runtime.kernels import INT32, INT64, POINTER, Launcher
 from .._runtime.streams import op_stream
 from . import _fused_cuda, _stream_trsm_cuda, _wide_trsm_cuda
 from ._checks import broadcast_batch, matrix_order, sub
@@ -18,6 +18,7 @@ from . import _batched_plan
 from ._batched_plan import route
 from ._cusolver_cuda import chain_buffers, fill_pointers, routines
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
+from ._scalars_cuda import mapped_read_back
 from ._triangular_xp import check_nonsingular, judge, judge_bound
 
 __all__ = ["solve_triangular", "fused_solve", "own_route", "check_conditioning",
@@ -70,7 +71,8 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
 
     What a layout needs (route, views, strides, kernel) is worked out once per ``(shape,
     strides, dtype)`` of ``a`` and ``b`` and the options (:data:`_PLANS`): a repeat allocates
-    the solution, launches, and reads the summary back."""
+    the solution, launches, and reads the summary back (the wide kernel's from mapped host
+    memory, :class:`._scalars_cuda.MappedReadBack`)."""
     import cupy
     key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, dtype, how, unit,
            a.data.device_id)  # a plan holds kernels compiled for its device
@@ -93,9 +95,14 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         if flag_first and finite:  # the streamed kernel reads the triangle only
             _fused_cuda.flag_before(a, summ)
         checks = _fused_cuda.checks(read, finite and not flag_first)
-        if words:
-            launcher.launch(stream, a, b, out, summ, checks,
-                            _wide_trsm_cuda.workspace(cupy, dev, words, stream))
+        if words:  # the wide kernel writes its summary into mapped host memory too
+            ws = _wide_trsm_cuda.workspace(cupy, dev, words, stream)
+            if read:
+                totals = mapped_read_back(cupy, "wide", dev, stream)
+                launcher.launch(stream, a, b, out, summ, checks, ws, totals.device,
+                                totals.arm())
+            else:
+                launcher.launch(stream, a, b, out, summ, checks, ws, 0, 0)
         else:
             launcher.launch(stream, a, b, out, summ, checks)
     else:
@@ -169,7 +176,7 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     tr, cj, mode = how
     args = (POINTER, POINTER, POINTER, POINTER, np.int32(n), np.int32(k), *strides,
             np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
-            np.int32(bool(squared)), *extra, INT32, *((POINTER,) if words else ()))
+            np.int32(bool(squared)), *extra, INT32, *((POINTER, INT64, INT32) if words else ()))
     launcher = Launcher(kern, grid, block, args, shared)
     return (cupy, rows, out_shape, not vec, direct, launcher, words, solve, way == "stream")
 

@@ -18,7 +18,10 @@ one block. ``gl_wide_trsm`` gives every panel of :data:`PANEL` rows its own bloc
   after every forward one and start from the forward pass's rows;
 * the finiteness flags and the figures of the conditioning rule of :mod:`._triangular_xp`
   are folded by atomics into a small per-thread workspace; the last block to finish writes
-  the same 3-word summary as the other solve kernels and puts the workspace's identities back.
+  the same 3-word summary as the other solve kernels and puts the workspace's identities back;
+  given a mapped host buffer (:class:`._scalars_cuda.MappedReadBack`), it also writes the 3
+  words there, then the call's epoch, so the host reads them without a copy or a stream
+  synchronization.
 
 SciPy's ``check_finite`` covers the triangle the solve never reads too: with it, each block
 of the first pass reads that triangle's part of its rows after it has raised its flag, so the
@@ -90,7 +93,8 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
              const long long sbb, const long long sbr, const long long sbc,
              const long long sxb, const long long sxr, const long long sxc,
              const int tr, const int cj, const int mode, const int unit,
-             const int squared, const int checks, unsigned long long* ws) {
+             const int squared, const int checks, unsigned long long* ws,
+             unsigned long long* hostw, const unsigned int epoch) {
     extern __shared__ __align__(16) unsigned char gl_dyn[];
     T* inv = reinterpret_cast<T*>(gl_dyn);
     __shared__ T xs[KGM][PR];
@@ -330,11 +334,21 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
         }
         const unsigned long long fl = w[W_FLAGS] | ((zd && !unit) ? 4ULL : 0ULL);
         gl_summary(summ, fl, gl_order_bits(bd), 1, GL_NONE, 1ULL);
+        if (hostw) {  // the same 3 words straight into the caller's mapped host memory
+            volatile unsigned long long* totals = summ + 4;
+            hostw[0] = totals[0];
+            hostw[1] = totals[1];
+            hostw[2] = totals[2];
+        }
     }
     __syncthreads();
     const long long words = W_PANEL + (long long)gridDim.x;
     for (long long e = t; e < words; e += NT)
         ws[e] = e == W_DMIN ? INF_BITS : (e == W_ZERO ? GL_NONE : 0ULL);
+    if (t == 0 && (checks & 1) && hostw) {  // then the epoch: the host's sign that they are in
+        __threadfence_system();
+        *(volatile unsigned long long*)(hostw + 3) = (unsigned long long)epoch;
+    }
 }
 """
 
@@ -399,7 +413,11 @@ class _Launch:
     def __call__(self, grid, block, args):
         import cupy
         ws = workspace(cupy, args[0].data.device_id, HEADER + grid[0])
-        self.kern(grid, block, (*args, ws), shared_mem=self.shared)
+        self.kern(grid, block, (*args, ws, _NO_HOST, _NO_EPOCH), shared_mem=self.shared)
+
+
+#: No mapped host buffer (a null pointer) and its epoch: the summary is read from the device.
+_NO_HOST, _NO_EPOCH = np.uint64(0), np.uint32(0)
 
 
 def launch_args(x, n, mode, *views):
