@@ -169,10 +169,16 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
         summ, totals = _fused_cuda.summary(cupy, "trsm", dev, ptr)
         out = cupy.empty(out_shape, dtype=dt)
         launch_args = (a, b, out, summ, _fused_cuda.checks(True, True))
-        if words:  # the wide kernel's summary comes back through mapped host memory
+        if words:  # the wide kernel's summary comes back through mapped host memory, with
+            # the epoch of the launch (each launch arms the next, as a call does)
             totals = _triangular_cuda.mapped_read_back(cupy, "wide", dev, ptr)
-            launch_args += (_wide_trsm_cuda.workspace(cupy, dev, words, ptr), totals.device,
-                            totals.epoch)
+            launch_args += (_wide_trsm_cuda.workspace(cupy, dev, words, ptr), totals.device)
+
+            def launch():
+                launcher.launch(ptr, *launch_args, totals.arm())
+        else:
+            def launch():
+                launcher.launch(ptr, *launch_args)
         again, stream = dispatch.again, dispatch._op_stream
 
         def ordered():
@@ -188,7 +194,7 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
                "engine: result allocation": lambda: cupy.empty(out_shape, dtype=dt),
                "engine: current stream": lambda: cupy.cuda.get_current_stream().ptr,
                "engine: summary lookup": lambda: _fused_cuda.summary(cupy, "trsm", dev, ptr),
-               "engine: launch": lambda: launcher.launch(ptr, *launch_args),
+               "engine: launch": launch,
                "engine: read-back": totals.get,
                "engine: verdict": lambda: judge_bound(1.0, dt, False)}
         with full_dispatches() as full:
