@@ -94,7 +94,8 @@ def _svd_kernel_case(cp, batch, n, dtype, rng, rows):
 KERNELS = [("trsm", 4096, 64, ()), ("trsm", 4096, 8, ()), ("potrf", 4096, 8, (1, 2)),
            ("potrf", 1024, 32, (2, 4)), ("potrf", 4096, 64, (2, 4, 8)),
            ("potrf", 512, 128, (8, 4, (8, 2))), ("gesvd", 512, 32, ()), ("gesvd", 4096, 16, ()),
-           ("wide", 1, 1024, ()), ("wide", 1, 4096, ()), ("wide", 1, 16384, ())]
+           ("wide", 1, 64, ()), ("wide", 1, 1024, ()), ("wide", 1, 4096, ()),
+           ("wide", 1, 16384, ())]
 #: the grid op of a kernel row (``--cases`` names either).
 _KERNEL_API = {"potrf": "cholesky", "trsm": "cho_solve", "gesvd": "svd",
                "wide": "solve_triangular"}

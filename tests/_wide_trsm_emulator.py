@@ -3,8 +3,8 @@ order of their tickets (a schedule the device may run: a block only waits for ea
 tickets), with the kernel's index work: the ticket's pass, group and panel, the diagonal
 block reversed for the backward pass and padded with the identity, its inverse built from
 two 32 x 32 inverses and the coupling block, the tiles of the earlier panels, the workspace's
-flags, figures and identities, and the summary of the last block (also into a mapped host
-buffer, then the call's epoch, where one is given)."""
+flags, figures and identities, and the summary of the last block (into a mapped host buffer
+instead, then the call's epoch, where one is given)."""
 
 import ctypes
 
@@ -122,10 +122,12 @@ def wide_trsm(calls, grid, block, args, shared_mem):
     if checks & 1:
         bd = cond_bound(*((1.0, 1.0) if unit else (dmax, dmin)), sc, mx, squared)
         fl |= 4 if (zero != _NONE and not unit) else 0
-        _summarize(calls, summ, fl, _order_bits(bd), _NONE)
-        if hostw:  # the mapped host words, then the epoch
+        if hostw:  # the mapped host words, then the epoch; the device summary untouched
+            assert int(summ[0]) == 0, "a flag set before a launch the mapped words would miss"
             words = np.ctypeslib.as_array((ctypes.c_uint64 * 4).from_address(int(hostw)))
-            words[:3] = summ[4:7]
+            words[:3] = [fl, _order_bits(bd), _NONE]
             words[3] = epoch
             calls["wide_trsm_mapped"] += 1
+        else:
+            _summarize(calls, summ, fl, _order_bits(bd), _NONE)
     assert _bits_to_float(int(ws[3])) == np.inf and int(ws[4]) == _NONE

@@ -19,9 +19,9 @@ one block. ``gl_wide_trsm`` gives every panel of :data:`PANEL` rows its own bloc
 * the finiteness flags and the figures of the conditioning rule of :mod:`._triangular_xp`
   are folded by atomics into a small per-thread workspace; the last block to finish writes
   the same 3-word summary as the other solve kernels and puts the workspace's identities back;
-  given a mapped host buffer (:class:`._scalars_cuda.MappedReadBack`), it also writes the 3
-  words there, then the call's epoch, so the host reads them without a copy or a stream
-  synchronization.
+  given a mapped host buffer (:class:`._scalars_cuda.MappedReadBack`), it writes the 3
+  words there instead (the summary's atomics and their round trips skipped), then the call's
+  epoch, so the host reads them without a copy or a stream synchronization.
 
 SciPy's ``check_finite`` covers the triangle the solve never reads too: with it, each block
 of the first pass reads that triangle's part of its rows after it has raised its flag, so the
@@ -333,12 +333,12 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
             bd = gl_max(bd, dm * (s > 0.0 ? m / s : 0.0));
         }
         const unsigned long long fl = w[W_FLAGS] | ((zd && !unit) ? 4ULL : 0ULL);
-        gl_summary(summ, fl, gl_order_bits(bd), 1, GL_NONE, 1ULL);
-        if (hostw) {  // the same 3 words straight into the caller's mapped host memory
-            volatile unsigned long long* totals = summ + 4;
-            hostw[0] = totals[0];
-            hostw[1] = totals[1];
-            hostw[2] = totals[2];
+        if (hostw) {  // the 3 words straight into the caller's mapped host memory: the
+            hostw[0] = fl;  // device summary keeps its identities
+            hostw[1] = gl_order_bits(bd);
+            hostw[2] = GL_NONE;
+        } else {
+            gl_summary(summ, fl, gl_order_bits(bd), 1, GL_NONE, 1ULL);
         }
     }
     __syncthreads();
