@@ -21,15 +21,16 @@ def _bits_to_float(word):
 
 def _inverse(block):
     """The kernel's inverse of a lower triangular 64 x 64 block: the two diagonal 32 x 32
-    inverses by substitution, then X21 = -X22 (L21 X11)."""
+    inverses by substitution (times the diagonal's reciprocals), then X21 = -X22 (L21 X11)."""
     inv = np.zeros_like(block)
     with np.errstate(all="ignore"):
         for o in (0, 32):
             d = block[o:o + 32, o:o + 32]
             xc = np.zeros_like(d)
+            rd = 1 / np.diagonal(d)  # the reciprocals first, then products
             for r in range(32):
                 s = (np.arange(32) == r).astype(block.dtype) - d[r, :r] @ xc[:r]
-                xc[r] = s / d[r, r]
+                xc[r] = s * rd[r]
             inv[o:o + 32, o:o + 32] = np.tril(xc)
         inv[32:, :32] = -(inv[32:, 32:] @ (block[32:, :32] @ inv[:32, :32]))
     return inv

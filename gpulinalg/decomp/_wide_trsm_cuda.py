@@ -161,13 +161,16 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     __syncthreads();
     if (warp < 2) {  // invert the two 32 x 32 diagonal blocks, a column a lane
         const int o = warp * 32;
+        // the diagonal's reciprocals, a lane each, before the substitution: no division on
+        // its chain of 32 dependent steps
+        const T rd = T(1) / inv[(o + lane) * LDI + o + lane];
         T xc[32];
 #pragma unroll
         for (int r = 0; r < 32; ++r) {
             T s = (r == lane) ? T(1) : T(0);
 #pragma unroll
             for (int q = 0; q < r; ++q) s -= inv[(o + r) * LDI + o + q] * xc[q];
-            xc[r] = s / inv[(o + r) * LDI + o + r];
+            xc[r] = s * gl_shfl(rd, r, 32);
         }
         __syncwarp();
 #pragma unroll
@@ -175,18 +178,39 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     }
     __syncthreads();
     T* tmp = &red[0][0][0];  // NPART * KGM * PR = 1024 entries: one 32 x 32 block
-    for (int e = t; e < 1024; e += NT) {  // tmp = L21 X11
-        const int r = e >> 5, c = e & 31;
-        T s = T(0);
-        for (int q = c; q < 32; ++q) s += inv[(32 + r) * LDI + q] * inv[q * LDI + c];
-        tmp[e] = s;
+    // the coupling block, column c = t % 32 of rows r0 + 8 i (i < 4) a thread: four
+    // independent sums side by side, each over q in the same order as one at a time
+    const int cc = t & 31, r0 = t >> 5;
+    {  // tmp = L21 X11
+        T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+#pragma unroll 4
+        for (int q = cc; q < 32; ++q) {
+            const T xq = inv[q * LDI + cc];
+            s0 += inv[(32 + r0) * LDI + q] * xq;
+            s1 += inv[(40 + r0) * LDI + q] * xq;
+            s2 += inv[(48 + r0) * LDI + q] * xq;
+            s3 += inv[(56 + r0) * LDI + q] * xq;
+        }
+        tmp[r0 * 32 + cc] = s0;
+        tmp[(r0 + 8) * 32 + cc] = s1;
+        tmp[(r0 + 16) * 32 + cc] = s2;
+        tmp[(r0 + 24) * 32 + cc] = s3;
     }
     __syncthreads();
-    for (int e = t; e < 1024; e += NT) {  // X21 = -X22 tmp
-        const int r = e >> 5, c = e & 31;
-        T s = T(0);
-        for (int q = 0; q <= r; ++q) s += inv[(32 + r) * LDI + 32 + q] * tmp[q * 32 + c];
-        inv[(32 + r) * LDI + c] = T(0) - s;
+    {  // X21 = -X22 tmp (row r of X22 ends at its diagonal: q <= r)
+        T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+#pragma unroll 4
+        for (int q = 0; q <= r0 + 24; ++q) {
+            const T tq = tmp[q * 32 + cc];
+            if (q <= r0) s0 += inv[(32 + r0) * LDI + 32 + q] * tq;
+            if (q <= r0 + 8) s1 += inv[(40 + r0) * LDI + 32 + q] * tq;
+            if (q <= r0 + 16) s2 += inv[(48 + r0) * LDI + 32 + q] * tq;
+            s3 += inv[(56 + r0) * LDI + 32 + q] * tq;
+        }
+        inv[(32 + r0) * LDI + cc] = T(0) - s0;
+        inv[(40 + r0) * LDI + cc] = T(0) - s1;
+        inv[(48 + r0) * LDI + cc] = T(0) - s2;
+        inv[(56 + r0) * LDI + cc] = T(0) - s3;
     }
     __syncthreads();  // tmp (red) and inv are read and written again below
     // the products with the earlier panels' rows: thread (row, part of the tile's columns)
