@@ -44,19 +44,11 @@ def source(part):
 
 
 def _time(cp, fn, runs=300, rounds=5):
+    """Seconds per launch of ``fn``: the best of ``rounds`` event timings of ``runs``."""
+    from .decomp_kernels import _event_timing
     for _ in range(20):
         fn()
-    cp.cuda.get_current_stream().synchronize()
-    best = float("inf")
-    for _ in range(rounds):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(runs):
-            fn()
-        end.record()
-        end.synchronize()
-        best = min(best, cp.cuda.get_elapsed_time(start, end) / runs / 1e3)
-    return best
+    return min(_event_timing(cp, fn, runs)["median_s"] for _ in range(rounds))
 
 
 def run(sizes=(64, 1024), dtypes=("float32", "float64")):
