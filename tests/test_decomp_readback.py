@@ -96,7 +96,9 @@ def test_mapped_read_back_waits_for_its_epoch(monkeypatch):
     """The kernel's words are taken once the call's epoch is there, without a
     synchronization; when it is not there within the spins, the stream is synchronized
     (which raises a failed kernel's error) and a missing epoch after that is an error."""
+    from gpulinalg.decomp import _scalars_cuda
     from gpulinalg.decomp._scalars_cuda import MappedReadBack
+    monkeypatch.setattr(_scalars_cuda, "_LOADS_IN_ORDER", True)  # an x86 host
     log = []
     back = MappedReadBack(_mapped_cupy(log), 5)
     assert log == [("alloc", 32, 2)] and back.device == back.words.ctypes.data + 4096
@@ -114,3 +116,14 @@ def test_mapped_read_back_waits_for_its_epoch(monkeypatch):
     assert back.arm() == 1  # epochs go round, never 0 (a launch without a read-back)
     del back
     assert log[-1] == "free"
+
+
+def test_mapped_read_back_orders_its_loads_where_the_host_may_not(monkeypatch):
+    """On a host that may reorder loads (Arm), the words are read after a synchronization of
+    the stream once the epoch is seen."""
+    from gpulinalg.decomp import _scalars_cuda
+    monkeypatch.setattr(_scalars_cuda, "_LOADS_IN_ORDER", False)
+    log = []
+    back = _scalars_cuda.MappedReadBack(_mapped_cupy(log), 9)
+    back.words[:] = [4, 5, 6, back.arm()]
+    assert back.get().tolist() == [4, 5, 6] and log[-1] == ("sync", 9)

@@ -8,6 +8,7 @@ decomp's internal layer.
 """
 
 import ctypes
+import platform
 import threading
 import weakref
 
@@ -153,6 +154,11 @@ class ReadBack:
         return self.host.copy()
 
 
+#: Whether the host keeps its loads in program order (x86's total store order): the words
+#: read after the epoch are then the kernel's. Elsewhere (Arm) a synchronization orders them.
+_LOADS_IN_ORDER = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
 class MappedReadBack:
     """Three summary words that a kernel writes straight into mapped pinned host memory, then
     an epoch (word 3): the host spins on the epoch instead of a copy and a synchronization.
@@ -188,6 +194,8 @@ class MappedReadBack:
         words, epoch = self.words, self.epoch
         for _ in range(self.SPINS):
             if words[3] == epoch:
+                if not _LOADS_IN_ORDER:  # the words' loads may pass the epoch's: a barrier
+                    self._runtime.streamSynchronize(self._stream)
                 return words[:3].copy()
         self._runtime.streamSynchronize(self._stream)
         if words[3] != epoch:
