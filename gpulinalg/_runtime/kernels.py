@@ -84,15 +84,16 @@ class Launcher:
     [4096, 4294967294, -3, 7]
     """
 
-    __slots__ = ("kern", "fn", "grid", "block", "dims", "shared", "template", "_local", "_go")
+    __slots__ = ("kern", "fn", "grid", "block", "dims", "shared", "template", "_local", "_go",
+                 "_function")
 
     def __init__(self, kern, grid, block, args, shared=0):
         self.kern, self.shared, self.template = kern, int(shared), tuple(args)
         self.grid, self.block = tuple(grid), tuple(block)
         self.dims = (*self.grid, *(1,) * (3 - len(self.grid)),
                      *self.block, *(1,) * (3 - len(self.block)))
-        fn = getattr(kern, "kernel", None)  # compiled for the current device
-        self.fn = getattr(fn, "ptr", None)
+        fn = self._function = getattr(kern, "kernel", None)  # compiled for the current device,
+        self.fn = getattr(fn, "ptr", None)  # held here with its module while the handle is used
         self._local = threading.local()
         self._go = None
         if self.fn is not None:
