@@ -3,8 +3,9 @@
 ``complex``: real part, conjugate, magnitude in float64, NaN-sticky ``max``/``min`` of
 non-negative doubles, and warp shuffles (:data:`SCALAR_PREAMBLE`, which each kernel module
 puts in front of its source); :func:`size_class`, the compiled size a stack runs; and
-:func:`summary_buffer`, the per-thread buffer a kernel folds its figures into. Part of
-decomp's internal layer.
+:func:`summary_buffer`, the buffer per thread and stream a kernel folds its figures into,
+with its read-back (:class:`ReadBack`, or :class:`MappedReadBack` for a kernel that writes
+host memory itself), all kept by :func:`per_thread`. Part of decomp's internal layer.
 """
 
 import ctypes

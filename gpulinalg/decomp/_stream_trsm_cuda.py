@@ -309,28 +309,16 @@ def group(n, k, nb, dtype, limit=MAX_SHARED):
     return 1
 
 
-class _Launch:
-    """A launch of the kernel with its dynamic shared memory, called as the fused kernels are
-    (``kern(grid, block, args)``)."""
-
-    __slots__ = ("kern", "shared")
-
-    def __init__(self, kern, shared):
-        self.kern, self.shared = kern, shared
-
-    def __call__(self, grid, block, args):
-        self.kern(grid, block, args, shared_mem=self.shared)
-
-
 def _threads(dtype):
     # complex128: 256 threads (the partial sums of 16 warps would not fit static shared memory)
     return 256 if np.dtype(dtype) == np.complex128 else 512
 
 
 def launch_args(x, n, nb, *views):
-    """``(launch, grid, block, strides, kg)`` of the kernel for the ``(B, n, k)`` solution
-    ``x`` of ``nb`` matrices: the element strides of the ``(B, p, q)`` ``views`` flattened and
-    the group size (the argument before ``checks``), as an engine keeps them per layout."""
+    """``(kernel, grid, block, strides, kg, shared)`` of the kernel for the ``(B, n, k)``
+    solution ``x`` of ``nb`` matrices: the element strides of the ``(B, p, q)`` ``views``
+    flattened, the group size (the argument before ``checks``) and the launch's dynamic
+    shared memory, as an engine keeps them per layout."""
     k = x.shape[-1]
     limit = shared_limit()
     kg = group(n, k, nb, x.dtype, limit)
@@ -341,18 +329,18 @@ def launch_args(x, n, nb, *views):
                       options=("--std=c++17", f"-DNT={threads}", f"-DUNR={loads}"),
                       shared_bytes=limit)
     strides = tuple(s for v in views for s in strides_of(v))
-    launch = _Launch(kern, n * kg * np.dtype(x.dtype).itemsize)
-    return launch, (nb * -(-k // kg),), (threads,), strides, np.int32(kg)
+    return (kern, (nb * -(-k // kg),), (threads,), strides, np.int32(kg),
+            n * kg * np.dtype(x.dtype).itemsize)
 
 
 def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
     """:func:`._fused_cuda.trsm`'s solve (same arguments and summary) by the streamed kernel:
     with ``finite``, :func:`._fused_cuda.flag_before`, then one launch; no synchronization."""
     nb, n, _ = x.shape
-    launch, grid, block, st, kg = launch_args(x, n, nb, a3, b3, x)
+    kern, grid, block, st, kg, shared = launch_args(x, n, nb, a3, b3, x)
     if finite and summarize:
         flag_before(a3, summ)
-    launch(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(x.shape[-1]), *st,
-                         np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode),
-                         np.int32(bool(unit)), np.int32(bool(squared)), kg,
-                         checks(summarize, False)))
+    kern(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(x.shape[-1]), *st,
+                       np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode),
+                       np.int32(bool(unit)), np.int32(bool(squared)), kg,
+                       checks(summarize, False)), shared_mem=shared)

@@ -166,13 +166,13 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
                                                              x3)
         extra, solve, shared, words = (), _fused_cuda.trsm, 0, 0
     elif way == "stream":
-        kern, grid, block, strides, kg = _stream_trsm_cuda.launch_args(x3, n, nb, a3, b3, x3)
-        extra, solve, shared, words = (kg,), _stream_trsm_cuda.trsm, kern.shared, 0
-        kern = kern.kern
+        kern, grid, block, strides, kg, shared = _stream_trsm_cuda.launch_args(x3, n, nb, a3,
+                                                                              b3, x3)
+        extra, solve, words = (kg,), _stream_trsm_cuda.trsm, 0
     else:
-        kern, grid, block, strides = _wide_trsm_cuda.launch_args(x3, n, how[2], a3, b3, x3)
-        extra, solve, shared = (), _wide_trsm_cuda.trsm, kern.shared
-        kern, words = kern.kern, _wide_trsm_cuda.HEADER + grid[0]
+        kern, grid, block, strides, shared = _wide_trsm_cuda.launch_args(x3, n, how[2], a3,
+                                                                         b3, x3)
+        extra, solve, words = (), _wide_trsm_cuda.trsm, _wide_trsm_cuda.HEADER + grid[0]
     tr, cj, mode = how
     args = (POINTER, POINTER, POINTER, POINTER, np.int32(n), np.int32(k), *strides,
             np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),

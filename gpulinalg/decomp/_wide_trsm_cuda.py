@@ -425,29 +425,16 @@ def _static_bytes(dtype):
     return (GROUP + THREADS // PANEL * GROUP) * PANEL * np.dtype(dtype).itemsize + 64
 
 
-class _Launch:
-    """A launch with its dynamic shared memory and the calling thread's workspace (the last
-    argument), called as the other solve kernels are (``kern(grid, block, args)``)."""
-
-    __slots__ = ("kern", "shared")
-
-    def __init__(self, kern, shared):
-        self.kern, self.shared = kern, shared
-
-    def __call__(self, grid, block, args):
-        import cupy
-        ws = workspace(cupy, args[0].data.device_id, HEADER + grid[0])
-        self.kern(grid, block, (*args, ws, _NO_HOST, _NO_EPOCH), shared_mem=self.shared)
-
-
 #: No mapped host buffer (a null pointer) and its epoch: the summary is read from the device.
 _NO_HOST, _NO_EPOCH = np.uint64(0), np.uint32(0)
 
 
 def launch_args(x, n, mode, *views):
-    """``(launch, grid, block, strides)`` of the kernel for the ``(1, n, k)`` solution ``x``
-    in ``mode`` (0, 1, 2: the grid holds both passes of ``cho_solve``): the element strides of
-    the ``(1, p, q)`` ``views`` flattened, as an engine keeps them per layout."""
+    """``(kernel, grid, block, strides, shared)`` of the kernel for the ``(1, n, k)`` solution
+    ``x`` in ``mode`` (0, 1, 2: the grid holds both passes of ``cho_solve``): the element
+    strides of the ``(1, p, q)`` ``views`` flattened and the launch's dynamic shared memory,
+    as an engine keeps them per layout. The arguments end with the calling thread's
+    workspace, a mapped host buffer (or null) and its epoch."""
     from .._runtime.kernels import raw_kernel
     k = x.shape[-1]
     t, r = KERNEL_TYPES[np.dtype(x.dtype)]
@@ -456,7 +443,7 @@ def launch_args(x, n, mode, *views):
                       options=("--std=c++17", f"-DNT={THREADS}", f"-DMAXK={MAX_RHS}"),
                       shared_bytes=shared)
     strides = tuple(s for v in views for s in strides_of(v))
-    return _Launch(kern, shared), (blocks(n, k, mode),), (THREADS,), strides
+    return kern, (blocks(n, k, mode),), (THREADS,), strides, shared
 
 
 def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
@@ -465,7 +452,10 @@ def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
     only): one launch, no synchronization."""
     nb, n, k = x.shape
     assert nb == 1, "the wide kernel solves one matrix"
-    launch, grid, block, st = launch_args(x, n, mode, a3, b3, x)
-    launch(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(k), *st, np.int32(bool(tr)),
-                         np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
-                         np.int32(bool(squared)), checks(summarize, finite)))
+    import cupy
+    kern, grid, block, st, shared = launch_args(x, n, mode, a3, b3, x)
+    ws = workspace(cupy, x.data.device_id, HEADER + grid[0])
+    kern(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(k), *st, np.int32(bool(tr)),
+                       np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
+                       np.int32(bool(squared)), checks(summarize, finite), ws, _NO_HOST,
+                       _NO_EPOCH), shared_mem=shared)
