@@ -20,7 +20,10 @@ def test_breakdown_with_stand_ins():
     assert {"whole call", "key", "engine", "engine: launch", "engine: read-back",
             "op_stream enter + exit", "again (without the engine)"} <= set(steps)
     assert all(np.isfinite(v) for v in steps.values())
-    assert steps["whole call"] > steps["engine"] > 0
+    # the steps are timed separately, so on a loaded host a part may time longer than its
+    # whole (and a difference of two steps be negative): which is larger is the benchmark's
+    # to measure, not this test's
+    assert steps["whole call"] > 0 and steps["engine"] > 0
     assert info["route"] == "wide" and info["full_dispatches"] == 0 and info["decision_held"]
     assert device._state == state and cupy.cuda.get_allocator() is allocator
     assert not _triangular_cuda._PLANS and _fused_cuda.summary.__module__ == _fused_cuda.__name__
