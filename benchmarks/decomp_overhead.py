@@ -13,7 +13,7 @@ keeps up with the host, so the launch and the engine read as host time; at 1024 
 holds the kernel's run.
 
 Without ``--gpu`` the road runs with stand-ins for the CUDA calls (CuPy arrays over host memory,
-a launch that does nothing, a summary that reads a well-conditioned solve, no stream ordering),
+a driver launch that does nothing after the launcher has packed its parameters, a summary that reads a well-conditioned solve, no stream ordering),
 so what is timed is the Python of the road alone, on any machine with CuPy installed.
 """
 
@@ -29,11 +29,25 @@ SUITE = "decomp_overhead"
 _OP = "decomp.solve_triangular"
 
 
+class _StubFunction:
+    """A compiled function's stand-in: the driver handle a launcher passes."""
+
+    ptr = 1
+
+
 class _StubKernel:
-    """A raw kernel whose launch does nothing."""
+    """A raw kernel whose launch does nothing, with a stand-in compiled function, so that a
+    :class:`~gpulinalg._runtime.kernels.Launcher` takes its direct road (packing the
+    parameter block) up to the driver's launch, which the stand-ins make a no-op."""
+
+    kernel = _StubFunction()
 
     def __call__(self, grid, block, args, shared_mem=0):
         return None
+
+
+def _no_launch(*args):
+    return None
 
 
 class _Totals:
@@ -97,6 +111,8 @@ def stand_in():
     patch(device, "attribute", attribute)
     patch(_stream_trsm_cuda, "attribute", attribute)
     patch(kernels, "raw_kernel", lambda *args, **kwargs: _StubKernel())
+    from cupy_backends.cuda.api import driver
+    patch(driver, "launchKernel", _no_launch)
     patch(_fused_cuda, "summary", lambda cp, kind, dev, stream=None: (summ, totals))
     patch(dispatch, "_op_stream", _NoStream)
     patch(cupy.cuda, "get_current_stream", lambda: _NULL_STREAM)
