@@ -13,8 +13,9 @@ keeps up with the host, so the launch and the engine read as host time; at 1024 
 holds the kernel's run.
 
 Without ``--gpu`` the road runs with stand-ins for the CUDA calls (CuPy arrays over host memory,
-a driver launch that does nothing after the launcher has packed its parameters, a summary that reads a well-conditioned solve, no stream ordering),
-so what is timed is the Python of the road alone, on any machine with CuPy installed.
+a driver launch that does nothing after the launcher has packed its parameters, a summary that
+reads a well-conditioned solve, no stream ordering), so what is timed is the Python of the road
+alone, on any machine with CuPy installed.
 """
 
 import contextlib

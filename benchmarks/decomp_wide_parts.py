@@ -8,8 +8,9 @@ checks on), 300 launches between two CUDA events, best of five. The variants com
 solutions; only their time means something. At order 64 (one panel, one block) the kernel is
 its fixed cost: the diagonal block's inversion, the coupling block, the summary's tail; at
 1024 the chain of 16 panels comes on top (the inversion of the first panel is on it, the
-others run beside it). ``no tail`` leaves the panel flags up, so at orders above 64 its
-launches after the first do not wait: read it at order 64 only.
+others run beside it). ``no tail`` leaves the launch's tag where it was, so at orders above
+64 its launches after the first find every panel's words already tagged and do not wait: read
+it at order 64 only.
 """
 
 import time
@@ -74,7 +75,7 @@ def run(sizes=(64, 1024), dtypes=("float32", "float64")):
             stream = cp.cuda.get_current_stream().ptr
             summ, _ = _fused_cuda.summary(cp, "trsm", a.data.device_id, stream)
             grid = (wide.blocks(n, 1, 0),)
-            ws = wide.workspace(cp, a.data.device_id, wide.HEADER + grid[0], stream)
+            ws = wide.workspace(cp, a.data.device_id, wide.words(n, 1, 0, dtype), stream)
             mapped = mapped_read_back(cp, "wide parts", a.data.device_id, stream)
             strides = tuple(s for v in (a[None], b, x) for s in _fused_cuda.strides_of(v))
             args = (POINTER, POINTER, POINTER, POINTER, np.int32(n), np.int32(1), *strides,

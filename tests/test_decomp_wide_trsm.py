@@ -41,9 +41,20 @@ def test_fits_and_blocks():
 
 
 def test_identities_are_what_the_kernel_puts_back():
-    w = _wide_trsm_cuda.identities(_wide_trsm_cuda.HEADER + 4)
+    h = _wide_trsm_cuda.HEADER
+    w = _wide_trsm_cuda.identities(h + 6)
     assert w[0] == w[1] == w[2] == w[5] == 0 and w[3] == 0x7FF0000000000000
-    assert w[4] == np.uint64((1 << 64) - 1) and not w[6:].any()
+    assert w[4] == np.uint64((1 << 64) - 1) and not w[6:h].any()
+    # no tag used yet, the buffer's own length, no tagged word
+    assert w[h] == 0 and w[h + 1] == h + 6 and not w[h + 2:].any()
+
+
+def test_workspace_words_hold_a_panel_a_block():
+    """32 bits of a value a word, a panel's 64 rows and four columns a block."""
+    h = _wide_trsm_cuda.HEADER + 2
+    assert _wide_trsm_cuda.words(64, 1, 0, "float32") == h + 64 * 4
+    assert _wide_trsm_cuda.words(65, 5, 2, "float64") == h + 8 * 64 * 4 * 2
+    assert _wide_trsm_cuda.words(64, 1, 1, "complex128") == h + 64 * 4 * 4
 
 
 # -- the CPU emulation: the engine's use of the kernel -------------------------------------------
@@ -124,6 +135,37 @@ def test_emulated_wide_failures_name_the_entry(emu, rng):
     with pytest.warns(IllConditionedWarning):
         _triangular_cuda.solve_triangular(dev(t), dev(b), 0, True, False, False,
                                           np.dtype("f8"), True)
+
+
+def _tags_wrap(xp, ws, solve, a, b):
+    """Solves of two shapes, one with the tags spent: right results throughout; each launch
+    tags with one more than the last, and the one with the last tag clears every tagged word
+    (the next starts again at 1)."""
+    h = _wide_trsm_cuda.HEADER
+    want = np.linalg.solve(a, b)
+    tol = dict(rtol=1e-10, atol=1e-10)
+    assert np.allclose(solve(a, b), want, **tol)
+    before = int(ws[h])
+    assert np.allclose(solve(a[:130, :130], b[:130, :1]), np.linalg.solve(a[:130, :130],
+                                                                        b[:130, :1]), **tol)
+    assert int(ws[h]) == before + 1 and int(ws[h + 1]) == ws.size
+    ws[h] = 0xFFFFFFFE
+    assert np.allclose(solve(a, b), want, **tol)
+    assert int(ws[h]) == 0 and not bool(xp.asarray(ws[h + 2:]).any())
+    assert np.allclose(solve(a, b), want, **tol)
+    assert int(ws[h]) == 1 and int(ws[0]) == 0 and int(ws[1]) == 0
+
+
+def test_emulated_tags_advance_and_wrap(emu, rng):
+    import cupy  # the emulation's
+    a, b = tri(rng, (300, 300), np.float64), rng.standard_normal((300, 5))
+
+    def solve(a, b):
+        return plain(_triangular_cuda.solve_triangular(dev(a), dev(b), 0, True, False, False,
+                                                       np.dtype("f8"), True))
+    solve(a, b)
+    ws = _wide_trsm_cuda.workspace(cupy, 0, 1)
+    _tags_wrap(np, ws, solve, a, b)
 
 
 # -- the device ---------------------------------------------------------------------------------
@@ -287,3 +329,18 @@ def test_gpu_solves_run_on_the_callers_stream(xp_gpu, rng):
     s2.synchronize()
     for x in outs:
         assert np.allclose(cp.asnumpy(x), ref_c, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_gpu_wide_tags_advance_and_wrap(xp_gpu, rng):
+    """The tagged words on the device: a launch never takes a word that an earlier one left
+    (of another shape too), and the launch with the last tag leaves none behind."""
+    cp = xp_gpu
+    a, b = tri(rng, (1000, 1000), np.float64), rng.standard_normal((1000, 5))
+
+    def solve(a, b):
+        return cp.asnumpy(solve_triangular(cp.asarray(a), cp.asarray(b), lower=True))
+    solve(a, b)
+    assert gpulinalg.last_run().backend == "gpu"
+    ws = _wide_trsm_cuda.workspace(cp, cp.cuda.Device().id, 1)
+    _tags_wrap(cp, ws, solve, a, b)

@@ -172,7 +172,8 @@ def _solve_plan(cupy, a, b, dtype, how, unit, squared):
     else:
         kern, grid, block, strides, shared = _wide_trsm_cuda.launch_args(x3, n, how[2], a3,
                                                                          b3, x3)
-        extra, solve, words = (), _wide_trsm_cuda.trsm, _wide_trsm_cuda.HEADER + grid[0]
+        extra, solve = (), _wide_trsm_cuda.trsm
+        words = _wide_trsm_cuda.words(n, k, how[2], dtype)
     tr, cj, mode = how
     args = (POINTER, POINTER, POINTER, POINTER, np.int32(n), np.int32(k), *strides,
             np.int32(bool(tr)), np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),

@@ -12,8 +12,11 @@ one block. ``gl_wide_trsm`` gives every panel of :data:`PANEL` rows its own bloc
 * before it waits for anything, a block inverts its panel's diagonal block in shared memory
   (two 32 x 32 inversions by two warps, then the coupling block by two small products);
 * it then sums the products of its rows with each earlier panel's solution as soon as that
-  panel's flag is up (the tile's loads issued before the wait), applies the inverse, writes
-  its rows, and raises its own flag: the chain's link is one flag, one tile and one product;
+  solution is there (the tile's loads issued before the wait), applies the inverse and writes
+  its rows. A solution passes from block to block as *tagged words* (each 64-bit word 32 bits
+  of a value and the launch's tag, stored at once): the waiting block reads the words
+  themselves until they carry its launch's tag, so the chain's link is one read of the
+  data, one tile and one product, with no flag and no memory fence on it;
 * ``cho_solve``'s backward substitution runs in the same launch: its blocks take the tickets
   after every forward one and start from the forward pass's rows;
 * the finiteness flags and the figures of the conditioning rule of :mod:`._triangular_xp`
@@ -24,8 +27,8 @@ one block. ``gl_wide_trsm`` gives every panel of :data:`PANEL` rows its own bloc
   epoch, so the host reads them without a copy or a stream synchronization.
 
 SciPy's ``check_finite`` covers the triangle the solve never reads too: with it, each block
-of the first pass reads that triangle's part of its rows after it has raised its flag, so the
-check runs beside the chain instead of before it (a flat pass over all of a 16384^2 float64
+of the first pass reads that triangle's part of its rows after it has written its solution, so
+the check runs beside the chain instead of before it (a flat pass over all of a 16384^2 float64
 matrix takes about 0.6 ms on an H200). The route table of :mod:`._batched_plan`
 (row ``"wide"``) says where it runs. Part of decomp's internal layer: CuPy arrays in, on the
 dispatcher's stream.
@@ -36,7 +39,7 @@ import numpy as np
 from ._fused_cuda import COMMON, checks, strides_of
 from ._scalars_cuda import KERNEL_TYPES, per_thread
 
-__all__ = ["fits", "launch_args", "trsm", "workspace", "PANEL", "MAX_RHS", "MAX_ORDER",
+__all__ = ["fits", "launch_args", "trsm", "workspace", "words", "PANEL", "MAX_RHS", "MAX_ORDER",
            "HEADER", "identities"]
 
 #: Rows of a panel (one block each); the kernel's inversion assumes 64.
@@ -49,8 +52,9 @@ GROUP = 4
 MAX_ORDER = 16384
 #: Threads of a block (the kernel's mappings assume 4 x :data:`PANEL`).
 THREADS = 256
-#: Workspace words before the panel flags: ticket, done count, the diagonal's largest and
-#: smallest magnitude, its first zero, the flags, 16 scales of b and 16 of x.
+#: Workspace words that a launch's last block puts back: ticket, done count, the diagonal's
+#: largest and smallest magnitude, its first zero, the flags, 16 scales of b and 16 of x. Then
+#: the last launch's tag, the buffer's length, and the panels' tagged words (:func:`words`).
 HEADER = 6 + 2 * MAX_RHS
 
 _SOURCE = COMMON + r"""
@@ -67,25 +71,53 @@ _SOURCE = COMMON + r"""
 #define W_FLAGS 5
 #define W_SC 6
 #define W_MX (6 + MAXK)
-#define W_PANEL (6 + 2 * MAXK)
+#define W_EPOCH (6 + 2 * MAXK)
+#define W_WORDS (W_EPOCH + 1)
+#define W_LINES (W_EPOCH + 2)
+#define WPE ((int)(sizeof(T) / 4))
+#define SET_WORDS (PR * KGM * WPE)
 #define INF_BITS 0x7ff0000000000000ULL
-template <class S> __device__ __forceinline__ S gl_ldcg(const S* p) { return __ldcg(p); }
-template <class S> __device__ __forceinline__ complex<S> gl_ldcg(const complex<S>* p) {
-    const S* q = reinterpret_cast<const S*>(p);
-    return complex<S>(__ldcg(q), __ldcg(q + 1));
+// A panel's solution goes from block to block as tagged words: each 64-bit word holds 32 bits
+// of a value and the launch's tag, written by one store (which the device never splits), so
+// a reader spins on the words themselves: no fence on either side, no flag, and the data
+// comes with the sign that it is there.
+__device__ __forceinline__ void gl_put(unsigned long long* w, const T v, const unsigned int tag) {
+    unsigned int b[WPE];
+    memcpy(b, &v, sizeof(T));
+#pragma unroll
+    for (int i = 0; i < WPE; ++i)
+        *(volatile unsigned long long*)(w + i) = ((unsigned long long)tag << 32) | b[i];
 }
-__device__ __forceinline__ void gl_wait(const unsigned long long* f) {
-    while (*(volatile const unsigned long long*)f == 0ULL) { }
-    __threadfence();
+__device__ __forceinline__ T gl_take(const unsigned long long* w, const unsigned int tag) {
+    unsigned int b[WPE];
+    for (;;) {
+        bool ok = true;
+#pragma unroll
+        for (int i = 0; i < WPE; ++i) {
+            const unsigned long long v = *(volatile const unsigned long long*)(w + i);
+            b[i] = (unsigned int)v;
+            ok = ok && (unsigned int)(v >> 32) == tag;
+        }
+        if (ok) break;
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(64);  // many blocks wait on the same lines: fewer reads of them
+#endif
+    }
+    T v;
+    memcpy(&v, b, sizeof(T));
+    return v;
 }
 // op(a) = m is lower triangular as in gl_stream_trsm (tr, cj; mode 0: m^-1 b, 1: m^-H b,
 // 2: m^-H m^-1 b). One matrix; block "ticket" (ws[0]) takes pass (forward first), column group
 // and panel in the order of the substitution. Forward panel p: rows i0 = p * PR ..; g(r, j) =
 // m(i0 + r, j); backward: g(r, j) = conj(m(j, i0 + r)), panels from the bottom. The diagonal
 // block g(r, i0 + q) sits in inv reversed for the backward pass (so always lower triangular),
-// padded with the identity past n, and is inverted in place. ws: W_PANEL + one flag per
-// (pass, group, panel); the figures of the rule (gl_stream_trsm's) by atomics; the last block
-// writes the summary and puts every word back to its identity.
+// padded with the identity past n, and is inverted in place. ws: the figures of the rule
+// (gl_stream_trsm's) by atomics, the last launch's tag (W_EPOCH), the buffer's length
+// (W_WORDS), then SET_WORDS of tagged words per (pass, group, panel): x(i0 + r, c0 + c) of the
+// panel in words (c * PR + r) * WPE on. The last block writes the summary, puts the words
+// before W_EPOCH back to their identities and the tag into W_EPOCH; a launch tags with one
+// more, so a word left by an earlier launch never passes for this one's.
 extern "C" __global__ void __launch_bounds__(NT)
 gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
              unsigned long long* __restrict__ summ, const int n, const int k,
@@ -100,11 +132,16 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     __shared__ T xs[KGM][PR];
     __shared__ T red[NPART][KGM][PR];
     __shared__ unsigned long long s_ticket;
+    __shared__ unsigned int s_tag;
     __shared__ int s_last;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    if (t == 0) s_ticket = atomicAdd(&ws[W_TICKET], 1ULL);
+    if (t == 0) {
+        s_ticket = atomicAdd(&ws[W_TICKET], 1ULL);
+        s_tag = (unsigned int)ws[W_EPOCH] + 1u;  // at most 0xffffffff: see the tail
+    }
     __syncthreads();
     const long long ticket = (long long)s_ticket;
+    const unsigned int tag = s_tag;
     const int panels = (n + PR - 1) / PR, groups = (k + KGM - 1) / KGM;
     const int first = mode == 1 ? 1 : 0;
     const int pass = first + (int)(ticket / ((long long)groups * panels));
@@ -118,9 +155,12 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     const bool cp = fw ? (cj != 0) : (cj == 0);
     const bool rfast = llabs(sr) <= llabs(sj);
     const T* rows = a + (long long)i0 * sr;
-    unsigned long long* flags = ws + W_PANEL + ((long long)(pass - first) * groups + g) * panels;
+    // the tagged words of this pass and group (panel by panel), and of this panel
+    unsigned long long* lines = ws + W_LINES + ((long long)(pass - first) * groups + g) * panels
+                                                * SET_WORDS;
+    const int word = t * WPE;  // x(r, c) of a panel for thread (r, c) = (t % PR, t / PR)
     // check_finite of the other triangle: the first pass's blocks of the first group read its
-    // part in their rows (after raising their flag: off the chain)
+    // part in their rows (after writing their solution: off the chain)
     const bool other = (checks & 2) && pass == first && g == 0;
     int mine = 0, minb = 0;
     double dmax = 0.0, dmin = __longlong_as_double(0x7ff0000000000000LL);
@@ -231,11 +271,9 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     }
     for (int s = 0; s < tiles; ++s) {
         const int jp = fw ? s : panels - 1 - s;
-        const int j0 = jp * PR, jw = min(PR, n - j0);
-        if (t == 0) gl_wait(flags + jp);
-        __syncthreads();
+        const int jw = min(PR, n - jp * PR);
         xs[cme][rme] = (cme < kc && rme < jw)
-            ? gl_ldcg(x + (long long)(j0 + rme) * sxr + (long long)(c0 + cme) * sxc) : T(0);
+            ? gl_take(lines + (long long)jp * SET_WORDS + word, tag) : T(0);
         __syncthreads();
 #pragma unroll
         for (int u = 0; u < QPT; ++u) {
@@ -245,7 +283,7 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
 #pragma unroll
             for (int c = 0; c < KGM; ++c) acc[c] += v * xs[c][jj];
         }
-        if (s + 1 < tiles) {  // the next tile's loads, in flight while its flag is awaited
+        if (s + 1 < tiles) {  // the next tile's loads, in flight while its solution is awaited
             const int jn = fw ? s + 1 : panels - 2 - s;
             const int n0 = jn * PR, nw = min(PR, n - n0);
 #pragma unroll
@@ -259,13 +297,9 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
     }
 #pragma unroll
     for (int c = 0; c < KGM; ++c) red[part][c][row] = acc[c];
-    if (pass != first) {  // cho_solve's backward pass starts from the forward pass's rows
-        if (t == 0) gl_wait(ws + W_PANEL + (long long)g * panels + pi);
-        __syncthreads();
-        if (cme < kc && rme < pr)
-            rhs = gl_ldcg(x + (long long)(i0 + rme) * sxr + (long long)(c0 + cme) * sxc);
-    }
-    __syncthreads();
+    if (pass != first && cme < kc && rme < pr)  // cho_solve's backward pass starts from the
+        rhs = gl_take(ws + W_LINES + ((long long)g * panels + pi) * SET_WORDS + word, tag);
+    __syncthreads();  // (the forward pass's rows of this panel)
     {  // v = rhs - sums, reversed for the backward pass
         T v = rhs;
         for (int p = 0; p < NPART; ++p) v -= red[p][cme][rme];
@@ -293,13 +327,11 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
         T y = T(0);
         for (int p = 0; p < NPART; ++p) y += red[p][cme][rr];
         if (rme < pr) {
+            gl_put(lines + (long long)pi * SET_WORDS + word, y, tag);  // the next link first
             x[(long long)(i0 + rme) * sxr + (long long)(c0 + cme) * sxc] = y;
             if (pass == (mode == 0 ? 0 : 1)) mx = gl_mag(y);
         }
     }
-    __threadfence();
-    __syncthreads();
-    if (t == 0) atomicExch(flags + pi, 1ULL);
     if (other) {  // the tiles past the diagonal block on the other side, UNR loads in flight
         const int from = fw ? pi + 1 : 0, to = fw ? panels : pi;
         for (int jp = from; jp < to; ++jp) {
@@ -366,9 +398,13 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
         }
     }
     __syncthreads();
-    const long long words = W_PANEL + (long long)gridDim.x;
-    for (long long e = t; e < words; e += NT)
+    for (int e = t; e < W_EPOCH; e += NT)
         ws[e] = e == W_DMIN ? INF_BITS : (e == W_ZERO ? GL_NONE : 0ULL);
+    if (tag == 0xffffffffu) {  // the tags are spent: clear every tagged word, start again at 1
+        const long long words = (long long)ws[W_WORDS];
+        for (long long e = W_LINES + t; e < words; e += NT) ws[e] = 0ULL;
+    }
+    if (t == 0) ws[W_EPOCH] = tag == 0xffffffffu ? 0ULL : (unsigned long long)tag;
     if (t == 0 && (checks & 1) && hostw) {  // then the epoch: the host's sign that they are in
         __threadfence_system();
         *(volatile unsigned long long*)(hostw + 3) = (unsigned long long)epoch;
@@ -378,12 +414,24 @@ gl_wide_trsm(const T* __restrict__ a, const T* __restrict__ bm, T* x,
 
 
 def identities(words):
-    """The workspace's words at rest (``words`` of them): what the last block of a launch
-    puts back."""
+    """A new workspace of ``words`` words: the header at rest (what the last block of a
+    launch puts back), no tag used yet, its own length, no tagged word."""
     w = np.zeros(words, dtype=np.uint64)
     w[3] = 0x7FF0000000000000  # the smallest diagonal magnitude: +inf
     w[4] = (1 << 64) - 1       # the first zero on the diagonal: none
+    w[HEADER + 1] = words
     return w
+
+
+def words(n, k, mode, dtype):
+    """Workspace words of a launch: the header, the tag and length, and per block (panel,
+    column group and pass) a panel's solution in tagged words, one per 32 bits.
+
+    >>> words(1024, 1, 0, "float64"), words(4096, 1, 0, "float32")
+    (8232, 16424)
+    """
+    per_value = np.dtype(dtype).itemsize // 4
+    return HEADER + 2 + blocks(n, k, mode) * PANEL * GROUP * per_value
 
 
 def workspace(cupy, device, words, stream=None):
@@ -454,7 +502,7 @@ def trsm(a3, b3, x, summ, tr, cj, mode, unit, squared, summarize, finite=False):
     assert nb == 1, "the wide kernel solves one matrix"
     import cupy
     kern, grid, block, st, shared = launch_args(x, n, mode, a3, b3, x)
-    ws = workspace(cupy, x.data.device_id, HEADER + grid[0])
+    ws = workspace(cupy, x.data.device_id, words(n, k, mode, x.dtype))
     kern(grid, block, (a3, b3, x, summ, np.int32(n), np.int32(k), *st, np.int32(bool(tr)),
                        np.int32(bool(cj)), np.int32(mode), np.int32(bool(unit)),
                        np.int32(bool(squared)), checks(summarize, finite), ws, _NO_HOST,
