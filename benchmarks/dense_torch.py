@@ -5,6 +5,10 @@
   synchronize (host-bound: what a training loop sees); cold first call (plan cache and call memo
   cleared) and warm median.
 * ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
+* ``tflops_kernels`` (not in the default sections): at 4096³, ours with the heuristic's plan,
+  ours autotuned and torch, timed in interleaved rounds, each row with the kernels of one call
+  from the torch profiler: whether torch runs another kernel where it is ahead, and whether
+  autotuning finds one as fast.
 * ``layer``: ``FusedLinear`` against ``nn.Linear`` + activation, forward + backward, batch
   256/8192 × width 1024/4096 (square), fp16/bf16, eager; and under ``torch.compile`` (fp16,
   batch 8192, width 1024). Ours and torch are timed interleaved: 9 samples of 50 steps each
@@ -157,6 +161,45 @@ def tflops_rows(sizes, dtypes, repeat):
     return rows
 
 
+def tflops_kernel_rows(sizes, dtypes, repeat, rounds=3):
+    """Ours (heuristic plan; autotuned plan) against ``torch._addmm_activation``: TFLOP/s, the
+    best of ``rounds`` interleaved medians of ``repeat`` CUDA-event timings, and the kernels of
+    one call (name, count, GPU µs) from the torch profiler."""
+    torch = _torch()
+    from gpulinalg.dense import matmul
+    rows = []
+    dev = _device()
+    for n in sizes:
+        for dname in dtypes:
+            g = torch.Generator(device=dev).manual_seed(n)
+            a, b = (torch.randn(n, n, device=dev, dtype=getattr(torch, dname), generator=g)
+                    for _ in range(2))
+            bias = torch.randn(n, device=dev, dtype=a.dtype, generator=g)
+            for act in ("relu", "gelu"):
+                impls = {
+                    "gpulinalg heuristic": lambda act=act: matmul(
+                        a, b, bias=bias, activation=act, autotune=False),
+                    "gpulinalg autotuned": lambda act=act: matmul(
+                        a, b, bias=bias, activation=act, autotune=True),
+                    "torch _addmm_activation": lambda act=act: torch._addmm_activation(
+                        bias, a, b, use_gelu=act == "gelu")}
+                colds = {name: _cold(fn) for name, fn in impls.items()
+                         if name.startswith("gpulinalg")}
+                best = {}
+                for r in range(rounds):
+                    for name in (list(impls) if r % 2 == 0 else list(impls)[::-1]):
+                        t = _events(impls[name], warmup=3, repeat=repeat)
+                        if name not in best or t["median_s"] < best[name]["median_s"]:
+                            best[name] = t
+                for name, fn in impls.items():
+                    t = best[name]
+                    rows.append(row(SUITE, f"tflops kernels {n}^3 {dname} bias+{act}", name, t,
+                                    tflops=2.0 * n ** 3 / t["median_s"] / 1e12,
+                                    cold_first_call_s=colds.get(name),
+                                    kernels=_step_kernels(fn) if _cuda() else []))
+    return rows
+
+
 def _models(batch, width, dtype, act, first=False):
     torch = _torch()
     from gpulinalg.dense import FusedLinear
@@ -229,8 +272,8 @@ def layer_rows(batches, widths, dtypes, acts, steps, samples, compiled=False, fi
     either model); ``tuned``: under ``gpulinalg.config_context(autotune=True)`` (one block
     around the case: a block's settings object is what the memo entries serve). Ours and torch
     are timed interleaved (:func:`_interleaved`); ours' row also has the slow roads taken
-    during its timed steps (:class:`.dense_torch_host.SlowRoads`: all 0 when every step reuses its memo and
-    plans)."""
+    during its timed steps (:class:`.dense_torch_host.SlowRoads`: all 0 when every step
+    reuses its memo and plans)."""
     import contextlib
 
     from gpulinalg import config_context
@@ -395,13 +438,15 @@ def kernel_rows(batch, width, dtype_name, variants=("inner", "first-layer", "aut
 
 
 def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compiled")):
-    """Sections: ``per_call``, ``tflops``, ``layer``, ``layer_first`` (inputs without grad),
+    """Sections: ``per_call``, ``tflops``, ``tflops_kernels`` (4096³: the kernels and an
+    autotuned plan beside torch), ``layer``, ``layer_first`` (inputs without grad),
     ``layer_tuned`` (batch 8192, width 1024, fp16, autotuned plans), ``kernels``, ``compiled``,
     ``mlp`` (``FusedMLP`` of 4 layers against ``nn.Sequential``, and its kernels per step)."""
     rows = []
     if quick:
         per = dict(sizes=(32,), calls=20)
         tfl = dict(sizes=(64,), dtypes=("float32",), repeat=3)
+        tfk = dict(tfl, rounds=2)
         lay = dict(batches=(16,), widths=(32,), dtypes=("float32",), acts=("relu",), steps=5,
                    samples=3)
         first = tuned = comp = lay
@@ -409,6 +454,7 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
     else:
         per = dict(sizes=(128, 512, 2048), calls=1000)
         tfl = dict(sizes=(4096, 8192), dtypes=("float16", "bfloat16"), repeat=20)
+        tfk = dict(sizes=(4096,), dtypes=("float16", "bfloat16"), repeat=20, rounds=3)
         # 9 interleaved samples of 50 steps: about 0.5 s of timed steps per case
         lay = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
                    acts=("relu", "gelu"), steps=50, samples=9)
@@ -425,6 +471,8 @@ def run(quick=False, sections=("per_call", "tflops", "layer", "kernels", "compil
         rows += per_call_rows(**per)
     if "tflops" in sections:
         rows += tflops_rows(**tfl)
+    if "tflops_kernels" in sections:
+        rows += tflops_kernel_rows(**tfk)
     if "layer" in sections:
         rows += layer_rows(**lay)
     if "layer_first" in sections:
