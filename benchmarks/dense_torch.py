@@ -505,6 +505,10 @@ def summarize(rows):
             vals = " ".join(f"{k.replace('gpulinalg ', 'ours ')}={v.get('us_per_call', 0):.1f}"
                             for k, v in impls.items())
             lines.append(f"{case}: {vals} us")
+        elif case.startswith("tflops kernels"):
+            for k, v in impls.items():
+                kern = "; ".join(f"{name} x{c} {us} us" for name, c, us in v.get("kernels", []))
+                lines.append(f"{case} {k}: {v.get('tflops', 0):.0f} TFLOP/s [{kern}]")
         elif case.startswith("tflops"):
             vals = " ".join(f"{k.split()[0]}={v.get('tflops', 0):.0f}" for k, v in impls.items())
             lines.append(f"{case}: {vals} TFLOP/s")

@@ -20,3 +20,6 @@ def test_tflops_kernels_rows_on_the_cpu():
         assert all(r["tflops"] > 0 and r["kernels"] == [] for r in got.values())
         assert got["torch _addmm_activation"]["cold_first_call_s"] is None
         assert got["gpulinalg autotuned"]["cold_first_call_s"] > 0
+    lines = dense_torch.summarize(rows)
+    assert len(lines) == 6 and all("TFLOP/s" in line for line in lines)
+    assert sum("gpulinalg autotuned" in line for line in lines) == 2
