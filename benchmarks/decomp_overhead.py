@@ -95,7 +95,8 @@ def stand_in():
 
     from gpulinalg._runtime import budget, device, dispatch, kernels
     from gpulinalg._runtime.config import config_context
-    from gpulinalg.decomp import _fused_cuda, _stream_trsm_cuda, _triangular_cuda, _wide_trsm_cuda
+    from gpulinalg.decomp import (_fused_cuda, _scalars_cuda, _stream_trsm_cuda, _triangular_cuda,
+                                  _wide_trsm_cuda)
     summ = cupy_array(np.zeros(8, np.uint64))
     totals = _Totals()
     saved, state = [], dict(device._state)
@@ -114,12 +115,15 @@ def stand_in():
     patch(kernels, "raw_kernel", lambda *args, **kwargs: _StubKernel())
     from cupy_backends.cuda.api import driver
     patch(driver, "launchKernel", _no_launch)
-    patch(_fused_cuda, "summary", lambda cp, kind, dev, stream=None: (summ, totals))
     patch(dispatch, "_op_stream", _NoStream)
     patch(cupy.cuda, "get_current_stream", lambda: _NULL_STREAM)
-    ws = cupy_array(_wide_trsm_cuda.identities(1 << 12))
-    patch(_wide_trsm_cuda, "workspace", lambda cp, dev, words, stream=None: ws)
-    patch(_triangular_cuda, "mapped_read_back", lambda cp, key, dev, stream: totals)
+    # the buffers the engine keeps per thread and stream, made already: its own lookups find
+    # them (the device 0, the stream of the stand-ins)
+    kept = _scalars_cuda._per_thread.by_key
+    kept_before = dict(kept)
+    ws = cupy_array(_wide_trsm_cuda.identities(1 << 16))
+    kept.update({("summary", "trsm", 0, 0): (cupy, (summ, totals)),
+                 ("wide workspace", 0, 0): (cupy, ws), ("mapped", "wide", 0, 0): (cupy, totals)})
     allocator = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(_host_alloc)
     _triangular_cuda._PLANS.clear()
@@ -129,6 +133,8 @@ def stand_in():
     finally:
         cupy.cuda.set_allocator(allocator)
         _triangular_cuda._PLANS.clear()
+        kept.clear()
+        kept.update(kept_before)
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
         device._state.clear()
