@@ -468,7 +468,7 @@ def summary(cupy, kind, device, stream=None):
     """``(buffer, totals)``: the calling thread's summary buffer of ``kind`` (``"potrf"`` or
     ``"trsm"``) on ``device`` for the stream ``stream`` (a pointer; default: the current one)
     and the read-back of its 3 words (:func:`._scalars_cuda.summary_buffer`)."""
-    return summary_buffer(cupy, kind, device, *_IDENTITY[kind], stream=stream)
+    return summary_buffer(cupy, kind, device, *_IDENTITY[kind], stream)
 
 
 def flag_before(a, summ):

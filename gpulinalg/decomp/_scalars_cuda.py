@@ -88,20 +88,21 @@ _per_thread = _PerThread()
 _MAX_KEPT = 256
 
 
-def per_thread(cupy, key, make, fits=None):
+def per_thread(cupy, key, make, args=(), size=0):
     """The calling thread's device object ``key`` (it names the device and the stream it
-    serves): ``make()`` once per thread and CuPy module, and again when ``fits(obj)`` says the
-    one kept no longer serves. A thread's launches on one stream run one after another, so a
-    buffer per thread and stream (a summary, a workspace the launch leaves at rest) serves all
-    of them. A thread that has made :data:`_MAX_KEPT` lets them all go first (a device buffer
-    goes back to CuPy's pool for its stream, so no later work can touch it before the
-    launches queued on it are done)."""
+    serves): ``make(*args)`` once per thread and CuPy module, and again when the one kept is
+    shorter than ``size`` (its ``.size``). A thread's launches on one stream run one after
+    another, so a buffer per thread and stream (a summary, a workspace the launch leaves at
+    rest) serves all of them. A thread that has made :data:`_MAX_KEPT` lets them all go first
+    (a device buffer goes back to CuPy's pool for its stream, so no later work can touch it
+    before the launches queued on it are done). A repeat makes no closure and calls nothing
+    but the lookup: it sits on the road of every fused solve."""
     kept = _per_thread.by_key
     got = kept.get(key)
-    if got is None or got[0] is not cupy or (fits is not None and not fits(got[1])):
+    if got is None or got[0] is not cupy or (size and got[1].size < size):
         if got is None and len(kept) >= _MAX_KEPT:
             kept.clear()
-        got = kept[key] = (cupy, make())
+        got = kept[key] = (cupy, make(*args))
     return got[1]
 
 
@@ -206,8 +207,7 @@ class MappedReadBack:
 
 def mapped_read_back(cupy, key, device, stream):
     """The calling thread's :class:`MappedReadBack` ``key`` on ``device`` for ``stream``."""
-    return per_thread(cupy, ("mapped", key, device, stream),
-                      lambda: MappedReadBack(cupy, stream))
+    return per_thread(cupy, ("mapped", key, device, stream), MappedReadBack, (cupy, stream))
 
 
 def summary_buffer(cupy, key, device, id1, id2, stream=None):
@@ -219,8 +219,10 @@ def summary_buffer(cupy, key, device, id1, id2, stream=None):
     serves all their launches."""
     if stream is None:
         stream = cupy.cuda.get_current_stream().ptr
+    return per_thread(cupy, ("summary", key, device, stream), _new_summary,
+                      (cupy, id1, id2, stream))
 
-    def make():
-        buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
-        return buf, ReadBack(cupy, buf[4:7], stream)
-    return per_thread(cupy, ("summary", key, device, stream), make)
+
+def _new_summary(cupy, id1, id2, stream):
+    buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
+    return buf, ReadBack(cupy, buf[4:7], stream)

@@ -434,17 +434,20 @@ def words(n, k, mode, dtype):
     return HEADER + 2 + blocks(n, k, mode) * PANEL * GROUP * per_value
 
 
-def workspace(cupy, device, words, stream=None):
+def workspace(cupy, device, size, stream=None):
     """The calling thread's workspace on ``device`` for the stream ``stream`` (a pointer;
-    default: the current one), at least ``words`` long (made, or made longer, with
-    :func:`identities`; a launch leaves it as it found it), kept by
+    default: the current one), at least ``size`` words long (made, or made longer, with
+    :func:`identities`; a launch leaves its header at rest and its tag advanced), kept by
     :func:`._scalars_cuda.per_thread`: the launches of one thread on one stream run one after
     another, so two launches never share one."""
     if stream is None:
         stream = cupy.cuda.get_current_stream().ptr
-    return per_thread(cupy, ("wide workspace", device, stream),
-                      lambda: cupy.asarray(identities(max(words, 1024))),
-                      fits=lambda ws: ws.size >= words)
+    return per_thread(cupy, ("wide workspace", device, stream), _new_workspace, (cupy, size),
+                      size)
+
+
+def _new_workspace(cupy, size):
+    return cupy.asarray(identities(max(size, 1024)))
 
 
 def blocks(n, k, mode):
