@@ -19,6 +19,7 @@ from scipy.linalg import lapack
 
 import _fused_emulator
 import _fused_svd_emulator
+import _nvrtc
 import _wide_trsm_emulator
 
 
@@ -99,6 +100,7 @@ class _Raw:
     ``_cholesky_cuda`` (one matrix per grid x index)."""
 
     def __init__(self, code, name, options=()):
+        _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
                         "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf", "gl_wide_trsm",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):

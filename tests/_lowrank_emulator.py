@@ -11,6 +11,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
+import _nvrtc
 from gpulinalg.decomp import _sketch_cuda, _sketch_host
 
 
@@ -81,6 +82,7 @@ class _Raw:
     max_dynamic_shared_size_bytes = 48 * 1024
 
     def __init__(self, code, name, options=()):
+        _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):

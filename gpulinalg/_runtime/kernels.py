@@ -6,7 +6,8 @@ attributes are per device), and kept for the life of the process. Only GPU funct
 
 import threading
 
-__all__ = ["raw_kernel", "elementwise_kernel", "Launcher", "POINTER", "INT32", "INT64"]
+__all__ = ["raw_kernel", "kernel_code", "elementwise_kernel", "Launcher", "POINTER", "INT32",
+           "INT64"]
 
 _lock = threading.Lock()
 _cache: dict = {}
@@ -23,14 +24,25 @@ def raw_kernel(name, source, types, options=(), shared_bytes=None):
     key = ("raw", name, source, tuple(types.items()), tuple(options), cupy.cuda.Device().id)
     kern = _cache.get(key)
     if kern is None:
-        prelude = "#include <cupy/complex.cuh>\n" + "".join(
-            f"typedef {ctype} {alias};\n" for alias, ctype in types.items())
-        kern = cupy.RawKernel(prelude + source, name, options=tuple(options))
+        kern = cupy.RawKernel(kernel_code(source, types), name, options=tuple(options))
         if shared_bytes is not None:
             kern.max_dynamic_shared_size_bytes = shared_bytes
         with _lock:
             kern = _cache.setdefault(key, kern)
     return kern
+
+
+def kernel_code(source, types):
+    """The whole code :func:`raw_kernel` compiles: CuPy's complex header, ``types`` declared,
+    then ``source``.
+
+    >>> print(kernel_code("// body", {"T": "float"}))
+    #include <cupy/complex.cuh>
+    typedef float T;
+    // body
+    """
+    return "#include <cupy/complex.cuh>\n" + "".join(
+        f"typedef {ctype} {alias};\n" for alias, ctype in types.items()) + source
 
 
 def elementwise_kernel(in_params, out_params, operation, name, **options):
