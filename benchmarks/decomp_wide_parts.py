@@ -4,8 +4,10 @@ kernel alone and with one part of it taken out, per order and dtype.
 ``python -m benchmarks.decomp_wide_parts [--sizes 64,1024] [--json out.json]`` (GPU only):
 each variant is the kernel's source with one part removed (:data:`PARTS`), compiled, and
 launched through :class:`gpulinalg._runtime.kernels.Launcher` (one right-hand side, SciPy's
-checks on), 300 launches between two CUDA events, best of five. The variants compute wrong
-solutions; only their time means something. At order 64 (one panel, one block) the kernel is
+checks on), 300 launches between two CUDA events, best of five. The variants but ``no sleep``
+compute wrong solutions; only their time means something. ``no sleep``: a block waiting for a
+panel's tagged words reads them again at once, not after 64 ns (the pause spares the lines
+that many blocks read; whether it costs the chain time is what this row says). At order 64 (one panel, one block) the kernel is
 its fixed cost: the diagonal block's inversion, the coupling block, the summary's tail; at
 1024 the chain of 16 panels comes on top (the inversion of the first panel is on it, the
 others run beside it). ``no tail`` leaves the launch's tag where it was, so at orders above
@@ -27,6 +29,7 @@ PARTS = {
     "no inversion": ("    if (warp < 2) {  // invert", "    if (false && warp < 2) {  // invert"),
     "no diagonal load": ("            v = rows[r * sr + (long long)(i0 + q) * sj];",
                          "            v = (r == q) ? T(2) : T(0);"),
+    "no sleep": ("        __nanosleep(64);", "        ;"),
     "no tail": ("    if (!s_last) return;",
                 "    if (!s_last) return;\n    if (t == 0) { ws[0] = 0; ws[1] = 0; }\n    return;"),
 }
