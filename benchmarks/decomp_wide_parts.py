@@ -7,7 +7,10 @@ launched through :class:`gpulinalg._runtime.kernels.Launcher` (one right-hand si
 checks on), 300 launches between two CUDA events, best of five. The variants but ``no sleep``
 compute wrong solutions; only their time means something. ``no sleep``: a block waiting for a
 panel's tagged words reads them again at once, not after 64 ns (the pause spares the lines
-that many blocks read; whether it costs the chain time is what this row says). At order 64 (one panel, one block) the kernel is
+that many blocks read; whether it costs the chain time is what this row says). ``paired
+words`` (also right): a value of two or four words is written and read two words at a time
+(16-byte ``v2.u64`` accesses, each word still whole), so a warp's poll of a double is one
+load instead of two. At order 64 (one panel, one block) the kernel is
 its fixed cost: the diagonal block's inversion, the coupling block, the summary's tail; at
 1024 the chain of 16 panels comes on top (the inversion of the first panel is on it, the
 others run beside it). ``no tail`` leaves the launch's tag where it was, so at orders above
@@ -21,8 +24,8 @@ from .timing import absent, row
 
 SUITE = "decomp_wide_parts"
 
-#: variant -> (text of the kernel source, its replacement); ``mapped`` is the whole kernel
-#: writing its summary into mapped host memory instead of the device summary.
+#: variant -> (text of the kernel source, its replacement), or a list of them; ``mapped`` is
+#: the whole kernel writing its summary into mapped host memory instead of the device summary.
 PARTS = {
     "whole": None,
     "mapped": None,
@@ -30,21 +33,48 @@ PARTS = {
     "no diagonal load": ("            v = rows[r * sr + (long long)(i0 + q) * sj];",
                          "            v = (r == q) ? T(2) : T(0);"),
     "no sleep": ("        __nanosleep(64);", "        ;"),
+    "paired words": [(
+        """    for (int i = 0; i < WPE; ++i)
+        *(volatile unsigned long long*)(w + i) = ((unsigned long long)tag << 32) | b[i];
+}""", """    for (int i = 0; i < WPE; i += 2) {
+        const unsigned long long v0 = ((unsigned long long)tag << 32) | b[i];
+        if (WPE == 1) { *(volatile unsigned long long*)w = v0; continue; }
+        const unsigned long long v1 = ((unsigned long long)tag << 32) | b[(i + 1) % WPE];
+        asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" :: "l"(w + i), "l"(v0),
+                     "l"(v1) : "memory");
+    }
+}"""), (
+        """        for (int i = 0; i < WPE; ++i) {
+            const unsigned long long v = *(volatile const unsigned long long*)(w + i);
+            b[i] = (unsigned int)v;
+            ok = ok && (unsigned int)(v >> 32) == tag;
+        }""", """        for (int i = 0; i < WPE; i += 2) {
+            unsigned long long v0, v1;
+            if (WPE == 1) {
+                v0 = *(volatile const unsigned long long*)w;
+                v1 = v0;
+            } else {
+                asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v0), "=l"(v1)
+                             : "l"(w + i) : "memory");
+            }
+            b[i] = (unsigned int)v0;
+            if (WPE > 1) b[(i + 1) % WPE] = (unsigned int)v1;
+            ok = ok && (unsigned int)(v0 >> 32) == tag && (unsigned int)(v1 >> 32) == tag;
+        }""")],
     "no tail": ("    if (!s_last) return;",
                 "    if (!s_last) return;\n    if (t == 0) { ws[0] = 0; ws[1] = 0; }\n    return;"),
 }
 
 
 def source(part):
-    """The kernel's source without ``part`` (a key of :data:`PARTS`)."""
+    """The kernel's source with ``part`` (a key of :data:`PARTS`) taken out or changed."""
     from gpulinalg.decomp import _wide_trsm_cuda
     text, change = _wide_trsm_cuda._SOURCE, PARTS[part]
-    if change is None:
-        return text
-    old, new = change
-    if old not in text:
-        raise ValueError(f"the kernel no longer holds the text that {part!r} removes")
-    return text.replace(old, new)
+    for old, new in [] if change is None else change if isinstance(change, list) else [change]:
+        if old not in text:
+            raise ValueError(f"the kernel no longer holds the text that {part!r} changes")
+        text = text.replace(old, new)
+    return text
 
 
 def _time(cp, fn, runs=300, rounds=5):

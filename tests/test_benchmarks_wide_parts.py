@@ -28,7 +28,7 @@ def test_each_variant_compiles(part):
 
 def test_a_part_the_kernel_lost_is_an_error(monkeypatch):
     monkeypatch.setitem(decomp_wide_parts.PARTS, "gone", ("no such text", ""))
-    with pytest.raises(ValueError, match="no longer holds"):
+    with pytest.raises(ValueError, match="no longer holds the text"):
         decomp_wide_parts.source("gone")
 
 
