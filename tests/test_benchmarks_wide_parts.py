@@ -1,6 +1,7 @@
 """``benchmarks.decomp_wide_parts``: every part it takes out of the wide solve's kernel is
 still there to take (an edit of the kernel that moves one fails here, not on the GPU), each
-variant differs from the whole kernel and compiles (where NVRTC is installed), and without a GPU the run says so in one row."""
+variant differs from the whole kernel and compiles (where NVRTC is installed), and without a
+GPU the run says so in one row."""
 
 import pytest
 
