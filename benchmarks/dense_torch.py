@@ -6,7 +6,7 @@
   cleared) and warm median.
 * ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
 * ``tflops_kernels`` (not in the default sections): at 4096³, ours with the heuristic's plan,
-  ours autotuned and torch, timed in interleaved rounds, each row with the kernels of one call
+  ours autotuned and torch, timed interleaved, each row with the kernels of one call
   from the torch profiler: whether torch runs another kernel where it is ahead, and whether
   autotuning finds one as fast.
 * ``layer``: ``FusedLinear`` against ``nn.Linear`` + activation, forward + backward, batch
@@ -134,24 +134,33 @@ def per_call_rows(sizes, calls):
     return rows
 
 
-def tflops_rows(sizes, dtypes, repeat):
+def _square_operands(n, dname):
+    """``(a, b, bias)``: ``n x n`` torch operands and a bias of dtype ``dname``, seeded by
+    ``n``."""
     torch = _torch()
+    dev, dtype = _device(), getattr(torch, dname)
+    g = torch.Generator(device=dev).manual_seed(n)
+    return tuple(torch.randn(*shape, device=dev, dtype=dtype, generator=g)
+                 for shape in ((n, n), (n, n), (n,)))
+
+
+def _torch_fused(a, b, bias, act):
+    """torch's fused bias + activation product, the peer of ``matmul(..., activation=act)``."""
+    torch = _torch()
+    return lambda: torch._addmm_activation(bias, a, b, use_gelu=act == "gelu")
+
+
+def tflops_rows(sizes, dtypes, repeat):
     from gpulinalg.dense import matmul
     rows = []
-    dev = _device()
     for n in sizes:
         for dname in dtypes:
-            dtype = getattr(torch, dname)
-            g = torch.Generator(device=dev).manual_seed(n)
-            a = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
-            b = torch.randn(n, n, device=dev, dtype=dtype, generator=g)
-            bias = torch.randn(n, device=dev, dtype=dtype, generator=g)
+            a, b, bias = _square_operands(n, dname)
             flops = 2.0 * n ** 3
             for act in ("relu", "gelu"):
                 impls = {"gpulinalg torch in": lambda act=act: matmul(a, b, bias=bias,
                                                                       activation=act),
-                         "torch _addmm_activation": lambda act=act: torch._addmm_activation(
-                             bias, a, b, use_gelu=act == "gelu")}
+                         "torch _addmm_activation": _torch_fused(a, b, bias, act)}
                 for name, fn in impls.items():
                     cold = _cold(fn) if name.startswith("gpulinalg") else None
                     t = _events(fn, warmup=3, repeat=repeat)
@@ -162,37 +171,30 @@ def tflops_rows(sizes, dtypes, repeat):
 
 
 def tflops_kernel_rows(sizes, dtypes, repeat, rounds=3):
-    """Ours (heuristic plan; autotuned plan) against ``torch._addmm_activation``: TFLOP/s, the
-    best of ``rounds`` interleaved medians of ``repeat`` CUDA-event timings, and the kernels of
-    one call (name, count, GPU µs) from the torch profiler."""
-    torch = _torch()
+    """Ours (heuristic plan; autotuned plan) against ``torch._addmm_activation``: TFLOP/s,
+    timed interleaved (:func:`_interleaved`: ``rounds`` samples of ``repeat`` calls each, after
+    three warm-up calls), and the kernels of one call (name, count, GPU µs) from the torch
+    profiler."""
     from gpulinalg.dense import matmul
     rows = []
-    dev = _device()
     for n in sizes:
         for dname in dtypes:
-            g = torch.Generator(device=dev).manual_seed(n)
-            a, b = (torch.randn(n, n, device=dev, dtype=getattr(torch, dname), generator=g)
-                    for _ in range(2))
-            bias = torch.randn(n, device=dev, dtype=a.dtype, generator=g)
+            a, b, bias = _square_operands(n, dname)
             for act in ("relu", "gelu"):
                 impls = {
                     "gpulinalg heuristic": lambda act=act: matmul(
                         a, b, bias=bias, activation=act, autotune=False),
                     "gpulinalg autotuned": lambda act=act: matmul(
                         a, b, bias=bias, activation=act, autotune=True),
-                    "torch _addmm_activation": lambda act=act: torch._addmm_activation(
-                        bias, a, b, use_gelu=act == "gelu")}
+                    "torch _addmm_activation": _torch_fused(a, b, bias, act)}
                 colds = {name: _cold(fn) for name, fn in impls.items()
                          if name.startswith("gpulinalg")}
-                best = {}
-                for r in range(rounds):
-                    for name in (list(impls) if r % 2 == 0 else list(impls)[::-1]):
-                        t = _events(impls[name], warmup=3, repeat=repeat)
-                        if name not in best or t["median_s"] < best[name]["median_s"]:
-                            best[name] = t
+                for fn in impls.values():
+                    for _ in range(3):
+                        fn()
+                timed = _interleaved(impls, repeat, rounds)
                 for name, fn in impls.items():
-                    t = best[name]
+                    t = timed[name]
                     rows.append(row(SUITE, f"tflops kernels {n}^3 {dname} bias+{act}", name, t,
                                     tflops=2.0 * n ** 3 / t["median_s"] / 1e12,
                                     cold_first_call_s=colds.get(name),
