@@ -368,6 +368,32 @@ def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
         assert np.allclose(vh, ref.Vh, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+def test_large_single_precision_svd_goes_to_double_at_once(emu, rng, monkeypatch, dtype):
+    from gpulinalg._runtime import dispatch
+    from gpulinalg.decomp import _svd_drivers
+    monkeypatch.setattr(_svd_drivers, "PROMOTE_FROM", 40)
+    a = random(rng, (120, 40), dtype)
+    single = np.dtype(dtype).char in "fF"
+    # (noise, noisy dtypes, gesvdp runs, gesvd runs): a single-precision factor of order 40
+    # runs gesvdp once, in double precision; gesvd only when that fails its check too
+    cases = [(0.0, None, 1, 0), (1e-2, None, 1, 1)]
+    for noise, noisy, gesvdp_runs, gesvd_runs in cases:
+        CALLS.clear()
+        GESVDP_NOISE[0], GESVDP_NOISY[0] = noise, noisy
+        dispatch._local.details = details = {}
+        try:
+            u, s, vh = (plain(x) for x in _svd_cuda.svd(dev(a), False, True, "auto",
+                                                        np.dtype(dtype)))
+        finally:
+            GESVDP_NOISE[0], GESVDP_NOISY[0] = 0.0, None
+            dispatch._local.details = None
+        assert CALLS["gesvdp"] == gesvdp_runs and CALLS["gesvd"] == gesvd_runs
+        assert ("promoted" in details) == (single and not gesvd_runs)
+        assert backward_ratio(a, (u[:, :40] * s) @ vh, dtype) <= 50
+        assert orthogonality_ratio(u, dtype) <= 50
+
+
 # -- issue 18 on the GPU engines -----------------------------------------------------------
 
 @pytest.mark.parametrize("lower", [True, False])

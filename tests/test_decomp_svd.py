@@ -238,3 +238,31 @@ def test_gesvdp_reports_its_perturbation(rng, dtype):
     _check(a, res, s_true, dtype)
     details = gpulinalg.last_run().details
     assert details["driver"] in ("gesvdp", "gesvd") and "verify_figures" in details
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("kind", SPECTRA)
+@pytest.mark.parametrize("shape", [(300, 100), (100, 100), (100, 300)])
+def test_svd_gpu_large_single_precision_goes_to_double(rng, monkeypatch, dtype, kind, shape):
+    from gpulinalg.decomp import _svd_drivers
+    monkeypatch.setattr(_svd_drivers, "PROMOTE_FROM", 100)  # these factors count as large
+    m, n = shape
+    s_true = spectrum(kind, min(m, n), dtype)
+    a = with_singular_values(rng, m, n, s_true, dtype)
+    with gpulinalg.config(backend="gpu"):
+        res = svd(a, full_matrices=False)
+    details = gpulinalg.last_run().details
+    assert details.get("promoted") == str(np.result_type(dtype, np.float64)) \
+        or details["driver"] == "gesvd"
+    _check(a, res, s_true, dtype)
+
+
+@pytest.mark.gpu
+def test_svd_gpu_float32_2048_runs_double_precision_once(rng):
+    a = random(rng, (2048, 2048), np.float32)
+    with gpulinalg.config(backend="gpu"):
+        res = svd(a, full_matrices=False)
+    details = gpulinalg.last_run().details
+    assert details["promoted"] == "float64" and "rejected" not in details
+    _check(a, res, None, np.float32)

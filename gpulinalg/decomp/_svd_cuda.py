@@ -17,7 +17,7 @@ from ._checks import real_dtype
 from ._cusolver_cuda import JACOBI_BATCHED_MAX, Solver, fortran_batch, raise_not_converged
 from ._finite_cuda import flag_nonfinite, raise_nonfinite
 from ._results import SVDResult
-from ._svd_drivers import SVDPlan, resolve_driver
+from ._svd_drivers import SVDPlan, promotes_first, resolve_driver
 from ._svd_xp import flip_signs
 
 __all__ = ["svd", "VERIFY_FACTOR"]
@@ -30,7 +30,9 @@ __all__ = ["svd", "VERIFY_FACTOR"]
 #: gesvdj result at 4096^2 fp32 is at 1e-3, inside it). When the check fails (gesvdp is not
 #: backward stable with singular values near zero), a single-precision factor is first
 #: recomputed by ``gesvdp`` in double precision and checked again (fp64 runs at the fp32 rate
-#: on the H200), and only then with ``gesvd`` (QR iteration, backward stable).
+#: on the H200), and only then with ``gesvd`` (QR iteration, backward stable). From a
+#: factor of order ``PROMOTE_FROM`` on (:func:`._svd_drivers.promotes_first`), where the
+#: single-precision try failed on the H200, the double-precision one comes first.
 #: Values-only calls, and full U without the QR step, use ``gesvd`` directly.
 VERIFY_FACTOR = 50.0
 
@@ -232,6 +234,13 @@ def _one(sv, slot, w, s, u, v, full, plan):
 def _kernel(sv, slot, w, s, u, v, full, plan):
     """Run the plan's kernel on ``w``; with ``plan.verify``, check and fall back to gesvd."""
     driver = plan.driver
+    if driver == "gesvdp" and plan.verify and u is not None \
+            and promotes_first(w.dtype, w.shape[1]):
+        # single precision would fail the check at this size: double precision at once
+        if _promoted(w, s, u, v, full):
+            _dispatch.note(driver="gesvdp", promoted=str(_PROMOTE[w.dtype]))
+            return
+        return _recompute(sv, slot, w, None, s, u, v, full, driver)
     original = w.copy(order="F") if plan.verify and u is not None else None
     if driver == "gesvd":
         sv.gesvd(w, s, u, v, full, slot)
@@ -242,12 +251,19 @@ def _kernel(sv, slot, w, s, u, v, full, plan):
         sv.gesvdj(w, s, u, v, full, slot)
     if original is None or _verified(original, s, u, v):
         return
-    import cupy
     if driver == "gesvdp" and w.dtype in _PROMOTE and _promoted(original, s, u, v, full):
         _dispatch.note(driver="gesvdp", rejected="gesvdp", promoted=str(_PROMOTE[w.dtype]))
         return
-    _dispatch.note(driver="gesvd", rejected=driver)
-    w[...] = original
+    _recompute(sv, slot, w, original, s, u, v, full, driver)
+
+
+def _recompute(sv, slot, w, original, s, u, v, full, rejected):
+    """``gesvd`` of ``original`` (``None``: ``w`` holds the matrix still) into ``s``, ``u``
+    and ``v`` after the ``rejected`` driver's result failed its check."""
+    import cupy
+    _dispatch.note(driver="gesvd", rejected=rejected)
+    if original is not None:
+        w[...] = original
     vh = cupy.empty(v.shape, dtype=v.dtype, order="F")
     sv.gesvd(w, s, u, vh, full, slot)
     v[...] = vh.conj().T  # the caller reads V (not V^H) from the verified drivers

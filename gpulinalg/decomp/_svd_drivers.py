@@ -4,7 +4,8 @@ engine follows it)."""
 
 import dataclasses
 
-__all__ = ["DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM", "SVDPlan", "resolve_driver"]
+__all__ = ["DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM", "PROMOTE_FROM", "SVDPlan",
+           "resolve_driver", "promotes_first"]
 
 DRIVERS = ("auto", "gesvd", "gesvdj", "gesvdp")
 
@@ -13,6 +14,15 @@ DRIVERS = ("auto", "gesvd", "gesvdj", "gesvdp")
 QR_FIRST_RATIO = 1.5
 #: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``.
 JACOBI_MAX_DIM = 32
+#: A verified ``gesvdp`` of a single-precision factor whose smaller side is at least this
+#: goes to double precision at once, without the single-precision try first. On the H200
+#: (``python -m benchmarks.decomp_batched --sections svd``, 2026-12-02, float32 random
+#: matrices, ms) single-precision ``gesvdp`` failed the check at 2048^2 (backward error 54,
+#: 75.8 ms, the verified call 162) and 4096^2 (76; 260 ms, the verified call 558) and at
+#: 8192^2, and passed at 1024^2 (27.3 ms) and 1024 x 4096; double precision took 84.8 and
+#: 280 ms at 2048^2 and 4096^2, 8 % more than the single-precision try alone. complex64 is
+#: untimed: as float32.
+PROMOTE_FROM = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,3 +60,18 @@ def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True
     if not compute_uv or (full_matrices and not qr_first):
         return SVDPlan("gesvd", qr_first)
     return SVDPlan("gesvdp", qr_first, verify=True)
+
+
+def promotes_first(dtype, k: int) -> bool:
+    """Whether the verified ``gesvdp`` of a ``dtype`` factor with smaller side ``k`` runs in
+    double precision from the start (:data:`PROMOTE_FROM`).
+
+    Examples
+    --------
+    >>> promotes_first("float32", 4096), promotes_first("float32", 1024)
+    (True, False)
+    >>> promotes_first("float64", 4096), promotes_first("complex64", 2048)
+    (False, True)
+    """
+    import numpy as np
+    return np.dtype(dtype).char in "fF" and k >= PROMOTE_FROM
