@@ -15,14 +15,15 @@ QR_FIRST_RATIO = 1.5
 #: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``.
 JACOBI_MAX_DIM = 32
 #: A verified ``gesvdp`` of a single-precision factor whose smaller side is at least this
-#: goes to double precision at once, without the single-precision try first. On the H200
+#: runs in double precision at once, without the single-precision try first. On the H200
 #: (``python -m benchmarks.decomp_batched --sections svd``, 2026-12-02, float32 random
-#: matrices, ms) single-precision ``gesvdp`` failed the check at 2048^2 (backward error 54,
-#: 75.8 ms, the verified call 162) and 4096^2 (76; 260 ms, the verified call 558) and at
-#: 8192^2, and passed at 1024^2 (27.3 ms) and 1024 x 4096; double precision took 84.8 and
-#: 280 ms at 2048^2 and 4096^2, 8 % more than the single-precision try alone. complex64 is
-#: untimed: as float32.
-PROMOTE_FROM = 2048
+#: matrices, ms) single-precision ``gesvdp`` failed the check at 256^2 (in a stack of 16),
+#: 1024^2 (backward error 38; in another run it passed), 2048^2 (54), 4096^2 (76) and
+#: 8192^2, and each failure cost both tries (4096^2: 260 + 280 ms); double precision took
+#: as long as single or up to 12 % more (16 x 256^2 90.9 against 92.1, 4 x 512^2 52.3 against
+#: 48.4, 1024^2 31.9 against 31.9, 2048^2 85.4 against 76.4, 4096^2 281 against 259).
+#: complex64 is untimed: as float32.
+PROMOTE_FROM = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +69,7 @@ def promotes_first(dtype, k: int) -> bool:
 
     Examples
     --------
-    >>> promotes_first("float32", 4096), promotes_first("float32", 1024)
+    >>> promotes_first("float32", 4096), promotes_first("float32", 128)
     (True, False)
     >>> promotes_first("float64", 4096), promotes_first("complex64", 2048)
     (False, True)
