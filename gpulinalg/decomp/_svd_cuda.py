@@ -32,8 +32,8 @@ __all__ = ["svd", "VERIFY_FACTOR"]
 #: recomputed by ``gesvdp`` in double precision and checked again (fp64 runs at the fp32 rate
 #: on the H200), and only then with ``gesvd`` (QR iteration, backward stable). From a
 #: factor of order ``PROMOTE_FROM`` on (:func:`._svd_drivers.promotes_first`), where the
-#: single-precision try failed on the H200 and double precision cost about as much, the
-#: double-precision one comes first.
+#: single-precision try failed on the H200 (or failed in some runs), the double-precision
+#: one comes first.
 #: Values-only calls, and full U without the QR step, use ``gesvd`` directly.
 VERIFY_FACTOR = 50.0
 

@@ -17,13 +17,12 @@ JACOBI_MAX_DIM = 32
 #: A verified ``gesvdp`` of a single-precision factor whose smaller side is at least this
 #: runs in double precision at once, without the single-precision try first. On the H200
 #: (``python -m benchmarks.decomp_batched --sections svd``, 2026-12-02, float32 random
-#: matrices, ms) single-precision ``gesvdp`` failed the check at 256^2 (in a stack of 16),
-#: 1024^2 (backward error 38; in another run it passed), 2048^2 (54), 4096^2 (76) and
-#: 8192^2, and each failure cost both tries (4096^2: 260 + 280 ms); double precision took
-#: as long as single or up to 12 % more (16 x 256^2 90.9 against 92.1, 4 x 512^2 52.3 against
-#: 48.4, 1024^2 31.9 against 31.9, 2048^2 85.4 against 76.4, 4096^2 281 against 259).
-#: complex64 is untimed: as float32.
-PROMOTE_FROM = 256
+#: matrices, ms, verified call with the try first / in double precision at once) the
+#: single-precision try failed its check at 2048^2 (backward error 54; 162 / 85.6), 4096^2
+#: (76; 558 / 289) and 8192^2 (2649 / 1331), and at 1024^2 in one run of two (70.5 or 28.0 /
+#: 37.2); below, where it mostly passed, double precision at once cost more (16 x 256^2
+#: 92.1 / 102, 4 x 512^2 48.4 / 55.5). complex64 is untimed: as float32.
+PROMOTE_FROM = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +68,7 @@ def promotes_first(dtype, k: int) -> bool:
 
     Examples
     --------
-    >>> promotes_first("float32", 4096), promotes_first("float32", 128)
+    >>> promotes_first("float32", 4096), promotes_first("float32", 512)
     (True, False)
     >>> promotes_first("float64", 4096), promotes_first("complex64", 2048)
     (False, True)
