@@ -318,7 +318,7 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     fn = _calls(cp, api, inputs, None)["ours (no check)"]
     saved = _batched_plan.TABLE[op]
     # decomp's own kernels are timed also where no row takes them yet
-    own = {"potrf": ("fused", "stream"), "trsm": ("fused", "stream")}.get(op, ())
+    own = {"potrf": ("fused", "stream", "blocked"), "trsm": ("fused", "stream")}.get(op, ())
     names = sorted({r[2] for r in saved} | {"batched", "looped"} | set(own))
     if batch == 1:  # a single matrix reads the "wide" rows only
         names = ["looped"] + (["wide"] if op == "trsm" else [])

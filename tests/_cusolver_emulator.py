@@ -516,16 +516,25 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "trsm", self._trsm(dt))
             setattr(self, p + "trsm_batched", self._trsm_batched(dt))
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
+            setattr(self, p + "gemm_strided_batched", self._gemm_strided_batched(dt))
 
     @staticmethod
     def _trsm(dtype):
         def trsm(h, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-            A = view(a, m, m, lda, dtype)
+            from nvmath.bindings import cublas
+            right = int(side) == int(cublas.SideMode.RIGHT)
+            A = view(a, n if right else m, n if right else m, lda, dtype)
             B = view(b, m, n, ldb, dtype)
             al = view(alpha, 1, 1, 1, dtype)[0, 0]
             AA = np.array(A)
             if int(diag) == 1:
                 np.fill_diagonal(AA, 1)
+            AA = np.tril(AA) if _lower(uplo) else np.triu(AA)
+            if right:  # B <- alpha B op(A)^-1: op(A)^T X^T = alpha B^T
+                op = {0: AA, 1: AA.T, 2: AA.conj().T}[int(trans)]
+                with np.errstate(all="ignore"):
+                    B[...] = np.linalg.solve(op.T, (al * np.array(B)).T).T
+                return
             trsv, = scipy.linalg.get_blas_funcs(("trsv",), (AA,))
             # BLAS, as cuBLAS: a zero on the diagonal gives inf/NaN, never an exception
             with np.errstate(all="ignore"):
@@ -546,6 +555,22 @@ class FakeCublas(types.ModuleType):
         return trsm_batched
 
 
+def _gemm_strided_batched(dtype):
+    def gemm_strided_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                             sc, batch):
+        CALLS["gemm_strided_batched"] += 1
+        size = np.dtype(dtype).itemsize
+        al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
+        ops = {0: lambda x: x, 1: lambda x: x.T, 2: lambda x: x.conj().T}
+        for i in range(batch):
+            A = view(a + i * sa * size, *((m, k) if int(ta) == 0 else (k, m)), lda, dtype)
+            B = view(b + i * sb * size, *((k, n) if int(tb) == 0 else (n, k)), ldb, dtype)
+            C = view(c + i * sc * size, m, n, ldc, dtype)
+            C[...] = al * (ops[int(ta)](np.array(A)) @ ops[int(tb)](np.array(B))) \
+                + be * np.array(C)
+    return gemm_strided_batched
+
+
 def _geqrf_batched(dtype):
     def geqrf_batched(h, m, n, aarray, lda, tauarray, info, batch):
         CALLS["geqrf_batched"] += 1
@@ -559,6 +584,7 @@ def _geqrf_batched(dtype):
 
 
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
+FakeCublas._gemm_strided_batched = staticmethod(_gemm_strided_batched)
 
 
 def without_fused(monkeypatch):
@@ -568,6 +594,18 @@ def without_fused(monkeypatch):
     for op, rows in list(_batched_plan.TABLE.items()):
         monkeypatch.setitem(_batched_plan.TABLE, op,
                             tuple(r for r in rows if r[2] not in ("fused", "stream")))
+
+
+def medium_potrf_route(monkeypatch, name):
+    """Every Cholesky stack above the fused kernel's orders takes the route ``name`` of the
+    table (``"stream"``, ``"blocked"``: decomp's kernels that no row takes yet) where it fits,
+    ``potrfBatched`` elsewhere, for one test."""
+    import math
+
+    from gpulinalg.decomp import _batched_plan
+    monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((64, 2, "fused"), (math.inf, 2, name),
+                                                       (math.inf, 2, "batched"),
+                                                       (math.inf, 1, "looped")))
 
 
 def dev(x):

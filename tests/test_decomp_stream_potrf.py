@@ -3,8 +3,6 @@ matrices, one launch and one read-back per call) on the CPU emulation and on the
 (``gpu``-marked): factors equal the per-matrix ones for both triangles, every layout and the
 other triangle's two contents; failures name their slice and minor; NaN and Inf raise."""
 
-import math
-
 import numpy as np
 import pytest
 
@@ -12,7 +10,7 @@ from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _stream_potrf_cuda,
                               cho_factor, cho_solve, cholesky)
 
-from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
+from _cusolver_emulator import CALLS, dev, emulated_gpu, medium_potrf_route, plain
 from test_decomp_fused import assert_cholesky_failures, spd
 
 
@@ -25,9 +23,7 @@ def emu(monkeypatch):
 @pytest.fixture
 def streamed(monkeypatch):
     """Every Cholesky stack above the fused kernel's orders takes the streamed kernel."""
-    monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((64, 2, "fused"),
-                                                       (math.inf, 2, "stream"),
-                                                       (math.inf, 1, "looped")))
+    medium_potrf_route(monkeypatch, "stream")
 
 
 def test_fits_real_and_complex64_up_to_its_order():

@@ -84,6 +84,9 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # stack it takes: 64 x 256^2 0.553 / 0.619 (fp32), 0.479 / 0.79 (fp64); 512 x 128^2
     # 0.432 / 0.712 (fp64); 200 x 512^2 1.69 / 3.34 (fp32), 2.29 / 4.47 (fp64): one block per
     # matrix streams its panels from memory at a few per cent of a multiprocessor's peak.
+    # The blocked factorization (._blocked_potrf_cuda, route "blocked": per block column of
+    # 64, the fused kernel on the diagonal blocks, trsmBatched and gemmStridedBatched) has no
+    # row either: not yet timed on a GPU (the route rows time it).
     # Per-matrix Xpotrf on 4 stream lanes (LANES) against potrfBatched (2026-12-02, fp64,
     # ms): 8 x 1024^2 1.34 / 1.96 (torch 1.95), 8 x 2048^2 4.55 / 6.49 (torch 6.83), but
     # 16 x 1024^2 2.28 / 2.10, 32 x 1024^2 4.33 / 2.74 and 16 x 768^2 1.63 / 1.51.
@@ -170,7 +173,8 @@ FUSED_RHS = 64
 
 
 def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
-          dtype: object = None, stream: bool = False, wide: bool = False) -> str:
+          dtype: object = None, stream: bool = False, wide: bool = False,
+          blocked: bool = False) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
     module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
     exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
@@ -180,7 +184,8 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
     ``"stream"`` apply only then: :func:`._stream_trsm_cuda.fits` for ``trsm``,
     :func:`._stream_potrf_cuda.fits` for ``potrf``); ``wide``: whether the wide triangular
     solve takes the single matrix (:func:`._wide_trsm_cuda.fits`; rows ``"wide"`` are the
-    only ones a single matrix reads)."""
+    only ones a single matrix reads); ``blocked``: whether the blocked Cholesky takes the
+    stack (:func:`._blocked_potrf_cuda.fits`; rows ``"blocked"`` apply only then)."""
     name_of = None if dtype is None else str(getattr(dtype, "name", dtype))
     for row in TABLE[op]:
         max_order, min_batch, name = row[:3]
@@ -188,7 +193,7 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
             continue
         if name == "fused" and (not fused or rhs > FUSED_RHS):
             continue
-        if name == "stream" and not stream:
+        if (name == "stream" and not stream) or (name == "blocked" and not blocked):
             continue
         if len(row) > 3 and name_of not in row[3]:
             continue

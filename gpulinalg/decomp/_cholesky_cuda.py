@@ -17,7 +17,7 @@ import numpy as np
 
 from .._runtime.kernels import POINTER, Launcher, elementwise_kernel, raw_kernel
 from .._runtime.streams import op_stream
-from . import _fused_cuda, _stream_potrf_cuda, _transpose_cuda
+from . import _blocked_potrf_cuda, _fused_cuda, _stream_potrf_cuda, _transpose_cuda
 from ._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
 from ._batched_cuda import fan, spread
@@ -48,6 +48,8 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     way = own_route(n, batch, dtype)
     if way in ("fused", "stream"):
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
+    if way == "blocked" and clean:  # cho_factor keeps the other triangle: potrfBatched
+        return _blocked_factor(a, lower, overwrite_a, dtype, finite)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
@@ -59,7 +61,26 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
 def own_route(n, batch, dtype):
     """The route of the table for a Cholesky stack, with the fits of decomp's own kernels."""
     return route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"), dtype=dtype,
-                 stream=_stream_potrf_cuda.fits(n, dtype))
+                 stream=_stream_potrf_cuda.fits(n, dtype),
+                 blocked=_blocked_potrf_cuda.fits(n, dtype))
+
+
+def _blocked_factor(a, lower, overwrite_a, dtype, finite):
+    """:func:`cholesky` (the other triangle zeroed) of a stack by the blocked factorization of
+    :mod:`._blocked_potrf_cuda`: the working copy of :func:`_work_copy` (the input itself
+    with ``overwrite_a`` where its layout allows), factored in place column-major, the other
+    triangle zeroed after (the trailing updates write there), one read-back."""
+    w, order, _, _ = _work_copy(a, dtype, lower, overwrite_a, False)
+    m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
+    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite else None)
+    _zero_triangle(w, lower)
+    entry, code, flagged = _blocked_potrf_cuda.first_failure(
+        back.get(), _blocked_potrf_cuda.columns(a.shape[-1]))  # the only synchronization
+    if finite and flagged:
+        raise_nonfinite("a")
+    if entry is not None:
+        _raise_failure(a, np.array([code]), lower, _shares(a, w), finite, entry)
+    return w.reshape(a.shape)
 
 
 def _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way="fused"):
@@ -195,8 +216,8 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
 def _factor(a, w, order, zeroed, lower, clean, info, flagged):
     fill_lower = lower if order == "F" else not lower  # C order: column-major conjugate
     nb = len(w)
-    with Solver(w.dtype, nb, info=info, params=route("potrf", a.shape[-1], nb, fused=False) != "batched") \
-            as sv:
+    looped = route("potrf", a.shape[-1], nb, fused=False) != "batched"
+    with Solver(w.dtype, nb, info=info, params=looped) as sv:
         if sv.params is None:
             sv.potrf_batched(w, fill_lower)
         else:  # per-matrix Xpotrf, on stream lanes for a stack

@@ -1,0 +1,144 @@
+"""The blocked Cholesky factorization (``decomp._blocked_potrf_cuda``: stacks of medium
+matrices, a few launches per block column of 64 and one read-back per call) on the CPU
+emulation and on the device (``gpu``-marked): factors equal the per-matrix ones for both
+triangles and every layout; failures in any block column name their slice and minor; NaN and
+Inf raise; ``cho_factor`` (the other triangle kept) takes ``potrfBatched`` instead."""
+
+import numpy as np
+import pytest
+
+from gpulinalg import NotPositiveDefiniteError
+from gpulinalg.decomp import (_batched_plan, _blocked_potrf_cuda, _cholesky_cuda, _factor_host,
+                              cho_factor, cho_solve, cholesky)
+
+from _cusolver_emulator import CALLS, dev, emulated_gpu, medium_potrf_route, plain
+from test_decomp_fused import assert_cholesky_failures, spd
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with emulated_gpu(monkeypatch):
+        yield
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """Every Cholesky stack above the fused kernel's orders takes the blocked route."""
+    medium_potrf_route(monkeypatch, "blocked")
+
+
+def test_fits_every_dtype_from_65_to_its_order():
+    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+        assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
+    assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
+    assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
+    # no row of the table takes it until it has been timed on a GPU
+    assert _batched_plan.route("potrf", 256, 64, blocked=True, dtype="float64") == "batched"
+    assert "blocked" not in {r[2] for r in _batched_plan.TABLE["potrf"]}
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("n", [65, 130])
+def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, dtype, n):
+    a = spd(rng, (3,), n, dtype)
+    a = np.asfortranarray(a) if order == "F" else a
+    steps = _blocked_potrf_cuda.columns(n)
+    for finite in (True, False):
+        CALLS.clear()
+        got = plain(_cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype(dtype),
+                                            finite))
+        assert CALLS["small_potrf"] == steps and CALLS["get"] == 1
+        assert CALLS["trsm_batched"] == CALLS["gemm_strided_batched"] == steps - 1
+        assert CALLS["potrf_batched"] == 0
+        assert CALLS["flag_flat"] == int(finite)  # all of a, before the first launch
+        ref = np.stack([_factor_host.cholesky(x, lower, False, True, np.dtype(dtype))
+                        for x in a])
+        tol = 1e-4 if np.finfo(np.dtype(dtype)).bits <= 32 else 1e-12
+        assert np.allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_emulated_cho_factor_keeps_the_other_triangle_through_potrf_batched(emu, blocked, rng):
+    a = spd(rng, (3,), 100, np.float64)
+    CALLS.clear()
+    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, False, np.dtype("f8"), True))
+    assert CALLS["potrf_batched"] == 1 and CALLS["small_potrf"] == 0
+    upper = np.triu(np.ones((100, 100), bool), 1)
+    assert np.array_equal(got[:, upper], a[:, upper])
+
+
+@pytest.mark.parametrize("at", [10, 70, 150])
+def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, rng, at):
+    a = spd(rng, (3, 2), 200, np.float64)
+    a[2, 1, at, at] = -100.0
+    a[2, 0, 199, 199] = -100.0  # a later matrix failing in the last block column
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert info.value.batch_index == (2, 0) and info.value.minor == 200
+    a[2, 0, 199, 199] = 1.0e3
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert info.value.batch_index == (2, 1) and info.value.minor == at + 1
+    a[2, 1, at, at] = np.nan
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    with pytest.raises(ValueError, match=r"batch entry \(2, 1\)"):
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
+
+
+def test_emulated_blocked_cholesky_in_place(emu, blocked, rng):
+    a = np.asfortranarray(spd(rng, (4,), 80, np.float64).transpose(1, 2, 0)).transpose(2, 0, 1)
+    keep = np.array(a)
+    src = dev(a)
+    got = _cholesky_cuda.cholesky(src, True, True, True, np.dtype("f8"), False)
+    assert np.allclose(plain(got), np.linalg.cholesky(keep))
+
+
+def test_first_failure_takes_the_earliest_column_of_the_first_matrix():
+    rows = np.tile(_blocked_potrf_cuda._ROW, 4).reshape(4, 8)
+    rows[0, 4] = 1                              # the input held NaN or Inf
+    rows[1, 5] = (5 << 32) | 2                  # matrix 5, minor 2 of block column 1
+    rows[3, 5] = (5 << 32) | 1                  # its leftovers fail again later
+    rows[2, 6] = (9 << 32) | ((1 << 30) + 4)    # matrix 9, a NaN pivot in block column 2
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 4) == (5, 66, True)
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 1) == (None, 0, True)
+    rows[1, 5] = rows[3, 5] = _blocked_potrf_cuda._NONE
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 4) == (9, (1 << 30) + 132, True)
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("n", [65, 100, 128, 129, 256, 300, 512])
+def test_gpu_blocked_cholesky_equals_numpy(xp_gpu, blocked, rng, dtype, n):
+    cp = xp_gpu
+    a_h = spd(rng, (3,), n, dtype)
+    ref = np.linalg.cholesky(a_h.astype(np.complex128 if np.dtype(dtype).kind == "c"
+                                        else np.float64))
+    eps = float(np.finfo(dtype).eps)
+    for order in ("C", "F"):
+        a = cp.asarray(a_h, order=order)
+        for lower in (True, False):
+            got = cp.asnumpy(cholesky(a, lower=lower))
+            want = ref if lower else np.conj(ref.swapaxes(-1, -2))
+            assert np.abs(got - want).max() <= 50 * n * eps * np.abs(ref).max(), (order, lower)
+            b = rng.standard_normal((3, n, 2)).astype(dtype)
+            x = cp.asnumpy(cho_solve((cp.asarray(got), lower), cp.asarray(b)))
+            assert np.abs(np.linalg.solve(a_h, b) - x).max() <= 1e3 * n * eps * np.abs(x).max()
+    c, low = cho_factor(cp.asarray(a_h), lower=True)  # potrfBatched: the upper triangle kept
+    upper = np.triu(np.ones((n, n), bool), 1)
+    assert np.array_equal(cp.asnumpy(c)[:, upper], a_h[:, upper])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("at", [10, 150])
+def test_gpu_blocked_cholesky_failures(xp_gpu, blocked, rng, at):
+    cp = xp_gpu
+    a = spd(rng, (3, 2), 200, np.float64)
+    assert_cholesky_failures(cp, a, at)
+    a[2, 1, at, at] = 1.0
+    a[0, 0, 3, 190] = np.inf  # the triangle the factorization does not read: SciPy's check
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        cholesky(cp.asarray(a), lower=True)
