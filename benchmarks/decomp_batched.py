@@ -7,7 +7,8 @@ of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold fir
 warm median (synchronized wall clock: all three libraries synchronize on their info codes or
 not at all, so the clock includes the device work), and the backward error of the result.
 
-``--sections kernels`` times the fused small-stack kernels alone (:mod:`.decomp_kernels`;
+``--sections svdvals`` times singular values alone (``compute_uv=False``) against CuPy's and
+torch's, and against ours through the full SVD. ``--sections kernels`` times the fused small-stack kernels alone (:mod:`.decomp_kernels`;
 ``--cases`` picks them too, ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor``
 times the host (CPU) and device (GPU) side of one call apart
 (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
@@ -48,6 +49,9 @@ QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
               ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
               ("svd", 8, 16), ("svd", 2, 64)]
 #: (m, n) of the single-matrix SVD section (driver table), most important first.
+#: Shapes of the values-only rows (``--sections svdvals``, not in the default sections).
+SVDVALS_SHAPES = [(1024, 1024, "float32"), (1024, 1024, "float64"), (4096, 4096, "float32"),
+                  (4096, 4096, "float64"), (20000, 2000, "float64")]
 SVD_SHAPES = [(4096, 4096, "float32"), (1024, 1024, "float32"), (1024, 1024, "float64"),
               (2048, 2048, "float32"), (2048, 2048, "float64"), (1024, 4096, "float32"),
               (1024, 4096, "float64"), (2048, 8192, "float32"), (4096, 4096, "float64"),
@@ -506,7 +510,49 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
             else:
                 drivers = ("auto", "gesvd", "gesvdj", "gesvdp")
             _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers)
+    if "svdvals" in sections:
+        for m, n, dtype in _pick(svd_shapes, QUICK_SVD if quick else SVDVALS_SHAPES, 3):
+            _svdvals_case(cp, torch, m, n, dtype, rng, budget, rows)
     return rows
+
+
+def _svdvals_case(cp, torch, m, n, dtype, rng, budget, rows):
+    """Singular values alone (``compute_uv=False``): ours as the table resolves it, ours
+    through the full SVD (values kept, vectors dropped), CuPy's and torch's ``svdvals``. The
+    error of each: the largest distance of its values to the full SVD's of the same matrix
+    in double precision (``float64`` ``gesvd``), relative to the largest value."""
+    from gpulinalg import decomp
+    case = f"svdvals {m}x{n} {dtype}"
+    a = rng.standard_normal((m, n), dtype=dtype)
+    calls = {"ours": lambda: decomp.svd(a, compute_uv=False, check_finite=False),
+             "ours via full svd": lambda: decomp.svd(a, full_matrices=False,
+                                                     check_finite=False)[1],
+             "cupy": lambda: cp.linalg.svd(a, compute_uv=False)}
+    if torch is not None:
+        ta = torch.from_dlpack(a)
+        calls["torch"] = lambda: torch.linalg.svdvals(ta)
+    ref = None
+    for label, fn in calls.items():
+        if budget.left() <= 0:
+            rows.append(absent(SUITE, case, label, "time budget spent"))
+            continue
+        try:
+            timing, out = _timed(fn, 1 if max(m, n) >= 4096 else 3)
+            got = _as_cupy(cp, out).astype(cp.float64)
+            if ref is None:
+                ref = decomp.svd(a.astype(cp.float64), compute_uv=False, check_finite=False,
+                                 driver="gesvd")
+            err = float(cp.abs(got - ref).max() / ref[0])
+            extra = {"values_err": err}
+            if label.startswith("ours"):
+                import gpulinalg
+                extra.update({k: v for k, v in gpulinalg.last_run().details.items()
+                              if k in ("driver", "qr_first", "promoted")})
+            rows.append(row(SUITE, case, label, timing, op="svdvals", m=m, n=n, dtype=dtype,
+                            **extra))
+        except Exception as exc:
+            rows.append(absent(SUITE, case, label, f"failed: {type(exc).__name__}: {exc}"[:300]))
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def _qr_tall(cp, torch, m, n, dtype, rng, budget, rows):
@@ -565,6 +611,8 @@ def summary(rows):
         text = f"{case}: ours {main['median_s'] * 1e3:.4g}"
         if "ours (no check)" in ours:
             text += f"/{ours['ours (no check)']['median_s'] * 1e3:.4g}"
+        if "ours via full svd" in ours:
+            text += f" (via full svd {ours['ours via full svd']['median_s'] * 1e3:.4g})"
         others = {k[12:]: v for k, v in ours.items() if k.startswith("ours driver=")
                   and k != "ours driver=auto"}
         if others:
@@ -573,9 +621,10 @@ def summary(rows):
         text += "".join(f" {k} {v['median_s'] * 1e3:.4g}" for k, v in peers.items()) + " ms"
         if peers:
             best = min(peers.values(), key=lambda v: v["median_s"])
+            err = "backward_err" if "backward_err" in main else "values_err"
             text += (f" x{main['median_s'] / best['median_s']:.2f} err "
-                     f"{main.get('backward_err', float('nan')):.0e}/"
-                     f"{best.get('backward_err', float('nan')):.0e}")
+                     f"{main.get(err, float('nan')):.0e}/"
+                     f"{best.get(err, float('nan')):.0e}")
         if main.get("driver"):
             text += f" {main['driver']}"
         lines.append(text)
@@ -588,7 +637,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds")
     parser.add_argument("--sections", default="grid,single,svd,routes",
-                        help="of floor,kernels,grid,single,routes,svd")
+                        help="of floor,kernels,grid,single,routes,svd,svdvals")
     parser.add_argument("--cases", help="grid rows to run: op:batch:n,...")
     parser.add_argument("--svd-shapes", help="SVD shapes to run: m:n:dtype,...")
     parser.add_argument("--routes", help="route limits to time: op:batch:n,...")

@@ -49,3 +49,15 @@ def test_grid_cases_leave_kernel_rows_to_the_kernels_section():
     picked = decomp_batched._pick_calls("wide:1:4096,solve_triangular:1:1024,svd:512:32",
                                         decomp_batched.GRID)
     assert picked == [("svd", 512, 32), ("solve_triangular", 1, 1024)]
+
+
+def test_svdvals_summary_line_names_the_full_svd_road_and_the_values_error():
+    from benchmarks import decomp_batched
+    case = "svdvals 4096x4096 float32"
+    rows = [{"case": case, "impl": "ours", "median_s": 0.6, "values_err": 2e-7},
+            {"case": case, "impl": "ours via full svd", "median_s": 0.3, "values_err": 1e-7},
+            {"case": case, "impl": "cupy", "median_s": 0.9, "values_err": 3e-7},
+            {"case": case, "impl": "torch", "median_s": 0.5, "values_err": 4e-7}]
+    line, = decomp_batched.summary(rows)
+    assert line == (f"{case}: ours 600 (via full svd 300) cupy 900 torch 500 ms x1.20 "
+                    "err 2e-07/4e-07")
