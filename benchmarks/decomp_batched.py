@@ -9,8 +9,8 @@ not at all, so the clock includes the device work), and the backward error of th
 
 ``--sections svdvals`` times singular values alone (``compute_uv=False``) against CuPy's and
 torch's, and against ours through the full SVD. ``--sections kernels`` times the fused
-small-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too, ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor``
-times the host (CPU) and device (GPU) side of one call apart
+small-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too,
+``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor`` times the host (CPU) and device (GPU) side of one call apart
 (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the host
 path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and ``--routes`` pick rows.
 
