@@ -8,11 +8,12 @@ warm median (synchronized wall clock: all three libraries synchronize on their i
 not at all, so the clock includes the device work), and the backward error of the result.
 
 ``--sections svdvals`` times singular values alone (``compute_uv=False``) against CuPy's and
-torch's, and against ours through the full SVD. ``--sections kernels`` times the fused small-
-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too, ``potrf:512:128`` or
-``cholesky:512:128``). ``--sections floor`` times the host (CPU) and device (GPU) side of one
-call apart (``cupyx.profiler.benchmark``) and, with ``--profile-dir``, writes a cProfile of the
-host path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and ``--routes`` pick rows.
+torch's, and against ours through the full SVD. ``--sections kernels`` times the fused
+small-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too,
+``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor`` times the host (CPU) and
+device (GPU) side of one call apart (``cupyx.profiler.benchmark``) and, with ``--profile-dir``,
+writes a cProfile of the host path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and
+``--routes`` pick rows.
 
 ``ours`` runs with SciPy's default ``check_finite=True``; ``ours (no check)`` with
 ``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
