@@ -2,7 +2,7 @@
 matrices, a few launches per block column of 64 and one read-back per call) on the CPU
 emulation and on the device (``gpu``-marked): factors equal the per-matrix ones for both
 triangles and every layout; failures in any block column name their slice and minor; NaN and
-Inf raise; ``cho_factor`` (the other triangle kept) takes ``potrfBatched`` instead."""
+Inf raise; ``cho_factor`` keeps the input's other triangle."""
 
 import numpy as np
 import pytest
@@ -59,13 +59,23 @@ def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, 
         assert np.allclose(got, ref, rtol=tol, atol=tol)
 
 
-def test_emulated_cho_factor_keeps_the_other_triangle_through_potrf_batched(emu, blocked, rng):
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_emulated_cho_factor_keeps_the_other_triangle(emu, blocked, rng, lower, order,
+                                                      overwrite):
     a = spd(rng, (3,), 100, np.float64)
+    a = np.asfortranarray(a) if order == "F" else a
+    keep = a.copy()
     CALLS.clear()
-    got = plain(_cholesky_cuda.cholesky(dev(a), True, False, False, np.dtype("f8"), True))
-    assert CALLS["potrf_batched"] == 1 and CALLS["small_potrf"] == 0
-    upper = np.triu(np.ones((100, 100), bool), 1)
-    assert np.array_equal(got[:, upper], a[:, upper])
+    got = plain(_cholesky_cuda.cholesky(dev(a), lower, overwrite, False, np.dtype("f8"), True))
+    assert CALLS["small_potrf"] == 2 and CALLS["potrf_batched"] == 0
+    other = np.triu(np.ones((100, 100), bool), 1)
+    other = other if lower else other.T
+    assert np.array_equal(got[:, other], keep[:, other])  # the input's entries, as SciPy's
+    assert np.array_equal(a, keep)  # a copy even with overwrite_a
+    ref = np.linalg.cholesky(keep)
+    assert np.allclose(np.where(~other, got, 0), ref if lower else ref.swapaxes(-1, -2))
 
 
 @pytest.mark.parametrize("at", [10, 70, 150])
@@ -127,9 +137,10 @@ def test_gpu_blocked_cholesky_equals_numpy(xp_gpu, blocked, rng, dtype, n):
             b = rng.standard_normal((3, n, 2)).astype(dtype)
             x = cp.asnumpy(cho_solve((cp.asarray(got), lower), cp.asarray(b)))
             assert np.abs(np.linalg.solve(a_h, b) - x).max() <= 1e3 * n * eps * np.abs(x).max()
-    c, low = cho_factor(cp.asarray(a_h), lower=True)  # potrfBatched: the upper triangle kept
+    c, low = cho_factor(cp.asarray(a_h), lower=True)  # the upper triangle: a's entries
     upper = np.triu(np.ones((n, n), bool), 1)
     assert np.array_equal(cp.asnumpy(c)[:, upper], a_h[:, upper])
+    assert np.abs(np.tril(cp.asnumpy(c)) - ref).max() <= 50 * n * eps * np.abs(ref).max()
 
 
 @pytest.mark.gpu

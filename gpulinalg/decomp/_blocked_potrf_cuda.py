@@ -13,7 +13,8 @@ for the whole stack at once, right-looking:
    block ``A[j:j+b, j:j+b]`` in place, one thread block each;
 2. one cuBLAS ``<t>trsmBatched`` solves the panels below them, ``L21 = A21 L11^-H``;
 3. one ``<t>gemmStridedBatched`` updates the trailing matrices, ``A22 -= L21 L21^H`` (the
-   whole square: the other triangle takes products too, and is zeroed at the end).
+   whole square: the other triangle takes products too; the caller zeroes it or puts the
+   input's entries back at the end).
 
 The matrices are column-major (element strides ``(n * n, 1, n)``) and their lower triangle
 is factored, the layout of :func:`._cholesky_cuda._work_copy`. Each block column's fused

@@ -48,8 +48,8 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     way = own_route(n, batch, dtype)
     if way in ("fused", "stream"):
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
-    if way == "blocked" and clean:  # cho_factor keeps the other triangle: potrfBatched
-        return _blocked_factor(a, lower, overwrite_a, dtype, finite)
+    if way == "blocked":
+        return _blocked_factor(a, lower, overwrite_a, clean, dtype, finite)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
@@ -65,15 +65,21 @@ def own_route(n, batch, dtype):
                  blocked=_blocked_potrf_cuda.fits(n, dtype))
 
 
-def _blocked_factor(a, lower, overwrite_a, dtype, finite):
-    """:func:`cholesky` (the other triangle zeroed) of a stack by the blocked factorization of
-    :mod:`._blocked_potrf_cuda`: the working copy of :func:`_work_copy` (the input itself
-    with ``overwrite_a`` where its layout allows), factored in place column-major, the other
-    triangle zeroed after (the trailing updates write there), one read-back."""
-    w, order, _, _ = _work_copy(a, dtype, lower, overwrite_a, False)
+def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
+    """:func:`cholesky` of a stack by the blocked factorization of :mod:`._blocked_potrf_cuda`:
+    the working copy of :func:`_work_copy`, factored in place column-major, and after it (the
+    trailing updates write there) the other triangle zeroed (``clean``) or given ``a``'s
+    entries back, as the other routes leave it; one read-back. With ``overwrite_a`` a
+    ``clean`` factor takes the input's memory where its layout allows; ``cho_factor``'s
+    always goes to a copy (the input's other triangle is what it keeps)."""
+    w, order, _, _ = _work_copy(a, dtype, lower, overwrite_a and clean, False)
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
     back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite else None)
-    _zero_triangle(w, lower)
+    if clean:
+        _zero_triangle(w, lower)
+    else:
+        n = a.shape[-1]
+        _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
     entry, code, flagged = _blocked_potrf_cuda.first_failure(
         back.get(), _blocked_potrf_cuda.columns(a.shape[-1]))  # the only synchronization
     if finite and flagged:
@@ -425,6 +431,19 @@ _COPY_BODY = {name.replace("zero_triangle", "copy_zero"): body.replace(
     "{ x = T(0); }", "{ x = T(0); } else { x = (T)a; }") for name, body in _ZERO_BODY.items()}
 _COPY_FLAG_BODY = {name: "if (!gl_fin(a)) flag[0] = 1; " + body
                    for name, body in _COPY_BODY.items()}
+#: The restoring kernels' bodies: the zeroing kernel's, with ``a``'s entry instead of zero.
+_RESTORE_BODY = {name.replace("zero_triangle", "restore_other"): body.replace(
+    "{ x = T(0); }", "{ x = (T)a; }") for name, body in _ZERO_BODY.items()}
+
+
+def _restore_other_triangle(src, w, lower):
+    """``w``'s strict upper (``lower=True``) or lower triangle set to ``src``'s entries there
+    (``(B, n, n)`` stacks, any strides and dtypes), its own triangle left alone: one kernel."""
+    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
+        src, w, lower = src.swapaxes(-1, -2), w.swapaxes(-1, -2), not lower  # w contiguous
+    name = "gpulinalg_restore_other32" if w.size < 2 ** 31 else "gpulinalg_restore_other"
+    kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _RESTORE_BODY[name], name)
+    kernel(src, w.shape[-1], lower, w)
 
 
 def _zero_triangle(w, lower):
