@@ -179,6 +179,28 @@ def test_emulated_solve_triangular_stack_equals_slices(emu, force, rng, route, t
 
 
 @pytest.mark.parametrize("route", ["batched", "looped"])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("mode", ["economic", "r", "full"])
+def test_emulated_qr_checks_finiteness_in_its_copy(emu, force, rng, route, order, mode):
+    """SciPy's check_finite on the GPU engine: flagged while a is copied column-major, read
+    back once with the codes at the end; without the check nothing is read back."""
+    force("geqrf", route)
+    a = rng.standard_normal((3, 40, 12))
+    a = np.asfortranarray(a) if order == "F" else a
+    for finite in (False, True):
+        CALLS.clear()
+        out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"), finite)
+        assert CALLS["get"] == int(finite)
+        ref = _factor_host.qr(a[1], mode, False, None, False, np.dtype("f8"))
+        assert np.allclose(plain(out[0] if mode == "r" else out.R)[1],
+                           ref[0] if mode == "r" else ref.R)
+    a[2, 30, 5] = np.inf
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"), True)
+    _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"), False)  # no check: runs
+
+
+@pytest.mark.parametrize("route", ["batched", "looped"])
 @pytest.mark.parametrize("shape", [(5, 9, 4), (5, 4, 9), (5, 6, 6)])
 @pytest.mark.parametrize("mode", ["economic", "r", "raw"])
 def test_emulated_qr_stack_equals_slices(emu, force, rng, route, shape, mode):

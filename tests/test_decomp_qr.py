@@ -271,3 +271,24 @@ def test_lwork_warns_as_the_installed_scipy(monkeypatch, scipy_deprecates):
     for bad in (0, 2):
         with pytest.raises(ValueError):
             qr(a, lwork=bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2000, 50), (50, 2000), (5, 300, 100), (3, 40, 12),
+                                   (64, 16, 16)])
+@pytest.mark.parametrize("mode", ["economic", "r", "full"])
+def test_gpu_qr_check_finite_of_device_input(xp_gpu, rng, shape, mode):
+    """CuPy input: the engine flags NaN and Inf in its own copy (the library routes) or up
+    front (the fused small stacks) and raises as SciPy does; without the check it runs."""
+    cp = xp_gpu
+    if mode == "full" and shape[-2] > 1000:
+        mode = "economic"  # a 2000 x 2000 Q says nothing more
+    a = random(rng, shape, np.float64)
+    out = qr(cp.asarray(a), mode=mode)
+    r = cp.asnumpy(out[0] if mode == "r" else out[1])
+    ref = qr(a, mode=mode)
+    assert np.allclose(np.abs(r), np.abs(ref[0] if mode == "r" else ref[1]), atol=1e-8)
+    a[(0,) * (a.ndim - 2) + (shape[-2] - 1, 3)] = np.nan
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        qr(cp.asarray(a), mode=mode)
+    qr(cp.asarray(a), mode=mode, check_finite=False)

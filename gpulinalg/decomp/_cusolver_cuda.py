@@ -20,6 +20,7 @@ import numpy as np
 from .._runtime import device as _device
 from .._runtime.kernels import elementwise_kernel
 from .._runtime.errors import LinAlgError
+from ._finite_cuda import flag_nonfinite
 
 __all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "chain_buffers",
            "fill_pointers", "Solver",
@@ -73,9 +74,11 @@ def routines(dtype):
     return ROUTINES[np.dtype(dtype)]
 
 
-def fortran_batch(a, dtype):
+def fortran_batch(a, dtype, flag=None):
     """Copy ``a`` (``(..., m, n)``, any strides) into a new ``(B, m, n)`` CuPy array whose
-    matrices are each column-major contiguous, with a uniform stride.
+    matrices are each column-major contiguous, with a uniform stride. ``flag`` (a zeroed
+    int32 device slot, or ``None``): set to 1 when ``a`` holds NaN or Inf, SciPy's
+    ``check_finite`` without a synchronization (in the copy's own pass where it can).
 
     A C-ordered ``a`` of ``dtype`` goes through the tiled transposing copy of
     :mod:`._transpose_cuda` (CuPy's strided assignment writes uncoalesced: several times
@@ -88,7 +91,9 @@ def fortran_batch(a, dtype):
     if a.dtype == dtype and a.flags.c_contiguous:
         src = a.reshape(batch, m, n)
         if _transpose_cuda.applies(src, out):
-            return _transpose_cuda.transpose_copy(src, out)
+            return _transpose_cuda.transpose_copy(src, out, flag=flag)
+    if flag is not None:
+        flag_nonfinite(a, flag)
     out[...] = a.reshape(batch, m, n)
     return out
 

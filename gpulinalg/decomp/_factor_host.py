@@ -33,10 +33,14 @@ def _stack(items, batch):
     return np.stack(items).reshape(batch + items[0].shape)
 
 
-def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
+def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
     """SciPy's ``qr`` of each matrix of ``a``; ``mode`` is ``"full"``, ``"economic"``, ``"r"``
-    or ``"raw"``; results as SciPy's (``QRResult`` for ``(Q, R)``)."""
+    or ``"raw"``; results as SciPy's (``QRResult`` for ``(Q, R)``). ``finite``: SciPy's
+    ``check_finite`` of ``a`` (left to the engine by the api for GPU input, which reaches
+    this engine only on a fallback)."""
     import scipy.linalg
+    if finite:
+        check_finite(a, "a")
     a = np.asarray(a, dtype=dtype)
     overwrite = bool(overwrite_a) and a.ndim == 2
 

@@ -122,7 +122,10 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GI
     lwork = _lwork(lwork)
     if is_dask(a):
         return _dask(a, mode, pivoting, lwork)
-    a, dtype = prepare(a, check_finite=check_finite)
+    # GPU input: the engine flags NaN and Inf in its own copy of a and reads the flag back
+    # with its codes (one synchronization, at the end instead of before the launches)
+    defer = bool(check_finite) and _arrays.on_gpu(a)
+    a, dtype = prepare(a, check_finite=bool(check_finite) and not defer)
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = tuple(a.shape[:-2])
@@ -136,7 +139,8 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GI
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
     return _dispatch.dispatch(
         "decomp.qr", None if pivoting else _qr_cuda.qr, _factor_host.qr,
-        (a, mode, bool(pivoting), _for_lapack(lwork), bool(overwrite_a), dtype), flops=flops,
+        (a, mode, bool(pivoting), _for_lapack(lwork), bool(overwrite_a), dtype, defer),
+        flops=flops,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)),
         no_gpu_reason=PIVOTING_ON_CPU)

@@ -9,20 +9,27 @@ CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 
 import math
 
+import numpy as np
+
+from .._runtime.validation import check_finite
 from . import _fused_qr_cuda
 from ._batched_cuda import fan, spread
 from ._batched_plan import lanes, route
 from ._cusolver_cuda import Solver, fortran_batch
+from ._finite_cuda import raise_nonfinite
 from ._results import QRResult
 
 __all__ = ["qr"]
 
 
-def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
+def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
     """QR of the CuPy stack ``a`` (..., m, n) with SciPy's modes (``full``, ``economic``,
     ``r``, ``raw``) and results. ``pivoting`` must be False (cuSOLVER has no geqp3);
     ``lwork`` and ``overwrite_a`` are not read: cuSOLVER sizes its workspace, and the
-    factorization runs on a column-major copy."""
+    factorization runs on a column-major copy. ``finite``: SciPy's ``check_finite`` of
+    ``a``, flagged by the column-major copy and read back once at the end (the call then
+    waits for its work, as the engines that read codes do), or up front on the fused
+    route."""
     import cupy
     if pivoting:
         raise ValueError("the cuSOLVER QR has no column pivoting")
@@ -33,11 +40,14 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
     way = route("geqrf", big, math.prod(batch), fused=_fused_qr_cuda.fits(big, dtype),
                 dtype=dtype)
     if way == "fused":
+        if finite:
+            check_finite(a, "a")
         return _fused_qr_cuda.qr(a, mode, dtype)
-    w = fortran_batch(a, dtype)
-    nb = len(w)
+    nb = math.prod(batch)
+    info = cupy.zeros(nb + 1, dtype=np.int32)  # the geqrf codes, and a's finiteness flag
+    w = fortran_batch(a, dtype, flag=info[nb:] if finite else None)
     tau = cupy.empty((nb, k), dtype=dtype)
-    with Solver(dtype, nb) as sv:
+    with Solver(dtype, nb, info=info) as sv:
         if way == "batched":
             sv.geqrf_batched(w, tau)
         else:
@@ -50,7 +60,7 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
         r = cupy.triu(w[:, :(m if mode in ("full", "r") else k), :])
         r = r.reshape(batch + r.shape[1:])
         if mode in ("r", "raw"):
-            sv.done()
+            _finish(sv, finite, nb)
             if mode == "r":
                 return (r,)
             return ((w.reshape(batch + (m, n)), tau.reshape(batch + (k,))), r)
@@ -65,5 +75,14 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype):
                 lane, stream = ways[i % len(ways)]
                 with stream:
                     lane.orgqr(q[i], k, tau[i], i)
-        sv.done()  # QR cannot fail numerically: no need to wait for the info codes
+        _finish(sv, finite, nb)
     return QRResult(q.reshape(batch + q.shape[1:]), r)
+
+
+def _finish(sv, finite, nb):
+    """End the solver: QR cannot fail numerically, so without ``finite`` nothing waits for
+    the codes; with it, one read-back of the codes and the flag in slot ``nb``."""
+    if not finite:
+        sv.done()
+    elif sv.check("qr")[nb]:
+        raise_nonfinite("a")
