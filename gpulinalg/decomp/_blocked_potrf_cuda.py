@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _fused_cuda
 from ._cusolver_cuda import pointer_array, routines
-from ._scalars_cuda import ReadBack, per_thread
+from ._scalars_cuda import summary_buffer, summary_row
 
 __all__ = ["BLOCK", "MAX_ORDER", "fits", "potrf", "first_failure"]
 
@@ -39,7 +39,7 @@ BLOCK = 64
 MAX_ORDER = 1024
 
 _NONE = _fused_cuda.NONE
-_ROW = np.array([0, _NONE, _NONE, 0, 0, _NONE, _NONE, 0], dtype=np.uint64)
+_ROW = summary_row(_NONE, _NONE)  # a block column's summary at rest (the fused kernel's)
 
 
 def fits(n, dtype):
@@ -64,11 +64,6 @@ def columns(n):
 _ROWS = -(-MAX_ORDER // BLOCK)
 
 
-def _new_rows(cupy, rows, stream):
-    buf = cupy.asarray(np.tile(_ROW, rows))
-    return buf, ReadBack(cupy, buf, stream)
-
-
 def potrf(m, nonfinite, finite_of=None):
     """Factor the lower triangle of every matrix of ``m`` (``(B, n, n)``, element strides
     ``(n * n, 1, n)``) in place: ``L`` there, the strict upper triangle left with products
@@ -84,9 +79,8 @@ def potrf(m, nonfinite, finite_of=None):
         raise ValueError("the blocked factorization takes column-major matrices of the "
                          "orders and dtypes of fits()")
     steps = columns(n)
-    stream = cupy.cuda.get_current_stream().ptr
-    buf, back = per_thread(cupy, ("blocked potrf", m.data.device_id, stream), _new_rows,
-                           (cupy, _ROWS, stream))
+    buf, back = summary_buffer(cupy, "blocked potrf", m.data.device_id, _NONE, _NONE,
+                               rows=_ROWS)
     if finite_of is not None:
         _fused_cuda.flag_before(finite_of, buf[:_ROW.size])
     for s in range(steps):
@@ -110,7 +104,8 @@ def _panel_and_update(m, j, e):
     prefix = routines(m.dtype).prefix
     handle = get_handle("cublas")
     conj = int(cublas.Operation.C if m.dtype.kind == "c" else cublas.Operation.T)
-    one, minus = _scalars(m.dtype)
+    one = np.ones(1, dtype=m.dtype)  # alpha and beta, read on the host as the calls are issued
+    minus = -one
     # L21 = A21 L11^-H: B <- B op(A)^-1 with A the diagonal block, B the panel below it.
     # Both pointer arrays are held here: making the second may empty the cache of the first.
     diag, below = pointer_array(m[:, j:e, j:e]), pointer_array(m[:, e:, j:e])
@@ -127,17 +122,8 @@ def _panel_and_update(m, j, e):
         trail.data.ptr, n, step, nb)
 
 
-_SCALARS: dict = {}
-
-
-def _scalars(dtype):
-    """``(1, -1)`` in ``dtype`` as host arrays (cuBLAS reads them as the call is issued)."""
-    got = _SCALARS.get(dtype)
-    if got is None:
-        got = _SCALARS[dtype] = (np.ones(1, dtype=dtype), -np.ones(1, dtype=dtype))
-    return got
-
-
+    one = np.ones(1, dtype=m.dtype)  # alpha and beta, read on the host as the calls are issued
+    minus = -one
 def first_failure(host, steps):
     """``(entry, code, flagged)`` from the read-back rows ``host`` (flat uint64 words) of a
     call with ``steps`` block columns: the first failed matrix and its code (``k + 1`` for a

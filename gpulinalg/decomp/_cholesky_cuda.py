@@ -413,9 +413,8 @@ def _copy_zero_triangle(src, w, lower, slot=None):
     and :func:`_zero_triangle` were two, most of a small stack's device time). ``slot``
     (an int32 device slot, floating ``src`` only): set to 1 when ``src`` holds NaN or Inf
     (SciPy's ``check_finite`` in the same kernel: one launch less)."""
-    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
-        src, w, lower = src.swapaxes(-1, -2), w.swapaxes(-1, -2), not lower  # w contiguous
-    name = "gpulinalg_copy_zero32" if w.size < 2 ** 31 else "gpulinalg_copy_zero"
+    w, lower, src = _contiguous(w, lower, src)
+    name = _sized("gpulinalg_copy_zero", w)
     if slot is None:
         kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _COPY_BODY[name], name)
         kernel(src, w.shape[-1], lower, w)
@@ -439,20 +438,32 @@ _RESTORE_BODY = {name.replace("zero_triangle", "restore_other"): body.replace(
 def _restore_other_triangle(src, w, lower):
     """``w``'s strict upper (``lower=True``) or lower triangle set to ``src``'s entries there
     (``(B, n, n)`` stacks, any strides and dtypes), its own triangle left alone: one kernel."""
-    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
-        src, w, lower = src.swapaxes(-1, -2), w.swapaxes(-1, -2), not lower  # w contiguous
-    name = "gpulinalg_restore_other32" if w.size < 2 ** 31 else "gpulinalg_restore_other"
+    w, lower, src = _contiguous(w, lower, src)
+    name = _sized("gpulinalg_restore_other", w)
     kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _RESTORE_BODY[name], name)
     kernel(src, w.shape[-1], lower, w)
 
 
 def _zero_triangle(w, lower):
     """Zero the strict upper (``lower=True``) or lower triangle of each matrix, in place."""
-    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
-        w, lower = w.swapaxes(-1, -2), not lower  # a contiguous kernel: 4x faster at n=32768
-    name = "gpulinalg_zero_triangle32" if w.size < 2 ** 31 else "gpulinalg_zero_triangle"
+    w, lower = _contiguous(w, lower)
+    name = _sized("gpulinalg_zero_triangle", w)
     kernel = elementwise_kernel("int64 n, bool lower", "T x", _ZERO_BODY[name], name)
     kernel(w.shape[-1], lower, w)
+
+
+def _contiguous(w, lower, *others):
+    """``(w, lower, *others)`` of the triangle kernels, seen with the last two axes swapped
+    (the triangle with them) where that makes ``w`` C-contiguous: a contiguous kernel was 4x
+    faster at n = 32768."""
+    if not w.flags.c_contiguous and w.swapaxes(-1, -2).flags.c_contiguous:
+        return (w.swapaxes(-1, -2), not lower, *(x.swapaxes(-1, -2) for x in others))
+    return (w, lower, *others)
+
+
+def _sized(stem, w):
+    """The triangle kernel ``stem`` with 32-bit index arithmetic where ``w`` allows it."""
+    return stem + "32" if w.size < 2 ** 31 else stem
 
 
 def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):

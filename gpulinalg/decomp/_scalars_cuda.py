@@ -210,19 +210,26 @@ def mapped_read_back(cupy, key, device, stream):
     return per_thread(cupy, ("mapped", key, device, stream), MappedReadBack, (cupy, stream))
 
 
-def summary_buffer(cupy, key, device, id1, id2, stream=None):
+def summary_buffer(cupy, key, device, id1, id2, stream=None, rows=1):
     """``(buffer, totals)``: the calling thread's summary buffer ``key`` on ``device`` for the
-    stream ``stream`` (a pointer; default: the current one): 8 uint64 words, made once with the
-    identities ``id1`` and ``id2`` of words 1 and 2 in place (the last block of a launch puts
-    them back), and the :class:`ReadBack` of its 3 read-back words on that stream. A launch
-    on one stream runs after the one before it there, so one buffer per thread and stream
-    serves all their launches."""
+    stream ``stream`` (a pointer; default: the current one): 8 uint64 words
+    (:func:`summary_row`), made once with the identities ``id1`` and ``id2`` of words 1 and 2
+    in place (the last block of a launch puts them back), and the :class:`ReadBack` of its 3
+    read-back words on that stream. A launch on one stream runs after the one before it
+    there, so one buffer per thread and stream serves all their launches. ``rows`` > 1: that
+    many such rows, one per launch of a chain, and the read-back of them all."""
     if stream is None:
         stream = cupy.cuda.get_current_stream().ptr
     return per_thread(cupy, ("summary", key, device, stream), _new_summary,
-                      (cupy, id1, id2, stream))
+                      (cupy, id1, id2, stream, rows))
 
 
-def _new_summary(cupy, id1, id2, stream):
-    buf = cupy.asarray(np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64))
-    return buf, ReadBack(cupy, buf[4:7], stream)
+def summary_row(id1, id2):
+    """The 8 words of a summary at rest: the accumulators (flags, word 1, word 2, the
+    blocks' count), then the read-back words (the last launch's totals) and a spare."""
+    return np.array([0, id1, id2, 0, 0, id1, id2, 0], dtype=np.uint64)
+
+
+def _new_summary(cupy, id1, id2, stream, rows):
+    buf = cupy.asarray(np.tile(summary_row(id1, id2), rows))
+    return buf, ReadBack(cupy, buf[4:7] if rows == 1 else buf, stream)
