@@ -394,6 +394,34 @@ def test_large_single_precision_svd_goes_to_double_at_once(emu, rng, monkeypatch
         assert orthogonality_ratio(u, dtype) <= 50
 
 
+@pytest.mark.parametrize("shape", [(120, 40), (40, 120), (300, 40)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_values_alone_of_large_matrices_come_from_the_verified_svd(emu, rng, monkeypatch,
+                                                                    shape, dtype):
+    from gpulinalg.decomp import _svd_drivers
+    monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 40)
+    a = random(rng, shape, dtype)
+    ref = np.linalg.svd(a.astype(np.complex128), compute_uv=False)
+    # (noise, gesvdp runs, gesvd runs): a clean gesvdp serves the values; one that fails its
+    # check is recomputed by gesvd (or, in single precision, first in double precision)
+    for noise, gesvdp_runs in ((0.0, 1), (1e-2, None)):
+        CALLS.clear()
+        GESVDP_NOISE[0] = noise
+        try:
+            s = plain(_svd_cuda.svd(dev(a), True, False, "auto", np.dtype(dtype)))
+        finally:
+            GESVDP_NOISE[0] = 0.0
+        assert s.shape == (40,) and s.dtype == np.dtype(dtype).type(0).real.dtype
+        assert CALLS["gesvdp"] >= 1 and (gesvdp_runs is None or CALLS["gesvdp"] == 1)
+        assert CALLS["gesvd"] == (0 if noise == 0 else 1)
+        assert np.allclose(s, ref, rtol=0, atol=50 * ref[0] * np.finfo(dtype).eps * 40)
+    monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 41)  # below it: gesvd alone
+    CALLS.clear()
+    s = plain(_svd_cuda.svd(dev(a), True, False, "auto", np.dtype(dtype)))
+    assert CALLS["gesvdp"] == 0 and CALLS["gesvd"] == 1
+    assert np.allclose(s, ref, rtol=0, atol=50 * ref[0] * np.finfo(dtype).eps * 40)
+
+
 # -- issue 18 on the GPU engines -----------------------------------------------------------
 
 @pytest.mark.parametrize("lower", [True, False])

@@ -186,6 +186,11 @@ def test_resolve_driver():
     plan = resolve_driver(100, 100)
     assert plan.driver == "gesvdp" and plan.verify
     assert resolve_driver(100, 100, compute_uv=False).driver == "gesvd"
+    # values alone of a large matrix: the verified gesvdp (vectors computed, then dropped)
+    assert resolve_driver(1023, 1023, compute_uv=False).driver == "gesvd"
+    assert resolve_driver(1024, 1024, compute_uv=False) == resolve_driver(1024, 1024)
+    assert resolve_driver(900, 5000, compute_uv=False).driver == "gesvd"
+    assert resolve_driver(1024, 5000, compute_uv=False).verify
     assert resolve_driver(100, 90, full_matrices=True).driver == "gesvd"
     assert resolve_driver(300, 90, full_matrices=True).driver == "gesvdp"
     assert not resolve_driver(300, 90, "gesvdp").verify
@@ -266,3 +271,20 @@ def test_svd_gpu_float32_2048_runs_double_precision_once(rng):
     details = gpulinalg.last_run().details
     assert details["promoted"] == "float64" and "rejected" not in details
     _check(a, res, None, np.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("kind", ["well", "ill"])
+@pytest.mark.parametrize("shape", [(300, 120), (120, 120), (120, 300)])
+def test_svd_gpu_values_alone_through_the_verified_svd(rng, monkeypatch, dtype, kind, shape):
+    from gpulinalg.decomp import _svd_drivers
+    monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 100)  # these count as large
+    s_true = spectrum(kind, min(shape), dtype)
+    a = with_singular_values(rng, *shape, s_true, dtype)
+    with gpulinalg.config(backend="gpu"):
+        s = host(svd(a, compute_uv=False))
+    details = gpulinalg.last_run().details
+    assert details["driver"] in ("gesvdp", "gesvd") and "verify_figures" in details
+    eps = np.finfo(dtype).eps
+    assert np.max(np.abs(s - s_true)) <= 50 * min(shape) * eps * s_true[0]

@@ -71,8 +71,8 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
     if batched:
         s, u, v = _batched_jacobi(w, compute_uv, full_matrices, a if finite else None)
-    else:
-        s, u, v = _looped(w, compute_uv, full_matrices, plan)
+    else:  # a verified plan computes the vectors its check reads, for values alone too
+        s, u, v = _looped(w, compute_uv or plan.verify, full_matrices and compute_uv, plan)
     batch = tuple(a.shape[:-2])
     s = s.reshape(batch + (k,))
     if not compute_uv:

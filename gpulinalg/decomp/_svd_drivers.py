@@ -4,8 +4,8 @@ engine follows it)."""
 
 import dataclasses
 
-__all__ = ["DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM", "PROMOTE_FROM", "SVDPlan",
-           "resolve_driver", "promotes_first"]
+__all__ = ["DRIVERS", "QR_FIRST_RATIO", "JACOBI_MAX_DIM", "PROMOTE_FROM", "VALUES_BY_FULL_FROM",
+           "SVDPlan", "resolve_driver", "promotes_first"]
 
 DRIVERS = ("auto", "gesvd", "gesvdj", "gesvdp")
 
@@ -23,6 +23,13 @@ JACOBI_MAX_DIM = 32
 #: 37.2); below, where it mostly passed, double precision at once cost more (16 x 256^2
 #: 92.1 / 102, 4 x 512^2 48.4 / 55.5). complex64 is untimed: as float32.
 PROMOTE_FROM = 1024
+#: ``driver="auto"`` without vectors (``compute_uv=False``): from this smaller side on, the
+#: values come from the verified ``gesvdp`` with vectors (discarded) instead of ``gesvd``'s
+#: values-only mode. On the H200 (``python -m benchmarks.decomp_batched --sections svdvals``,
+#: 2026-12-02, ms, gesvd values only / the verified full SVD; best peer in brackets):
+#: 1024^2 fp32 84.5 / 33.3 (torch 55.5), fp64 83.9 / 33.1 (CuPy 83.3); 4096^2 fp32 586 / 292
+#: (CuPy 600), fp64 631 / 290 (CuPy 642); 20000 x 2000 fp64 256 / 127 (CuPy 273).
+VALUES_BY_FULL_FROM = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +39,7 @@ class SVDPlan:
     driver: str
     qr_first: bool
     verify: bool = False  # check the kernel's result; recompute with gesvd when it fails
+    # (the check needs the vectors: a verified plan computes them, values-only calls too)
 
 
 def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True,
@@ -43,7 +51,9 @@ def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True
     >>> resolve_driver(20000, 2000)
     SVDPlan(driver='gesvdp', qr_first=True, verify=True)
     >>> resolve_driver(20000, 2000, compute_uv=False)
-    SVDPlan(driver='gesvd', qr_first=True, verify=False)
+    SVDPlan(driver='gesvdp', qr_first=True, verify=True)
+    >>> resolve_driver(500, 400, compute_uv=False)
+    SVDPlan(driver='gesvd', qr_first=False, verify=False)
     >>> resolve_driver(16, 16)
     SVDPlan(driver='gesvdj', qr_first=False, verify=False)
     >>> resolve_driver(300, 500, "gesvd")
@@ -57,7 +67,9 @@ def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True
         return SVDPlan(driver, qr_first)
     if small <= JACOBI_MAX_DIM:
         return SVDPlan("gesvdj", qr_first)
-    if not compute_uv or (full_matrices and not qr_first):
+    if not compute_uv and small < VALUES_BY_FULL_FROM:
+        return SVDPlan("gesvd", qr_first)
+    if compute_uv and full_matrices and not qr_first:
         return SVDPlan("gesvd", qr_first)
     return SVDPlan("gesvdp", qr_first, verify=True)
 
