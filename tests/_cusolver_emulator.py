@@ -98,6 +98,7 @@ class _Kernel:
             x[...] = src
         else:
             n, lower, x = args
+            CALLS["zero_triangle"] += 1
         mask = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
         x[..., mask] = 0
 
@@ -111,7 +112,8 @@ class _Raw:
         _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
                         "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf", "gl_wide_trsm",
-                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
+                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd",
+                        "gl_blocked_panel"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -136,6 +138,8 @@ class _Raw:
             CALLS["stream_potrf"] += 1
             assert block == (256,)
             return _fused_emulator.small_potrf(CALLS, grid, args)
+        if self.name == "gl_blocked_panel":
+            return _fused_emulator.blocked_panel(CALLS, grid, block, args)
         if self.name == "gl_small_trsm":
             return _fused_emulator.small_trsm(CALLS, grid, args)
         if self.name == "gl_stream_trsm":
@@ -529,20 +533,12 @@ class FakeCublas(types.ModuleType):
     @staticmethod
     def _trsm(dtype):
         def trsm(h, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-            from nvmath.bindings import cublas
-            right = int(side) == int(cublas.SideMode.RIGHT)
-            A = view(a, n if right else m, n if right else m, lda, dtype)
+            A = view(a, m, m, lda, dtype)
             B = view(b, m, n, ldb, dtype)
             al = view(alpha, 1, 1, 1, dtype)[0, 0]
             AA = np.array(A)
             if int(diag) == 1:
                 np.fill_diagonal(AA, 1)
-            AA = np.tril(AA) if _lower(uplo) else np.triu(AA)
-            if right:  # B <- alpha B op(A)^-1: op(A)^T X^T = alpha B^T
-                op = {0: AA, 1: AA.T, 2: AA.conj().T}[int(trans)]
-                with np.errstate(all="ignore"):
-                    B[...] = np.linalg.solve(op.T, (al * np.array(B)).T).T
-                return
             trsv, = scipy.linalg.get_blas_funcs(("trsv",), (AA,))
             # BLAS, as cuBLAS: a zero on the diagonal gives inf/NaN, never an exception
             with np.errstate(all="ignore"):

@@ -1,5 +1,6 @@
 """The blocked Cholesky factorization (``decomp._blocked_potrf_cuda``: stacks of medium
-matrices, a few launches per block column of 64 and one read-back per call) on the CPU
+matrices, two launches and a cuBLAS call per block column of 64 and one read-back per call)
+on the CPU
 emulation and on the device (``gpu``-marked): factors equal the per-matrix ones for both
 triangles and every layout; failures in any block column name their slice and minor; NaN and
 Inf raise; ``cho_factor`` keeps the input's other triangle."""
@@ -27,9 +28,14 @@ def blocked(monkeypatch):
     medium_potrf_route(monkeypatch, "blocked")
 
 
-def test_fits_every_dtype_from_65_to_its_order():
-    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+def test_fits_every_dtype_but_complex128_from_65_to_its_order(monkeypatch):
+    for dtype in (np.float32, np.float64, np.complex64):
         assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
+    assert not _blocked_potrf_cuda.fits(256, np.complex128)  # L11 would not fit in 48 KiB
+    medium_potrf_route(monkeypatch, "blocked")
+    assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex128)) == "batched"
+    assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex64)) == "blocked"
+    monkeypatch.undo()
     assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
     assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
     # no row of the table takes it until it has been timed on a GPU
@@ -39,8 +45,8 @@ def test_fits_every_dtype_from_65_to_its_order():
 
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-@pytest.mark.parametrize("n", [65, 130])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("n", [65, 130, 200])
 def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, dtype, n):
     a = spd(rng, (3,), n, dtype)
     a = np.asfortranarray(a) if order == "F" else a
@@ -50,8 +56,9 @@ def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, 
         got = plain(_cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype(dtype),
                                             finite))
         assert CALLS["small_potrf"] == steps and CALLS["get"] == 1
-        assert CALLS["trsm_batched"] == CALLS["gemm_strided_batched"] == steps - 1
-        assert CALLS["potrf_batched"] == 0
+        assert CALLS["blocked_panel"] == CALLS["gemm_strided_batched"] == steps - 1
+        assert CALLS["potrf_batched"] == CALLS["trsm_batched"] == 0
+        assert CALLS["zero_triangle"] == 0  # zeroed by the panel steps on the way
         assert CALLS["flag_flat"] == int(finite)  # all of a, before the first launch
         ref = np.stack([_factor_host.cholesky(x, lower, False, True, np.dtype(dtype))
                         for x in a])

@@ -1,7 +1,5 @@
 """The blocked Cholesky factorization of a stack of medium matrices (orders 65 to 1024), in
-place, in a few launches per block column. Not yet run on a GPU: no row of the route table
-takes it (its tests force it, and ``benchmarks/decomp_batched.py --sections routes`` times it
-against ``potrfBatched``).
+place, in two launches per block column and a cuBLAS call between them.
 
 At 64 x 256^2 and 8 x 512^2 the stack's factor takes cuSOLVER ``potrfBatched`` (46 kernels
 over 64 x 256^2), as torch and CuPy do, and the three are level; the streamed kernel of
@@ -11,10 +9,15 @@ for the whole stack at once, right-looking:
 
 1. ``gl_small_potrf`` (:mod:`._fused_cuda`, the matrix in registers) factors every diagonal
    block ``A[j:j+b, j:j+b]`` in place, one thread block each;
-2. one cuBLAS ``<t>trsmBatched`` solves the panels below them, ``L21 = A21 L11^-H``;
+2. ``gl_blocked_panel`` (here) solves the panels below them, ``L21 = A21 L11^-H``: a thread
+   block per matrix and :data:`ROWS` rows of its panel, ``L11`` in shared memory, a row per
+   thread in registers (on the H200 cuBLAS ``trsmBatched`` took 34 us a call for this at
+   64 x 256^2, a third of the whole ``potrfBatched``); for ``cholesky`` it also zeroes the
+   block row right of the diagonal block, the strict upper triangle that earlier updates
+   wrote products to and nothing reads again;
 3. one ``<t>gemmStridedBatched`` updates the trailing matrices, ``A22 -= L21 L21^H`` (the
-   whole square: the other triangle takes products too; the caller zeroes it or puts the
-   input's entries back at the end).
+   whole square: the other triangle takes products too, zeroed by step 2 of a later block
+   column, or given the input's entries back by the caller for ``cho_factor``).
 
 The matrices are column-major (element strides ``(n * n, 1, n)``) and their lower triangle
 is factored, the layout of :func:`._cholesky_cuda._work_copy`. Each block column's fused
@@ -26,17 +29,65 @@ the column. Part of decomp's internal layer: CuPy arrays in, on the dispatcher's
 
 import numpy as np
 
+from .._runtime.kernels import raw_kernel
 from . import _fused_cuda
-from ._cusolver_cuda import pointer_array, routines
-from ._scalars_cuda import summary_buffer, summary_row
+from ._cusolver_cuda import routines
+from ._scalars_cuda import KERNEL_TYPES, summary_buffer, summary_row
 
-__all__ = ["BLOCK", "MAX_ORDER", "fits", "potrf", "first_failure"]
+__all__ = ["BLOCK", "ROWS", "MAX_ORDER", "fits", "potrf", "first_failure"]
 
 #: Columns per block column: the fused kernel's order for every dtype (complex128 included).
 BLOCK = 64
+#: Panel rows of a thread block of ``gl_blocked_panel`` (a row per thread).
+ROWS = 128
 #: Largest order (the trailing updates' share grows with the order; the per-matrix routes of
 #: the table take larger stacks).
 MAX_ORDER = 1024
+#: The panel kernel holds ``L11`` in 48 KiB of static shared memory: not complex128.
+_PANEL_TYPES = ("float32", "float64", "complex64")
+
+_PANEL_SOURCE = _fused_cuda.COMMON + r"""
+// Block column j (NB columns, e = j + NB) of a stack of column-major matrices, after the
+// diagonal blocks were factored: the thread block (matrix blockIdx.x, chunk blockIdx.y)
+// reads L11 = a[j:e, j:e] (lower) to shared memory, and thread t solves panel row
+// r = e + ROWS * chunk + t, x L11^H = a[r, j:e], in registers, x written over a[r, j:e].
+// With zero, it also zeroes a[j:e, r] for its chunk's rows (coalesced along the block row).
+extern "C" __global__ void __launch_bounds__(ROWS)
+gl_blocked_panel(T* __restrict__ a, const int n, const int j, const int zero) {
+    __shared__ T l[NB * NB];  // L11 column-major: L11[c][q] at l[q * NB + c]
+    __shared__ R dinv[NB];
+    T* base = a + (long long)blockIdx.x * n * n;
+    const int t = threadIdx.x, e = j + NB, first = e + ROWS * blockIdx.y;
+    for (int idx = t; idx < NB * NB; idx += ROWS) {
+        const int r = idx % NB, c = idx / NB;
+        l[idx] = r >= c ? base[(long long)(j + c) * n + j + r] : T(0);
+    }
+    __syncthreads();
+    if (t < NB) dinv[t] = R(1) / gl_re(l[t * NB + t]);
+    __syncthreads();
+    const int r = first + t;
+    if (r < n) {
+        T x[NB];
+#pragma unroll
+        for (int c = 0; c < NB; ++c) x[c] = base[(long long)(j + c) * n + r];
+#pragma unroll
+        for (int c = 0; c < NB; ++c) {
+            T v = x[c];
+#pragma unroll
+            for (int q = 0; q < c; ++q) v -= x[q] * gl_cj(l[q * NB + c]);
+            x[c] = v * dinv[c];
+        }
+#pragma unroll
+        for (int c = 0; c < NB; ++c) base[(long long)(j + c) * n + r] = x[c];
+    }
+    if (zero) {
+        const int rows = min(ROWS, n - first);
+        for (int idx = t; idx < NB * rows; idx += ROWS) {
+            base[(long long)(first + idx / NB) * n + j + idx % NB] = T(0);
+        }
+    }
+}
+"""
 
 _NONE = _fused_cuda.NONE
 _ROW = summary_row(_NONE, _NONE)  # a block column's summary at rest (the fused kernel's)
@@ -45,10 +96,10 @@ _ROW = summary_row(_NONE, _NONE)  # a block column's summary at rest (the fused 
 def fits(n, dtype):
     """Whether stacks of order ``n`` and ``dtype`` can take the blocked factorization.
 
-    >>> fits(256, "float64"), fits(64, "float32"), fits(2048, "float32")
-    (True, False, False)
+    >>> fits(256, "float64"), fits(64, "float32"), fits(2048, "float32"), fits(256, "complex128")
+    (True, False, False, False)
     """
-    return BLOCK < n <= MAX_ORDER and _fused_cuda.fits(BLOCK, dtype, "potrf")
+    return BLOCK < n <= MAX_ORDER and np.dtype(dtype).name in _PANEL_TYPES
 
 
 def columns(n):
@@ -64,66 +115,74 @@ def columns(n):
 _ROWS = -(-MAX_ORDER // BLOCK)
 
 
-def potrf(m, nonfinite, finite_of=None):
+def potrf(m, nonfinite, finite_of=None, clean=False):
     """Factor the lower triangle of every matrix of ``m`` (``(B, n, n)``, element strides
-    ``(n * n, 1, n)``) in place: ``L`` there, the strict upper triangle left with products
-    (the caller zeroes or discards it). ``nonfinite``: the code base of a NaN or Inf pivot
-    (:data:`._cholesky_cuda.NONFINITE`); ``finite_of``: an array whose NaN or Inf is flagged
-    into the summary before the first launch (SciPy's ``check_finite`` of the input).
-    Returns the summary's read-back (``get()``: the rows of all block columns of all calls
-    on this thread and stream; :func:`first_failure` reads this call's). No
+    ``(n * n, 1, n)``) in place: ``L`` there, the strict upper triangle zero (``clean``) or
+    left with products (the caller puts back or discards it). ``nonfinite``: the code base of
+    a NaN or Inf pivot (:data:`._cholesky_cuda.NONFINITE`); ``finite_of``: an array whose NaN
+    or Inf is flagged into the summary before the first launch (SciPy's ``check_finite`` of
+    the input). Returns the summary's read-back (``get()``: the rows of all block columns of
+    all calls on this thread and stream; :func:`first_failure` reads this call's). No
     synchronization."""
     import cupy
-    nb, n = m.shape[0], m.shape[-1]
-    if m.strides[1:] != (m.itemsize, n * m.itemsize) or not fits(n, m.dtype):
+    n = m.shape[-1]
+    if m.strides[1:] != (m.itemsize, n * m.itemsize) or m.strides[0] != n * n * m.itemsize \
+            or not fits(n, m.dtype):
         raise ValueError("the blocked factorization takes column-major matrices of the "
-                         "orders and dtypes of fits()")
-    steps = columns(n)
+                         "orders and dtypes of fits(), one after another")
     buf, back = summary_buffer(cupy, "blocked potrf", m.data.device_id, _NONE, _NONE,
                                rows=_ROWS)
     if finite_of is not None:
         _fused_cuda.flag_before(finite_of, buf[:_ROW.size])
-    for s in range(steps):
+    panel = _panel_kernel(m.dtype)
+    gemm = _Update(m)
+    for s in range(columns(n)):
         j = s * BLOCK
         e = min(j + BLOCK, n)
         d = m[:, j:e, j:e]
-        _fused_cuda.potrf(d, d, buf[s * _ROW.size:(s + 1) * _ROW.size], True, False,
+        _fused_cuda.potrf(d, d, buf[s * _ROW.size:(s + 1) * _ROW.size], True, clean,
                           nonfinite)
         if e < n:
-            _panel_and_update(m, j, e)
+            panel((m.shape[0], -(-(n - e) // ROWS)), (ROWS,),
+                  (m, np.int32(n), np.int32(j), np.int32(bool(clean))))
+            gemm(j, e)
     return back
 
 
-def _panel_and_update(m, j, e):
-    """Steps 2 and 3 of block column ``j:e`` (module docstring)."""
-    from nvmath.bindings import cublas
-
-    from .._runtime.streams import get_handle
-    nb, n = m.shape[0], m.shape[-1]
-    b, rest = e - j, n - e
-    prefix = routines(m.dtype).prefix
-    handle = get_handle("cublas")
-    conj = int(cublas.Operation.C if m.dtype.kind == "c" else cublas.Operation.T)
-    one = np.ones(1, dtype=m.dtype)  # alpha and beta, read on the host as the calls are issued
-    minus = -one
-    # L21 = A21 L11^-H: B <- B op(A)^-1 with A the diagonal block, B the panel below it.
-    # Both pointer arrays are held here: making the second may empty the cache of the first.
-    diag, below = pointer_array(m[:, j:e, j:e]), pointer_array(m[:, e:, j:e])
-    getattr(cublas, prefix + "trsm_batched")(
-        handle, int(cublas.SideMode.RIGHT), int(cublas.FillMode.LOWER), conj,
-        int(cublas.DiagType.NON_UNIT), rest, b, one.ctypes.data, int(diag.data.ptr), n,
-        int(below.data.ptr), n, nb)
-    # A22 -= L21 L21^H over the whole trailing square
-    panel, trail = m[:, e:, j:e], m[:, e:, e:]
-    step = n * n
-    getattr(cublas, prefix + "gemm_strided_batched")(
-        handle, int(cublas.Operation.N), conj, rest, rest, b, minus.ctypes.data,
-        panel.data.ptr, n, step, panel.data.ptr, n, step, one.ctypes.data,
-        trail.data.ptr, n, step, nb)
+def _panel_kernel(dtype):
+    t, r = KERNEL_TYPES[np.dtype(dtype)]
+    return raw_kernel("gl_blocked_panel", _PANEL_SOURCE, {"T": t, "R": r},
+                      options=("--std=c++17", f"-DNB={BLOCK}", f"-DROWS={ROWS}"))
 
 
-    one = np.ones(1, dtype=m.dtype)  # alpha and beta, read on the host as the calls are issued
-    minus = -one
+class _Update:
+    """Step 3 of a block column (module docstring): ``A22 -= L21 L21^H`` over the whole
+    trailing square of every matrix of ``m``, one ``<t>gemmStridedBatched``."""
+
+    def __init__(self, m):
+        from nvmath.bindings import cublas
+
+        from .._runtime.streams import get_handle
+        self.base, self.item = m.data.ptr, m.itemsize
+        self.n, self.nb = m.shape[-1], m.shape[0]
+        self.call = getattr(cublas, routines(m.dtype).prefix + "gemm_strided_batched")
+        self.handle = get_handle("cublas")
+        self.ops = (int(cublas.Operation.N),
+                    int(cublas.Operation.C if m.dtype.kind == "c" else cublas.Operation.T))
+        # alpha and beta, read on the host as the calls are issued
+        self.one = np.ones(1, dtype=m.dtype)
+        self.minus = -self.one
+
+    def __call__(self, j, e):
+        n = self.n
+        rest, step = n - e, n * n
+        panel = self.base + (j * n + e) * self.item  # element (e, j), column-major
+        trail = self.base + (e * n + e) * self.item
+        self.call(self.handle, *self.ops, rest, rest, e - j, self.minus.ctypes.data,
+                  panel, n, step, panel, n, step, self.one.ctypes.data, trail, n, step,
+                  self.nb)
+
+
 def first_failure(host, steps):
     """``(entry, code, flagged)`` from the read-back rows ``host`` (flat uint64 words) of a
     call with ``steps`` block columns: the first failed matrix and its code (``k + 1`` for a

@@ -67,17 +67,15 @@ def own_route(n, batch, dtype):
 
 def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
     """:func:`cholesky` of a stack by the blocked factorization of :mod:`._blocked_potrf_cuda`:
-    the working copy of :func:`_work_copy`, factored in place column-major, and after it (the
-    trailing updates write there) the other triangle zeroed (``clean``) or given ``a``'s
-    entries back, as the other routes leave it; one read-back. With ``overwrite_a`` a
-    ``clean`` factor takes the input's memory where its layout allows; ``cho_factor``'s
-    always goes to a copy (the input's other triangle is what it keeps)."""
+    the working copy of :func:`_work_copy`, factored in place column-major, the other
+    triangle zeroed on the way (``clean``) or, after it (the trailing updates write there),
+    given ``a``'s entries back, as the other routes leave it; one read-back. With
+    ``overwrite_a`` a ``clean`` factor takes the input's memory where its layout allows;
+    ``cho_factor``'s always goes to a copy (the input's other triangle is what it keeps)."""
     w, order, _, _ = _work_copy(a, dtype, lower, overwrite_a and clean, False)
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
-    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite else None)
-    if clean:
-        _zero_triangle(w, lower)
-    else:
+    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite else None, clean)
+    if not clean:
         n = a.shape[-1]
         _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
     entry, code, flagged = _blocked_potrf_cuda.first_failure(
