@@ -49,10 +49,10 @@ GRID_OPS = frozenset(op for op, _, _ in GRID)
 QUICK_GRID = [("cholesky", 16, 8), ("cholesky", 4, 64), ("cho_solve", 4, 64),
               ("solve_triangular", 1, 128), ("solve_triangular", 4, 64), ("qr", 8, 16),
               ("svd", 8, 16), ("svd", 2, 64)]
-#: (m, n) of the single-matrix SVD section (driver table), most important first.
 #: Shapes of the values-only rows (``--sections svdvals``, not in the default sections).
 SVDVALS_SHAPES = [(1024, 1024, "float32"), (1024, 1024, "float64"), (4096, 4096, "float32"),
                   (4096, 4096, "float64"), (20000, 2000, "float64")]
+#: (m, n) of the single-matrix SVD section (driver table), most important first.
 SVD_SHAPES = [(4096, 4096, "float32"), (1024, 1024, "float32"), (1024, 1024, "float64"),
               (2048, 2048, "float32"), (2048, 2048, "float64"), (1024, 4096, "float32"),
               (1024, 4096, "float64"), (2048, 8192, "float32"), (4096, 4096, "float64"),
