@@ -602,8 +602,8 @@ def without_fused(monkeypatch):
 
 def medium_potrf_route(monkeypatch, name):
     """Every Cholesky stack above the fused kernel's orders takes the route ``name`` of the
-    table (``"stream"``, ``"blocked"``: decomp's kernels that no row takes yet) where it fits,
-    ``potrfBatched`` elsewhere, for one test."""
+    table (``"stream"``, which no row takes, or ``"blocked"``, past the orders of its rows)
+    where it fits, ``potrfBatched`` elsewhere, for one test."""
     import math
 
     from gpulinalg.decomp import _batched_plan

@@ -18,7 +18,7 @@ from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_c
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
-ROUTES = {"potrf": ("batched", "looped", "fused", "stream"),
+ROUTES = {"potrf": ("batched", "looped", "fused", "stream", "blocked"),
           "trsm": ("batched", "looped", "fused", "stream", "wide"),
           "geqrf": ("batched", "looped", "fused"),
           "gesvd": ("batched", "jacobi", "looped", "fused")}

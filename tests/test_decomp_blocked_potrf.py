@@ -28,7 +28,7 @@ def blocked(monkeypatch):
     medium_potrf_route(monkeypatch, "blocked")
 
 
-def test_fits_every_dtype_but_complex128_from_65_to_its_order(monkeypatch):
+def test_fits_and_table_rows(monkeypatch):
     for dtype in (np.float32, np.float64, np.complex64):
         assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
     assert not _blocked_potrf_cuda.fits(256, np.complex128)  # L11 would not fit in 48 KiB
@@ -38,9 +38,13 @@ def test_fits_every_dtype_but_complex128_from_65_to_its_order(monkeypatch):
     monkeypatch.undo()
     assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
     assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
-    # no row of the table takes it until it has been timed on a GPU
-    assert _batched_plan.route("potrf", 256, 64, blocked=True, dtype="float64") == "batched"
-    assert "blocked" not in {r[2] for r in _batched_plan.TABLE["potrf"]}
+    # the table's rows (timed on the H200): orders 65 to 768, and 1024 from 8 matrices on
+    for n, batch, want in ((65, 2, "blocked"), (256, 64, "blocked"), (768, 2, "blocked"),
+                           (1024, 8, "blocked"), (1024, 4, "looped"), (1025, 64, "looped")):
+        assert _cholesky_cuda.own_route(n, batch, np.dtype("float64")) == want, (n, batch)
+    assert _cholesky_cuda.own_route(128, 512, np.dtype("float32")) == "fused"
+    assert _cholesky_cuda.own_route(128, 512, np.dtype("float64")) == "blocked"
+    assert _cholesky_cuda.own_route(512, 200, np.dtype("complex128")) == "batched"
 
 
 @pytest.mark.parametrize("lower", [True, False])

@@ -56,6 +56,8 @@ Examples
 ('fused', 'fused')
 >>> route("potrf", 256, 64), route("potrf", 1024, 16), route("potrf", 1024, 8)
 ('batched', 'batched', 'looped')
+>>> route("potrf", 256, 64, blocked=True), route("potrf", 1024, 4, blocked=True)
+('blocked', 'looped')
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
 >>> route("trsm", 4096, 1, wide=True), route("trsm", 4096, 1), route("trsm", 32768, 1, wide=True)
@@ -85,12 +87,23 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # 0.432 / 0.712 (fp64); 200 x 512^2 1.69 / 3.34 (fp32), 2.29 / 4.47 (fp64): one block per
     # matrix streams its panels from memory at a few per cent of a multiprocessor's peak.
     # The blocked factorization (._blocked_potrf_cuda, route "blocked": per block column of
-    # 64, the fused kernel on the diagonal blocks, trsmBatched and gemmStridedBatched) has no
-    # row either: not yet timed on a GPU (the route rows time it).
+    # 64, the fused kernel on the diagonal blocks, its panel kernel and gemmStridedBatched)
+    # takes every stack it fits from order 65 to 768, and from 8 matrices to 1024: on the
+    # H200 (route rows, 2026-12-02, tree 6d43f18, ms, fp32 / fp64, blocked against the table's
+    # route before it) 64 x 256^2 0.314 / 0.333 against potrfBatched's 0.361 / 0.382;
+    # 8 x 512^2 0.492 / 0.527 against 0.640 / 0.677; 200 x 512^2 1.28 / 1.72 against
+    # 1.48 / 2.02; 16 x 768^2 0.736 / 0.870 against 1.15 / 1.28; 16 x 1024^2 1.20 / 1.41
+    # against 1.80 / 2.09; 8 x 1024^2 0.928 / 1.09 against the looped Xpotrf's 1.07 / 1.34;
+    # 512 x 128^2 fp64 0.318 against 0.336 (64 x 128^2 0.213 against 0.212). With
+    # trsmBatched for the panels (the first version) it lost at every one of these stacks.
+    # Not taken: order 128 in single precision (the fused kernel: 0.107 against 0.211 at
+    # 64 x 128^2; 0.267 against 0.243 at 512 x 128^2), complex128 (the panel kernel's L11
+    # would not fit its shared memory). Fewer than 8 matrices past 768: untimed, looped.
     # Per-matrix Xpotrf on 4 stream lanes (LANES) against potrfBatched (2026-12-02, fp64,
     # ms): 8 x 1024^2 1.34 / 1.96 (torch 1.95), 8 x 2048^2 4.55 / 6.49 (torch 6.83), but
     # 16 x 1024^2 2.28 / 2.10, 32 x 1024^2 4.33 / 2.74 and 16 x 768^2 1.63 / 1.51.
     "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
+              (768, 2, "blocked"), (1024, 8, "blocked"),
               (768, 2, "batched"), (1024, 16, "batched"), (math.inf, 1, "looped")),
     # Triangular solves (solve_triangular, and cho_solve's two substitutions): the fused
     # kernel up to order 64 (at most FUSED_RHS right-hand sides); the streamed one

@@ -27,9 +27,11 @@ PROMOTE_FROM = 1024
 #: values come from the verified ``gesvdp`` with vectors (discarded) instead of ``gesvd``'s
 #: values-only mode. On the H200 (``python -m benchmarks.decomp_batched --sections svdvals``,
 #: 2026-12-02, ms, gesvd values only / the verified full SVD; best peer in brackets):
-#: 1024^2 fp32 84.5 / 33.3 (torch 55.5), fp64 83.9 / 33.1 (CuPy 83.3); 4096^2 fp32 586 / 292
-#: (CuPy 600), fp64 631 / 290 (CuPy 642); 20000 x 2000 fp64 256 / 127 (CuPy 273).
-VALUES_BY_FULL_FROM = 1024
+#: 256^2 fp32 10.3 / 5.49 (torch 6.76), fp64 11.6 / 6.19 (torch 10.1); 512^2 fp32 25.5 /
+#: 12.1 (torch 19.2), fp64 27.4 / 13.0 (CuPy 26.9); 1024^2 fp32 84.5 / 33.3 (torch 55.5),
+#: fp64 83.9 / 33.1 (CuPy 83.3); 4096^2 fp32 586 / 292 (CuPy 600), fp64 631 / 290 (CuPy
+#: 642); 20000 x 2000 fp64 256 / 127 (CuPy 273).
+VALUES_BY_FULL_FROM = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +54,7 @@ def resolve_driver(m: int, n: int, driver: str = "auto", compute_uv: bool = True
     SVDPlan(driver='gesvdp', qr_first=True, verify=True)
     >>> resolve_driver(20000, 2000, compute_uv=False)
     SVDPlan(driver='gesvdp', qr_first=True, verify=True)
-    >>> resolve_driver(500, 400, compute_uv=False)
+    >>> resolve_driver(200, 160, compute_uv=False)
     SVDPlan(driver='gesvd', qr_first=False, verify=False)
     >>> resolve_driver(16, 16)
     SVDPlan(driver='gesvdj', qr_first=False, verify=False)
