@@ -164,3 +164,30 @@ def test_gpu_blocked_cholesky_failures(xp_gpu, blocked, rng, at):
     a[0, 0, 3, 190] = np.inf  # the triangle the factorization does not read: SciPy's check
     with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
         cholesky(cp.asarray(a), lower=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_blocked_cholesky_replayed_in_a_loop(xp_gpu, rng, dtype):
+    """A loop's calls land where the last ones did (CuPy's pool): from the second call at a
+    place on, the chain is a replayed graph; every call still factors its own input, and a
+    failure after the capture names its matrix."""
+    from gpulinalg._runtime import graphs
+    cp = xp_gpu
+    n, eps = 256, float(np.finfo(dtype).eps)
+    graphs.clear()
+    for i in range(6):
+        a_h = spd(rng, (16,), n, dtype)
+        ref = np.linalg.cholesky(a_h.astype(np.float64))
+        for lower in (True, False):
+            got = cp.asnumpy(cholesky(cp.asarray(a_h), lower=lower))
+            want = ref if lower else ref.swapaxes(-1, -2)
+            assert np.abs(got - want).max() <= 50 * n * eps * np.abs(ref).max(), (i, lower)
+        del got
+    assert any(e.graph for e in graphs._local.entries.values()
+               if isinstance(e, graphs.Entry)), "no chain was replayed"
+    a_h[11, 100, 100] = -1e3
+    for _ in range(3):
+        with pytest.raises(NotPositiveDefiniteError) as info:
+            cholesky(cp.asarray(a_h), lower=True)
+        assert info.value.batch_index == (11,) and info.value.minor == 101

@@ -74,6 +74,22 @@ def test_chain_is_captured_once_and_runs_once_per_call(stream):
     assert graphs.entry(("k", 1), lambda: {"v": 6}).buffers == {"v": 6}
 
 
+def test_warm_chain_runs_directly_first_then_is_captured(stream):
+    log, captured = [], []
+    launch = launcher(stream, log)
+
+    def record(buffers):
+        captured.append(stream.recording is not None)
+        launch(buffers)
+
+    for i in range(4):
+        graphs.entry(("warm",), lambda: 3).launch(record, warm=2)
+        assert log == [3] * (i + 1)
+    # two direct runs, then one capture (its graph replayed on the third and fourth call)
+    assert captured == [False, False, True]
+    assert graphs.entry(("warm",), lambda: 3).graph is not None
+
+
 def test_uncapturable_chain_runs_directly_and_is_not_tried_again(stream):
     log, records = [], []
 

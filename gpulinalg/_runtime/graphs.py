@@ -39,17 +39,25 @@ class Entry:
     """The buffers of one chain and its captured graph (``None``: not captured yet;
     ``False``: cannot be captured, runs directly)."""
 
-    __slots__ = ("buffers", "graph")
+    __slots__ = ("buffers", "graph", "runs")
 
     def __init__(self, buffers):
         self.buffers = buffers
         self.graph = None
+        self.runs = 0  # direct runs before the capture
 
-    def launch(self, record):
+    def launch(self, record, warm=0):
         """Issue the chain: ``record(buffers)`` launches it on the current stream, touching
         device memory only through ``buffers`` and addresses fixed by the entry's key. The
-        first call captures it (and launches the graph); later calls launch the graph."""
+        first call captures it (and launches the graph); later calls launch the graph.
+        ``warm``: run directly that many times first (a chain whose key holds the address of
+        its data is captured only when that address comes back; its first run also loads
+        its kernels and library workspaces, which a capture does not allow)."""
         import cupy
+        if self.graph is None and self.runs < warm:
+            self.runs += 1
+            record(self.buffers)
+            return
         if self.graph is None:
             self.graph = _capture(cupy, record, self.buffers) if ENABLED else False
         if self.graph is False:
