@@ -35,7 +35,7 @@ from . import _fused_cuda
 from ._cusolver_cuda import routines
 from ._scalars_cuda import KERNEL_TYPES, summary_buffer, summary_row
 
-__all__ = ["BLOCK", "ROWS", "MAX_ORDER", "fits", "potrf", "first_failure"]
+__all__ = ["BLOCK", "ROWS", "MAX_ORDER", "fits", "potrf", "flag_slot", "first_failure"]
 
 #: Columns per block column: the fused kernel's order for every dtype (complex128 included).
 BLOCK = 64
@@ -160,6 +160,16 @@ def _chain(m, buf, nonfinite, clean, gemm):
             panel((m.shape[0], -(-(n - e) // ROWS)), (ROWS,),
                   (m, np.int32(n), np.int32(j), np.int32(bool(clean))))
             gemm(j, e)
+
+
+def flag_slot(device):
+    """The int32 device slot where a copy made before :func:`potrf` on this thread and the
+    current stream flags NaN or Inf of the input (the first summary row's accumulating flags
+    word, which the first launch moves to its read-back): ``potrf``'s ``finite_of`` in the
+    copy's own pass."""
+    import cupy
+    buf, _ = summary_buffer(cupy, "blocked potrf", device, _NONE, _NONE, rows=_ROWS)
+    return buf[:1].view(np.int32)[:1]
 
 
 def _panel_kernel(dtype):

@@ -72,9 +72,12 @@ def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
     given ``a``'s entries back, as the other routes leave it; one read-back. With
     ``overwrite_a`` a ``clean`` factor takes the input's memory where its layout allows;
     ``cho_factor``'s always goes to a copy (the input's other triangle is what it keeps)."""
-    w, order, _, _ = _work_copy(a, dtype, lower, overwrite_a and clean, False)
+    # a clean factor's copy also flags NaN or Inf of a (SciPy's check) in the same pass
+    slot = _blocked_potrf_cuda.flag_slot(a.data.device_id) if finite and clean else None
+    w, order, _, flagged = _work_copy(a, dtype, lower, overwrite_a and clean, clean, slot)
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
-    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite else None, clean)
+    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite and not flagged else None,
+                                     clean)
     if not clean:
         n = a.shape[-1]
         _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
