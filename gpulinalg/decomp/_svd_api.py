@@ -49,7 +49,9 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
         it applies is recorded as ``h_err_sigma`` in :func:`gpulinalg.last_run`). ``auto``
         takes ``gesvdj`` when ``min(M, N) <= 32``; above, ``gesvdp`` with an a-posteriori
         check of backward error and orthogonality, recomputing with ``gesvd`` when the check
-        fails (values-only calls use ``gesvd``). Whatever the driver, a matrix with
+        fails (values-only calls use ``gesvd`` below ``min(M, N) = 256``; from there on
+        the checked ``gesvdp`` computes the vectors too, and drops them: half the time of
+        ``gesvd`` without vectors on an H200). Whatever the driver, a matrix with
         ``max(M, N) >= 1.5 min(M, N)`` is first reduced by QR and the kernel factors the
         small R.
 
