@@ -62,20 +62,24 @@ def test_table_rows_name_known_routes():
 
 
 @pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
-                                            (64, 2, "fused"), (65, 512, "batched"),
-                                            (128, 512, "batched"), (129, 4096, "batched"),
+                                            (64, 2, "fused"), (65, 512, "fused"),
+                                            (128, 512, "fused"), (129, 4096, "batched"),
                                             (512, 200, "batched"), (768, 2, "batched"),
                                             (1024, 8, "looped"), (1024, 16, "batched"),
                                             (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
+    """The table where the blocked factorization does not fit (its rows in
+    ``test_decomp_blocked_potrf``)."""
     assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want
 
 
-def test_potrf_fused_to_128_in_single_precision_only():
+def test_potrf_fused_to_128_but_complex128():
     for dtype in ("float32", "complex64"):
-        assert _batched_plan.route("potrf", 128, 512, dtype=dtype) == "fused"
-    for dtype in ("float64", "complex128"):
-        assert _batched_plan.route("potrf", 128, 512, dtype=dtype) == "batched"
+        assert _batched_plan.route("potrf", 128, 512, dtype=dtype, blocked=True) == "fused"
+    # float64: the fused kernel up to a few waves of matrices, the blocked one above
+    assert _batched_plan.route("potrf", 128, 383, dtype="float64", blocked=True) == "fused"
+    assert _batched_plan.route("potrf", 128, 384, dtype="float64", blocked=True) == "blocked"
+    assert _batched_plan.route("potrf", 128, 512, dtype="complex128") == "batched"
 
 
 def test_potrf_fused_limit_follows_the_kernel():
@@ -86,7 +90,7 @@ def test_potrf_fused_limit_follows_the_kernel():
                                                                                "potrf")
         fits = _fused_cuda.fits(top + 1, dtype, "potrf")
         assert _batched_plan.route("potrf", top + 1, 4096, fused=fits, dtype=dtype) == "batched"
-        fused_top = 128 if dtype in ("float32", "complex64") else 64  # the table's choice
+        fused_top = 64 if dtype == "complex128" else 128  # the table's choice
         assert _batched_plan.route("potrf", fused_top, 4096, fused=True, dtype=dtype) == "fused"
     assert _fused_cuda.fits(64, "float32") and not _fused_cuda.fits(65, "float32")
     assert _fused_cuda.fits(32, "complex128") and not _fused_cuda.fits(33, "complex128")

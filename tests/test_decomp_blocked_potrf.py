@@ -39,11 +39,13 @@ def test_fits_and_table_rows(monkeypatch):
     assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
     assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
     # the table's rows (timed on the H200): orders 65 to 768, and 1024 from 8 matrices on
-    for n, batch, want in ((65, 2, "blocked"), (256, 64, "blocked"), (768, 2, "blocked"),
+    for n, batch, want in ((65, 2, "fused"), (65, 384, "blocked"), (129, 2, "blocked"),
+                           (256, 64, "blocked"), (768, 2, "blocked"),
                            (1024, 8, "blocked"), (1024, 4, "looped"), (1025, 64, "looped")):
         assert _cholesky_cuda.own_route(n, batch, np.dtype("float64")) == want, (n, batch)
     assert _cholesky_cuda.own_route(128, 512, np.dtype("float32")) == "fused"
     assert _cholesky_cuda.own_route(128, 512, np.dtype("float64")) == "blocked"
+    assert _cholesky_cuda.own_route(128, 64, np.dtype("float64")) == "fused"
     assert _cholesky_cuda.own_route(512, 200, np.dtype("complex128")) == "batched"
 
 
