@@ -329,20 +329,29 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
         names = ["looped"] + (["wide"] if op == "trsm" else [])
     else:
         names = [name for name in names if name != "wide"]
+    from gpulinalg.decomp import _blocked_potrf_cuda
+    width = _blocked_potrf_cuda.BLOCK
+    # the blocked Cholesky with each width of its block columns
+    variants = [(name, width) for name in names] + (
+        [("blocked", w) for w in _blocked_potrf_cuda.BLOCKS if w != width]
+        if "blocked" in names else [])
     try:
-        for name in names:
+        for name, block in variants:
             if budget.left() <= 0:
                 break
             _batched_plan.TABLE[op] = ((float("inf"), 1, name),)
+            _blocked_potrf_cuda.BLOCK = block
+            label = f"route={name}" + (f" (block {block})" if block != width else "")
             try:
                 timing, _ = _measured(fn, budget)
-                rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
+                rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", label,
                                 timing, op=op, batch=batch, n=n, dtype=dtype))
             except Exception as exc:
-                rows.append(absent(SUITE, f"route {op} {batch}x{n}^2 {dtype}", f"route={name}",
+                rows.append(absent(SUITE, f"route {op} {batch}x{n}^2 {dtype}", label,
                                    f"failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         _batched_plan.TABLE[op] = saved
+        _blocked_potrf_cuda.BLOCK = width
     from gpulinalg.decomp import _cholesky_cuda, _triangular_cuda
     if op == "trsm":
         table_route = _triangular_cuda.own_route(n, batch, inputs[1].shape[-1], dtype)
@@ -350,7 +359,7 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
         table_route = _cholesky_cuda.own_route(n, batch, dtype)
     else:
         table_route = _batched_plan.route(op, n, batch, dtype=dtype)
-    for r in rows[-len(names):]:
+    for r in rows[-len(variants):]:
         if r.get("impl", "").startswith("route=") and r.get("op") == op:
             r["table_route"] = table_route
     cp.get_default_memory_pool().free_all_blocks()

@@ -116,6 +116,8 @@ class _Raw:
                         "gl_blocked_panel"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
+        self.defines = dict(o[2:].split("=", 1) for o in options
+                            if o.startswith("-D") and "=" in o)
 
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_potrf_codes":
@@ -139,7 +141,8 @@ class _Raw:
             assert block == (256,)
             return _fused_emulator.small_potrf(CALLS, grid, args)
         if self.name == "gl_blocked_panel":
-            return _fused_emulator.blocked_panel(CALLS, grid, block, args)
+            return _fused_emulator.blocked_panel(CALLS, grid, block, args,
+                                                 int(self.defines["NB"]))
         if self.name == "gl_small_trsm":
             return _fused_emulator.small_trsm(CALLS, grid, args)
         if self.name == "gl_stream_trsm":

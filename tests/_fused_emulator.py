@@ -182,16 +182,17 @@ def stream_trsm(calls, grid, block, args, shared_mem):
     small_trsm(calls, (grid[0] // groups,), (*head, checks))
 
 
-def blocked_panel(calls, grid, block, args):
+def blocked_panel(calls, grid, block, args, width):
     """The panel step of the blocked Cholesky (``_blocked_potrf_cuda``), block column ``j``
-    of 64 columns: every panel row solves ``x L11^H = a[r, j:j+64]`` against the lower
+    of ``width`` columns (the kernel's ``NB``): every panel row solves
+    ``x L11^H = a[r, j:j+width]`` against the lower
     triangle of the diagonal block (a zero or NaN pivot gives inf/NaN, never an exception);
     with ``zero``, the block row right of the diagonal block is zeroed."""
     a, n, j, zero = (int(x) if np.isscalar(x) else x for x in args)
     calls["blocked_panel"] += 1
     nb, chunks = grid
     rows = block[0]
-    e = j + 64
+    e = j + width
     assert block == (128,) and chunks == -(-(n - e) // rows) and 0 < e < n
     m = _strided(a, (nb, n, n), (n * n, 1, n))
     for b in range(nb):

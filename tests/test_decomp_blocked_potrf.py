@@ -28,6 +28,13 @@ def blocked(monkeypatch):
     medium_potrf_route(monkeypatch, "blocked")
 
 
+@pytest.fixture(params=_blocked_potrf_cuda.BLOCKS)
+def width(request, monkeypatch):
+    """The block columns' width of the blocked route, for one test."""
+    monkeypatch.setattr(_blocked_potrf_cuda, "BLOCK", request.param)
+    return request.param
+
+
 def test_fits_and_table_rows(monkeypatch):
     for dtype in (np.float32, np.float64, np.complex64):
         assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
@@ -53,7 +60,8 @@ def test_fits_and_table_rows(monkeypatch):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
 @pytest.mark.parametrize("n", [65, 130, 200])
-def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, dtype, n):
+def test_emulated_blocked_cholesky_equals_host(emu, blocked, width, rng, lower, order, dtype,
+                                               n):
     a = spd(rng, (3,), n, dtype)
     a = np.asfortranarray(a) if order == "F" else a
     steps = _blocked_potrf_cuda.columns(n)
@@ -76,14 +84,14 @@ def test_emulated_blocked_cholesky_equals_host(emu, blocked, rng, lower, order, 
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("overwrite", [False, True])
-def test_emulated_cho_factor_keeps_the_other_triangle(emu, blocked, rng, lower, order,
+def test_emulated_cho_factor_keeps_the_other_triangle(emu, blocked, width, rng, lower, order,
                                                       overwrite):
     a = spd(rng, (3,), 100, np.float64)
     a = np.asfortranarray(a) if order == "F" else a
     keep = a.copy()
     CALLS.clear()
     got = plain(_cholesky_cuda.cholesky(dev(a), lower, overwrite, False, np.dtype("f8"), True))
-    assert CALLS["small_potrf"] == 2 and CALLS["potrf_batched"] == 0
+    assert CALLS["small_potrf"] == _blocked_potrf_cuda.columns(100) and CALLS["potrf_batched"] == 0
     other = np.triu(np.ones((100, 100), bool), 1)
     other = other if lower else other.T
     assert np.array_equal(got[:, other], keep[:, other])  # the input's entries, as SciPy's
@@ -93,7 +101,7 @@ def test_emulated_cho_factor_keeps_the_other_triangle(emu, blocked, rng, lower, 
 
 
 @pytest.mark.parametrize("at", [10, 70, 150])
-def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, rng, at):
+def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, width, rng, at):
     a = spd(rng, (3, 2), 200, np.float64)
     a[2, 1, at, at] = -100.0
     a[2, 0, 199, 199] = -100.0  # a later matrix failing in the last block column
@@ -125,10 +133,11 @@ def test_first_failure_takes_the_earliest_column_of_the_first_matrix():
     rows[1, 5] = (5 << 32) | 2                  # matrix 5, minor 2 of block column 1
     rows[3, 5] = (5 << 32) | 1                  # its leftovers fail again later
     rows[2, 6] = (9 << 32) | ((1 << 30) + 4)    # matrix 9, a NaN pivot in block column 2
-    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 4) == (5, 66, True)
-    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 1) == (None, 0, True)
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 256, 64) == (5, 66, True)
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 64, 64) == (None, 0, True)
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 128, 32) == (5, 34, True)
     rows[1, 5] = rows[3, 5] = _blocked_potrf_cuda._NONE
-    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 4) == (9, (1 << 30) + 132, True)
+    assert _blocked_potrf_cuda.first_failure(rows.ravel(), 256, 64) == (9, (1 << 30) + 132, True)
 
 
 # -- the device ---------------------------------------------------------------------------------
@@ -136,7 +145,7 @@ def test_first_failure_takes_the_earliest_column_of_the_first_matrix():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("n", [65, 100, 128, 129, 256, 300, 512])
-def test_gpu_blocked_cholesky_equals_numpy(xp_gpu, blocked, rng, dtype, n):
+def test_gpu_blocked_cholesky_equals_numpy(xp_gpu, blocked, width, rng, dtype, n):
     cp = xp_gpu
     a_h = spd(rng, (3,), n, dtype)
     ref = np.linalg.cholesky(a_h.astype(np.complex128 if np.dtype(dtype).kind == "c"
@@ -159,7 +168,7 @@ def test_gpu_blocked_cholesky_equals_numpy(xp_gpu, blocked, rng, dtype, n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("at", [10, 150])
-def test_gpu_blocked_cholesky_failures(xp_gpu, blocked, rng, at):
+def test_gpu_blocked_cholesky_failures(xp_gpu, blocked, width, rng, at):
     cp = xp_gpu
     a = spd(rng, (3, 2), 200, np.float64)
     assert_cholesky_failures(cp, a, at)

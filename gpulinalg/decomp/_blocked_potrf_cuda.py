@@ -35,9 +35,13 @@ from . import _fused_cuda
 from ._cusolver_cuda import routines
 from ._scalars_cuda import KERNEL_TYPES, summary_buffer, summary_row
 
-__all__ = ["BLOCK", "ROWS", "MAX_ORDER", "fits", "potrf", "flag_slot", "first_failure"]
+__all__ = ["BLOCK", "BLOCKS", "ROWS", "MAX_ORDER", "fits", "potrf", "flag_slot",
+           "first_failure"]
 
-#: Columns per block column: the fused kernel's order for every dtype (complex128 included).
+#: The block column widths the kernels are built for (orders of the fused kernel).
+BLOCKS = (32, 64)
+#: Columns per block column, one of :data:`BLOCKS`, read at each call (the route rows of
+#: ``benchmarks.decomp_batched`` time the factorization with each).
 BLOCK = 64
 #: Panel rows of a thread block of ``gl_blocked_panel`` (a row per thread).
 ROWS = 128
@@ -100,20 +104,20 @@ def fits(n, dtype):
     >>> fits(256, "float64"), fits(64, "float32"), fits(2048, "float32"), fits(256, "complex128")
     (True, False, False, False)
     """
-    return BLOCK < n <= MAX_ORDER and np.dtype(dtype).name in _PANEL_TYPES
+    return 64 < n <= MAX_ORDER and np.dtype(dtype).name in _PANEL_TYPES
 
 
-def columns(n):
-    """Block columns of an order-``n`` factorization.
+def columns(n, block=None):
+    """Block columns of an order-``n`` factorization (``block``: default :data:`BLOCK`).
 
-    >>> columns(256), columns(300)
-    (4, 5)
+    >>> columns(256), columns(300), columns(300, 32)
+    (4, 5, 10)
     """
-    return -(-n // BLOCK)
+    return -(-n // (block or BLOCK))
 
 
 #: Summary rows kept per thread and stream: one per block column of the largest order.
-_ROWS = -(-MAX_ORDER // BLOCK)
+_ROWS = -(-MAX_ORDER // min(BLOCKS))
 
 
 def potrf(m, nonfinite, finite_of=None, clean=False):
@@ -140,19 +144,21 @@ def potrf(m, nonfinite, finite_of=None, clean=False):
     # place (CuPy's pool gives a loop's working copies one or two places): their Python took
     # longer than their device time at 64 x 256^2 on the H200 (0.39 ms a call, 0.2 ms of
     # kernels). The key holds every address the chain reads; the first run is direct.
+    block = BLOCK
     key = ("blocked potrf", m.data.device_id, m.dtype.char, n, m.shape[0], bool(clean),
-           nonfinite, int(m.data.ptr), int(buf.data.ptr), int(gemm.handle))
-    graphs.entry(key, dict).launch(lambda _: _chain(m, buf, nonfinite, clean, gemm), warm=1)
+           nonfinite, block, int(m.data.ptr), int(buf.data.ptr), int(gemm.handle))
+    graphs.entry(key, dict).launch(lambda _: _chain(m, buf, nonfinite, clean, gemm, block),
+                                   warm=1)
     return back
 
 
-def _chain(m, buf, nonfinite, clean, gemm):
+def _chain(m, buf, nonfinite, clean, gemm, block):
     """The launches of every block column (module docstring), on the current stream."""
     n = m.shape[-1]
-    panel = _panel_kernel(m.dtype)
-    for s in range(columns(n)):
-        j = s * BLOCK
-        e = min(j + BLOCK, n)
+    panel = _panel_kernel(m.dtype, block)
+    for s in range(columns(n, block)):
+        j = s * block
+        e = min(j + block, n)
         d = m[:, j:e, j:e]
         _fused_cuda.potrf(d, d, buf[s * _ROW.size:(s + 1) * _ROW.size], True, clean,
                           nonfinite)
@@ -172,10 +178,10 @@ def flag_slot(device):
     return buf[:1].view(np.int32)[:1]
 
 
-def _panel_kernel(dtype):
+def _panel_kernel(dtype, block):
     t, r = KERNEL_TYPES[np.dtype(dtype)]
     return raw_kernel("gl_blocked_panel", _PANEL_SOURCE, {"T": t, "R": r},
-                      options=("--std=c++17", f"-DNB={BLOCK}", f"-DROWS={ROWS}"))
+                      options=("--std=c++17", f"-DNB={block}", f"-DROWS={ROWS}"))
 
 
 class _Update:
@@ -206,9 +212,10 @@ class _Update:
                   self.nb)
 
 
-def first_failure(host, steps):
+def first_failure(host, n, block=None):
     """``(entry, code, flagged)`` from the read-back rows ``host`` (flat uint64 words) of a
-    call with ``steps`` block columns: the first failed matrix and its code (``k + 1`` for a
+    call of order ``n`` (``block``: its block columns' width, default :data:`BLOCK`): the
+    first failed matrix and its code (``k + 1`` for a
     minor that is not positive, ``nonfinite + k`` for a NaN or Inf pivot, ``k`` counted from
     the matrix's first column), ``(None, 0, flagged)`` when none failed; ``flagged``: the
     input held NaN or Inf (the first row's flags: the first block column reads the input).
@@ -220,16 +227,18 @@ def first_failure(host, steps):
     >>> rows = np.tile(_ROW, 3).reshape(3, 8)
     >>> rows[1, 5] = (7 << 32) | 3          # matrix 7, minor 3 of block column 1
     >>> rows[2, 5] = (2 << 32) | 10         # matrix 2, minor 10 of block column 2
-    >>> first_failure(rows.ravel(), 3)
+    >>> first_failure(rows.ravel(), 150, 64)
     (2, 138, False)
     """
+    block = block or BLOCK
+    steps = columns(n, block)
     rows = np.asarray(host, dtype=np.uint64).reshape(-1, _ROW.size)[:steps]
     flagged = bool(rows[0, 4]) if steps else False
     best = None
     for s, (minor, pivot) in enumerate(rows[:, 5:7].tolist()):
         for word in (minor, pivot):
             if word != _NONE:
-                entry, code = word >> 32, (word & 0xFFFFFFFF) + s * BLOCK
+                entry, code = word >> 32, (word & 0xFFFFFFFF) + s * block
                 if best is None or entry < best[0]:
                     best = (entry, code)
     if best is None:

@@ -82,7 +82,7 @@ def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
         n = a.shape[-1]
         _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
     entry, code, flagged = _blocked_potrf_cuda.first_failure(
-        back.get(), _blocked_potrf_cuda.columns(a.shape[-1]))  # the only synchronization
+        back.get(), a.shape[-1])  # the only synchronization
     if finite and flagged:
         raise_nonfinite("a")
     if entry is not None:
