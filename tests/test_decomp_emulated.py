@@ -415,6 +415,13 @@ def test_values_alone_of_large_matrices_come_from_the_verified_svd(emu, rng, mon
         assert CALLS["gesvdp"] >= 1 and (gesvdp_runs is None or CALLS["gesvdp"] == 1)
         assert CALLS["gesvd"] == (0 if noise == 0 else 1)
         assert np.allclose(s, ref, rtol=0, atol=50 * ref[0] * np.finfo(dtype).eps * 40)
+    if max(shape) >= 1.5 * min(shape):  # QR first: R's vectors serve the check, U is not made
+        CALLS.clear()
+        _svd_cuda.svd(dev(a), True, True, "auto", np.dtype(dtype))
+        assert CALLS["ormqr"] == 1
+        CALLS.clear()
+        _svd_cuda.svd(dev(a), True, False, "auto", np.dtype(dtype))
+        assert CALLS["ormqr"] == 0 and CALLS["gesvdp"] >= 1
     monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 41)  # below it: gesvd alone
     CALLS.clear()
     s = plain(_svd_cuda.svd(dev(a), True, False, "auto", np.dtype(dtype)))

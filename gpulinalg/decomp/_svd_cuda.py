@@ -71,8 +71,8 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     w = fortran_batch(a.swapaxes(-1, -2).conj() if wide else a, dtype)  # big x k
     if batched:
         s, u, v = _batched_jacobi(w, compute_uv, full_matrices, a if finite else None)
-    else:  # a verified plan computes the vectors its check reads, for values alone too
-        s, u, v = _looped(w, compute_uv or plan.verify, full_matrices and compute_uv, plan)
+    else:
+        s, u, v = _looped(w, compute_uv, full_matrices, plan)
     batch = tuple(a.shape[:-2])
     s = s.reshape(batch + (k,))
     if not compute_uv:
@@ -163,14 +163,17 @@ def _flip_signs_fused(u, vh, k):
 
 
 def _looped(w, compute_uv, full_matrices, plan):
-    """One kernel call per matrix (QR first where the plan says so)."""
+    """One kernel call per matrix (QR first where the plan says so). A verified plan
+    computes the vectors its check reads for values alone too (``u`` and ``v`` returned, not
+    read): of the square factor only, when QR goes first."""
     import cupy
     nb, big, k = w.shape
     s = cupy.empty((nb, k), dtype=real_dtype(w.dtype))
     u = v = None
-    if compute_uv:
-        u_cols = big if full_matrices else k
+    if compute_uv or (plan.verify and not plan.qr_first):
+        u_cols = big if full_matrices and compute_uv else k
         u = cupy.empty((nb, u_cols, big), dtype=w.dtype).transpose(0, 2, 1)
+    if compute_uv or plan.verify:
         v = cupy.empty((nb, k, k), dtype=w.dtype).transpose(0, 2, 1)
     # Jacobi without a check synchronizes nowhere: its loop runs on several streams
     count = lanes("gesvdj", big, nb) if plan.driver == "gesvdj" and not plan.verify else 1
@@ -220,10 +223,12 @@ def _one(sv, slot, w, s, u, v, full, plan):
     tau = cupy.empty(k, dtype=w.dtype)
     sv.geqrf(w, tau, slot)
     r = cupy.asfortranarray(cupy.triu(w[:k, :]))
-    if u is None:
+    if v is None:  # values alone, unchecked
         return _kernel(sv, slot + 1, r, s, None, None, False, plan)
     ur = cupy.empty((k, k), dtype=w.dtype, order="F")
     _kernel(sv, slot + 1, r, s, ur, v, False, plan)
+    if u is None:  # values alone: R's vectors served the check
+        return
     u.fill(0)
     u[:k, :k] = ur
     if full and big > k:
