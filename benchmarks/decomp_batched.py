@@ -12,8 +12,9 @@ torch's, and against ours through the full SVD. ``--sections kernels`` times the
 small-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too,
 ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor`` times the host (CPU) and
 device (GPU) side of one call apart (``cupyx.profiler.benchmark``) and, with ``--profile-dir``,
-writes a cProfile of the host path; ``--cases`` (grid and floor rows), ``--svd-shapes`` and
-``--routes`` pick rows.
+writes a cProfile of the host path. ``--sections paired`` times a few grid rows with their
+calls interleaved round by round (the rows whose grid figures moved the most between runs).
+``--cases`` (grid, floor and paired rows), ``--svd-shapes`` and ``--routes`` pick rows.
 
 ``ours`` runs with SciPy's default ``check_finite=True``; ``ours (no check)`` with
 ``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
@@ -278,6 +279,52 @@ def _case(cp, torch, op, batch, n, dtype, rng, budget, rows):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+#: Rows of the paired section: the grid rows whose runs moved the most between runs.
+PAIRED = [("cholesky", 64, 256), ("cholesky", 512, 128), ("cholesky", 8, 512)]
+
+
+def _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows, rounds=15, calls=20):
+    """One grid row with its calls interleaved: ``rounds`` rounds in which each call (ours,
+    ours without the check, the peers) runs ``calls`` times in a row, each run synchronized
+    and its result kept until the next one returns (as ``x = f(a)`` in a loop), the calls
+    taking turns in a rotated order. A call's time: the median over rounds of its per-run
+    mean. The grid times each call's runs in one block, so the machine's drift between
+    blocks falls on one call only (it moved the medium Cholesky rows by up to half)."""
+    case = f"paired {op} {batch}x{n}^2 {dtype}"
+    try:
+        fns = _calls(cp, op, _make(cp, op, batch, n, dtype, rng), torch)
+        for f in fns.values():  # kernels compiled, chains captured
+            f()
+            f()
+        _sync()
+    except Exception as exc:
+        rows.append(absent(SUITE, case, "all", f"failed: {type(exc).__name__}: {exc}"[:300]))
+        return
+    names = list(fns)
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        if budget.left() <= 0:
+            break
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            f = fns[name]
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                out = f()  # noqa: F841 - kept until the next run returns
+                _sync()
+            samples[name].append((time.perf_counter() - t0) / calls)
+        out = None
+    for name, xs in samples.items():
+        if not xs:
+            rows.append(absent(SUITE, case, name, "time budget spent"))
+            continue
+        timing = {"cold_s": xs[0], "median_s": statistics.median(xs), "min_s": min(xs),
+                  "runs": len(xs) * calls}
+        rows.append(row(SUITE, case, name, timing, op=op, batch=batch, n=n, dtype=dtype,
+                        rounds=len(xs), calls_per_round=calls))
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 def _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers):
     import gpulinalg
     from gpulinalg import decomp
@@ -493,6 +540,11 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
         for op, batch, n in grid:
             for dtype in DTYPES:
                 _case(cp, torch, op, batch, n, dtype, rng, budget, rows)
+    if "paired" in sections:
+        for op, batch, n in _pick_calls(cases, QUICK_GRID[:2] if quick else PAIRED):
+            for dtype in DTYPES:
+                _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows,
+                             rounds=3 if quick else 15, calls=5 if quick else 20)
     if "single" in sections and not quick:
         for op, m, n in SINGLE:
             for dtype in DTYPES:
@@ -647,7 +699,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds")
     parser.add_argument("--sections", default="grid,single,svd,routes",
-                        help="of floor,kernels,grid,single,routes,svd,svdvals")
+                        help="of floor,kernels,grid,single,routes,svd,svdvals,paired")
     parser.add_argument("--cases", help="grid rows to run: op:batch:n,...")
     parser.add_argument("--svd-shapes", help="SVD shapes to run: m:n:dtype,...")
     parser.add_argument("--routes", help="route limits to time: op:batch:n,...")
