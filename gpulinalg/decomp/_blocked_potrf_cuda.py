@@ -1,5 +1,5 @@
 """The blocked Cholesky factorization of a stack of medium matrices (orders 65 to 1024), in
-place, in two launches per block column and a cuBLAS call between them.
+place, in two launches and a cuBLAS call per block column.
 
 At 64 x 256^2 and 8 x 512^2 the stack's factor takes cuSOLVER ``potrfBatched`` (46 kernels
 over 64 x 256^2), as torch and CuPy do, and the three are level; the streamed kernel of
@@ -139,16 +139,17 @@ def potrf(m, nonfinite, finite_of=None, clean=False):
                                rows=_ROWS)
     if finite_of is not None:
         _fused_cuda.flag_before(finite_of, buf[:_ROW.size])
-    gemm = _Update(m)
+    from .._runtime.streams import get_handle
+    handle = get_handle("cublas")
     # The chain's launches replayed as a CUDA graph where the stack comes back to the same
     # place (CuPy's pool gives a loop's working copies one or two places): their Python took
     # longer than their device time at 64 x 256^2 on the H200 (0.39 ms a call, 0.2 ms of
     # kernels). The key holds every address the chain reads; the first run is direct.
     block = BLOCK
     key = ("blocked potrf", m.data.device_id, m.dtype.char, n, m.shape[0], bool(clean),
-           nonfinite, block, int(m.data.ptr), int(buf.data.ptr), int(gemm.handle))
-    graphs.entry(key, dict).launch(lambda _: _chain(m, buf, nonfinite, clean, gemm, block),
-                                   warm=1)
+           nonfinite, block, int(m.data.ptr), int(buf.data.ptr), int(handle))
+    graphs.entry(key, dict).launch(
+        lambda _: _chain(m, buf, nonfinite, clean, _Update(m, handle), block), warm=1)
     return back
 
 
@@ -186,16 +187,15 @@ def _panel_kernel(dtype, block):
 
 class _Update:
     """Step 3 of a block column (module docstring): ``A22 -= L21 L21^H`` over the whole
-    trailing square of every matrix of ``m``, one ``<t>gemmStridedBatched``."""
+    trailing square of every matrix of ``m``, one ``<t>gemmStridedBatched`` on the cuBLAS
+    ``handle``."""
 
-    def __init__(self, m):
+    def __init__(self, m, handle):
         from nvmath.bindings import cublas
-
-        from .._runtime.streams import get_handle
         self.base, self.item = m.data.ptr, m.itemsize
         self.n, self.nb = m.shape[-1], m.shape[0]
         self.call = getattr(cublas, routines(m.dtype).prefix + "gemm_strided_batched")
-        self.handle = get_handle("cublas")
+        self.handle = handle
         self.ops = (int(cublas.Operation.N),
                     int(cublas.Operation.C if m.dtype.kind == "c" else cublas.Operation.T))
         # alpha and beta, read on the host as the calls are issued
