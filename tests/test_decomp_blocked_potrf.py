@@ -203,3 +203,20 @@ def test_gpu_blocked_cholesky_replayed_in_a_loop(xp_gpu, rng, dtype):
         with pytest.raises(NotPositiveDefiniteError) as info:
             cholesky(cp.asarray(a_h), lower=True)
         assert info.value.batch_index == (11,) and info.value.minor == 101
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, batch, dtype, way", [
+    (100, 64, np.float64, "fused"), (128, 400, np.float64, "blocked"),
+    (256, 16, np.float32, "blocked"), (1024, 8, np.complex64, "blocked"),
+    (256, 16, np.complex128, "batched")])
+def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):
+    """The table as shipped (no route forced): each medium route factors its stacks."""
+    cp = xp_gpu
+    assert _cholesky_cuda.own_route(n, batch, np.dtype(dtype)) == way
+    a_h = spd(rng, (batch,), n, dtype)
+    got = cp.asnumpy(cholesky(cp.asarray(a_h), lower=True))
+    ref = np.linalg.cholesky(a_h.astype(np.complex128 if np.dtype(dtype).kind == "c"
+                                        else np.float64))
+    eps = float(np.finfo(dtype).eps)
+    assert np.abs(got - ref).max() <= 50 * n * eps * np.abs(ref).max()
