@@ -1,8 +1,7 @@
 """CPU emulations of decomp's fused and streamed kernels (``gl_small_potrf``, ``gl_small_qr``,
 ``gl_small_trsm``, ``gl_stream_trsm``, ``gl_blocked_panel``; ``gl_stream_potrf`` takes
-``gl_small_potrf``'s): the
-results, codes and summaries the kernels promise, through their raw strides. ``calls``: the
-counter of ``_cusolver_emulator``, which dispatches the kernels here."""
+``gl_small_potrf``'s): the results, codes and summaries the kernels promise, through their raw
+strides. ``calls``: the counter of ``_cusolver_emulator``, which dispatches the kernels here."""
 
 import numpy as np
 
@@ -184,10 +183,10 @@ def stream_trsm(calls, grid, block, args, shared_mem):
 
 def blocked_panel(calls, grid, block, args, width):
     """The panel step of the blocked Cholesky (``_blocked_potrf_cuda``), block column ``j``
-    of ``width`` columns (the kernel's ``NB``): every panel row solves
-    ``x L11^H = a[r, j:j+width]`` against the lower
-    triangle of the diagonal block (a zero or NaN pivot gives inf/NaN, never an exception);
-    with ``zero``, the block row right of the diagonal block is zeroed."""
+    of ``width`` columns (the kernel's ``NB``): every panel row solves ``x L11^H =
+    a[r, j:j+width]`` against the lower triangle of the diagonal block (a zero or NaN pivot
+    gives inf/NaN, never an exception); with ``zero``, the block row right of the diagonal
+    block is zeroed."""
     a, n, j, zero = (int(x) if np.isscalar(x) else x for x in args)
     calls["blocked_panel"] += 1
     nb, chunks = grid
