@@ -76,9 +76,9 @@ def test_potrf_limits(n, batch, want):
 def test_potrf_fused_to_128_but_complex128():
     for dtype in ("float32", "complex64"):
         assert _batched_plan.route("potrf", 128, 512, dtype=dtype, blocked=True) == "fused"
-    # float64: the fused kernel up to a few waves of matrices, the blocked one above
-    assert _batched_plan.route("potrf", 128, 383, dtype="float64", blocked=True) == "fused"
-    assert _batched_plan.route("potrf", 128, 384, dtype="float64", blocked=True) == "blocked"
+    # float64: the fused kernel up to one wave of matrices, the blocked one above
+    assert _batched_plan.route("potrf", 128, 132, dtype="float64", blocked=True) == "fused"
+    assert _batched_plan.route("potrf", 128, 133, dtype="float64", blocked=True) == "blocked"
     assert _batched_plan.route("potrf", 128, 512, dtype="complex128") == "batched"
 
 

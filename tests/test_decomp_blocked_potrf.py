@@ -46,7 +46,7 @@ def test_fits_and_table_rows(monkeypatch):
     assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
     assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
     # the table's rows (timed on the H200): orders 65 to 768, and 1024 from 8 matrices on
-    for n, batch, want in ((65, 2, "fused"), (65, 384, "blocked"), (129, 2, "blocked"),
+    for n, batch, want in ((65, 2, "fused"), (65, 133, "blocked"), (129, 2, "blocked"),
                            (256, 64, "blocked"), (768, 2, "blocked"),
                            (1024, 8, "blocked"), (1024, 4, "looped"), (1025, 64, "looped")):
         assert _cholesky_cuda.own_route(n, batch, np.dtype("float64")) == want, (n, batch)
@@ -54,6 +54,17 @@ def test_fits_and_table_rows(monkeypatch):
     assert _cholesky_cuda.own_route(128, 512, np.dtype("float64")) == "blocked"
     assert _cholesky_cuda.own_route(128, 64, np.dtype("float64")) == "fused"
     assert _cholesky_cuda.own_route(512, 200, np.dtype("complex128")) == "batched"
+
+
+def test_width_by_order_and_dtype(monkeypatch):
+    """Block columns of 32 for double precision up to order 128, 64 elsewhere; BLOCK
+    overrides the table, and the summary rows are read with the width the call used."""
+    assert _blocked_potrf_cuda.width(128, np.float64) == 32
+    assert _blocked_potrf_cuda.width(129, np.float64) == 64
+    assert _blocked_potrf_cuda.width(128, np.float32) == 64
+    assert _blocked_potrf_cuda.width(100, np.complex64) == 64
+    monkeypatch.setattr(_blocked_potrf_cuda, "BLOCK", 32)
+    assert _blocked_potrf_cuda.width(512, np.float32) == 32
 
 
 @pytest.mark.parametrize("lower", [True, False])
@@ -64,7 +75,7 @@ def test_emulated_blocked_cholesky_equals_host(emu, blocked, width, rng, lower, 
                                                n):
     a = spd(rng, (3,), n, dtype)
     a = np.asfortranarray(a) if order == "F" else a
-    steps = _blocked_potrf_cuda.columns(n)
+    steps = _blocked_potrf_cuda.columns(n, width)
     for finite in (True, False):
         CALLS.clear()
         got = plain(_cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype(dtype),
@@ -91,7 +102,8 @@ def test_emulated_cho_factor_keeps_the_other_triangle(emu, blocked, width, rng, 
     keep = a.copy()
     CALLS.clear()
     got = plain(_cholesky_cuda.cholesky(dev(a), lower, overwrite, False, np.dtype("f8"), True))
-    assert CALLS["small_potrf"] == _blocked_potrf_cuda.columns(100) and CALLS["potrf_batched"] == 0
+    assert CALLS["small_potrf"] == _blocked_potrf_cuda.columns(100, width)
+    assert CALLS["potrf_batched"] == 0
     other = np.triu(np.ones((100, 100), bool), 1)
     other = other if lower else other.T
     assert np.array_equal(got[:, other], keep[:, other])  # the input's entries, as SciPy's
@@ -117,6 +129,21 @@ def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, width, 
         _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
     with pytest.raises(ValueError, match=r"batch entry \(2, 1\)"):
         _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
+
+
+def test_emulated_table_width_names_the_failing_minor(emu, rng):
+    """The table's route and width as shipped (fp64 order 120 over 140 matrices: blocked,
+    block columns of 32): the failure read back names the minor of the failing column."""
+    assert _cholesky_cuda.own_route(120, 140, np.dtype("f8")) == "blocked"
+    assert _blocked_potrf_cuda.width(120, np.float64) == 32
+    a = spd(rng, (140,), 120, np.float64)
+    a[137, 70, 70] = -100.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert info.value.batch_index == (137,) and info.value.minor == 71
+    a[137, 70, 70] = 1.0e3
+    got = _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
+    assert np.allclose(plain(got), np.linalg.cholesky(a))
 
 
 def test_emulated_blocked_cholesky_in_place(emu, blocked, rng):
@@ -208,6 +235,7 @@ def test_gpu_blocked_cholesky_replayed_in_a_loop(xp_gpu, rng, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, batch, dtype, way", [
     (100, 64, np.float64, "fused"), (128, 400, np.float64, "blocked"),
+    (100, 140, np.float64, "blocked"),
     (256, 16, np.float32, "blocked"), (1024, 8, np.complex64, "blocked"),
     (256, 16, np.complex128, "batched")])
 def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):
