@@ -56,17 +56,6 @@ def test_fits_and_table_rows(monkeypatch):
     assert _cholesky_cuda.own_route(512, 200, np.dtype("complex128")) == "batched"
 
 
-def test_width_by_order_and_dtype(monkeypatch):
-    """Block columns of 32 for double precision up to order 128, 64 elsewhere; BLOCK
-    overrides the table, and the summary rows are read with the width the call used."""
-    assert _blocked_potrf_cuda.width(128, np.float64) == 32
-    assert _blocked_potrf_cuda.width(129, np.float64) == 64
-    assert _blocked_potrf_cuda.width(128, np.float32) == 64
-    assert _blocked_potrf_cuda.width(100, np.complex64) == 64
-    monkeypatch.setattr(_blocked_potrf_cuda, "BLOCK", 32)
-    assert _blocked_potrf_cuda.width(512, np.float32) == 32
-
-
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
@@ -131,11 +120,10 @@ def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, width, 
         _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
 
 
-def test_emulated_table_width_names_the_failing_minor(emu, rng):
-    """The table's route and width as shipped (fp64 order 120 over 140 matrices: blocked,
-    block columns of 32): the failure read back names the minor of the failing column."""
+def test_emulated_table_route_names_the_failing_minor(emu, rng):
+    """The table's route as shipped (fp64 order 120 over 140 matrices: blocked): the failure
+    read back names the minor of the failing block column."""
     assert _cholesky_cuda.own_route(120, 140, np.dtype("f8")) == "blocked"
-    assert _blocked_potrf_cuda.width(120, np.float64) == 32
     a = spd(rng, (140,), 120, np.float64)
     a[137, 70, 70] = -100.0
     with pytest.raises(NotPositiveDefiniteError) as info:

@@ -101,10 +101,10 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # would not fit its shared memory). Fewer than 8 matrices past 768: untimed, looped.
     # Orders 65-128 in float64: the fused kernel (its order-128 build; one wave of 132
     # blocks took 0.117-0.147 ms at 64 x 128^2 against 0.212-0.244 for potrfBatched or the
-    # blocked route) up to 132 matrices, the blocked one (block columns of 32 there:
-    # _blocked_potrf_cuda.WIDTHS) from 133, where the fused kernel needs a second wave: on
-    # the H200 (route rows, 2026-12-02, tree bfd59e8, ms) 256 x 128^2 0.255 against the
-    # fused kernel's 0.278, 512 x 128^2 0.331 against 0.488 (and potrfBatched's 0.474).
+    # blocked route) up to 132 matrices, the blocked one from 133, where the fused kernel
+    # needs a second wave: on the H200 (route rows, 2026-12-02, tree 7b3d2f7, ms, blocked
+    # against fused) 132 x 128^2 0.204 / 0.161, 160 x 128^2 0.233 / 0.236, 256 x 128^2
+    # 0.194 / 0.249, 512 x 128^2 0.28-0.34 / 0.432 (potrfBatched 0.332).
     # Per-matrix Xpotrf on 4 stream lanes (LANES) against potrfBatched (2026-12-02, fp64,
     # ms): 8 x 1024^2 1.34 / 1.96 (torch 1.95), 8 x 2048^2 4.55 / 6.49 (torch 6.83), but
     # 16 x 1024^2 2.28 / 2.10, 32 x 1024^2 4.33 / 2.74 and 16 x 768^2 1.63 / 1.51.

@@ -4,7 +4,7 @@ place, in two launches and a cuBLAS call per block column.
 At 64 x 256^2 and 8 x 512^2 the stack's factor takes cuSOLVER ``potrfBatched`` (46 kernels
 over 64 x 256^2), as torch and CuPy do, and the three are level; the streamed kernel of
 :mod:`._stream_potrf_cuda` (one thread block per matrix) lost to it at every such stack.
-Here the work of a block column ``j`` of :func:`width` columns is spread over the whole GPU
+Here the work of a block column ``j`` of :data:`BLOCK` columns is spread over the whole GPU
 for the whole stack at once, right-looking:
 
 1. ``gl_small_potrf`` (:mod:`._fused_cuda`, the matrix in registers) factors every diagonal
@@ -35,28 +35,24 @@ from . import _fused_cuda
 from ._cusolver_cuda import routines
 from ._scalars_cuda import KERNEL_TYPES, summary_buffer, summary_row
 
-__all__ = ["BLOCK", "BLOCKS", "WIDTHS", "ROWS", "MAX_ORDER", "fits", "width", "potrf",
-           "flag_slot", "first_failure"]
+__all__ = ["BLOCK", "BLOCKS", "ROWS", "MAX_ORDER", "fits", "potrf", "flag_slot",
+           "first_failure"]
 
 #: The block column widths the kernels are built for (orders of the fused kernel).
 BLOCKS = (32, 64)
+#: Columns per block column, one of :data:`BLOCKS`, read at each call (the route rows of
+#: ``benchmarks.decomp_batched`` time the factorization with each). On the H200 (route
+#: rows, 2026-12-02, ms, 64 / 32) 32 lost from order 256 in both runs (64 x 256^2 fp32
+#: 0.346 / 0.394, fp64 0.36 / 0.388; 8 x 512^2 0.536 / 0.571, 0.563 / 0.656; 200 x 512^2
+#: 1.29 / 1.76, 1.75 / 2.34); at order 128 in float64 it won in one run (512 x 128^2
+#: 0.388 / 0.331, 256 x 128^2 0.262 / 0.255) and lost in the next (0.342 / 0.328,
+#: 0.194 / 0.207, 160 x 128^2 0.233 / 0.247, 132 x 128^2 0.204 / 0.225): 64 throughout.
+BLOCK = 64
 #: Panel rows of a thread block of ``gl_blocked_panel`` (a row per thread).
 ROWS = 128
 #: Largest order (the trailing updates' share grows with the order; the per-matrix routes of
 #: the table take larger stacks).
 MAX_ORDER = 1024
-#: Columns per block column by order and dtype, ``((max_order, width[, dtypes]), ...)``: the
-#: first row with ``n <= max_order`` (and, where a row names dtypes, the stack's among them).
-#: On the H200 (route rows, 2026-12-02, tree bfd59e8, ms, width 64 / 32) float64 at order 128
-#: took 0.388 / 0.331 at 512 x 128^2 and 0.262 / 0.255 at 256 x 128^2 (four diagonal blocks
-#: of 32 factor faster than two of 64 in double precision), but float32 0.275 / 0.303 and
-#: 0.234 / 0.264, and every dtype lost with 32 from order 256: 64 x 256^2 0.346 / 0.394
-#: (fp32), 0.36 / 0.388 (fp64); 8 x 512^2 0.536 / 0.571, 0.563 / 0.656; 200 x 512^2
-#: 1.29 / 1.76, 1.75 / 2.34.
-WIDTHS = ((128, 32, ("float64",)), (MAX_ORDER, 64))
-#: A width of :data:`BLOCKS` for every call instead of :data:`WIDTHS` (``None``: the table),
-#: read at each call (the route rows of ``benchmarks.decomp_batched`` time each width).
-BLOCK = None
 #: The panel kernel holds ``L11`` in 48 KiB of static shared memory: not complex128.
 _PANEL_TYPES = ("float32", "float64", "complex64")
 
@@ -116,29 +112,13 @@ def fits(n, dtype):
     return 64 < n <= MAX_ORDER and np.dtype(dtype).name in _PANEL_TYPES
 
 
-def width(n, dtype):
-    """The block columns' width for stacks of order ``n`` and ``dtype`` (:data:`BLOCK` where
-    set, else :data:`WIDTHS`).
+def columns(n, block=None):
+    """Block columns of an order-``n`` factorization (``block``: default :data:`BLOCK`).
 
-    >>> width(128, "float64"), width(128, "float32"), width(256, "float64")
-    (32, 64, 64)
-    """
-    if BLOCK is not None:
-        return BLOCK
-    name = np.dtype(dtype).name
-    for row in WIDTHS:
-        if n <= row[0] and (len(row) < 3 or name in row[2]):
-            return row[1]
-    return max(BLOCKS)
-
-
-def columns(n, block):
-    """Block columns of an order-``n`` factorization ``block`` columns wide.
-
-    >>> columns(256, 64), columns(300, 64), columns(300, 32)
+    >>> columns(256), columns(300), columns(300, 32)
     (4, 5, 10)
     """
-    return -(-n // block)
+    return -(-n // (block or BLOCK))
 
 
 #: Summary rows kept per thread and stream: one per block column of the largest order.
@@ -170,7 +150,7 @@ def potrf(m, nonfinite, finite_of=None, clean=False):
     # place (CuPy's pool gives a loop's working copies one or two places): their Python took
     # longer than their device time at 64 x 256^2 on the H200 (0.39 ms a call, 0.2 ms of
     # kernels). The key holds every address the chain reads; the first run is direct.
-    block = width(n, m.dtype)
+    block = BLOCK
     key = ("blocked potrf", m.data.device_id, m.dtype.char, n, m.shape[0], bool(clean),
            nonfinite, block, int(m.data.ptr), int(buf.data.ptr), int(handle))
     graphs.entry(key, dict).launch(
@@ -237,9 +217,9 @@ class _Update:
                   self.nb)
 
 
-def first_failure(host, n, block):
+def first_failure(host, n, block=None):
     """``(entry, code, flagged)`` from the read-back rows ``host`` (flat uint64 words) of a
-    call of order ``n`` whose block columns were ``block`` wide (:func:`width`): the
+    call of order ``n`` (``block``: its block columns' width, default :data:`BLOCK`): the
     first failed matrix and its code (``k + 1`` for a
     minor that is not positive, ``nonfinite + k`` for a NaN or Inf pivot, ``k`` counted from
     the matrix's first column), ``(None, 0, flagged)`` when none failed; ``flagged``: the
@@ -255,6 +235,7 @@ def first_failure(host, n, block):
     >>> first_failure(rows.ravel(), 150, 64)
     (2, 138, False)
     """
+    block = block or BLOCK
     steps = columns(n, block)
     rows = np.asarray(host, dtype=np.uint64).reshape(-1, _ROW.size)[:steps]
     flagged = bool(rows[0, 4]) if steps else False

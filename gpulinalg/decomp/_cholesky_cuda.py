@@ -78,11 +78,11 @@ def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
     back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite and not flagged else None,
                                      clean)
-    n = a.shape[-1]
     if not clean:
+        n = a.shape[-1]
         _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
     entry, code, flagged = _blocked_potrf_cuda.first_failure(
-        back.get(), n, _blocked_potrf_cuda.width(n, dtype))  # the only synchronization
+        back.get(), a.shape[-1])  # the only synchronization
     if finite and flagged:
         raise_nonfinite("a")
     if entry is not None:
