@@ -74,8 +74,11 @@ def test_potrf_limits(n, batch, want):
 
 
 def test_potrf_fused_to_128_but_complex128():
-    for dtype in ("float32", "complex64"):
-        assert _batched_plan.route("potrf", 128, 512, dtype=dtype, blocked=True) == "fused"
+    assert _batched_plan.route("potrf", 128, 512, dtype="complex64", blocked=True) == "fused"
+    # float32: the fused kernel below 384 matrices, the blocked one from there
+    assert _batched_plan.route("potrf", 128, 383, dtype="float32", blocked=True) == "fused"
+    assert _batched_plan.route("potrf", 128, 384, dtype="float32", blocked=True) == "blocked"
+    assert _batched_plan.route("potrf", 64, 4096, dtype="float32", blocked=True) == "fused"
     # float64: the fused kernel up to one wave of matrices, the blocked one above
     assert _batched_plan.route("potrf", 128, 132, dtype="float64", blocked=True) == "fused"
     assert _batched_plan.route("potrf", 128, 133, dtype="float64", blocked=True) == "blocked"

@@ -50,7 +50,8 @@ def test_fits_and_table_rows(monkeypatch):
                            (256, 64, "blocked"), (768, 2, "blocked"),
                            (1024, 8, "blocked"), (1024, 4, "looped"), (1025, 64, "looped")):
         assert _cholesky_cuda.own_route(n, batch, np.dtype("float64")) == want, (n, batch)
-    assert _cholesky_cuda.own_route(128, 512, np.dtype("float32")) == "fused"
+    assert _cholesky_cuda.own_route(128, 512, np.dtype("float32")) == "blocked"
+    assert _cholesky_cuda.own_route(128, 256, np.dtype("float32")) == "fused"
     assert _cholesky_cuda.own_route(128, 512, np.dtype("float64")) == "blocked"
     assert _cholesky_cuda.own_route(128, 64, np.dtype("float64")) == "fused"
     assert _cholesky_cuda.own_route(512, 200, np.dtype("complex128")) == "batched"
@@ -132,6 +133,24 @@ def test_emulated_table_route_names_the_failing_minor(emu, rng):
     a[137, 70, 70] = 1.0e3
     got = _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
     assert np.allclose(plain(got), np.linalg.cholesky(a))
+
+
+def test_emulated_flag_slot_kept_and_reset(emu, blocked, rng):
+    """The copy's NaN flag: one slot per thread and stream, kept across calls, put back by
+    each call (a clean call after a flagged one passes, a flagged one after it raises)."""
+    slot = _blocked_potrf_cuda.flag_slot(0)
+    assert _blocked_potrf_cuda.flag_slot(0) is slot
+    a = spd(rng, (4,), 100, np.float64)
+    bad = a.copy()
+    bad[3, 90, 7] = np.inf
+    for x, fails in ((bad, True), (a, False), (bad, True), (a, False)):
+        if fails:
+            with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+                _cholesky_cuda.cholesky(dev(x), True, False, True, np.dtype("f8"), True)
+        else:
+            got = _cholesky_cuda.cholesky(dev(x), True, False, True, np.dtype("f8"), True)
+            assert np.allclose(plain(got), np.linalg.cholesky(x))
+    assert _blocked_potrf_cuda.flag_slot(0) is slot
 
 
 def test_emulated_blocked_cholesky_in_place(emu, blocked, rng):
@@ -223,7 +242,7 @@ def test_gpu_blocked_cholesky_replayed_in_a_loop(xp_gpu, rng, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, batch, dtype, way", [
     (100, 64, np.float64, "fused"), (128, 400, np.float64, "blocked"),
-    (100, 140, np.float64, "blocked"),
+    (100, 140, np.float64, "blocked"), (128, 400, np.float32, "blocked"),
     (256, 16, np.float32, "blocked"), (1024, 8, np.complex64, "blocked"),
     (256, 16, np.complex128, "batched")])
 def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):

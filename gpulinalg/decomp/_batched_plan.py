@@ -96,8 +96,12 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # against 1.80 / 2.09; 8 x 1024^2 0.928 / 1.09 against the looped Xpotrf's 1.07 / 1.34;
     # 512 x 128^2 fp64 0.318 against 0.336 (64 x 128^2 0.213 against 0.212). With
     # trsmBatched for the panels (the first version) it lost at every one of these stacks.
-    # Not taken: order 128 in single precision (the fused kernel: 0.107 against 0.211 at
-    # 64 x 128^2; 0.267 against 0.243 at 512 x 128^2), complex128 (the panel kernel's L11
+    # Order 128 in float32 from 384 matrices (below, the fused kernel: 0.107 against 0.211 at
+    # 64 x 128^2): on the H200 (route rows, 2026-12-02, trees bfd59e8, 7b3d2f7, 751badb, ms,
+    # blocked against fused) 512 x 128^2 0.275 / 0.314, 0.205 / 0.265, 0.215 / 0.27;
+    # 384 x 128^2 0.202 / 0.251; 1024 x 128^2 0.316 / 0.495; but 256 x 128^2 0.234 / 0.186,
+    # 0.161 / 0.171 and 160 x 128^2 0.162-0.203 / 0.134-0.157 (complex64 untimed: fused).
+    # Not taken: complex128 (the panel kernel's L11
     # would not fit its shared memory). Fewer than 8 matrices past 768: untimed, looped.
     # Orders 65-128 in float64: the fused kernel (its order-128 build; one wave of 132
     # blocks took 0.117-0.147 ms at 64 x 128^2 against 0.212-0.244 for potrfBatched or the
@@ -108,7 +112,8 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # Per-matrix Xpotrf on 4 stream lanes (LANES) against potrfBatched (2026-12-02, fp64,
     # ms): 8 x 1024^2 1.34 / 1.96 (torch 1.95), 8 x 2048^2 4.55 / 6.49 (torch 6.83), but
     # 16 x 1024^2 2.28 / 2.10, 32 x 1024^2 4.33 / 2.74 and 16 x 768^2 1.63 / 1.51.
-    "potrf": ((64, 2, "fused"), (128, 2, "fused", ("float32", "complex64")),
+    "potrf": ((64, 2, "fused"), (128, 384, "blocked", ("float32",)),
+              (128, 2, "fused", ("float32", "complex64")),
               (128, 133, "blocked"), (128, 2, "fused", ("float64",)),
               (768, 2, "blocked"), (1024, 8, "blocked"),
               (768, 2, "batched"), (1024, 16, "batched"), (math.inf, 1, "looped")),
