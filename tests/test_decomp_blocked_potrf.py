@@ -121,15 +121,27 @@ def test_emulated_blocked_cholesky_names_the_failing_slice(emu, blocked, width, 
         _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), False)
 
 
-def test_emulated_table_route_names_the_failing_minor(emu, rng):
-    """The table's route as shipped (fp64 order 120 over 140 matrices: blocked): the failure
-    read back names the minor of the failing block column."""
-    assert _cholesky_cuda.own_route(120, 140, np.dtype("f8")) == "blocked"
-    a = spd(rng, (140,), 120, np.float64)
+def test_width_by_stack():
+    """Block columns of 32 for 512 or more float64 matrices up to order 128, else 64."""
+    w = _blocked_potrf_cuda.width
+    assert w(128, 512, np.float64) == w(65, 4096, np.float64) == 32
+    assert w(128, 511, np.float64) == w(129, 512, np.float64) == 64
+    assert w(128, 512, np.float32) == w(100, 1024, np.complex64) == 64
+
+
+@pytest.mark.parametrize("batch, block", [(140, 64), (512, 32)])
+def test_emulated_table_route_names_the_failing_minor(emu, rng, batch, block, monkeypatch):
+    """The table's route and width as shipped (fp64 order 120: blocked from 133 matrices, 32
+    wide from 512): the failure read back names the minor of the failing block column."""
+    assert _cholesky_cuda.own_route(120, batch, np.dtype("f8")) == "blocked"
+    assert _blocked_potrf_cuda.width(120, batch, np.float64) == block
+    a = spd(rng, (batch,), 120, np.float64)
     a[137, 70, 70] = -100.0
+    CALLS.clear()
     with pytest.raises(NotPositiveDefiniteError) as info:
         _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
     assert info.value.batch_index == (137,) and info.value.minor == 71
+    assert CALLS["small_potrf"] == _blocked_potrf_cuda.columns(120, block)
     a[137, 70, 70] = 1.0e3
     got = _cholesky_cuda.cholesky(dev(a), True, False, True, np.dtype("f8"), True)
     assert np.allclose(plain(got), np.linalg.cholesky(a))

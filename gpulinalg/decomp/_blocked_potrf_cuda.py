@@ -4,7 +4,7 @@ place, in two launches and a cuBLAS call per block column.
 At 64 x 256^2 and 8 x 512^2 the stack's factor takes cuSOLVER ``potrfBatched`` (46 kernels
 over 64 x 256^2), as torch and CuPy do, and the three are level; the streamed kernel of
 :mod:`._stream_potrf_cuda` (one thread block per matrix) lost to it at every such stack.
-Here the work of a block column ``j`` of :data:`BLOCK` columns is spread over the whole GPU
+Here the work of a block column ``j`` of :func:`width` columns is spread over the whole GPU
 for the whole stack at once, right-looking:
 
 1. ``gl_small_potrf`` (:mod:`._fused_cuda`, the matrix in registers) factors every diagonal
@@ -35,24 +35,32 @@ from . import _fused_cuda
 from ._cusolver_cuda import routines
 from ._scalars_cuda import KERNEL_TYPES, per_thread, summary_buffer, summary_row
 
-__all__ = ["BLOCK", "BLOCKS", "ROWS", "MAX_ORDER", "fits", "potrf", "flag_slot",
-           "first_failure"]
+__all__ = ["BLOCK", "BLOCKS", "WIDTHS", "ROWS", "MAX_ORDER", "fits", "width", "potrf",
+           "flag_slot", "first_failure"]
 
 #: The block column widths the kernels are built for (orders of the fused kernel).
 BLOCKS = (32, 64)
-#: Columns per block column, one of :data:`BLOCKS`, read at each call (the route rows of
-#: ``benchmarks.decomp_batched`` time the factorization with each). On the H200 (route
-#: rows, 2026-12-02, ms, 64 / 32) 32 lost from order 256 in both runs (64 x 256^2 fp32
-#: 0.346 / 0.394, fp64 0.36 / 0.388; 8 x 512^2 0.536 / 0.571, 0.563 / 0.656; 200 x 512^2
-#: 1.29 / 1.76, 1.75 / 2.34); at order 128 in float64 it won in one run (512 x 128^2
-#: 0.388 / 0.331, 256 x 128^2 0.262 / 0.255) and lost in the next (0.342 / 0.328,
-#: 0.194 / 0.207, 160 x 128^2 0.233 / 0.247, 132 x 128^2 0.204 / 0.225): 64 throughout.
-BLOCK = 64
 #: Panel rows of a thread block of ``gl_blocked_panel`` (a row per thread).
 ROWS = 128
 #: Largest order (the trailing updates' share grows with the order; the per-matrix routes of
 #: the table take larger stacks).
 MAX_ORDER = 1024
+#: Columns per block column by stack, ``((max_order, min_batch, width[, dtypes]), ...)``: the
+#: first row with ``n <= max_order`` and ``batch >= min_batch`` (and, where a row names
+#: dtypes, the stack's among them). On the H200 (route rows, 2026-12-02, trees bfd59e8,
+#: 7b3d2f7, 751badb, ms, 64 / 32) float64 at order 128 from 512 matrices took 0.388 / 0.331,
+#: 0.342 / 0.328 and 0.318 / 0.284 at 512 x 128^2, 0.456 / 0.43 at 1024 x 128^2 (more,
+#: smaller diagonal blocks: the fused kernel's order-64 build in double precision took
+#: 56 us a launch over 512 matrices, two of the call's 0.25 ms of kernels), but 32 lost or
+#: tied below (384 x 128^2 0.259 / 0.275, 256 x 128^2 0.262 / 0.255 and 0.194 / 0.207,
+#: 160 x 128^2 0.233 / 0.247 and 0.18 / 0.242, 132 x 128^2 0.204 / 0.225), in float32 at
+#: 512 x 128^2 (0.275 / 0.303, 0.205 / 0.225, 0.215 / 0.286), and in every dtype from order
+#: 256 (64 x 256^2 fp32 0.346 / 0.394, fp64 0.36 / 0.388; 8 x 512^2 0.536 / 0.571,
+#: 0.563 / 0.656; 200 x 512^2 1.29 / 1.76, 1.75 / 2.34).
+WIDTHS = ((128, 512, 32, ("float64",)), (MAX_ORDER, 1, 64))
+#: A width of :data:`BLOCKS` for every call instead of :data:`WIDTHS` (``None``: the table),
+#: read at each call (the route rows of ``benchmarks.decomp_batched`` time each width).
+BLOCK = None
 #: The panel kernel holds ``L11`` in 48 KiB of static shared memory: not complex128.
 _PANEL_TYPES = ("float32", "float64", "complex64")
 
@@ -112,28 +120,44 @@ def fits(n, dtype):
     return 64 < n <= MAX_ORDER and np.dtype(dtype).name in _PANEL_TYPES
 
 
-def columns(n, block=None):
-    """Block columns of an order-``n`` factorization (``block``: default :data:`BLOCK`).
+def width(n, batch, dtype):
+    """The block columns' width for ``batch`` matrices of order ``n`` and ``dtype``
+    (:data:`BLOCK` where set, else :data:`WIDTHS`).
 
-    >>> columns(256), columns(300), columns(300, 32)
+    >>> width(128, 512, "float64"), width(128, 256, "float64"), width(128, 512, "float32")
+    (32, 64, 64)
+    """
+    if BLOCK is not None:
+        return BLOCK
+    name = np.dtype(dtype).name
+    for row in WIDTHS:
+        if n <= row[0] and batch >= row[1] and (len(row) < 4 or name in row[3]):
+            return row[2]
+    return max(BLOCKS)
+
+
+def columns(n, block):
+    """Block columns of an order-``n`` factorization ``block`` columns wide.
+
+    >>> columns(256, 64), columns(300, 64), columns(300, 32)
     (4, 5, 10)
     """
-    return -(-n // (block or BLOCK))
+    return -(-n // block)
 
 
 #: Summary rows kept per thread and stream: one per block column of the largest order.
 _ROWS = -(-MAX_ORDER // min(BLOCKS))
 
 
-def potrf(m, nonfinite, finite_of=None, clean=False):
+def potrf(m, nonfinite, finite_of=None, clean=False, block=None):
     """Factor the lower triangle of every matrix of ``m`` (``(B, n, n)``, element strides
     ``(n * n, 1, n)``) in place: ``L`` there, the strict upper triangle zero (``clean``) or
     left with products (the caller puts back or discards it). ``nonfinite``: the code base of
     a NaN or Inf pivot (:data:`._cholesky_cuda.NONFINITE`); ``finite_of``: an array whose NaN
     or Inf is flagged into the summary before the first launch (SciPy's ``check_finite`` of
-    the input). Returns the summary's read-back (``get()``: the rows of all block columns of
-    all calls on this thread and stream; :func:`first_failure` reads this call's). No
-    synchronization."""
+    the input); ``block``: the block columns' width (default :func:`width`). Returns the
+    summary's read-back (``get()``: the rows of all block columns of all calls on this thread
+    and stream; :func:`first_failure` reads this call's). No synchronization."""
     import cupy
     n = m.shape[-1]
     if m.strides[1:] != (m.itemsize, n * m.itemsize) or m.strides[0] != n * n * m.itemsize \
@@ -150,7 +174,7 @@ def potrf(m, nonfinite, finite_of=None, clean=False):
     # place (CuPy's pool gives a loop's working copies one or two places): their Python took
     # longer than their device time at 64 x 256^2 on the H200 (0.39 ms a call, 0.2 ms of
     # kernels). The key holds every address the chain reads; the first run is direct.
-    block = BLOCK
+    block = block or width(n, m.shape[0], m.dtype)
     key = ("blocked potrf", m.data.device_id, m.dtype.char, n, m.shape[0], bool(clean),
            nonfinite, block, int(m.data.ptr), int(buf.data.ptr), int(handle))
     graphs.entry(key, dict).launch(
@@ -223,9 +247,9 @@ class _Update:
                   self.nb)
 
 
-def first_failure(host, n, block=None):
+def first_failure(host, n, block):
     """``(entry, code, flagged)`` from the read-back rows ``host`` (flat uint64 words) of a
-    call of order ``n`` (``block``: its block columns' width, default :data:`BLOCK`): the
+    call of order ``n`` whose block columns were ``block`` wide: the
     first failed matrix and its code (``k + 1`` for a
     minor that is not positive, ``nonfinite + k`` for a NaN or Inf pivot, ``k`` counted from
     the matrix's first column), ``(None, 0, flagged)`` when none failed; ``flagged``: the
@@ -241,7 +265,6 @@ def first_failure(host, n, block=None):
     >>> first_failure(rows.ravel(), 150, 64)
     (2, 138, False)
     """
-    block = block or BLOCK
     steps = columns(n, block)
     rows = np.asarray(host, dtype=np.uint64).reshape(-1, _ROW.size)[:steps]
     flagged = bool(rows[0, 4]) if steps else False

@@ -39,13 +39,14 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     read back with the ``info`` codes (:mod:`._finite_cuda`; one synchronization in all).
     """
     import cupy
+    way = None
     if not overwrite_a:  # a repeat of a layout: its plan (the route included) kept
-        x = _fused_repeat(a, lower, clean, dtype, finite)
+        x, way = _fused_repeat(a, lower, clean, dtype, finite)
         if x is not None:
             return x
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    way = own_route(n, batch, dtype)
+    way = way or own_route(n, batch, dtype)
     if way in ("fused", "stream"):
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
     if way == "blocked":
@@ -76,13 +77,14 @@ def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
     slot = _blocked_potrf_cuda.flag_slot(a.data.device_id) if finite and clean else None
     w, order, _, flagged = _work_copy(a, dtype, lower, overwrite_a and clean, clean, slot)
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
+    n = a.shape[-1]
+    block = _blocked_potrf_cuda.width(n, len(w), dtype)
     back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite and not flagged else None,
-                                     clean)
+                                     clean, block)
     if not clean:
-        n = a.shape[-1]
         _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
     entry, code, flagged = _blocked_potrf_cuda.first_failure(
-        back.get(), a.shape[-1])  # the only synchronization
+        back.get(), n, block)  # the only synchronization
     if finite and flagged:
         raise_nonfinite("a")
     if entry is not None:
@@ -137,7 +139,7 @@ def _fused_verdict(a, totals, lower, finite):
 #: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
 #: dtype, lower, clean, device) -> (cupy module, table rows, launcher or None (another route)
 #: (a :class:`~gpulinalg._runtime.kernels.Launcher` with the constant arguments), whether the
-#: finiteness check runs before the launch)``.
+#: finiteness check runs before the launch, the route of :func:`own_route`)``.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -145,7 +147,8 @@ _MAX_PLANS = 256
 def _fused_repeat(a, lower, clean, dtype, finite):
     """:func:`_fused_factor` of a stack of ``dtype`` that is one ``(B, n, n)`` view, into a new
     factor (not in place), from what was kept for its layout: one allocation, one launch, one
-    read-back; ``None`` where the layout takes another route or another code path."""
+    read-back. Returns ``(factor, route)``: the factor ``None`` where the layout takes another
+    route or another code path, and the table's route of the layout (:func:`own_route`)."""
     import cupy
     key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id)
     plan = _PLANS.get(key)
@@ -154,9 +157,9 @@ def _fused_repeat(a, lower, clean, dtype, finite):
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
-    if plan[2] is None:
-        return None
-    _, _, launcher, flag_first = plan
+    _, _, launcher, flag_first, way = plan
+    if launcher is None:
+        return None, way
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
@@ -166,7 +169,7 @@ def _fused_repeat(a, lower, clean, dtype, finite):
         _fused_cuda.flag_before(a, summ)
     launcher.launch(stream, a, w, summ)
     _fused_verdict(a, totals, lower, finite)
-    return w
+    return w, way
 
 
 def _factor_plan(cupy, a, lower, clean, dtype):
@@ -176,10 +179,10 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     nb = math.prod(a.shape[:-2])
     way = own_route(n, nb, dtype)
     if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream"):
-        return (cupy, rows, None)
+        return (cupy, rows, None, False, way)
     a3 = a.reshape(nb, n, n)
     if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
-        return (cupy, rows, None)
+        return (cupy, rows, None, False, way)
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
@@ -191,7 +194,7 @@ def _factor_plan(cupy, a, lower, clean, dtype):
         kern, grid, block, strides = _stream_potrf_cuda.launch_args(w3, n, nb, a3, w3)
     args = (POINTER, POINTER, POINTER, np.int32(n), np.int64(nb), *strides,
             np.int32(bool(lower)), np.int32(bool(clean)), np.int32(NONFINITE))
-    return (cupy, rows, Launcher(kern, grid, block, args), way == "stream")
+    return (cupy, rows, Launcher(kern, grid, block, args), way == "stream", way)
 
 
 def _codes_buffer(a, finite):
