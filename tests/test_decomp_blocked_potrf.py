@@ -255,6 +255,7 @@ def test_gpu_blocked_cholesky_replayed_in_a_loop(xp_gpu, rng, dtype):
 @pytest.mark.parametrize("n, batch, dtype, way", [
     (100, 64, np.float64, "fused"), (128, 400, np.float64, "blocked"),
     (100, 140, np.float64, "blocked"), (128, 400, np.float32, "blocked"),
+    (100, 600, np.float64, "blocked"),
     (256, 16, np.float32, "blocked"), (1024, 8, np.complex64, "blocked"),
     (256, 16, np.complex128, "batched")])
 def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):
@@ -267,3 +268,8 @@ def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):
                                         else np.float64))
     eps = float(np.finfo(dtype).eps)
     assert np.abs(got - ref).max() <= 50 * n * eps * np.abs(ref).max()
+    k = n // 2 + 5  # a minor in the second block column (of 32 or 64)
+    a_h[batch - 3, k, k] = -100.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        cholesky(cp.asarray(a_h), lower=True)
+    assert info.value.batch_index == (batch - 3,) and info.value.minor == k + 1
