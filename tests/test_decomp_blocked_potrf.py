@@ -268,7 +268,7 @@ def test_gpu_default_routes_of_medium_stacks(xp_gpu, rng, n, batch, dtype, way):
                                         else np.float64))
     eps = float(np.finfo(dtype).eps)
     assert np.abs(got - ref).max() <= 50 * n * eps * np.abs(ref).max()
-    k = n // 2 + 5  # a minor in the second block column (of 32 or 64)
+    k = n // 2 + 5  # a minor past the first block column of 32
     a_h[batch - 3, k, k] = -100.0
     with pytest.raises(NotPositiveDefiniteError) as info:
         cholesky(cp.asarray(a_h), lower=True)
