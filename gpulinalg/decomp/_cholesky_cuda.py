@@ -377,8 +377,8 @@ def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
     if want == "F":
         w = w.transpose(0, 2, 1)
     if a.dtype == dtype:
-        same = _stack_view(a, want)
-        if same is not None and not clean:  # one contiguous copy (C-ordered views when F)
+        same = None if clean else _stack_view(a, want)
+        if same is not None:  # one contiguous copy (C-ordered views when F)
             dst, src = (w, same) if want == "C" else (w.swapaxes(-1, -2), same.swapaxes(-1, -2))
             dst[...] = src
             return w, want, False, False
