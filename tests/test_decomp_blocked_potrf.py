@@ -130,7 +130,7 @@ def test_width_by_stack():
 
 
 @pytest.mark.parametrize("batch, block", [(140, 64), (512, 32)])
-def test_emulated_table_route_names_the_failing_minor(emu, rng, batch, block, monkeypatch):
+def test_emulated_table_route_names_the_failing_minor(emu, rng, batch, block):
     """The table's route and width as shipped (fp64 order 120: blocked from 133 matrices, 32
     wide from 512): the failure read back names the minor of the failing block column."""
     assert _cholesky_cuda.own_route(120, batch, np.dtype("f8")) == "blocked"

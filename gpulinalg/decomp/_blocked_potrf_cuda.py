@@ -50,8 +50,8 @@ MAX_ORDER = 1024
 #: dtypes, the stack's among them). On the H200 (route rows, 2026-12-02, trees bfd59e8,
 #: 7b3d2f7, 751badb, ms, 64 / 32) float64 at order 128 from 512 matrices took 0.388 / 0.331,
 #: 0.342 / 0.328 and 0.318 / 0.284 at 512 x 128^2, 0.456 / 0.43 at 1024 x 128^2 (more,
-#: smaller diagonal blocks: the fused kernel's order-64 build in double precision took
-#: 56 us a launch over 512 matrices, two of the call's 0.25 ms of kernels), but 32 lost or
+#: smaller diagonal blocks: with 64, the fused kernel's two order-64 launches took 112 us of
+#: the call's 215 us of kernels in double precision over 512 matrices), but 32 lost or
 #: tied below (384 x 128^2 0.259 / 0.275, 256 x 128^2 0.262 / 0.255 and 0.194 / 0.207,
 #: 160 x 128^2 0.233 / 0.247 and 0.18 / 0.242, 132 x 128^2 0.204 / 0.225), in float32 at
 #: 512 x 128^2 (0.275 / 0.303, 0.205 / 0.225, 0.215 / 0.286), and in every dtype from order
