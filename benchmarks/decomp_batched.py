@@ -279,8 +279,10 @@ def _case(cp, torch, op, batch, n, dtype, rng, budget, rows):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-#: Rows of the paired section: the grid rows whose runs moved the most between runs.
-PAIRED = [("cholesky", 64, 256), ("cholesky", 512, 128), ("cholesky", 8, 512)]
+#: Rows of the paired section: the grid rows whose runs moved the most between runs, and the
+#: stacks of order 128 on either side of the table's fused-to-blocked limits (133 and 384).
+PAIRED = [("cholesky", 64, 256), ("cholesky", 512, 128), ("cholesky", 8, 512),
+          ("cholesky", 160, 128), ("cholesky", 1024, 128)]
 
 
 def _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows, rounds=15, calls=20):
