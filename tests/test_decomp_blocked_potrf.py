@@ -165,6 +165,46 @@ def test_emulated_flag_slot_kept_and_reset(emu, blocked, rng):
     assert _blocked_potrf_cuda.flag_slot(0) is slot
 
 
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("clean", [True, False])
+def test_emulated_kept_copy_of_a_repeated_layout(emu, blocked, rng, monkeypatch, lower,
+                                                 clean):
+    """A layout whose working copy is the transposing one keeps that copy's launches: a
+    repeat makes no call of _work_copy and gives the same factor, flag and failure."""
+    monkeypatch.setattr(_cholesky_cuda, "_PLANS", {})
+    a = spd(rng, (5,), 100, np.float64)
+    a = a if lower else np.asfortranarray(a.transpose(1, 2, 0)).transpose(2, 0, 1)
+
+    def run(x, finite=True):
+        return plain(_cholesky_cuda.cholesky(dev(x), lower, False, clean, np.dtype("f8"),
+                                             finite))
+    first = run(a)
+    (plan,) = _cholesky_cuda._PLANS.values()
+    assert plan.way == "blocked" and plan.copies is not None
+
+    def no_work_copy(*args):
+        raise AssertionError("the kept copy was not used")
+    monkeypatch.setattr(_cholesky_cuda, "_work_copy", no_work_copy)
+    CALLS.clear()
+    again = run(a)
+    assert np.array_equal(again, first) and CALLS["transpose_copy"] == 1
+    ref = np.linalg.cholesky(a)
+    ref = ref if lower else ref.swapaxes(-1, -2).conj()
+    tri = np.tril if lower else np.triu
+    assert np.allclose(tri(again), ref)
+    bad = a.copy(order="K")  # the same layout
+    bad[2, 10, 90] = np.nan
+    bad[2, 90, 10] = np.nan
+    if clean:  # cholesky's copy flags NaN itself; cho_factor's check is its own pass
+        with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+            run(bad)
+    bad = a.copy(order="K")  # the same layout
+    bad[4, 80, 80] = -100.0
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        run(bad, finite=False)
+    assert info.value.batch_index == (4,) and info.value.minor == 81
+
+
 def test_emulated_blocked_cholesky_in_place(emu, blocked, rng):
     a = np.asfortranarray(spd(rng, (4,), 80, np.float64).transpose(1, 2, 0)).transpose(2, 0, 1)
     keep = np.array(a)

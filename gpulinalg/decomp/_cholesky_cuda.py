@@ -12,6 +12,7 @@ no validation, no dispatch, no budget question. Failures raise
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,18 +40,19 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     read back with the ``info`` codes (:mod:`._finite_cuda`; one synchronization in all).
     """
     import cupy
-    way = None
+    plan = None
     if not overwrite_a:  # a repeat of a layout: its plan (the route included) kept
-        x, way = _fused_repeat(a, lower, clean, dtype, finite)
-        if x is not None:
-            return x
+        plan = _layout_plan(cupy, a, lower, clean, dtype)
+        if plan.launcher is not None:
+            return _fused_repeat(cupy, a, plan, lower, dtype, finite)
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
-    way = way or own_route(n, batch, dtype)
+    way = plan.way if plan is not None else own_route(n, batch, dtype)
     if way in ("fused", "stream"):
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
     if way == "blocked":
-        return _blocked_factor(a, lower, overwrite_a, clean, dtype, finite)
+        return _blocked_factor(a, lower, overwrite_a, clean, dtype, finite,
+                               None if plan is None else plan.copies)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
@@ -66,16 +68,20 @@ def own_route(n, batch, dtype):
                  blocked=_blocked_potrf_cuda.fits(n, dtype))
 
 
-def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite):
+def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite, copies=None):
     """:func:`cholesky` of a stack by the blocked factorization of :mod:`._blocked_potrf_cuda`:
-    the working copy of :func:`_work_copy`, factored in place column-major, the other
+    the working copy of :func:`_work_copy` (or of the layout's kept transposing copy,
+    ``copies``: :func:`_blocked_copies`), factored in place column-major, the other
     triangle zeroed on the way (``clean``) or, after it (the trailing updates write there),
     given ``a``'s entries back, as the other routes leave it; one read-back. With
     ``overwrite_a`` a ``clean`` factor takes the input's memory where its layout allows;
     ``cho_factor``'s always goes to a copy (the input's other triangle is what it keeps)."""
     # a clean factor's copy also flags NaN or Inf of a (SciPy's check) in the same pass
     slot = _blocked_potrf_cuda.flag_slot(a.data.device_id) if finite and clean else None
-    w, order, _, flagged = _work_copy(a, dtype, lower, overwrite_a and clean, clean, slot)
+    if copies is not None:
+        w, order, flagged = _kept_copy(a, copies, dtype, lower, slot)
+    else:
+        w, order, _, flagged = _work_copy(a, dtype, lower, overwrite_a and clean, clean, slot)
     m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
     n = a.shape[-1]
     block = _blocked_potrf_cuda.width(n, len(w), dtype)
@@ -136,53 +142,67 @@ def _fused_verdict(a, totals, lower, finite):
         _raise_failure(a, np.array([code]), lower, False, finite, entry)
 
 
-#: Layouts of the fused factorization (:func:`_fused_repeat`): ``(shape, strides, dtype,
-#: dtype, lower, clean, device) -> (cupy module, table rows, launcher or None (another route)
-#: (a :class:`~gpulinalg._runtime.kernels.Launcher` with the constant arguments), whether the
-#: finiteness check runs before the launch, the route of :func:`own_route`)``.
+#: What a layout of :func:`cholesky` needs, kept: ``(shape, strides, dtype, dtype, lower,
+#: clean, device) ->`` :class:`_Plan`.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
 
-def _fused_repeat(a, lower, clean, dtype, finite):
-    """:func:`_fused_factor` of a stack of ``dtype`` that is one ``(B, n, n)`` view, into a new
-    factor (not in place), from what was kept for its layout: one allocation, one launch, one
-    read-back. Returns ``(factor, route)``: the factor ``None`` where the layout takes another
-    route or another code path, and the table's route of the layout (:func:`own_route`)."""
-    import cupy
+class _Plan(NamedTuple):
+    """A layout's plan (:data:`_PLANS`): ``rows``, the table it was made under; ``launcher``,
+    the fused or streamed kernel's :class:`~gpulinalg._runtime.kernels.Launcher` with its
+    constant arguments (``None``: another route or another code path); ``flag_first``: the
+    finiteness check runs before that launch; ``way``: the route of :func:`own_route`;
+    ``copies``: the blocked route's transposing copies (:func:`_blocked_copies`) or ``None``."""
+    cupy: object
+    rows: tuple
+    launcher: object
+    flag_first: bool
+    way: str
+    copies: object
+
+
+def _layout_plan(cupy, a, lower, clean, dtype):
+    """The kept :class:`_Plan` of ``a``'s layout, made at its first call."""
     key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id)
     plan = _PLANS.get(key)
-    if plan is None or plan[0] is not cupy or plan[1] is not TABLE["potrf"]:
+    if plan is None or plan.cupy is not cupy or plan.rows is not TABLE["potrf"]:
         plan = _factor_plan(cupy, a, lower, clean, dtype)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
-    _, _, launcher, flag_first, way = plan
-    if launcher is None:
-        return None, way
+    return plan
+
+
+def _fused_repeat(cupy, a, plan, lower, dtype, finite):
+    """:func:`_fused_factor` of a stack of ``dtype`` that is one ``(B, n, n)`` view, into a new
+    factor (not in place), from its layout's ``plan``: one allocation, one launch, one
+    read-back."""
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
     stream = cupy.cuda.get_current_stream().ptr
     summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id, stream)
-    if flag_first and finite:  # the streamed kernel reads the triangle only
+    if plan.flag_first and finite:  # the streamed kernel reads the triangle only
         _fused_cuda.flag_before(a, summ)
-    launcher.launch(stream, a, w, summ)
+    plan.launcher.launch(stream, a, w, summ)
     _fused_verdict(a, totals, lower, finite)
-    return w, way
+    return w
 
 
 def _factor_plan(cupy, a, lower, clean, dtype):
-    """What :func:`_fused_repeat` keeps for a layout (see :data:`_PLANS`)."""
+    """What :func:`_layout_plan` keeps for a layout (a :class:`_Plan`)."""
     rows = TABLE["potrf"]
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
     way = own_route(n, nb, dtype)
-    if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream"):
-        return (cupy, rows, None, False, way)
+    if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream", "blocked"):
+        return _Plan(cupy, rows, None, False, way, None)
     a3 = a.reshape(nb, n, n)
     if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
-        return (cupy, rows, None, False, way)
+        return _Plan(cupy, rows, None, False, way, None)
+    if way == "blocked":
+        return _Plan(cupy, rows, None, False, way, _blocked_copies(cupy, a, lower, clean, dtype))
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
@@ -194,7 +214,46 @@ def _factor_plan(cupy, a, lower, clean, dtype):
         kern, grid, block, strides = _stream_potrf_cuda.launch_args(w3, n, nb, a3, w3)
     args = (POINTER, POINTER, POINTER, np.int32(n), np.int64(nb), *strides,
             np.int32(bool(lower)), np.int32(bool(clean)), np.int32(NONFINITE))
-    return (cupy, rows, Launcher(kern, grid, block, args), way == "stream", way)
+    return _Plan(cupy, rows, Launcher(kern, grid, block, args), way == "stream", way, None)
+
+
+def _blocked_copies(cupy, a, lower, clean, dtype):
+    """The working copy of :func:`_work_copy` for ``a``'s layout as kept launches, where it
+    is the tiled transposing one (``a``'s matrices contiguous in the other order than the
+    factorization's): ``(launcher, launcher that also flags NaN or Inf)`` of
+    :func:`._transpose_cuda.launcher`, else ``None``. A repeat then makes no views and
+    converts no arguments (about 10 us of a 0.2 ms call on the H200 host)."""
+    n = a.shape[-1]
+    w = _new_work(cupy, math.prod(a.shape[:-2]), n, dtype, lower)
+    src = _stack_view(a, "C" if lower else "F")
+    if src is None or (not clean and _stack_view(a, "F" if lower else "C") is not None):
+        return None
+    pair = (src, w) if lower else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
+    if not _transpose_cuda.applies(*pair):
+        return None
+    return tuple(_transpose_cuda.launcher(*pair, zero_above=clean, flag=flag)
+                 for flag in (False, True))
+
+
+def _kept_copy(a, copies, dtype, lower, slot):
+    """``(w, order, flagged)`` of :func:`_work_copy` by the layout's kept copies (``slot``:
+    the NaN flag's int32 device slot, or ``None``)."""
+    import cupy
+    n = a.shape[-1]
+    w = _new_work(cupy, math.prod(a.shape[:-2]), n, dtype, lower)
+    stream = cupy.cuda.get_current_stream().ptr
+    if slot is None:
+        copies[0].launch(stream, a, w)
+    else:
+        copies[1].launch(stream, a, w, slot)
+    return w, "F" if lower else "C", slot is not None
+
+
+def _new_work(cupy, batch, n, dtype, lower):
+    """A new ``(batch, n, n)`` working stack laid out for the factorization: column-major
+    (F) matrices for ``lower``, else C-ordered ones (see :func:`_work_copy`)."""
+    w = cupy.empty((batch, n, n), dtype=dtype)
+    return w.transpose(0, 2, 1) if lower else w
 
 
 def _codes_buffer(a, finite):
@@ -373,9 +432,7 @@ def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
             return view, want, False, False
     n = a.shape[-1]
     batch = math.prod(a.shape[:-2])
-    w = cupy.empty((batch, n, n), dtype=dtype)
-    if want == "F":
-        w = w.transpose(0, 2, 1)
+    w = _new_work(cupy, batch, n, dtype, lower)
     if a.dtype == dtype:
         same = None if clean else _stack_view(a, want)
         if same is not None:  # one contiguous copy (C-ordered views when F)

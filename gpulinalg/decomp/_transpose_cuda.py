@@ -12,10 +12,10 @@ another).
 
 import numpy as np
 
-from .._runtime.kernels import raw_kernel
+from .._runtime.kernels import POINTER, Launcher, raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
 
-__all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
+__all__ = ["transpose_copy", "launcher", "applies", "MIN_ORDER", "MAX_BATCH"]
 
 #: Smaller matrices are copied by CuPy (a 32 x 32 tile per tiny matrix would idle threads).
 MIN_ORDER = 64
@@ -78,6 +78,23 @@ def transpose_copy(src, dst, zero_above=False, flag=None):
     ``q > p`` of ``dst`` become zero instead (and are not read from ``src``). ``flag`` (a
     zeroed int32 device slot, or ``None``): set to 1 when ``src`` holds NaN or Inf (SciPy's
     ``check_finite`` in the same pass)."""
+    kern, grid, block, args = _launch_args(src, dst, zero_above)
+    kern(grid, block, (src, dst, *args, np.uint64(0) if flag is None else flag))
+    return dst
+
+
+def launcher(src, dst, zero_above=False, flag=False):
+    """A :class:`~gpulinalg._runtime.kernels.Launcher` of :func:`transpose_copy` for every
+    pair laid out as ``src`` and ``dst``: ``launch(stream, src, dst)``, or with ``flag``,
+    ``launch(stream, src, dst, slot)`` (the arrays give their addresses alone; the constant
+    arguments are packed once)."""
+    kern, grid, block, args = _launch_args(src, dst, zero_above)
+    return Launcher(kern, grid, block,
+                    (POINTER, POINTER, *args, POINTER if flag else np.uint64(0)))
+
+
+def _launch_args(src, dst, zero_above):
+    """``(kernel, grid, block, constant arguments)`` of a copy of ``src`` into ``dst``."""
     if not applies(src, dst):
         raise ValueError("transpose_copy needs equal (B, P, Q) stacks of one float dtype, "
                          "src contiguous along Q, dst along P")
@@ -86,8 +103,7 @@ def transpose_copy(src, dst, zero_above=False, flag=None):
     b, p, q = src.shape
     item = src.itemsize
     grid = ((q + TILE - 1) // TILE, (p + TILE - 1) // TILE, b)
-    kern(grid, (TILE, 8), (src, dst, np.int64(p), np.int64(q), np.int64(src.strides[0] // item),
-                           np.int64(src.strides[1] // item), np.int64(dst.strides[0] // item),
-                           np.int64(dst.strides[2] // item), np.int32(bool(zero_above)),
-                           np.uint64(0) if flag is None else flag))
-    return dst
+    return kern, grid, (TILE, 8), (
+        np.int64(p), np.int64(q), np.int64(src.strides[0] // item),
+        np.int64(src.strides[1] // item), np.int64(dst.strides[0] // item),
+        np.int64(dst.strides[2] // item), np.int32(bool(zero_above)))
