@@ -223,13 +223,11 @@ def _blocked_copies(cupy, a, lower, clean, dtype):
     factorization's): ``(launcher, launcher that also flags NaN or Inf)`` of
     :func:`._transpose_cuda.launcher`, else ``None``. A repeat then makes no views and
     converts no arguments (about 10 us of a 0.2 ms call on the H200 host)."""
-    n = a.shape[-1]
-    w = _new_work(cupy, math.prod(a.shape[:-2]), n, dtype, lower)
-    src = _stack_view(a, "C" if lower else "F")
-    if src is None or (not clean and _stack_view(a, "F" if lower else "C") is not None):
-        return None
-    pair = (src, w) if lower else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
-    if not _transpose_cuda.applies(*pair):
+    if not clean and _stack_view(a, "F" if lower else "C") is not None:
+        return None  # cho_factor's contiguous copy (_work_copy)
+    w = _new_work(cupy, math.prod(a.shape[:-2]), a.shape[-1], dtype, lower)
+    pair = _transposing_pair(a, w, lower)
+    if pair is None:
         return None
     return tuple(_transpose_cuda.launcher(*pair, zero_above=clean, flag=flag)
                  for flag in (False, True))
@@ -247,6 +245,17 @@ def _kept_copy(a, copies, dtype, lower, slot):
     else:
         copies[1].launch(stream, a, w, slot)
     return w, "F" if lower else "C", slot is not None
+
+
+def _transposing_pair(a, w, lower):
+    """``(src, dst)`` views of ``a`` and its working stack ``w`` (:func:`_new_work`) for
+    :func:`._transpose_cuda.transpose_copy`, where ``a``'s matrices are contiguous in the
+    other order than ``w``'s and the kernel takes them; else ``None``."""
+    src = _stack_view(a, "C" if lower else "F")
+    if src is None:
+        return None
+    pair = (src, w) if lower else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
+    return pair if _transpose_cuda.applies(*pair) else None
 
 
 def _new_work(cupy, batch, n, dtype, lower):
@@ -441,12 +450,10 @@ def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
             return w, want, False, False
         # In the frame where a's matrices are contiguous along the last axis, w's are along
         # the middle one; "q > p" there is the triangle that stays (lower: above the diagonal).
-        src = _stack_view(a, "C" if want == "F" else "F")
-        if src is not None:
-            pair = (src, w) if want == "F" else (src.swapaxes(-1, -2), w.swapaxes(-1, -2))
-            if _transpose_cuda.applies(*pair):
-                _transpose_cuda.transpose_copy(*pair, zero_above=clean, flag=slot)
-                return w, want, clean, slot is not None
+        pair = _transposing_pair(a, w, lower)
+        if pair is not None:
+            _transpose_cuda.transpose_copy(*pair, zero_above=clean, flag=slot)
+            return w, want, clean, slot is not None
     if clean:  # one kernel: the copy, zero in the triangle potrf leaves alone (and the flag)
         fused = slot is not None and a.dtype == dtype
         _copy_zero_triangle(a.reshape(batch, n, n), w, lower, slot if fused else None)
