@@ -292,7 +292,7 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate", "ones_like", "full"):
+                 "concatenate", "ones_like", "full", "matmul"):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))
@@ -364,6 +364,7 @@ class FakeCusolverDn(types.ModuleType):
 
     @staticmethod
     def xgeqrf(h, p, m, n, dt, a, lda, dtt, tau, ct, dbuf, dsz, hbuf, hsz, info):
+        CALLS["geqrf"] += 1
         dtype = _dtype_of(dt)
         A = view(a, m, n, lda, dtype)
         qr, t, _, code = _lapack("geqrf", dtype)(np.array(A, order="F"))
@@ -533,16 +534,26 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "trsm_batched", self._trsm_batched(dt))
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
             setattr(self, p + "gemm_strided_batched", self._gemm_strided_batched(dt))
+            setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))
 
     @staticmethod
     def _trsm(dtype):
         def trsm(h, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-            A = view(a, m, m, lda, dtype)
+            from nvmath.bindings import cublas
+            right = int(side) == int(cublas.SideMode.RIGHT)
+            A = view(a, *((n, n) if right else (m, m)), lda, dtype)
             B = view(b, m, n, ldb, dtype)
             al = view(alpha, 1, 1, 1, dtype)[0, 0]
             AA = np.array(A)
             if int(diag) == 1:
                 np.fill_diagonal(AA, 1)
+            if right:  # B op(A)^-1: op(A)^T X^T = B^T, op(A)^T a triangle of A or conj(A)
+                CALLS["trsm_right"] += 1
+                AA = np.conj(AA) if int(trans) == 2 else AA
+                with np.errstate(all="ignore"):
+                    B[...] = _solve_or_nan(AA, al * np.array(B).T, _lower(uplo),
+                                           "T" if int(trans) == 0 else "N").T
+                return
             trsv, = scipy.linalg.get_blas_funcs(("trsv",), (AA,))
             # BLAS, as cuBLAS: a zero on the diagonal gives inf/NaN, never an exception
             with np.errstate(all="ignore"):
@@ -561,6 +572,33 @@ class FakeCublas(types.ModuleType):
             for pa, pb in zip(pointers(aarray, batch), pointers(barray, batch)):
                 one(h, side, uplo, trans, diag, m, n, alpha, pa, lda, pb, ldb)
         return trsm_batched
+
+
+def _solve_or_nan(a, b, lower, trans):
+    """``op(a)^-1 b`` for a triangular ``a``; a zero on its diagonal gives inf/NaN as cuBLAS
+    does (SciPy raises)."""
+    try:
+        return scipy.linalg.solve_triangular(a, b, lower=lower, trans=trans, check_finite=False)
+    except np.linalg.LinAlgError:
+        return np.full(b.shape, np.nan, dtype=b.dtype)
+
+
+def _rank_k(dtype):
+    """``<t>syrk`` / ``<t>herk``: the ``uplo`` triangle of ``C <- alpha op(A) op(A)^H +
+    beta C`` (``trans`` N: ``A A^H`` with A n x k; T or C: ``A^H A`` with A k x n); C's other
+    triangle untouched, and C not read when ``beta`` is 0 (as cuBLAS)."""
+    def rank_k(h, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
+        CALLS["rank_k"] += 1
+        rdt = np.empty(0, dtype).real.dtype
+        al, be = (view(x, 1, 1, 1, rdt)[0, 0] for x in (alpha, beta))
+        A = np.array(view(a, *((n, k) if int(trans) == 0 else (k, n)), lda, dtype))
+        prod = A @ A.conj().T if int(trans) == 0 else A.conj().T @ A
+        C = view(c, n, n, ldc, dtype)
+        new = al * prod + (be * np.array(C) if be != 0 else 0)
+        keep = np.tril(np.ones((n, n), bool), -1) if not _lower(uplo) else \
+            np.triu(np.ones((n, n), bool), 1)
+        C[...] = np.where(keep, np.array(C), new)
+    return rank_k
 
 
 def _gemm_strided_batched(dtype):
@@ -593,6 +631,7 @@ def _geqrf_batched(dtype):
 
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 FakeCublas._gemm_strided_batched = staticmethod(_gemm_strided_batched)
+FakeCublas._rank_k = staticmethod(_rank_k)
 
 
 def without_fused(monkeypatch):

@@ -66,7 +66,7 @@ Examples
 
 import math
 
-__all__ = ["TABLE", "LANES", "FUSED_RHS", "route", "lanes"]
+__all__ = ["TABLE", "LANES", "FUSED_RHS", "TALL_QR", "route", "lanes", "tall_qr"]
 
 #: ``op -> ((max_order, min_batch, route[, dtypes]), ...)``: the first row with
 #: ``n <= max_order`` and ``batch >= min_batch`` (and, where a row names ``dtypes``, whose
@@ -190,6 +190,22 @@ def lanes(op: str, n: int, batch: int) -> int:
         if n <= max_order:
             return max(1, min(int(count), int(batch)))
     return 1
+
+
+#: Tall QR by Cholesky (:mod:`._cholqr_cuda`, ``mode="economic"`` and ``"r"`` only, real and
+#: complex): matrices with at least ``min_ratio`` times as many rows as columns and at most
+#: ``max_cols`` columns, as ``(min_ratio, max_cols)``.
+TALL_QR = (8, 4096)
+
+
+def tall_qr(m: int, n: int) -> bool:
+    """Whether an ``m x n`` matrix is tall enough for CholeskyQR2 (:data:`TALL_QR`).
+
+    >>> tall_qr(100000, 500), tall_qr(2000, 2000), tall_qr(10**6, 1)
+    (True, False, True)
+    """
+    min_ratio, max_cols = TALL_QR
+    return 0 < n <= max_cols and m >= min_ratio * n
 
 
 #: The fused triangular solves take at most this many right-hand sides (they solve 16 at a
