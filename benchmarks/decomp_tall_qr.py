@@ -18,24 +18,28 @@ from .timing import absent, have, row
 
 SUITE = "decomp_tall_qr"
 
-SHAPES = [(100000, 500), (1000000, 64), (1000000, 16), (200000, 256), (50000, 1000),
-          (20000, 2000), (30000, 3000), (8192, 1024), (4096, 512), (2000, 200),
-          (16384, 4096), (8192, 2048), (4000, 1000)]
+SHAPES = [(100000, 500), (1000000, 64), (1000000, 16), (200000, 256), (100000, 128),
+          (100000, 64), (50000, 256), (10000, 256), (50000, 1000), (20000, 2000),
+          (30000, 3000), (8192, 1024), (4096, 512), (2000, 200), (16384, 4096), (8192, 2048),
+          (4000, 1000), (8192, 4096), (4096, 4096)]
 DTYPES = ("float32", "float64")
 
 
-def _forced(limits):
-    """A call of ``decomp.qr`` with :data:`TALL_QR` set to ``limits`` for its duration."""
+def _forced(limits, gemm_below=None):
+    """A call of ``decomp.qr`` with :data:`TALL_QR` set to ``limits`` (and the Gram matrix's
+    :data:`GRAM_GEMM_BELOW` to ``gemm_below``) for its duration."""
     from gpulinalg import decomp
-    from gpulinalg.decomp import _batched_plan
+    from gpulinalg.decomp import _batched_plan, _cholqr_cuda
 
     def call(a):
-        kept = _batched_plan.TALL_QR
+        kept = _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_BELOW
         _batched_plan.TALL_QR = limits
+        if gemm_below is not None:
+            _cholqr_cuda.GRAM_GEMM_BELOW = gemm_below
         try:
             return decomp.qr(a, mode="economic")
         finally:
-            _batched_plan.TALL_QR = kept
+            _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_BELOW = kept
     return call
 
 
@@ -45,7 +49,8 @@ def _case(cp, torch, m, n, dtype, rng, repeat, rows):
     a = rng.standard_normal((m, n), dtype=dtype)
     calls = {"ours": lambda: decomp.qr(a, mode="economic"),
              "ours (householder)": lambda: _forced((math.inf, 0))(a),
-             "ours (cholesky qr2)": lambda: _forced((1, math.inf))(a),
+             "ours (cholesky qr2, syrk)": lambda: _forced((1, math.inf), 0)(a),
+             "ours (cholesky qr2, gemm)": lambda: _forced((1, math.inf), math.inf)(a),
              "cupy": lambda: cp.linalg.qr(a, mode="reduced")}
     if torch is not None:
         ta = torch.from_dlpack(a)

@@ -535,6 +535,7 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
             setattr(self, p + "gemm_strided_batched", self._gemm_strided_batched(dt))
             setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))
+            setattr(self, p + "gemm", self._gemm(dt))
 
     @staticmethod
     def _trsm(dtype):
@@ -601,6 +602,19 @@ def _rank_k(dtype):
     return rank_k
 
 
+def _gemm(dtype):
+    """``<t>gemm``: one matrix of :func:`_gemm_strided_batched` (C not read when beta is 0)."""
+    batched = _gemm_strided_batched(dtype)
+
+    def gemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        CALLS["gemm"] += 1
+        if view(beta, 1, 1, 1, dtype)[0, 0] == 0:
+            view(c, m, n, ldc, dtype)[...] = 0
+        batched(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1)
+        CALLS["gemm_strided_batched"] -= 1
+    return gemm
+
+
 def _gemm_strided_batched(dtype):
     def gemm_strided_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
                              sc, batch):
@@ -632,6 +646,7 @@ def _geqrf_batched(dtype):
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 FakeCublas._gemm_strided_batched = staticmethod(_gemm_strided_batched)
 FakeCublas._rank_k = staticmethod(_rank_k)
+FakeCublas._gemm = staticmethod(_gemm)
 
 
 def without_fused(monkeypatch):

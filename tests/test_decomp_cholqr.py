@@ -46,7 +46,7 @@ def test_emulated_economic(emu, rng, dtype, shape, order):
     q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
                                           np.dtype(dtype)))
     nb = math.prod(shape[:-2])
-    assert CALLS["rank_k"] == 2 * nb and CALLS["trsm_right"] == 2 * nb
+    assert CALLS["gemm"] == 2 * nb and CALLS["trsm_right"] == 2 * nb
     assert CALLS["geqrf"] == 0 and CALLS["get"] == 1  # one read-back: codes and checks
     _assert_qr(a, q, r, dtype)
     ref = _factor_host.qr(a, "economic", False, None, False, np.dtype(dtype))
@@ -62,11 +62,25 @@ def test_emulated_mode_r(emu, rng, dtype):
     CALLS.clear()
     (r,) = _qr_cuda.qr(dev(a), "r", False, None, False, np.dtype(dtype))
     r = plain(r)
-    assert CALLS["rank_k"] == 6 and CALLS["trsm_right"] == 3  # Q's last solve left out
+    assert CALLS["gemm"] == 6 and CALLS["trsm_right"] == 3  # Q's last solve left out
     (ref,) = _factor_host.qr(a, "r", False, None, False, np.dtype(dtype))
     assert r.shape == ref.shape == (3, 144, 6) and np.all(r[:, 6:] == 0)
     tol = 1e-4 if np.finfo(dtype).bits <= 32 else 1e-10
     assert np.allclose(np.abs(r), np.abs(ref), atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("gemm_below", [0, 512])
+def test_emulated_gram_by_syrk_or_gemm(emu, rng, monkeypatch, dtype, gemm_below):
+    """Both ways to the Gram matrix give the same factorization (SYRK/HERK: its upper
+    triangle only)."""
+    monkeypatch.setattr(_cholqr_cuda, "GRAM_GEMM_BELOW", gemm_below)
+    a = random(rng, (2, 150, 7), dtype)
+    CALLS.clear()
+    q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
+                                          np.dtype(dtype)))
+    assert (CALLS["rank_k"], CALLS["gemm"]) == ((4, 0) if gemm_below == 0 else (0, 4))
+    _assert_qr(a, q, r, dtype)
 
 
 @pytest.mark.parametrize("mode", ["full", "raw"])
@@ -74,7 +88,7 @@ def test_emulated_modes_householder_keeps(emu, rng, mode):
     a = random(rng, (64, 4), np.float64)
     CALLS.clear()
     _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype(np.float64))
-    assert CALLS["rank_k"] == 0 and CALLS["geqrf"] == 1
+    assert CALLS["gemm"] == 0 and CALLS["geqrf"] == 1
 
 
 def test_emulated_not_tall_keeps_householder(emu, rng):
@@ -83,7 +97,7 @@ def test_emulated_not_tall_keeps_householder(emu, rng):
     CALLS.clear()
     q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
                                           np.dtype(np.float64)))
-    assert CALLS["rank_k"] == 0 and CALLS["geqrf"] == 1
+    assert CALLS["gemm"] == 0 and CALLS["geqrf"] == 1
     assert backward_ratio(a, q @ r, np.float64) <= 30
 
 
@@ -98,7 +112,7 @@ def test_emulated_ill_conditioned_falls_back(emu, rng, dtype, cond):
     CALLS.clear()
     q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
                                           np.dtype(dtype)))
-    assert CALLS["rank_k"] == 4 and CALLS["geqrf"] == 2
+    assert CALLS["gemm"] == 4 and CALLS["geqrf"] == 2
     assert backward_ratio(a, q @ r, dtype) <= 30
     assert orthogonality_ratio(q, dtype) <= 30
 
@@ -109,7 +123,7 @@ def test_emulated_check_rejects_a_loose_gram(emu, rng, monkeypatch):
     CALLS.clear()
     assert _cholqr_cuda.qr(dev(random(rng, (40, 4), np.float64)), "economic",
                            np.dtype(np.float64)) is None
-    assert CALLS["rank_k"] == 2
+    assert CALLS["gemm"] == 2
 
 
 def test_emulated_rank_deficient_falls_back(emu, rng):

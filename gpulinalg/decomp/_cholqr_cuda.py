@@ -4,7 +4,8 @@ For an ``m x n`` matrix with many more rows than columns (which ones: :func:`._b
 tall_qr`), Householder QR (``Xgeqrf`` + ``orgqr``) spends most of its time factoring panels of
 a few columns at a time. CholeskyQR2 does BLAS-3 work only: ``R1 = chol(A^H A)``,
 ``Q1 = A R1^-1``, then once more on ``Q1``: ``R2 = chol(Q1^H Q1)``, ``Q = Q1 R2^-1``,
-``R = R2 R1``; two SYRK (HERK), two TRSM and two Cholesky factors of order ``n`` per matrix.
+``R = R2 R1``; two Gram matrices (GEMM or SYRK/HERK: :data:`GRAM_GEMM_BELOW`), two TRSM and two
+Cholesky factors of order ``n`` per matrix.
 
 The second pass leaves Q orthogonal to working precision when ``Q1`` is well conditioned
 (Yamamoto, Nakatsukasa, Yanagisawa, Fukaya, ETNA 44, 2015). The engine checks it: the
@@ -30,10 +31,14 @@ from ._cusolver_cuda import Solver, fortran_batch, routines
 from ._finite_cuda import raise_nonfinite
 from ._results import QRResult
 
-__all__ = ["GRAM_TOL", "qr"]
+__all__ = ["GRAM_TOL", "GRAM_GEMM_BELOW", "qr"]
 
 #: How close to the identity the second Gram matrix must be for the result to be kept.
 GRAM_TOL = 0.25
+
+#: Gram matrices of fewer columns than this are one GEMM (both triangles; cuBLAS splits its
+#: long inner dimension across the GPU), of more one SYRK/HERK (half the work).
+GRAM_GEMM_BELOW = 512
 
 
 def qr(a, mode, dtype, finite=False):
@@ -90,6 +95,8 @@ class _Blas:
         prefix = routines(dtype).prefix
         self.handle = get_handle("cublas")
         self.rank_k = getattr(cublas, prefix + ("syrk" if real else "herk"))
+        self.gemm = getattr(cublas, prefix + "gemm")
+        self.plain = int(cublas.Operation.N)
         self.trsm = getattr(cublas, prefix + "trsm")
         self.upper = int(cublas.FillMode.UPPER)
         self.adjoint = int(cublas.Operation.T if real else cublas.Operation.C)
@@ -97,11 +104,17 @@ class _Blas:
                            int(cublas.DiagType.NON_UNIT))
         rdt = np.empty(0, dtype).real.dtype  # HERK's scalars are real
         self.one, self.zero = np.ones(1, rdt), np.zeros(1, rdt)
-        self.one_t = np.ones(1, dtype)
+        self.one_t, self.zero_t = np.ones(1, dtype), np.zeros(1, dtype)
 
     def gram(self, x, c):
-        """Upper triangle of ``c <- x^H x``; ``x`` (m, n) and ``c`` (n, n) column-major."""
+        """``c <- x^H x`` (its upper triangle at least); ``x`` (m, n), ``c`` (n, n),
+        column-major."""
         m, n = x.shape
+        if n < GRAM_GEMM_BELOW:
+            self.gemm(self.handle, self.adjoint, self.plain, n, n, m, self.one_t.ctypes.data,
+                      x.data.ptr, max(m, 1), x.data.ptr, max(m, 1), self.zero_t.ctypes.data,
+                      c.data.ptr, max(n, 1))
+            return
         self.rank_k(self.handle, self.upper, self.adjoint, n, m, self.one.ctypes.data,
                     x.data.ptr, max(m, 1), self.zero.ctypes.data, c.data.ptr, max(n, 1))
 
