@@ -25,21 +25,21 @@ SHAPES = [(100000, 500), (1000000, 64), (1000000, 16), (200000, 256), (100000, 1
 DTYPES = ("float32", "float64")
 
 
-def _forced(limits, gemm_below=None):
+def _forced(limits, gemm_max=None):
     """A call of ``decomp.qr`` with :data:`TALL_QR` set to ``limits`` (and the Gram matrix's
-    :data:`GRAM_GEMM_BELOW` to ``gemm_below``) for its duration."""
+    :data:`GRAM_GEMM_MAX` to ``gemm_max``) for its duration."""
     from gpulinalg import decomp
     from gpulinalg.decomp import _batched_plan, _cholqr_cuda
 
     def call(a):
-        kept = _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_BELOW
+        kept = _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_MAX
         _batched_plan.TALL_QR = limits
-        if gemm_below is not None:
-            _cholqr_cuda.GRAM_GEMM_BELOW = gemm_below
+        if gemm_max is not None:
+            _cholqr_cuda.GRAM_GEMM_MAX = gemm_max
         try:
             return decomp.qr(a, mode="economic")
         finally:
-            _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_BELOW = kept
+            _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_MAX = kept
     return call
 
 

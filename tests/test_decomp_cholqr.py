@@ -70,16 +70,16 @@ def test_emulated_mode_r(emu, rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("gemm_below", [0, 512])
-def test_emulated_gram_by_syrk_or_gemm(emu, rng, monkeypatch, dtype, gemm_below):
+@pytest.mark.parametrize("gemm_max", [0, 512])
+def test_emulated_gram_by_syrk_or_gemm(emu, rng, monkeypatch, dtype, gemm_max):
     """Both ways to the Gram matrix give the same factorization (SYRK/HERK: its upper
     triangle only)."""
-    monkeypatch.setattr(_cholqr_cuda, "GRAM_GEMM_BELOW", gemm_below)
+    monkeypatch.setattr(_cholqr_cuda, "GRAM_GEMM_MAX", gemm_max)
     a = random(rng, (2, 150, 7), dtype)
     CALLS.clear()
     q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
                                           np.dtype(dtype)))
-    assert (CALLS["rank_k"], CALLS["gemm"]) == ((4, 0) if gemm_below == 0 else (0, 4))
+    assert (CALLS["rank_k"], CALLS["gemm"]) == ((4, 0) if gemm_max == 0 else (0, 4))
     _assert_qr(a, q, r, dtype)
 
 
@@ -92,8 +92,8 @@ def test_emulated_modes_householder_keeps(emu, rng, mode):
 
 
 def test_emulated_not_tall_keeps_householder(emu, rng):
-    a = random(rng, (30, 6), np.float64)  # 5 rows a column: below TALL_QR's ratio
-    assert not _batched_plan.tall_qr(30, 6)
+    a = random(rng, (150, 100), np.float64)  # 1.5 rows a column: below TALL_QR's ratio
+    assert not _batched_plan.tall_qr(150, 100)
     CALLS.clear()
     q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
                                           np.dtype(np.float64)))
@@ -157,7 +157,7 @@ def test_tall_qr_limits(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(20000, 500), (3, 4096, 64), (100000, 1)])
+@pytest.mark.parametrize("shape", [(20000, 500), (3, 4096, 64), (100000, 1), (8192, 2048)])
 def test_gpu_tall_qr(rng, dtype, shape):
     import cupy
     a = random(rng, shape, dtype)

@@ -194,14 +194,22 @@ def lanes(op: str, n: int, batch: int) -> int:
 
 #: Tall QR by Cholesky (:mod:`._cholqr_cuda`, ``mode="economic"`` and ``"r"`` only, real and
 #: complex): matrices with at least ``min_ratio`` times as many rows as columns and at most
-#: ``max_cols`` columns, as ``(min_ratio, max_cols)``.
-TALL_QR = (8, 4096)
+#: ``max_cols`` columns, as ``(min_ratio, max_cols)``. On the H200 (benchmarks.decomp_tall_qr,
+#: 2026-12-02, ms, CholeskyQR2 / Householder QR (Xgeqrf + orgqr, as torch and CuPy), fp32
+#: and fp64) it won at every timed shape from 2 rows a column: 1000000 x 16 2.36 / 18.8 and
+#: 2.30 / 22.0; 100000 x 64 1.56 / 3.47 and 2.08 / 3.71; 100000 x 500 8.77 / 22.0 and
+#: 9.60 / 22.5; 20000 x 2000 17.3 / 48.8 and 17.5 / 52.3; 16384 x 4096 50.0 / 102 and
+#: 48.2 / 108; 8192 x 4096 35.4 / 46.7 and 35.4 / 49.3; 2000 x 200 1.26 / 1.51 and
+#: 1.23 / 1.57; but square, 4096 x 4096, 55.2 / 29.9 in float32 (the check rejected it: a
+#: random square matrix is too ill-conditioned for single precision) and 29.6 / 30.9.
+#: Wider than 4096 columns: untimed.
+TALL_QR = (2, 4096)
 
 
 def tall_qr(m: int, n: int) -> bool:
     """Whether an ``m x n`` matrix is tall enough for CholeskyQR2 (:data:`TALL_QR`).
 
-    >>> tall_qr(100000, 500), tall_qr(2000, 2000), tall_qr(10**6, 1)
+    >>> tall_qr(100000, 500), tall_qr(3000, 2000), tall_qr(10**6, 1)
     (True, False, True)
     """
     min_ratio, max_cols = TALL_QR

@@ -4,7 +4,7 @@ For an ``m x n`` matrix with many more rows than columns (which ones: :func:`._b
 tall_qr`), Householder QR (``Xgeqrf`` + ``orgqr``) spends most of its time factoring panels of
 a few columns at a time. CholeskyQR2 does BLAS-3 work only: ``R1 = chol(A^H A)``,
 ``Q1 = A R1^-1``, then once more on ``Q1``: ``R2 = chol(Q1^H Q1)``, ``Q = Q1 R2^-1``,
-``R = R2 R1``; two Gram matrices (GEMM or SYRK/HERK: :data:`GRAM_GEMM_BELOW`), two TRSM and two
+``R = R2 R1``; two Gram matrices (GEMM or SYRK/HERK: :data:`GRAM_GEMM_MAX`), two TRSM and two
 Cholesky factors of order ``n`` per matrix.
 
 The second pass leaves Q orthogonal to working precision when ``Q1`` is well conditioned
@@ -31,14 +31,20 @@ from ._cusolver_cuda import Solver, fortran_batch, routines
 from ._finite_cuda import raise_nonfinite
 from ._results import QRResult
 
-__all__ = ["GRAM_TOL", "GRAM_GEMM_BELOW", "qr"]
+__all__ = ["GRAM_TOL", "GRAM_GEMM_MAX", "qr"]
 
 #: How close to the identity the second Gram matrix must be for the result to be kept.
 GRAM_TOL = 0.25
 
-#: Gram matrices of fewer columns than this are one GEMM (both triangles; cuBLAS splits its
-#: long inner dimension across the GPU), of more one SYRK/HERK (half the work).
-GRAM_GEMM_BELOW = 512
+#: Gram matrices of at most this many columns are one GEMM (both triangles; cuBLAS splits its
+#: long inner dimension across the GPU), of more one SYRK/HERK (half the work). On the H200
+#: (benchmarks.decomp_tall_qr, 2026-12-02, a whole QR call, ms, GEMM / SYRK, fp32 and fp64):
+#: 1000000 x 64 5.68 / 165.8 and 6.75 / 19.4 (SYRK keeps a long inner dimension on few
+#: multiprocessors; its float32 Q was also 3000 times less orthogonal), 100000 x 500
+#: 8.77 / 24.2 and 9.60 / 10.0, 4096 x 512 1.83 / 2.43 and 1.96 / 2.00, 50000 x 1000
+#: 12.7 / 17.2 and 13.7 / 13.0; but 20000 x 2000 19.4 / 17.3 and 20.3 / 17.5, 30000 x 3000
+#: 58.0 / 44.5 and 51.9 / 42.8.
+GRAM_GEMM_MAX = 1024
 
 
 def qr(a, mode, dtype, finite=False):
@@ -110,7 +116,7 @@ class _Blas:
         """``c <- x^H x`` (its upper triangle at least); ``x`` (m, n), ``c`` (n, n),
         column-major."""
         m, n = x.shape
-        if n < GRAM_GEMM_BELOW:
+        if n <= GRAM_GEMM_MAX:
             self.gemm(self.handle, self.adjoint, self.plain, n, n, m, self.one_t.ctypes.data,
                       x.data.ptr, max(m, 1), x.data.ptr, max(m, 1), self.zero_t.ctypes.data,
                       c.data.ptr, max(n, 1))
