@@ -507,6 +507,22 @@ def _pick(spec, default, arity):
     return known + extra
 
 
+def gpu_libraries():
+    """``(cupy, torch, None)`` (torch ``None`` without it or CUDA), or ``(None, None, why)``
+    without CuPy or a GPU."""
+    if not have("cupy"):
+        return None, None, "cupy not installed"
+    import gpulinalg
+    if not gpulinalg.gpu_available():
+        return None, None, "no GPU"
+    import cupy
+    torch = None
+    if have("torch"):
+        import torch as _torch
+        torch = _torch if _torch.cuda.is_available() else None
+    return cupy, torch, None
+
+
 def _pick_calls(spec, default):
     """The ``(op, batch, n)`` rows of the public calls that ``spec`` (``--cases``) names, as
     :func:`_pick`; the kernel rows it may name too (``wide:1:4096``) are left to the kernels
@@ -516,16 +532,9 @@ def _pick_calls(spec, default):
 
 def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"),
         cases=None, svd_shapes=None, routes=None, prof_dir=None):
-    if not have("cupy"):
-        return [absent(SUITE, "batched factorizations", "all", "cupy not installed")]
-    import gpulinalg
-    if not gpulinalg.gpu_available():
-        return [absent(SUITE, "batched factorizations", "all", "no GPU")]
-    import cupy as cp
-    torch = None
-    if have("torch"):
-        import torch as _torch
-        torch = _torch if _torch.cuda.is_available() else None
+    cp, torch, why = gpu_libraries()
+    if why:
+        return [absent(SUITE, "batched factorizations", "all", why)]
     rng = cp.random.default_rng(0)
     budget = Budget(budget_s)
     rows = []
@@ -707,11 +716,9 @@ def main(argv=None):
     parser.add_argument("--routes", help="route limits to time: op:batch:n,...")
     parser.add_argument("--profile-dir", help="floor section: cProfile text files here")
     args = parser.parse_args(argv)
-    if args.json:  # every row as soon as it exists: a run stopped by a time limit keeps them
+    if args.json:
         from . import timing
-        stream = open(args.json + "l", "w")  # noqa: SIM115 (open for the whole run)
-        timing.emit = lambda r: (stream.write(json.dumps(r, default=str) + "\n"),
-                                 stream.flush())
+        timing.stream_to(args.json + "l")
     rows = run(args.quick, args.budget, tuple(args.sections.split(",")), args.cases,
                args.svd_shapes, args.routes, args.profile_dir)
     if args.json:

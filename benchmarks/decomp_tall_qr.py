@@ -13,8 +13,8 @@ import argparse
 import json
 import math
 
-from .decomp_batched import _as_cupy, _rel, _timed
-from .timing import absent, have, row
+from .decomp_batched import _as_cupy, _rel, _timed, gpu_libraries
+from .timing import absent, row
 
 SUITE = "decomp_tall_qr"
 
@@ -72,16 +72,9 @@ def _case(cp, torch, m, n, dtype, rng, repeat, rows):
 
 
 def run(shapes=None, repeat=5):
-    if not have("cupy"):
-        return [absent(SUITE, "tall qr", "all", "cupy not installed")]
-    import gpulinalg
-    if not gpulinalg.gpu_available():
-        return [absent(SUITE, "tall qr", "all", "no GPU")]
-    import cupy as cp
-    torch = None
-    if have("torch"):
-        import torch as _torch
-        torch = _torch if _torch.cuda.is_available() else None
+    cp, torch, why = gpu_libraries()
+    if why:
+        return [absent(SUITE, "tall qr", "all", why)]
     rng = cp.random.default_rng(0)
     rows = []
     for m, n, dtype in shapes or [(m, n, d) for m, n in SHAPES for d in DTYPES]:
@@ -116,11 +109,9 @@ def main(argv=None):
     parser.add_argument("--shapes", help="m:n:dtype,...")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    if args.json:  # every row as soon as it exists: a run stopped by a time limit keeps them
+    if args.json:
         from . import timing
-        stream = open(args.json + "l", "w")  # noqa: SIM115 (open for the whole run)
-        timing.emit = lambda r: (stream.write(json.dumps(r, default=str) + "\n"),
-                                 stream.flush())
+        timing.stream_to(args.json + "l")
     shapes = None
     if args.shapes:
         shapes = [(int(m), int(n), d) for m, n, d in (s.split(":") for s in

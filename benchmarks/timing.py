@@ -64,6 +64,15 @@ def time_wall_gpu(fn, *, warmup=1, repeat=5):
 emit = None
 
 
+def stream_to(path):
+    """Write every row to ``path`` (JSON lines) as it is made: a run stopped by a time limit
+    keeps the rows it made."""
+    import json
+    global emit
+    fh = open(path, "w")  # noqa: SIM115 (open for the whole run)
+    emit = lambda r: (fh.write(json.dumps(r, default=str) + "\n"), fh.flush())  # noqa: E731
+
+
 def _made(r):
     if emit is not None:
         emit(r)
