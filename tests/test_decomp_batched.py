@@ -36,9 +36,12 @@ def tol(dtype):
 
 @pytest.fixture
 def force(monkeypatch):
-    """``force(op, route)``: every stack of ``op`` takes ``route``."""
+    """``force(op, route)``: every stack of ``op`` takes ``route`` (for ``geqrf``, tall
+    matrices too: CholeskyQR2, ``TALL_QR``, off)."""
     def set_route(op, name):
         monkeypatch.setitem(_batched_plan.TABLE, op, ((math.inf, 2, name),))
+        if op == "geqrf":
+            monkeypatch.setattr(_batched_plan, "TALL_QR", (math.inf, 0))
     return set_route
 
 
