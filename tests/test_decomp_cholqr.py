@@ -21,6 +21,11 @@ def emu(monkeypatch):
         yield
 
 
+def _engine(a, mode, dtype, finite=False):
+    """CholeskyQR2 itself (stacks too: the route sends single matrices only)."""
+    return _cholqr_cuda.qr(dev(a), mode, np.dtype(dtype), finite)
+
+
 def _phases(r_ref):
     """The unit scalars ``d`` with ``R_ref = d R`` row by row for R of positive diagonal."""
     d = np.diagonal(r_ref, axis1=-2, axis2=-1)
@@ -43,8 +48,7 @@ def _assert_qr(a, q, r, dtype):
 def test_emulated_economic(emu, rng, dtype, shape, order):
     a = np.asarray(random(rng, shape, dtype), order=order)
     CALLS.clear()
-    q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
-                                          np.dtype(dtype)))
+    q, r = (plain(x) for x in _engine(a, "economic", dtype))
     nb = math.prod(shape[:-2])
     assert CALLS["gemm"] == 2 * nb and CALLS["trsm_right"] == 2 * nb
     assert CALLS["geqrf"] == 0 and CALLS["get"] == 1  # one read-back: codes and checks
@@ -60,7 +64,7 @@ def test_emulated_economic(emu, rng, dtype, shape, order):
 def test_emulated_mode_r(emu, rng, dtype):
     a = random(rng, (3, 144, 6), dtype)
     CALLS.clear()
-    (r,) = _qr_cuda.qr(dev(a), "r", False, None, False, np.dtype(dtype))
+    (r,) = _engine(a, "r", dtype)
     r = plain(r)
     assert CALLS["gemm"] == 6 and CALLS["trsm_right"] == 3  # Q's last solve left out
     (ref,) = _factor_host.qr(a, "r", False, None, False, np.dtype(dtype))
@@ -77,10 +81,20 @@ def test_emulated_gram_by_syrk_or_gemm(emu, rng, monkeypatch, dtype, gemm_max):
     monkeypatch.setattr(_cholqr_cuda, "GRAM_GEMM_MAX", gemm_max)
     a = random(rng, (2, 150, 7), dtype)
     CALLS.clear()
-    q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
-                                          np.dtype(dtype)))
+    q, r = (plain(x) for x in _engine(a, "economic", dtype))
     assert (CALLS["rank_k"], CALLS["gemm"]) == ((4, 0) if gemm_max == 0 else (0, 4))
     _assert_qr(a, q, r, dtype)
+
+
+@pytest.mark.parametrize("mode", ["economic", "r"])
+def test_emulated_route_takes_single_matrices(emu, rng, mode):
+    """``qr`` sends a single tall matrix to CholeskyQR2 and a stack of them to Householder
+    QR (its stream lanes; no stack was timed)."""
+    one, stack = random(rng, (160, 5), np.float64), random(rng, (2, 160, 5), np.float64)
+    for a, gemms, geqrfs in ((one, 2, 0), (stack, 0, 2)):
+        CALLS.clear()
+        _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype(np.float64))
+        assert (CALLS["gemm"], CALLS["geqrf"]) == (gemms, geqrfs)
 
 
 @pytest.mark.parametrize("mode", ["full", "raw"])
@@ -108,12 +122,13 @@ def test_emulated_ill_conditioned_falls_back(emu, rng, dtype, cond):
     or a second Gram matrix far from I) and Householder QR gives the result."""
     s = np.geomspace(1.0, 1.0 / cond, 6)
     a = np.stack([with_singular_values(rng, 96, 6, s, dtype) for _ in range(2)])
-    a[0] = random(rng, (96, 6), dtype)  # one well-conditioned matrix: the stack falls back
+    a[0] = random(rng, (96, 6), dtype)  # one well-conditioned matrix: the stack is rejected
+    assert _engine(a, "economic", dtype) is None
     CALLS.clear()
-    q, r = (plain(x) for x in _qr_cuda.qr(dev(a), "economic", False, None, False,
+    q, r = (plain(x) for x in _qr_cuda.qr(dev(a[1]), "economic", False, None, False,
                                           np.dtype(dtype)))
-    assert CALLS["gemm"] == 4 and CALLS["geqrf"] == 2
-    assert backward_ratio(a, q @ r, dtype) <= 30
+    assert CALLS["gemm"] == 2 and CALLS["geqrf"] == 1
+    assert backward_ratio(a[1], q @ r, dtype) <= 30
     assert orthogonality_ratio(q, dtype) <= 30
 
 
@@ -162,7 +177,7 @@ def test_gpu_tall_qr(rng, dtype, shape):
     import cupy
     a = random(rng, shape, dtype)
     q, r = decomp.qr(cupy.asarray(a), mode="economic")
-    assert last_run().details.get("qr") == "cholesky_qr2"
+    assert last_run().details.get("qr") == ("cholesky_qr2" if len(shape) == 2 else None)
     _assert_qr(a, cupy.asnumpy(q), cupy.asnumpy(r), dtype)
     (r_only,) = decomp.qr(cupy.asarray(a), mode="r")
     tol = 1e-3 if np.finfo(dtype).bits <= 32 else 1e-9

@@ -193,8 +193,10 @@ def lanes(op: str, n: int, batch: int) -> int:
 
 
 #: Tall QR by Cholesky (:mod:`._cholqr_cuda`, ``mode="economic"`` and ``"r"`` only, real and
-#: complex): matrices with at least ``min_ratio`` times as many rows as columns and at most
-#: ``max_cols`` columns, as ``(min_ratio, max_cols)``. On the H200 (benchmarks.decomp_tall_qr,
+#: complex): a single matrix with at least ``min_ratio`` times as many rows as columns and at
+#: most ``max_cols`` columns, as ``(min_ratio, max_cols)``. Stacks keep Householder QR on
+#: stream lanes (:data:`LANES`): CholeskyQR2 runs its matrices one after the other, and no
+#: stack was timed. On the H200 (benchmarks.decomp_tall_qr,
 #: 2026-12-02, ms, CholeskyQR2 / Householder QR (Xgeqrf + orgqr, as torch and CuPy), fp32
 #: and fp64) it won at every timed shape from 2 rows a column: 1000000 x 16 2.36 / 18.8 and
 #: 2.30 / 22.0; 100000 x 64 1.56 / 3.47 and 2.08 / 3.71; 100000 x 500 8.77 / 22.0 and
@@ -206,14 +208,14 @@ def lanes(op: str, n: int, batch: int) -> int:
 TALL_QR = (2, 4096)
 
 
-def tall_qr(m: int, n: int) -> bool:
-    """Whether an ``m x n`` matrix is tall enough for CholeskyQR2 (:data:`TALL_QR`).
+def tall_qr(m: int, n: int, batch: int = 1) -> bool:
+    """Whether ``batch`` matrices of ``m x n`` take CholeskyQR2 (:data:`TALL_QR`).
 
-    >>> tall_qr(100000, 500), tall_qr(3000, 2000), tall_qr(10**6, 1)
-    (True, False, True)
+    >>> tall_qr(100000, 500), tall_qr(3000, 2000), tall_qr(10**6, 1), tall_qr(4096, 64, 3)
+    (True, False, True, False)
     """
     min_ratio, max_cols = TALL_QR
-    return 0 < n <= max_cols and m >= min_ratio * n
+    return batch == 1 and 0 < n <= max_cols and m >= min_ratio * n
 
 
 #: The fused triangular solves take at most this many right-hand sides (they solve 16 at a

@@ -82,14 +82,15 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GI
     The GPU engine runs cuSOLVER ``Xgeqrf`` and forms Q with ``orgqr``/``ungqr``; the CPU
     engine runs LAPACK through SciPy. Both use LAPACK's Householder convention, so ``raw``
     results can be passed to LAPACK's ``ormqr`` on either side; signs of R's diagonal are
-    not normalized. On the GPU a tall matrix (at least twice as many rows as columns, at most
-    4096 columns) in modes ``"economic"`` and ``"r"`` is factored by CholeskyQR2 (two Gram
-    matrices, Cholesky factors and triangular solves: 2-8x faster than Householder QR on an
-    H200), kept where a check shows it accurate to working precision (``cond(a)`` below
-    about ``5e7`` in double precision, ``2e3`` in single), else Householder QR runs:
-    R's diagonal is then real and positive, where Householder QR's signs are LAPACK's (Q and
-    R otherwise agree up to those signs). :func:`gpulinalg.last_run` says which ran
-    (``details["qr"]``: ``"cholesky_qr2"`` or ``"householder"`` after a rejected attempt).
+    not normalized. On the GPU a single tall matrix (at least twice as many rows as columns,
+    at most 4096 columns; not a stack) in modes ``"economic"`` and ``"r"`` is factored by
+    CholeskyQR2 (two Gram matrices, Cholesky factors and triangular solves: 1.2-10x faster
+    than Householder QR on an H200), kept where a check shows it accurate to working
+    precision (``cond(a)`` below about ``5e7`` in double precision, ``2e3`` in single), else
+    Householder QR runs. R's diagonal is then real and positive, where Householder QR's
+    signs are LAPACK's (Q and R otherwise agree up to those signs). :func:`gpulinalg.last_run`
+    says which ran (``details["qr"]``: ``"cholesky_qr2"``, or ``"householder"`` after a
+    rejected attempt).
 
     cuSOLVER has no column-pivoted QR: ``pivoting=True`` runs LAPACK ``geqp3`` on the CPU,
     whatever the input's package (CuPy or torch inputs are copied to the host and the results

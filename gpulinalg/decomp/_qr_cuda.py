@@ -1,7 +1,7 @@
 """GPU engine of QR: cuSOLVER ``Xgeqrf`` (cuBLAS ``geqrfBatched`` for stacks of small matrices,
 by the table of :mod:`._batched_plan`) then ``orgqr``/``ungqr`` to form Q; for stacks of
-matrices up to 64 x 64, the fused kernel of :mod:`._fused_qr_cuda` (Q and R in one launch); for
-tall matrices in modes ``economic`` and ``r``, CholeskyQR2 (:mod:`._cholqr_cuda`) where its
+matrices up to 64 x 64, the fused kernel of :mod:`._fused_qr_cuda` (Q and R in one launch); for a
+single tall matrix in modes ``economic`` and ``r``, CholeskyQR2 (:mod:`._cholqr_cuda`) where its
 check accepts the result.
 cuSOLVER has no column-pivoted QR: the api sends ``pivoting=True`` to the CPU engine through
 the dispatcher.
@@ -45,11 +45,11 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
         if finite:
             check_finite(a, "a")
         return _fused_qr_cuda.qr(a, mode, dtype)
-    if way == "looped" and mode in ("economic", "r") and tall_qr(m, n):
+    nb = math.prod(batch)
+    if way == "looped" and mode in ("economic", "r") and tall_qr(m, n, nb):
         out = _cholqr_cuda.qr(a, mode, dtype, finite)
         if out is not None:
             return out  # else the check rejected it: Householder QR below
-    nb = math.prod(batch)
     info = cupy.zeros(nb + 1, dtype=np.int32)  # the geqrf codes, and a's finiteness flag
     w = fortran_batch(a, dtype, flag=info[nb:] if finite else None)
     tau = cupy.empty((nb, k), dtype=dtype)
