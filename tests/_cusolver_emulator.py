@@ -602,16 +602,25 @@ def _rank_k(dtype):
     return rank_k
 
 
-def _gemm(dtype):
-    """``<t>gemm``: one matrix of :func:`_gemm_strided_batched` (C not read when beta is 0)."""
-    batched = _gemm_strided_batched(dtype)
+_OPS = {0: lambda x: x, 1: lambda x: x.T, 2: lambda x: x.conj().T}
 
+
+def _product_into(dtype, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc):
+    """``C <- al op(A) op(B) + be C`` of column-major matrices at the addresses ``a``, ``b``,
+    ``c``; C not read when ``be`` is 0 (as cuBLAS)."""
+    A = view(a, *((m, k) if int(ta) == 0 else (k, m)), lda, dtype)
+    B = view(b, *((k, n) if int(tb) == 0 else (n, k)), ldb, dtype)
+    C = view(c, m, n, ldc, dtype)
+    prod = al * (_OPS[int(ta)](np.array(A)) @ _OPS[int(tb)](np.array(B)))
+    C[...] = prod + be * np.array(C) if be != 0 else prod
+
+
+def _gemm(dtype):
+    """``<t>gemm``."""
     def gemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         CALLS["gemm"] += 1
-        if view(beta, 1, 1, 1, dtype)[0, 0] == 0:
-            view(c, m, n, ldc, dtype)[...] = 0
-        batched(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1)
-        CALLS["gemm_strided_batched"] -= 1
+        al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
+        _product_into(dtype, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
     return gemm
 
 
@@ -621,13 +630,9 @@ def _gemm_strided_batched(dtype):
         CALLS["gemm_strided_batched"] += 1
         size = np.dtype(dtype).itemsize
         al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
-        ops = {0: lambda x: x, 1: lambda x: x.T, 2: lambda x: x.conj().T}
         for i in range(batch):
-            A = view(a + i * sa * size, *((m, k) if int(ta) == 0 else (k, m)), lda, dtype)
-            B = view(b + i * sb * size, *((k, n) if int(tb) == 0 else (n, k)), ldb, dtype)
-            C = view(c + i * sc * size, m, n, ldc, dtype)
-            C[...] = al * (ops[int(ta)](np.array(A)) @ ops[int(tb)](np.array(B))) \
-                + be * np.array(C)
+            _product_into(dtype, ta, tb, m, n, k, al, a + i * sa * size, lda,
+                          b + i * sb * size, ldb, be, c + i * sc * size, ldc)
     return gemm_strided_batched
 
 
