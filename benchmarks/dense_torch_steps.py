@@ -1,0 +1,250 @@
+"""Where the time of a ``FusedLinear`` training step goes, torch tensors in (beside
+``benchmarks.dense_torch``'s ``layer`` rows, which time whole steps).
+
+* ``phases``: per step (grads set to ``None``, forward, ``backward(grad)``), the host time of the
+  forward and of ``backward()`` until it returns, and the step's time (CUDA events around a loop
+  of steps; ``perf_counter`` without CUDA), with torch's autograd multithreading on (its
+  default: the backward pass of CUDA tensors runs on the device's autograd worker thread) and off
+  (``torch.autograd.set_multithreading_enabled(False)``: on the calling thread). Three models of
+  one bias+ReLU layer: ours, ``nn.Linear`` + ``nn.ReLU``, and torch's own kernels
+  (``torch._addmm_activation``, ``threshold_backward``, two ``mm``, a ``sum``) inside a Python
+  ``autograd.Function``: what any layer written in Python pays on the host, whatever its kernels.
+* ``graphed`` (CUDA only): the whole step captured once as a CUDA graph (``torch.cuda.graph``)
+  and replayed, ours and torch interleaved: the step's GPU work with the host out of the way.
+  Each row has the largest difference between the replayed gradients and an eager step's.
+
+Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
+``python -m benchmarks.dense_torch_steps [--sections phases,graphed] [--quick] [--json F]``;
+``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
+"""
+
+import gc
+import statistics
+import time
+
+import torch
+
+from .dense_torch import _cuda, _device, _interleaved, _models
+from .timing import absent, row
+
+SUITE = "dense_torch_steps"
+OURS, TORCH, PYTHON = "gpulinalg FusedLinear", "torch nn.Linear+act", "torch kernels in Python"
+
+
+class _TorchKernelsRelu(torch.autograd.Function):
+    """bias + ReLU with torch's kernels, the autograd node in Python (as ``FusedLinear``'s)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        out = torch._addmm_activation(bias, x, weight.t())
+        ctx.save_for_backward(x, weight, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, out = ctx.saved_tensors
+        dz = torch.ops.aten.threshold_backward(grad, out, 0)
+        return dz @ weight, dz.t() @ x, dz.sum(0)
+
+
+class TorchKernelsLinear(torch.nn.Module):
+    """``relu(linear(x))`` through :class:`_TorchKernelsRelu`, with ``linear``'s parameters."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        return _TorchKernelsRelu.apply(x, self.linear.weight, self.linear.bias)
+
+
+def _three_models(batch, width, dtype):
+    models, x, grad = _models(batch, width, dtype, "relu")
+    linear = torch.nn.Linear(width, width, device=x.device, dtype=dtype)
+    linear.load_state_dict(models[OURS].state_dict())
+    return {**models, PYTHON: TorchKernelsLinear(linear)}, x, grad
+
+
+def _phase_sample(model, x, grad, steps):
+    """``(forward host s, backward host s, step s)``: medians per step of ``steps`` steps."""
+    params = list(model.parameters())
+    fwd, bwd = [], []
+    clock = time.perf_counter
+    cuda = x.is_cuda
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    t_all = clock()
+    for _ in range(steps):
+        t0 = clock()
+        for p in params:
+            p.grad = None
+        x.grad = None
+        y = model(x)
+        t1 = clock()
+        y.backward(grad)
+        t2 = clock()
+        fwd.append(t1 - t0)
+        bwd.append(t2 - t1)
+    if cuda:
+        end.record()
+        end.synchronize()
+        step = start.elapsed_time(end) / 1e3 / steps
+    else:
+        step = (clock() - t_all) / steps
+    return statistics.median(fwd), statistics.median(bwd), step
+
+
+def phase_rows(batches, widths, dtypes, steps, samples):
+    rows = []
+    was = torch.autograd.is_multithreading_enabled()
+    try:
+        for dname in dtypes:
+            for width in widths:
+                for batch in batches:
+                    models, x, grad = _three_models(batch, width, getattr(torch, dname))
+                    for threads in (True, False):
+                        torch.autograd.set_multithreading_enabled(threads)
+                        case = (f"phases batch {batch} {width}->{width} {dname} relu, autograd "
+                                f"multithreading {'on' if threads else 'off'}")
+                        rows += _phase_case(case, models, x, grad, steps, samples)
+    finally:
+        torch.autograd.set_multithreading_enabled(was)
+    return rows
+
+
+def _phase_case(case, models, x, grad, steps, samples):
+    names = list(models)
+    for model in models.values():
+        for _ in range(3):
+            model(x).backward(grad)
+    got = {name: [] for name in names}
+    gc.collect()
+    gc.disable()
+    try:
+        for s in range(samples):
+            for name in (names if s % 2 == 0 else names[::-1]):
+                got[name].append(_phase_sample(models[name], x, grad, steps))
+    finally:
+        gc.enable()
+    rows = []
+    for name, samples_ in got.items():
+        fwd, bwd, step = (statistics.median(v) for v in zip(*samples_))
+        steps_s = [s[2] for s in samples_]
+        rows.append(row(SUITE, case, name, {"median_s": step, "min_s": min(steps_s),
+                                            "runs": len(steps_s)},
+                        step_us=step * 1e6, fwd_host_us=fwd * 1e6, bwd_host_us=bwd * 1e6,
+                        spread=(max(steps_s) - min(steps_s)) / step, steps_per_sample=steps))
+    return rows
+
+
+def _zero(model, x):
+    for p in model.parameters():
+        p.grad = None
+    x.grad = None
+
+
+def _capture(model, x, grad):
+    """A CUDA graph of one step (warmed up on a side stream first: plans, memo entries,
+    workspaces), its gradients left in the graph's memory."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            _zero(model, x)
+            model(x).backward(grad)
+    torch.cuda.current_stream().wait_stream(side)
+    _zero(model, x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(x).backward(grad)
+    return graph
+
+
+def _replay_error(model, x, grad, graph):
+    """The largest |replayed gradient - eager gradient| over the input and the parameters."""
+    graph.replay()
+    tensors = [x, *model.parameters()]
+    replayed = [t.grad.clone() for t in tensors]
+    _zero(model, x)
+    model(x).backward(grad)
+    err = max((r.float() - t.grad.float()).abs().max().item() for r, t in zip(replayed, tensors))
+    _zero(model, x)
+    return err
+
+
+def graphed_rows(batches, widths, dtypes, acts, steps, samples):
+    if not _cuda():
+        return [absent(SUITE, "graphed", OURS, "no CUDA device")]
+    rows = []
+    for dname in dtypes:
+        for width in widths:
+            for batch in batches:
+                for act in acts:
+                    models, x, grad = _models(batch, width, getattr(torch, dname), act)
+                    case = f"graphed step batch {batch} {width}->{width} {dname} {act}"
+                    graphs = {name: _capture(m, x, grad) for name, m in models.items()}
+                    errors = {name: _replay_error(models[name], x, grad, g)
+                              for name, g in graphs.items()}
+                    res = _interleaved({n: g.replay for n, g in graphs.items()}, steps, samples)
+                    for name, t in res.items():
+                        rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
+                                        replay_vs_eager_max_abs=errors[name]))
+                    rows.append(row(SUITE, case, "ratio ours/torch", {},
+                                    ratio=res[OURS]["median_s"] / res[TORCH]["median_s"]))
+                    del graphs
+    return rows
+
+
+def run(quick=False, sections=("phases", "graphed")):
+    if quick:
+        sizes = dict(batches=(16,), widths=(32,), dtypes=("float32",))
+        ph, gr = dict(sizes, steps=5, samples=3), dict(sizes, acts=("relu",), steps=5, samples=3)
+    else:
+        sizes = dict(batches=(256, 8192), widths=(1024, 4096))
+        ph = dict(sizes, dtypes=("float16",), steps=40, samples=7)
+        gr = dict(sizes, dtypes=("float16", "bfloat16"), acts=("relu", "gelu"), steps=50,
+                  samples=9)
+    rows = []
+    if "phases" in sections:
+        rows += phase_rows(**ph)
+    if "graphed" in sections:
+        rows += graphed_rows(**gr)
+    return rows
+
+
+def summarize(rows):
+    """One line per case and model."""
+    lines = []
+    for r in rows:
+        if "fwd_host_us" in r:
+            lines.append(f"{r['case']}: {r['impl']}: step {r['step_us']:.1f} us, forward host "
+                         f"{r['fwd_host_us']:.1f}, backward host {r['bwd_host_us']:.1f}")
+        elif "us" in r:
+            lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us "
+                         f"(replay - eager {r['replay_vs_eager_max_abs']:.2g})")
+        elif "ratio" in r:
+            lines.append(f"{r['case']}: ratio {r['ratio']:.3f}")
+    return lines
+
+
+def main(argv=None):
+    import argparse
+    import json
+
+    from . import timing
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_steps")
+    parser.add_argument("--json", help="write the rows here (JSON lines, as they are made)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default="phases,graphed")
+    args = parser.parse_args(argv)
+    if args.json:
+        timing.stream_to(args.json)
+    rows = run(quick=args.quick, sections=tuple(args.sections.split(",")))
+    print("\n".join(summarize(rows)))
+    print(json.dumps({"device": str(_device())}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""``benchmarks.dense_torch_steps``: its Python-level reference layer computes what
+``nn.Linear`` + ReLU computes; the ``phases`` rows on a CPU-only torch (both autograd threading
+settings, put back afterwards); the ``graphed`` rows on a GPU (replays match eager steps)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchmarks import dense_torch_steps as steps  # noqa: E402
+
+
+def test_python_reference_layer_matches_linear_relu():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(6, 5, dtype=torch.float64)
+    model = steps.TorchKernelsLinear(linear)
+    x = torch.randn(7, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(model, (x,))
+    g = torch.randn(7, 5, dtype=torch.float64)
+    model(x).backward(g)
+    got = [t.grad.clone() for t in (x, linear.weight, linear.bias)]
+    for t in (x, linear.weight, linear.bias):
+        t.grad = None
+    torch.relu(linear(x)).backward(g)
+    for a, t in zip(got, (x, linear.weight, linear.bias)):
+        torch.testing.assert_close(a, t.grad)
+
+
+def test_phase_rows_on_the_cpu():
+    before = torch.autograd.is_multithreading_enabled()
+    rows = steps.run(quick=True, sections=("phases",))
+    assert torch.autograd.is_multithreading_enabled() is before
+    assert len(rows) == 6
+    for threads in ("on", "off"):
+        got = {r["impl"]: r for r in rows if r["case"].endswith(threads)}
+        assert set(got) == {steps.OURS, steps.TORCH, steps.PYTHON}
+        for r in got.values():
+            assert r["fwd_host_us"] > 0 and r["bwd_host_us"] > 0
+            # a step holds its forward and its backward
+            assert r["step_us"] >= 0.5 * (r["fwd_host_us"] + r["bwd_host_us"])
+            assert r["runs"] == 3 and r["steps_per_sample"] == 5
+    assert len(steps.summarize(rows)) == 6
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU-less answer")
+def test_graphed_needs_cuda():
+    rows = steps.run(quick=True, sections=("graphed",))
+    assert [r.get("absent") for r in rows] == ["no CUDA device"]
+
+
+@pytest.mark.gpu
+def test_gpu_graphed_replays_match_eager_steps():
+    rows = steps.run(quick=True, sections=("graphed",))
+    timed = [r for r in rows if "us" in r]
+    assert {r["impl"] for r in timed} == {steps.OURS, steps.TORCH}
+    for r in timed:
+        assert r["us"] > 0 and r["replay_vs_eager_max_abs"] <= 1e-5
+    (ratio,) = [r for r in rows if "ratio" in r]
+    assert ratio["ratio"] > 0
