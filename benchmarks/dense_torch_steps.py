@@ -12,9 +12,14 @@
 * ``graphed`` (CUDA only): the whole step captured once as a CUDA graph (``torch.cuda.graph``)
   and replayed, ours and torch interleaved: the step's GPU work with the host out of the way.
   Each row has the largest difference between the replayed gradients and an eager step's.
+* ``wgrad`` (CUDA only, not in the default sections): the weight-gradient product with the bias
+  gradient, per form cuBLASLt offers (``x.T @ dz`` with BGRADB, which ``FusedLinear`` runs;
+  ``dz.T @ x`` with BGRADA; either without an epilog, the bias gradient then a separate
+  ``dz.sum(0)``, as torch does), each of the heuristic's first algorithms planned and run through
+  nvmath-python's ``Matmul``: the kernels of one product and their GPU time (torch profiler).
 
 Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
-``python -m benchmarks.dense_torch_steps [--sections phases,graphed] [--quick] [--json F]``;
+``python -m benchmarks.dense_torch_steps [--sections phases,graphed,wgrad] [--quick] [--json F]``;
 ``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
 """
 
@@ -145,8 +150,9 @@ def _zero(model, x):
 
 
 def _capture(model, x, grad):
-    """A CUDA graph of one step (warmed up on a side stream first: plans, memo entries,
-    workspaces), its gradients left in the graph's memory."""
+    """``(graph, grads)``: a CUDA graph of one step (warmed up on a side stream first: plans,
+    memo entries, workspaces) and the gradients it writes (of ``x``, then of the parameters:
+    tensors in the graph's memory, held here since another step resets ``.grad``)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -158,15 +164,16 @@ def _capture(model, x, grad):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         model(x).backward(grad)
-    return graph
+    grads = tuple(t.grad for t in (x, *model.parameters()))
+    _zero(model, x)
+    return graph, grads
 
 
-def _replay_error(model, x, grad, graph):
+def _replay_error(model, x, grad, graph, grads):
     """The largest |replayed gradient - eager gradient| over the input and the parameters."""
     graph.replay()
+    replayed = [g.clone() for g in grads]
     tensors = [x, *model.parameters()]
-    replayed = [t.grad.clone() for t in tensors]
-    _zero(model, x)
     model(x).backward(grad)
     err = max((r.float() - t.grad.float()).abs().max().item() for r, t in zip(replayed, tensors))
     _zero(model, x)
@@ -184,15 +191,63 @@ def graphed_rows(batches, widths, dtypes, acts, steps, samples):
                     models, x, grad = _models(batch, width, getattr(torch, dname), act)
                     case = f"graphed step batch {batch} {width}->{width} {dname} {act}"
                     graphs = {name: _capture(m, x, grad) for name, m in models.items()}
-                    errors = {name: _replay_error(models[name], x, grad, g)
+                    errors = {name: _replay_error(models[name], x, grad, *g)
                               for name, g in graphs.items()}
-                    res = _interleaved({n: g.replay for n, g in graphs.items()}, steps, samples)
+                    res = _interleaved({n: g[0].replay for n, g in graphs.items()}, steps,
+                                       samples)
                     for name, t in res.items():
                         rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
                                         replay_vs_eager_max_abs=errors[name]))
                     rows.append(row(SUITE, case, "ratio ours/torch", {},
                                     ratio=res[OURS]["median_s"] / res[TORCH]["median_s"]))
                     del graphs
+    return rows
+
+
+def _kernels_of(fn, calls=10):
+    """``[(kernel, launches per call, µs per launch)]`` of ``fn()`` from the torch profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    got: dict = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = got.setdefault(e.name[:100], [0, 0.0])
+            k[0] += 1
+            k[1] += e.device_time
+    return [(name, c / calls, round(t / c, 2)) for name, (c, t) in got.items()]
+
+
+def wgrad_rows(shapes, dtypes, algorithms):
+    if not _cuda():
+        return [absent(SUITE, "wgrad", "nvmath Matmul", "no CUDA device")]
+    from nvmath.linalg.advanced import Matmul, MatmulEpilog, MatmulPlanPreferences
+    rows = []
+    for m, n, k in shapes:
+        for dname in dtypes:
+            dt = getattr(torch, dname)
+            x = torch.randn(m, k, device="cuda", dtype=dt)
+            dz = torch.randn(m, n, device="cuda", dtype=dt)
+            case = f"wgrad batch {m} {k}->{n} {dname}"
+            forms = {"x.T @ dz, BGRADB": (x.t(), dz, MatmulEpilog.BGRADB),
+                     "dz.T @ x, BGRADA": (dz.t(), x, MatmulEpilog.BGRADA),
+                     "dz.T @ x, no epilog": (dz.t(), x, None)}
+            for form, (a, b, epilog) in forms.items():
+                with Matmul(a, b) as mm:
+                    algos = mm.plan(preferences=MatmulPlanPreferences(limit=algorithms),
+                                    epilog=epilog)
+                    for i, algo in enumerate(algos[:algorithms]):
+                        kernels = _kernels_of(lambda: mm.execute(algorithm=algo))
+                        rows.append(row(SUITE, case, f"nvmath {form}, algorithm {i}", {},
+                                        us=sum(c * t for _, c, t in kernels), kernels=kernels))
+            kernels = _kernels_of(lambda: (dz.t() @ x, dz.sum(0)))
+            rows.append(row(SUITE, case, "torch dz.T @ x, dz.sum(0)", {},
+                            us=sum(c * t for _, c, t in kernels), kernels=kernels))
     return rows
 
 
@@ -205,7 +260,13 @@ def run(quick=False, sections=("phases", "graphed")):
         ph = dict(sizes, dtypes=("float16",), steps=40, samples=7)
         gr = dict(sizes, dtypes=("float16", "bfloat16"), acts=("relu", "gelu"), steps=50,
                   samples=9)
+    wg = dict(shapes=((8192, 1024, 1024), (8192, 4096, 4096), (256, 4096, 4096)),
+              dtypes=("float16", "bfloat16"), algorithms=3)
+    if quick:
+        wg = dict(shapes=((64, 32, 32),), dtypes=("float16",), algorithms=1)
     rows = []
+    if "wgrad" in sections:
+        rows += wgrad_rows(**wg)
     if "phases" in sections:
         rows += phase_rows(**ph)
     if "graphed" in sections:
@@ -220,6 +281,9 @@ def summarize(rows):
         if "fwd_host_us" in r:
             lines.append(f"{r['case']}: {r['impl']}: step {r['step_us']:.1f} us, forward host "
                          f"{r['fwd_host_us']:.1f}, backward host {r['bwd_host_us']:.1f}")
+        elif "kernels" in r:
+            kern = "; ".join(f"{name[:60]} x{c:g} {t} us" for name, c, t in r["kernels"])
+            lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us [{kern}]")
         elif "us" in r:
             lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us "
                          f"(replay - eager {r['replay_vs_eager_max_abs']:.2g})")

@@ -1,6 +1,7 @@
 """``benchmarks.dense_torch_steps``: its Python-level reference layer computes what
 ``nn.Linear`` + ReLU computes; the ``phases`` rows on a CPU-only torch (both autograd threading
-settings, put back afterwards); the ``graphed`` rows on a GPU (replays match eager steps)."""
+settings, put back afterwards); on a GPU the ``graphed`` rows (replays match eager steps) and
+the ``wgrad`` rows (kernels listed)."""
 
 import pytest
 
@@ -42,9 +43,9 @@ def test_phase_rows_on_the_cpu():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU-less answer")
-def test_graphed_needs_cuda():
-    rows = steps.run(quick=True, sections=("graphed",))
-    assert [r.get("absent") for r in rows] == ["no CUDA device"]
+def test_graphed_and_wgrad_need_cuda():
+    rows = steps.run(quick=True, sections=("graphed", "wgrad"))
+    assert [r.get("absent") for r in rows] == ["no CUDA device"] * 2
 
 
 @pytest.mark.gpu
@@ -56,3 +57,13 @@ def test_gpu_graphed_replays_match_eager_steps():
         assert r["us"] > 0 and r["replay_vs_eager_max_abs"] <= 1e-5
     (ratio,) = [r for r in rows if "ratio" in r]
     assert ratio["ratio"] > 0
+
+
+@pytest.mark.gpu
+def test_gpu_wgrad_rows_list_the_kernels():
+    rows = steps.run(quick=True, sections=("wgrad",))
+    assert len(rows) == 4  # three forms, one algorithm each, and torch
+    for r in rows:
+        assert r["kernels"] and r["us"] > 0
+        assert all(c >= 1 and t > 0 for _, c, t in r["kernels"])
+    assert len(steps.summarize(rows)) == 4

@@ -1,7 +1,8 @@
 """Torch users' paths of dense: torch in -> torch out, the memo, gradcheck, the custom ops under
 torch.compile, autocast, state_dict interchange with nn.Linear (CPU); on the GPU (``gpu``
 mark): the fast path on torch's stream and allocator, nn.Linear parity in half precision,
-compile with inductor, autocast, CUDA-graph capture, 16 threads with their own streams."""
+compile with inductor, autocast, CUDA-graph capture (a whole step, and
+torch.cuda.make_graphed_callables), 16 threads with their own streams."""
 
 import pytest
 
@@ -346,6 +347,32 @@ def test_gpu_cuda_graph_training_step():
     torch.testing.assert_close(static_loss, loss, rtol=1e-3, atol=1e-3)
     for got, p in zip(captured, model.parameters()):
         torch.testing.assert_close(got, p.grad, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_make_graphed_callables():
+    """torch's per-module graphing (forward and backward graphs replayed inside autograd):
+    outputs and gradients as the eager layer's on new data."""
+    dev = _cuda()
+    model = _model(dev, torch.float16, width=64)
+    x = torch.randn(128, 8, device=dev, dtype=torch.float16, requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(model, (x,))
+    for _ in range(2):
+        new_x = torch.randn_like(x).requires_grad_()
+        y = graphed(new_x)
+        y.float().square().mean().backward()
+        got = [new_x.grad.clone(), *(p.grad.clone() for p in model.parameters())]
+        for p in model.parameters():
+            p.grad = None
+        ref_x = new_x.detach().clone().requires_grad_()
+        y_ref = model(ref_x)
+        y_ref.float().square().mean().backward()
+        torch.testing.assert_close(y, y_ref, rtol=1e-3, atol=1e-3)
+        want = [ref_x.grad, *(p.grad for p in model.parameters())]
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+        for p in model.parameters():
+            p.grad = None
 
 
 @pytest.mark.gpu
