@@ -4,7 +4,8 @@
   ``torch._addmm_activation``, ours with CuPy views of the same memory): a loop of calls and one
   synchronize (host-bound: what a training loop sees); cold first call (plan cache and call memo
   cleared) and warm median.
-* ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events.
+* ``tflops``: bias+ReLU / bias+GELU at 4096³ and 8192³, fp16 and bf16, CUDA events, ours and
+  torch interleaved (5 samples of 20 calls; until 2026-12-02 ours' calls then torch's).
 * ``tflops_kernels`` (not in the default sections): at 4096³, ours with the heuristic's plan,
   ours autotuned and torch, timed interleaved, each row with the kernels of one call
   from the torch profiler: whether torch runs another kernel where it is ahead, and whether
@@ -150,7 +151,10 @@ def _torch_fused(a, b, bias, act):
     return lambda: torch._addmm_activation(bias, a, b, use_gelu=act == "gelu")
 
 
-def tflops_rows(sizes, dtypes, repeat):
+def tflops_rows(sizes, dtypes, repeat, rounds=5):
+    """TFLOP/s of ours and ``torch._addmm_activation`` per case, timed interleaved
+    (:func:`_interleaved`: ``rounds`` samples of ``repeat`` calls each, after three warm-up
+    calls); ours' row also has its cold first call."""
     from gpulinalg.dense import matmul
     rows = []
     for n in sizes:
@@ -161,12 +165,17 @@ def tflops_rows(sizes, dtypes, repeat):
                 impls = {"gpulinalg torch in": lambda act=act: matmul(a, b, bias=bias,
                                                                       activation=act),
                          "torch _addmm_activation": _torch_fused(a, b, bias, act)}
-                for name, fn in impls.items():
-                    cold = _cold(fn) if name.startswith("gpulinalg") else None
-                    t = _events(fn, warmup=3, repeat=repeat)
+                colds = {name: _cold(fn) for name, fn in impls.items()
+                         if name.startswith("gpulinalg")}
+                for fn in impls.values():
+                    for _ in range(3):
+                        fn()
+                # interleaved: a card that clocks down under sustained load slows both alike
+                timed = _interleaved(impls, repeat, rounds)
+                for name, t in timed.items():
                     rows.append(row(SUITE, f"tflops {n}^3 {dname} bias+{act}", name, t,
                                     tflops=flops / t["median_s"] / 1e12,
-                                    cold_first_call_s=cold))
+                                    cold_first_call_s=colds.get(name)))
     return rows
 
 

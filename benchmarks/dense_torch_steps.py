@@ -12,6 +12,11 @@
 * ``graphed`` (CUDA only): the whole step captured once as a CUDA graph (``torch.cuda.graph``)
   and replayed, ours and torch interleaved: the step's GPU work with the host out of the way.
   Each row has the largest difference between the replayed gradients and an eager step's.
+* ``compiled`` (CUDA only, not in the default sections): both models under
+  ``torch.compile(model, mode="reduce-overhead", fullgraph=True)`` (inductor, its CUDA graphs;
+  ours as two opaque custom ops, torch's fused by inductor), timed interleaved; each row has the
+  cold first step (compilation included) and the largest difference between the compiled
+  step's gradients and an eager step's.
 * ``wgrad`` (CUDA only, not in the default sections): the weight-gradient product with the bias
   gradient, per form cuBLASLt offers (``x.T @ dz`` with BGRADB, which ``FusedLinear`` runs;
   ``dz.T @ x`` with BGRADA; either without an epilog, the bias gradient then a separate
@@ -19,7 +24,7 @@
   nvmath-python's ``Matmul``: the kernels of one product and their GPU time (torch profiler).
 
 Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
-``python -m benchmarks.dense_torch_steps [--sections phases,graphed,wgrad] [--quick] [--json F]``;
+``python -m benchmarks.dense_torch_steps [--sections phases,graphed,compiled,wgrad] [--quick] [--json F]``;
 ``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
 """
 
@@ -204,6 +209,53 @@ def graphed_rows(batches, widths, dtypes, acts, steps, samples):
     return rows
 
 
+def _compiled_step(compiled, model, x, grad):
+    def run():
+        torch.compiler.cudagraph_mark_step_begin()
+        _zero(model, x)
+        compiled(x).backward(grad)
+    return run
+
+
+def _step_error(step, model, x, grad):
+    """The largest |gradient of ``step()`` - gradient of an eager step| (input, parameters)."""
+    step()
+    tensors = [x, *model.parameters()]
+    got = [t.grad.clone() for t in tensors]
+    _zero(model, x)
+    model(x).backward(grad)
+    err = max((a.float() - t.grad.float()).abs().max().item() for a, t in zip(got, tensors))
+    _zero(model, x)
+    return err
+
+
+def compiled_rows(cases, steps, samples, mode="reduce-overhead"):
+    if not _cuda():
+        return [absent(SUITE, "compiled", OURS, "no CUDA device")]
+    rows = []
+    for batch, width, dname, act in cases:
+        models, x, grad = _models(batch, width, getattr(torch, dname), act)
+        case = f"compiled {mode} batch {batch} {width}->{width} {dname} {act}"
+        fns, colds, errors = {}, {}, {}
+        for name, model in models.items():
+            fn = _compiled_step(torch.compile(model, mode=mode, fullgraph=True), model, x, grad)
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            colds[name] = time.perf_counter() - t0
+            for _ in range(5):  # CUDA graphs are recorded on the first repeats
+                fn()
+            errors[name] = _step_error(fn, model, x, grad)
+            fns[name] = fn
+        res = _interleaved(fns, steps, samples)
+        for name, t in res.items():
+            rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
+                            cold_first_call_s=colds[name], compiled_vs_eager_max_abs=errors[name]))
+        rows.append(row(SUITE, case, "ratio ours/torch", {},
+                        ratio=res[OURS]["median_s"] / res[TORCH]["median_s"]))
+    return rows
+
+
 def _kernels_of(fn, calls=10):
     """``[(kernel, launches per call, µs per launch)]`` of ``fn()`` from the torch profiler."""
     from torch.profiler import ProfilerActivity, profile
@@ -262,9 +314,14 @@ def run(quick=False, sections=("phases", "graphed")):
                   samples=9)
     wg = dict(shapes=((8192, 1024, 1024), (8192, 4096, 4096), (256, 4096, 4096)),
               dtypes=("float16", "bfloat16"), algorithms=3)
+    co = dict(cases=[(b, 1024, "float16", a) for b in (256, 8192) for a in ("relu", "gelu")]
+              + [(8192, 4096, "float16", "relu")], steps=50, samples=7)
     if quick:
         wg = dict(shapes=((64, 32, 32),), dtypes=("float16",), algorithms=1)
+        co = dict(cases=[(16, 32, "float32", "relu")], steps=5, samples=3)
     rows = []
+    if "compiled" in sections:
+        rows += compiled_rows(**co)
     if "wgrad" in sections:
         rows += wgrad_rows(**wg)
     if "phases" in sections:
@@ -284,6 +341,10 @@ def summarize(rows):
         elif "kernels" in r:
             kern = "; ".join(f"{name[:60]} x{c:g} {t} us" for name, c, t in r["kernels"])
             lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us [{kern}]")
+        elif "compiled_vs_eager_max_abs" in r:
+            lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us (cold "
+                         f"{r['cold_first_call_s']:.2f} s; compiled - eager "
+                         f"{r['compiled_vs_eager_max_abs']:.2g})")
         elif "us" in r:
             lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us "
                          f"(replay - eager {r['replay_vs_eager_max_abs']:.2g})")

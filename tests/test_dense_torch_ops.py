@@ -301,6 +301,31 @@ def test_gpu_compile_default_backend():
 
 
 @pytest.mark.gpu
+def test_gpu_compile_reduce_overhead_training_steps():
+    """inductor's CUDA graphs around the custom ops: repeated training steps (recorded, then
+    replayed) give the eager model's outputs and gradients on new data."""
+    dev = _cuda()
+    model = _model(dev, torch.float16, width=64)
+    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    x = torch.randn(32, 8, device=dev, dtype=torch.float16)
+    for _ in range(4):
+        x.copy_(torch.randn_like(x))
+        torch.compiler.cudagraph_mark_step_begin()
+        y = compiled(x)
+        y.float().square().mean().backward()
+        got = [y.detach().clone(), *(p.grad.clone() for p in model.parameters())]
+        for p in model.parameters():
+            p.grad = None
+        y_ref = model(x)
+        y_ref.float().square().mean().backward()
+        want = [y_ref, *(p.grad for p in model.parameters())]
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b.detach(), rtol=1e-2, atol=1e-2)
+        for p in model.parameters():
+            p.grad = None
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_gpu_autocast(dtype):
     dev = _cuda()
