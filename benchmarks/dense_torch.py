@@ -151,6 +151,17 @@ def _torch_fused(a, b, bias, act):
     return lambda: torch._addmm_activation(bias, a, b, use_gelu=act == "gelu")
 
 
+def _timed_calls(impls, repeat, rounds):
+    """``(colds, timed)``: the cold first call of each of ours (``impls`` named "gpulinalg
+    ..."), then every impl timed interleaved after three warm-up calls (:func:`_interleaved`:
+    a card that clocks down under sustained load slows them alike)."""
+    colds = {name: _cold(fn) for name, fn in impls.items() if name.startswith("gpulinalg")}
+    for fn in impls.values():
+        for _ in range(3):
+            fn()
+    return colds, _interleaved(impls, repeat, rounds)
+
+
 def tflops_rows(sizes, dtypes, repeat, rounds=5):
     """TFLOP/s of ours and ``torch._addmm_activation`` per case, timed interleaved
     (:func:`_interleaved`: ``rounds`` samples of ``repeat`` calls each, after three warm-up
@@ -165,13 +176,7 @@ def tflops_rows(sizes, dtypes, repeat, rounds=5):
                 impls = {"gpulinalg torch in": lambda act=act: matmul(a, b, bias=bias,
                                                                       activation=act),
                          "torch _addmm_activation": _torch_fused(a, b, bias, act)}
-                colds = {name: _cold(fn) for name, fn in impls.items()
-                         if name.startswith("gpulinalg")}
-                for fn in impls.values():
-                    for _ in range(3):
-                        fn()
-                # interleaved: a card that clocks down under sustained load slows both alike
-                timed = _interleaved(impls, repeat, rounds)
+                colds, timed = _timed_calls(impls, repeat, rounds)
                 for name, t in timed.items():
                     rows.append(row(SUITE, f"tflops {n}^3 {dname} bias+{act}", name, t,
                                     tflops=flops / t["median_s"] / 1e12,
@@ -196,12 +201,7 @@ def tflops_kernel_rows(sizes, dtypes, repeat, rounds=3):
                     "gpulinalg autotuned": lambda act=act: matmul(
                         a, b, bias=bias, activation=act, autotune=True),
                     "torch _addmm_activation": _torch_fused(a, b, bias, act)}
-                colds = {name: _cold(fn) for name, fn in impls.items()
-                         if name.startswith("gpulinalg")}
-                for fn in impls.values():
-                    for _ in range(3):
-                        fn()
-                timed = _interleaved(impls, repeat, rounds)
+                colds, timed = _timed_calls(impls, repeat, rounds)
                 for name, fn in impls.items():
                     t = timed[name]
                     rows.append(row(SUITE, f"tflops kernels {n}^3 {dname} bias+{act}", name, t,
