@@ -339,8 +339,10 @@ def _engine_steps(a, b, bias, spec, gpu):
     out = torch.empty_strided(*run.out[:2], dtype=run.out[2], device=dev)
     ap, bp, vp = (a.data_ptr(), b.data_ptr(), bias.data_ptr()) if gpu else (1, 2, 3)
     op = out.data_ptr() if gpu else 4
-    ws = run.plan.torch_ws.get(stream)  # the plan's workspace on this stream (made by the calls)
-    wp = 0 if ws is None else ws[1]  # (tensor, pointer)
+    # a workspace of the plan's size, as a launch allocates one (kept alive by the closure)
+    ws = (torch.empty(run.plan.ws_size, dtype=torch.uint8, device=dev) if run.plan.ws_size
+          else None)
+    wp = 0 if ws is None else (ws.data_ptr() if gpu else 5)
     execute, shape, strides, dt = run.plan.execute, *run.out
     return {
         "engine: launch object": lambda: run(ap, bp, (vp,), 1.0, dev, stream),

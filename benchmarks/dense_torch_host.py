@@ -35,7 +35,7 @@ SUITE = "dense_torch_host"
 
 class _StandInPlan(_plans_cuda.Plan):
     """A real :class:`~gpulinalg.dense._plans_cuda.Plan` (its ``execute``, pointer binding and
-    the torch engine's reads of ``out``, ``out_t``, ``outputs``, ``ws_size``, ``torch_ws``) for
+    the torch engine's reads of ``out``, ``out_t``, ``outputs``, ``ws_size``) for
     the product as cuBLASLt plans it (``rows x cols``, column-major), made of stand-in parts:
     the ``cublasLtMatmul`` launch and the descriptor's attribute setter do nothing (the launch
     is counted)."""
@@ -145,7 +145,7 @@ def stand_in():
         saved.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
     torch_mods = list(_tensors_cuda._mods())
-    _tensors_cuda._torch[:] = [torch, lambda dev: 0]
+    _tensors_cuda._torch[:] = [torch, lambda dev: 0, torch.uint8]
     patch(_matmul_api, "_cuda_tensors", _all_tensors)
     patch(_tensors_cuda, "_plan_direct", _stand_in_direct)
     patch(_tensors_cuda, "_plan_gemm", _stand_in_gemm)

@@ -171,24 +171,31 @@ def test_the_breakdown_times_every_step_on_the_short_road():
     assert dispatch.dispatch is real
 
 
-def test_a_launch_reuses_its_workspace_and_pointer_per_stream():
-    """A plan with a workspace: the launch makes it once per stream with torch's allocator and
-    passes its pointer to cuBLASLt on every call (kept with it: a repeat reads no pointer)."""
+def test_a_launch_allocates_its_workspace_per_call_and_keeps_none():
+    """A plan with a workspace: each launch takes one of the plan's size from torch's allocator
+    and passes its pointer to cuBLASLt, and the plan keeps none (under a CUDA graph every
+    allocation of a call belongs to the graph's memory pool)."""
     plan = harness._StandInPlan(16, 8, torch.float32, "RELU_BIAS")
     plan.ws_size = 256
-    seen = []
+    seen, made = [], []
     plan.launch = lambda *args: seen.append(args[13])  # the workspace pointer
-    saved = list(_tensors_cuda._mods())
-    _tensors_cuda._torch[:] = [torch, lambda dev: 0]
+
+    def empty(shape, strides, dtype, device):
+        made.append(torch.empty_strided(shape, strides, dtype=dtype, device=device))
+        return made[-1]
+    saved, saved_empty = list(_tensors_cuda._mods()), list(_tensors_cuda._empty)
+    _tensors_cuda._torch[:] = [torch, lambda dev: 0, torch.uint8]
+    _tensors_cuda._empty[:] = [empty]
     try:
         run = _tensors_cuda._Launch(plan, True)
         dev = torch.device("cpu")
-        for stream in (7, 7, 9, 7):
+        for stream in (7, 7, 9):
             out, bufs = run.launch(1, 2, (3,), 1.0, dev, stream)
             assert out.shape == (8, 16) and bufs == ()
-        out2, _ = run(1, 2, (3,), 1.0, dev, 9)  # __call__ is the same launch
     finally:
         _tensors_cuda._torch[:] = saved
-    ws7, ws9 = plan.torch_ws[7], plan.torch_ws[9]
-    assert ws7[0].numel() == 256 and ws7[1] == ws7[0].data_ptr() and ws9[1] == ws9[0].data_ptr()
-    assert seen == [ws7[1], ws7[1], ws9[1], ws7[1], ws9[1]] and ws7[1] != ws9[1]
+        _tensors_cuda._empty[:] = saved_empty
+    workspaces = [t for t in made if t.dtype == torch.uint8]
+    assert [t.shape for t in workspaces] == [(256,)] * 3
+    assert seen == [t.data_ptr() for t in workspaces]
+    assert not hasattr(plan, "torch_ws")

@@ -375,6 +375,42 @@ def test_gpu_cuda_graph_training_step():
 
 
 @pytest.mark.gpu
+def test_gpu_captured_workspace_belongs_to_the_graph():
+    """A product whose algorithm needs a workspace (split-K over a long K), captured in a CUDA
+    graph: the launch takes its workspace from the graph's pool, so the graph replays right
+    after the plan cache was cleared and the freed memory handed out again."""
+    from gpulinalg.dense import _plans_cuda, clear_plan_cache
+    dev = _cuda()
+    clear_plan_cache()
+    found = None
+    for k in (65536, 131072, 262144):
+        a, b = torch.randn(64, k, device=dev), torch.randn(k, 64, device=dev)
+        matmul(a, b)
+        plan = next(reversed(_plans_cuda._cache.plans.values()))
+        if plan.ws_size:
+            found = a, b, plan.ws_size
+            break
+    assert found is not None, "no shape here planned an algorithm with a workspace"
+    a, b, ws_size = found
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            matmul(a, b)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = matmul(a, b)
+    clear_plan_cache()
+    junk = [torch.full((ws_size // 4 + 1,), float("nan"), device=dev) for _ in range(16)]
+    a.copy_(torch.randn_like(a))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, a @ b, rtol=1e-3, atol=1.0)
+    assert all(bool(torch.isnan(j).all()) for j in junk)  # nothing wrote into reused memory
+
+
+@pytest.mark.gpu
 def test_gpu_make_graphed_callables():
     """torch's per-module graphing (forward and backward graphs replayed inside autograd):
     outputs and gradients as the eager layer's on new data."""

@@ -109,8 +109,8 @@ def planned_parts(mm, epilog):
     ``algo`` (kept alive) and ``algo_ptr``, ``out`` (the result's :func:`buffer_spec`),
     ``outputs`` (``(name, *buffer_spec, attribute)`` per epilog output), ``inputs`` (``(name,
     attribute)`` per epilog input; ``attribute``: the descriptor attribute of the operand's
-    device pointer, an int) and ``ws_size`` (workspace bytes, nvmath's epilog padding
-    included).
+    device pointer, an int) and ``ws_size`` (the workspace bytes of the algorithm launched,
+    nvmath's epilog padding included).
     """
     import numpy as np
     from nvmath.bindings import cublasLt
@@ -119,7 +119,9 @@ def planned_parts(mm, epilog):
     algo = mm.cached_best_algorithm_struct
     rt = mm.result_traits
     _require(rt, ("result_shape", "result_strides"), "Matmul.result_traits")
-    ws = int(np.max(mm.algorithms_buffer["workspace_size"]))
+    # the launch runs nvmath's first algorithm (the heuristic's best, or autotuning's): its own
+    # workspace, not the largest of the candidates nvmath sizes its shared workspace for
+    ws = int(mm.algorithms_buffer[0]["workspace_size"])
     return dict(
         launch=cublasLt.matmul, set_attribute=cublasLt.matmul_desc_set_attribute,
         handle=mm.handle, desc=mm.mm_desc,

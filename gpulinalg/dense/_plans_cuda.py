@@ -67,7 +67,7 @@ class Plan:
 
     __slots__ = ("new_array", "alloc", "launch", "mm", "handle", "desc", "layouts", "alpha", "beta",
                  "scalar_ptrs", "algo_ptr", "out", "out_t", "outputs", "inputs", "bound", "ws_size",
-                 "ws", "key", "scalars", "_keep", "torch_ws", "pointers", "set_attribute",
+                 "ws", "key", "scalars", "_keep", "pointers", "set_attribute",
                  "ptr_buf", "ptr_addr")
 
     def __init__(self, mm, epilog, parts=None):
@@ -96,7 +96,6 @@ class Plan:
         self.ws_size = parts["ws_size"]
         self.ws = {}  # stream pointer -> workspace: calls on two streams never share one
         self.key = None  # the cache key while the plan is cached; None once freed
-        self.torch_ws = {}  # stream pointer -> (torch workspace tensor, its pointer)
 
     def bind(self, ptrs):
         """Point the descriptor at the epilog operands ``ptrs`` (in the order of
@@ -161,7 +160,6 @@ class Plan:
     def free(self):
         self.key = None
         self.ws = {}
-        self.torch_ws = {}
         if self.mm is not None:
             self.mm.free()
 

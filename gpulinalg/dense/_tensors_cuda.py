@@ -2,10 +2,18 @@
 torch's caching allocator (torch in, torch out; no CuPy memory, no DLPack round trip per call).
 
 Plans are :mod:`gpulinalg.dense._plans_cuda`'s, made once per key on zero-copy CuPy views of the
-tensors (on torch's current stream); a call then allocates its result, epilog outputs and (once
-per stream) the workspace with ``torch.empty_strided`` and launches ``cublasLtMatmul`` on the
-raw pointers, on ``torch.cuda.current_stream()``: no host synchronization, nothing outside the
-caching allocator, so a training step with these calls can be captured in a CUDA graph.
+tensors (on torch's current stream); a call then allocates its result, epilog outputs and the
+workspace of its algorithm (when it needs one) with ``torch.empty_strided`` and launches
+``cublasLtMatmul`` on the raw pointers, on ``torch.cuda.current_stream()``: no host
+synchronization, nothing outside the caching allocator, so a training step with these calls can
+be captured in a CUDA graph.
+
+The workspace is allocated per launch and freed after it (the allocator orders its reuse on the
+stream), never kept between calls: under ``torch.cuda.graph`` and inductor's CUDA graphs
+(``torch.compile(mode="reduce-overhead")``) every allocation of a call comes from the graph's
+memory pool, which must hold only what the graph owns. A workspace kept by the plan would be a
+pool block outside the graph's outputs (inductor refuses it), and a workspace made outside the
+capture and freed later (plan evicted) would still be written by every replay.
 
 What this engine does not launch itself (complex, ``K == 0``, a used ``c``, batched operands,
 layouts cuBLASLt does not take as given, the activation part of a backward pass) runs the CuPy
@@ -18,9 +26,10 @@ from ._results import Gradients, MatmulAux
 
 __all__ = ["matmul", "matmul_backward", "linear", "linear_backward"]
 
-_torch: list = []  # [torch, raw-stream getter] once resolved
+_torch: list = []  # [torch, raw-stream getter, torch.uint8] once resolved
 _empty: list = []  # [torch.empty_strided] once resolved
 _NONE = ()
+_BYTE = (1,)  # the workspace's strides
 
 
 def _mods():
@@ -30,7 +39,7 @@ def _mods():
         if raw is None:  # a torch without the raw getter: the public (slower) one
             def raw(dev):
                 return torch.cuda.current_stream(dev).cuda_stream
-        _torch.extend((torch, raw))
+        _torch.extend((torch, raw, torch.uint8))
         _empty.append(torch.empty_strided)
     return _torch
 
@@ -82,27 +91,15 @@ class _Launch:
             bufs = [empty(s, st, dtype=dt, device=dev) for s, st, dt in self.extra]
             in_ptrs = (*in_ptrs, *[b.data_ptr() for b in bufs])
         ws_ptr = 0
-        if plan.ws_size:
-            ws = plan.torch_ws.get(stream)  # (tensor, its pointer)
-            if ws is None:
-                ws = self._workspace(stream, dev)
-            ws_ptr = ws[1]
+        if plan.ws_size:  # per launch (see the module's notes on CUDA graphs)
+            ws = empty((plan.ws_size,), _BYTE, dtype=_torch[2], device=dev)
+            ws_ptr = ws.data_ptr()
         if self.swap:
             a_ptr, b_ptr = b_ptr, a_ptr
         plan.execute(a_ptr, b_ptr, 0, alpha, 0.0, in_ptrs, out.data_ptr(), ws_ptr, stream)
         return out, bufs
 
     __call__ = launch
-
-    def _workspace(self, stream, dev):
-        """The plan's workspace on ``stream`` and its pointer (once per stream, so that a
-        repeat reads no pointer; the oldest are dropped)."""
-        torch, plan = _torch[0], self.plan
-        if len(plan.torch_ws) >= _plans_cuda.MAX_STREAM_WORKSPACES:
-            plan.torch_ws.clear()
-        ws = torch.empty(plan.ws_size, dtype=torch.uint8, device=dev)
-        entry = plan.torch_ws[stream] = (ws, ws.data_ptr())
-        return entry
 
     def live(self):
         """Count a plan-cache hit; ``False`` once the plan was evicted or the cache cleared."""
