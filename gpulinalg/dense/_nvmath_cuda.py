@@ -121,7 +121,7 @@ def planned_parts(mm, epilog):
     _require(rt, ("result_shape", "result_strides"), "Matmul.result_traits")
     # the launch runs nvmath's first algorithm (the heuristic's best, or autotuning's): its own
     # workspace, not the largest of the candidates nvmath sizes its shared workspace for
-    ws = int(mm.algorithms_buffer[0]["workspace_size"])
+    ws = int(mm.algorithms_buffer["workspace_size"][0])  # (a row of it is a 1-row buffer)
     return dict(
         launch=cublasLt.matmul, set_attribute=cublasLt.matmul_desc_set_attribute,
         handle=mm.handle, desc=mm.mm_desc,
