@@ -112,7 +112,7 @@ class _OnTorchStream:
 
     def __init__(self, dev):
         import cupy
-        torch, raw = _mods()
+        raw = _mods()[1]
         self.device = cupy.cuda.Device(dev)
         self.stream = cupy.cuda.ExternalStream(raw(dev), dev)
 
