@@ -112,7 +112,6 @@ def planned_parts(mm, epilog):
     device pointer, an int) and ``ws_size`` (the workspace bytes of the algorithm launched,
     nvmath's epilog padding included).
     """
-    import numpy as np
     from nvmath.bindings import cublasLt
     check_nvmath()
     _require(mm, MATMUL_ATTRIBUTES, "the planned nvmath Matmul")
