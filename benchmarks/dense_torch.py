@@ -389,18 +389,21 @@ def mlp_kernel_rows(batch, width, dtype_name, layers=4):
     return rows
 
 
-def _step_kernels(fn):
-    """``[(kernel name, count, GPU µs)]`` of one training step ``fn`` (after 3 warm-up steps),
-    from the torch profiler; copies and memsets left out."""
+def _step_kernels(fn, calls=1, skip=("cudaMemcpy", "Memcpy", "Memset")):
+    """``[(kernel name, launches per call, GPU µs per call)]`` of ``calls`` calls of ``fn`` (a
+    training step, or one product; after 3 warm-up calls), from the torch profiler; names
+    starting with one of ``skip`` (copies and memsets) left out."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
     _sync()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        for _ in range(calls):
+            fn()
         _sync()
-    return [(e.key[:90], e.count, round(_device_us(e), 1)) for e in prof.key_averages()
-            if _device_us(e) > 0 and not e.key.startswith(("cudaMemcpy", "Memcpy", "Memset"))]
+    return [(e.key[:90], e.count if calls == 1 else e.count / calls,
+             round(_device_us(e) / calls, 2)) for e in prof.key_averages()
+            if _device_us(e) > 0 and not e.key.startswith(skip)]
 
 
 def _kernel_row(case, name, kernels):

@@ -34,7 +34,7 @@ import time
 
 import torch
 
-from .dense_torch import _cuda, _device, _interleaved, _models
+from .dense_torch import _cuda, _device, _interleaved, _models, _step_kernels
 from .timing import absent, row
 
 SUITE = "dense_torch_steps"
@@ -177,10 +177,16 @@ def _capture(model, x, grad):
 def _replay_error(model, x, grad, graph, grads):
     """The largest |replayed gradient - eager gradient| over the input and the parameters."""
     graph.replay()
-    replayed = [g.clone() for g in grads]
-    tensors = [x, *model.parameters()]
+    return _eager_error(model, x, grad, [g.clone() for g in grads])
+
+
+def _eager_error(model, x, grad, got):
+    """The largest |``got`` - the gradients of an eager step| (``got``: of the input, then of
+    the parameters); the step's gradients are reset afterwards."""
+    _zero(model, x)
     model(x).backward(grad)
-    err = max((r.float() - t.grad.float()).abs().max().item() for r, t in zip(replayed, tensors))
+    tensors = [x, *model.parameters()]
+    err = max((a.float() - t.grad.float()).abs().max().item() for a, t in zip(got, tensors))
     _zero(model, x)
     return err
 
@@ -220,13 +226,7 @@ def _compiled_step(compiled, model, x, grad):
 def _step_error(step, model, x, grad):
     """The largest |gradient of ``step()`` - gradient of an eager step| (input, parameters)."""
     step()
-    tensors = [x, *model.parameters()]
-    got = [t.grad.clone() for t in tensors]
-    _zero(model, x)
-    model(x).backward(grad)
-    err = max((a.float() - t.grad.float()).abs().max().item() for a, t in zip(got, tensors))
-    _zero(model, x)
-    return err
+    return _eager_error(model, x, grad, [t.grad.clone() for t in (x, *model.parameters())])
 
 
 def compiled_rows(cases, steps, samples, mode="reduce-overhead"):
@@ -256,25 +256,6 @@ def compiled_rows(cases, steps, samples, mode="reduce-overhead"):
     return rows
 
 
-def _kernels_of(fn, calls=10):
-    """``[(kernel, launches per call, µs per launch)]`` of ``fn()`` from the torch profiler."""
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    got: dict = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            k = got.setdefault(e.name[:100], [0, 0.0])
-            k[0] += 1
-            k[1] += e.device_time
-    return [(name, c / calls, round(t / c, 2)) for name, (c, t) in got.items()]
-
-
 def wgrad_rows(shapes, dtypes, algorithms):
     if not _cuda():
         return [absent(SUITE, "wgrad", "nvmath Matmul", "no CUDA device")]
@@ -294,12 +275,12 @@ def wgrad_rows(shapes, dtypes, algorithms):
                     algos = mm.plan(preferences=MatmulPlanPreferences(limit=algorithms),
                                     epilog=epilog)
                     for i, algo in enumerate(algos[:algorithms]):
-                        kernels = _kernels_of(lambda: mm.execute(algorithm=algo))
+                        kernels = _step_kernels(lambda: mm.execute(algorithm=algo), 10, ())
                         rows.append(row(SUITE, case, f"nvmath {form}, algorithm {i}", {},
-                                        us=sum(c * t for _, c, t in kernels), kernels=kernels))
-            kernels = _kernels_of(lambda: (dz.t() @ x, dz.sum(0)))
+                                        us=sum(t for _, _, t in kernels), kernels=kernels))
+            kernels = _step_kernels(lambda: (dz.t() @ x, dz.sum(0)), 10, ())
             rows.append(row(SUITE, case, "torch dz.T @ x, dz.sum(0)", {},
-                            us=sum(c * t for _, c, t in kernels), kernels=kernels))
+                            us=sum(t for _, _, t in kernels), kernels=kernels))
     return rows
 
 
