@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # torch is optional (the torch tests skip without it); the CPU build is enough for them, and on
-# Linux PyPI's default torch wheel is the multi-GB CUDA build, so the CPU index is used.
+# Linux PyPI's default torch wheel is the multi-GB CUDA build, so the CPU index is used (the
+# default index only when the CPU index cannot be reached).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # The GPU engine for `make demo`: the extra that matches the NVIDIA driver's CUDA major version
@@ -26,6 +27,7 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 
 $(VENV)/.torch: | $(BIN)/python
 	$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)" \
+		|| $(BIN)/python -m pip install -q "$(TORCH_SPEC)" \
 		|| echo "torch not installed: its tests skip"
 	touch $@
 
