@@ -15,7 +15,8 @@ the CUDA launches that this measurement leaves out of ours.
 
 ``python -m benchmarks.dense_torch_host`` prints µs per call / per step (best of runs, process
 CPU time), ``FusedMLP`` (4 layers) against its ``nn.Sequential`` included (``--mlp``: only
-those); ``--profile`` adds a cProfile of the step.
+those); ``--parts`` takes the forward of one call apart instead; ``--profile`` adds a cProfile
+of the step.
 """
 
 import contextlib
@@ -298,6 +299,60 @@ def measure(batch=8, width=16, calls=2000, runs=7):
         return _best_us(cases, runs)
 
 
+class _Empty(torch.autograd.Function):
+    """An ``autograd.Function`` that saves what ``FusedLinear``'s saves and computes nothing:
+    the cost of a Python autograd node's forward by itself."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight, bias)
+        ctx.state = (None, True, None, None)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None
+
+
+def measure_parts(batch=8, width=16, calls=2000, runs=7):
+    """``{part: µs}``: the forward of a repeat ``FusedLinear`` ReLU call taken apart, inner to
+    outer (stand-in launch): the engine's launch, the dispatcher's repeat around it, the call's
+    key, the layer's product (key, memo and repeat), the product inside the
+    ``autograd.Function``, the layer (with and without grad); beside them an empty
+    ``autograd.Function`` and torch's ``nn.Linear`` + ReLU (CPU kernels of tiny tensors)."""
+    from gpulinalg._runtime.config import get_config
+    from gpulinalg._runtime.dispatch import again
+    from gpulinalg.dense import _linear_api, _linear_torch
+    ours, ref, x, grad = _layers(batch, width, "relu")
+    w, b = ours.weight, ours.bias
+    options = ("linear", "relu", False)
+    with stand_in():
+        for _ in range(3):
+            ours(x).backward(grad)
+        key = _calls.linear_key(x, w, b, options)
+        decision, spec, settings = _calls.lookup(key)
+        assert settings is get_config() and decision.settings is settings  # a kept decision
+
+        def no_grad_layer():
+            with torch.no_grad():
+                ours(x)
+        cases = {
+            "engine launch": (lambda: _tensors_cuda.linear(x, w, b, spec), calls),
+            "dispatcher repeat + launch": (
+                lambda: again(decision, (x, w, b, spec), x, settings), calls),
+            "call key": (lambda: _calls.linear_key(x, w, b, options), calls),
+            "layer product (key, memo, repeat)": (
+                lambda: _linear_api.forward_keyed(x, w, b, "relu", False), calls),
+            "in the autograd.Function": (
+                lambda: _linear_torch._apply(x, w, b, "relu", False), calls),
+            "FusedLinear forward": (lambda: ours(x), calls),
+            "FusedLinear forward, no grad": (no_grad_layer, calls),
+            "empty autograd.Function": (lambda: _Empty.apply(x, w, b), calls),
+            "torch nn.Linear + ReLU forward": (lambda: ref(x), calls),
+        }
+        return _best_us(cases, runs)
+
+
 def print_profile(fn, calls, limit):
     """Print a cProfile of ``calls`` repeats of ``fn`` (after two unprofiled calls), the
     ``limit`` costliest functions by own time."""
@@ -330,8 +385,13 @@ def main(argv=None):
     parser.add_argument("--first", action="store_true", help="profile a first layer's step")
     parser.add_argument("--mlp", action="store_true",
                         help="FusedMLP (4 layers) against nn.Sequential only")
+    parser.add_argument("--parts", action="store_true",
+                        help="only the forward of a FusedLinear call taken apart")
     args = parser.parse_args(argv)
-    results = measure_mlp() if args.mlp else {**measure(), **measure_mlp()}
+    if args.parts:
+        results = measure_parts()
+    else:
+        results = measure_mlp() if args.mlp else {**measure(), **measure_mlp()}
     for case, us in results.items():
         print(f"{case:40s} {us:8.1f} us")
     if args.profile:

@@ -59,6 +59,33 @@ def test_no_grad_skips_aux():
     assert y.shape == (3, 2) and not y.requires_grad
 
 
+@pytest.mark.parametrize("device", list(_devices()))
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("case", ["no_grad", "inference_mode", "frozen"])
+def test_nothing_to_differentiate_makes_no_autograd_node(monkeypatch, device, activation, case):
+    """Inference (``no_grad``, ``inference_mode``) and a frozen layer on an input without grad
+    run the product without an ``autograd.Function``: same values, no graph."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    from gpulinalg.dense import _linear_torch
+    torch.manual_seed(3)
+    layer = FusedLinear(24, 16, activation=activation, device=device)
+    x = torch.randn(2, 7, 24, device=device)
+    ref = REFS[activation](torch.nn.functional.linear(x, layer.weight, layer.bias)).detach()
+    applied, real = [], _linear_torch._apply
+    monkeypatch.setattr(_linear_torch, "_apply", lambda *a: applied.append(a) or real(*a))
+    if case == "frozen":
+        layer.requires_grad_(False)
+        y = layer(x)
+    else:
+        with getattr(torch, case)():
+            y = layer(x)
+    assert applied == [] and y.grad_fn is None and not y.requires_grad
+    torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-5)
+    layer.requires_grad_(True)  # and a layer that needs its gradients does make one
+    assert layer(x).grad_fn is not None and len(applied) == 1
+
+
 def test_repr_and_bad_activation():
     assert "activation='relu'" in repr(FusedLinear(4, 2, activation="relu"))
     with pytest.raises(ValueError, match="tanh"):

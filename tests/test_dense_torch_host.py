@@ -69,3 +69,23 @@ def test_backward_runs_under_the_forward_settings():
     assert seen[0] is settings and seen[1] is get_config()
     assert get_config() is not settings
     assert x.grad is not None
+
+
+def test_inference_repeat_is_one_launch_without_a_node():
+    """Under ``torch.no_grad`` a repeat call on the CUDA path is the memoized product alone:
+    one launch, no plan made, no public-road call, no fresh dispatch, no autograd node."""
+    ours, _, x, _ = harness._layers(8, 16, "gelu")
+    with harness.stand_in(), torch.no_grad():
+        ours(x)
+        before = _launches()
+        with harness.SlowRoads() as slow:
+            y = ours(x)
+        assert _launches() - before == 1 and y.grad_fn is None
+        assert slow == {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
+
+
+def test_measure_parts_names_every_part():
+    parts = harness.measure_parts(calls=3, runs=1)
+    assert {"engine launch", "FusedLinear forward", "FusedLinear forward, no grad",
+            "empty autograd.Function", "torch nn.Linear + ReLU forward"} <= set(parts)
+    assert all(0 < us < float("inf") for us in parts.values())

@@ -98,7 +98,9 @@ class FusedLinear(nn.Module):
     cuBLASLt launch with the bias and activation epilog; GELU keeps its pre-activation as the
     aux); backward is one elementwise kernel for the activation's derivative and one
     :func:`gpulinalg.dense.matmul_backward` call (two launches, the bias gradient from the
-    BGRADB epilog). CUDA tensors run on torch's current stream and caching allocator; CPU
+    BGRADB epilog). With nothing to differentiate (``torch.no_grad``, ``torch.inference_mode``,
+    a frozen layer on an input without grad) the forward is that one product, without an
+    autograd node. CUDA tensors run on torch's current stream and caching allocator; CPU
     tensors on the NumPy twin. The state dict is ``nn.Linear``'s (``weight``, ``bias``);
     :meth:`from_linear` and :meth:`to_linear` convert, sharing the parameters. Works under
     ``torch.autocast`` (computes in the autocast dtype, as ``nn.Linear``) and
@@ -169,13 +171,16 @@ class FusedLinear(nn.Module):
         flat = x.dim() == 2  # the common case: no reshapes
         x2 = x if flat else x.reshape(-1, x.shape[-1])
         act = self.activation
-        need = act == "gelu" and torch.is_grad_enabled() and (
+        track = torch.is_grad_enabled() and (
             x2.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+        need = track and act == "gelu"
         if _is_compiling():
             out = torch.ops.gpulinalg.fused_linear(x2, weight, bias, act or _ops_torch.NONE,
                                                    need)[0]
-        else:
+        elif track or _functorch_active():
             out = _apply(x2, weight, bias, act, need)
+        else:  # nothing to differentiate (inference, frozen layers): no autograd node
+            out = _forward(x2, weight, bias, act, False)[0]
         return out if flat else out.reshape(*x.shape[:-1], self.out_features)
 
     @classmethod
