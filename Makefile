@@ -26,7 +26,8 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.torch: | $(BIN)/python
-	$(BIN)/python -m pip install -q --retries 1 --timeout 20 --index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)" \
+	$(BIN)/python -m pip install -q --retries 1 --timeout 20 --index-url "$(TORCH_INDEX)" \
+		"$(TORCH_SPEC)" \
 		|| $(BIN)/python -m pip install -q "$(TORCH_SPEC)" \
 		|| echo "torch not installed: its tests skip"
 	touch $@
