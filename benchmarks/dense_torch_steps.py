@@ -22,9 +22,15 @@
   ``dz.T @ x`` with BGRADA; either without an epilog, the bias gradient then a separate
   ``dz.sum(0)``, as torch does), each of the heuristic's first algorithms planned and run through
   nvmath-python's ``Matmul``: the kernels of one product and their GPU time (torch profiler).
+* ``floor`` (CUDA only, not in the default sections): both eager steps beside the step's three
+  products alone (``x @ W.T``, ``dz @ W``, ``dz.T @ x`` as bare ``torch.mm`` calls: no bias, no
+  activation, no bias gradient, no allocation, no host: one CUDA graph, replayed), timed
+  interleaved. ``products/torch`` is the least ``ours/torch`` that any layer computing these
+  products with cuBLAS's GEMMs can reach.
 
 Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
-``python -m benchmarks.dense_torch_steps [--sections phases,graphed,compiled,wgrad] [--quick] [--json F]``;
+``python -m benchmarks.dense_torch_steps [--sections phases,graphed,compiled,wgrad,floor] [--quick]
+[--json F]``;
 ``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
 """
 
@@ -34,11 +40,12 @@ import time
 
 import torch
 
-from .dense_torch import _cuda, _device, _interleaved, _models, _step_kernels
+from .dense_torch import _cuda, _device, _interleaved, _models, _step, _step_kernels
 from .timing import absent, row
 
 SUITE = "dense_torch_steps"
 OURS, TORCH, PYTHON = "gpulinalg FusedLinear", "torch nn.Linear+act", "torch kernels in Python"
+PRODUCTS = "the step's three products alone"
 
 
 class _TorchKernelsRelu(torch.autograd.Function):
@@ -256,6 +263,55 @@ def compiled_rows(cases, steps, samples, mode="reduce-overhead"):
     return rows
 
 
+def _products_graph(x, weight, grad):
+    """A CUDA graph of a step's three products alone: ``x @ W.T``, ``dz @ W`` and ``dz.T @ x``
+    as bare ``torch.mm`` calls (``grad`` stands in for ``dz``; warmed up on a side stream), and
+    the graph's outputs (held here: their memory is the graph's)."""
+    x, weight = x.detach(), weight.detach()
+
+    def products():
+        return torch.mm(x, weight.t()), torch.mm(grad, weight), torch.mm(grad.t(), x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            products()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = products()
+    return graph, outs
+
+
+def floor_rows(batches, widths, dtypes, acts, steps, samples):
+    """Per case: ours' and torch's eager steps and :func:`_products_graph`'s replay, timed
+    interleaved; ratio rows ours/torch and products/torch."""
+    if not _cuda():
+        return [absent(SUITE, "floor", PRODUCTS, "no CUDA device")]
+    rows = []
+    for dname in dtypes:
+        for width in widths:
+            for batch in batches:
+                for act in acts:
+                    models, x, grad = _models(batch, width, getattr(torch, dname), act)
+                    case = f"floor batch {batch} {width}->{width} {dname} {act}"
+                    graph, outs = _products_graph(x, models[OURS].weight, grad)
+                    fns = {name: _step(model, x, grad) for name, model in models.items()}
+                    fns[PRODUCTS] = graph.replay
+                    for fn in fns.values():
+                        for _ in range(3):
+                            fn()
+                    res = _interleaved(fns, steps, samples)
+                    for name, t in res.items():
+                        rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
+                                        eager=name != PRODUCTS))
+                    for label, num in (("ours", OURS), ("products", PRODUCTS)):
+                        rows.append(row(SUITE, case, f"ratio {label}/torch", {},
+                                        ratio=res[num]["median_s"] / res[TORCH]["median_s"]))
+                    del graph, outs
+    return rows
+
+
 def wgrad_rows(shapes, dtypes, algorithms):
     if not _cuda():
         return [absent(SUITE, "wgrad", "nvmath Matmul", "no CUDA device")]
@@ -297,7 +353,10 @@ def run(quick=False, sections=("phases", "graphed")):
               dtypes=("float16", "bfloat16"), algorithms=3)
     co = dict(cases=[(b, 1024, "float16", a) for b in (256, 8192) for a in ("relu", "gelu")]
               + [(8192, 4096, "float16", "relu")], steps=50, samples=7)
+    fl = dict(batches=(256, 8192), widths=(1024, 4096), dtypes=("float16", "bfloat16"),
+              acts=("relu", "gelu"), steps=50, samples=9)
     if quick:
+        fl = dict(gr)
         wg = dict(shapes=((64, 32, 32),), dtypes=("float16",), algorithms=1)
         co = dict(cases=[(16, 32, "float32", "relu")], steps=5, samples=3)
     rows = []
@@ -305,6 +364,8 @@ def run(quick=False, sections=("phases", "graphed")):
         rows += compiled_rows(**co)
     if "wgrad" in sections:
         rows += wgrad_rows(**wg)
+    if "floor" in sections:
+        rows += floor_rows(**fl)
     if "phases" in sections:
         rows += phase_rows(**ph)
     if "graphed" in sections:
@@ -326,11 +387,13 @@ def summarize(rows):
             lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us (cold "
                          f"{r['cold_first_call_s']:.2f} s; compiled - eager "
                          f"{r['compiled_vs_eager_max_abs']:.2g})")
+        elif "eager" in r:
+            lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us")
         elif "us" in r:
             lines.append(f"{r['case']}: {r['impl']}: {r['us']:.1f} us "
                          f"(replay - eager {r['replay_vs_eager_max_abs']:.2g})")
         elif "ratio" in r:
-            lines.append(f"{r['case']}: ratio {r['ratio']:.3f}")
+            lines.append(f"{r['case']}: {r['impl']} {r['ratio']:.3f}")
     return lines
 
 

@@ -43,9 +43,9 @@ def test_phase_rows_on_the_cpu():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU-less answer")
-def test_graphed_compiled_and_wgrad_need_cuda():
-    rows = steps.run(quick=True, sections=("graphed", "compiled", "wgrad"))
-    assert [r.get("absent") for r in rows] == ["no CUDA device"] * 3
+def test_graphed_compiled_wgrad_and_floor_need_cuda():
+    rows = steps.run(quick=True, sections=("graphed", "compiled", "wgrad", "floor"))
+    assert [r.get("absent") for r in rows] == ["no CUDA device"] * 4
 
 
 @pytest.mark.gpu
@@ -77,3 +77,17 @@ def test_gpu_compiled_reduce_overhead_steps_match_eager():
     for r in timed:  # float32, 16 x 32: compiled and eager gradients agree closely
         assert r["us"] > 0 and r["cold_first_call_s"] > 0
         assert r["compiled_vs_eager_max_abs"] <= 1e-4
+
+
+@pytest.mark.gpu
+def test_gpu_floor_rows_time_both_steps_and_the_bare_products():
+    rows = steps.run(quick=True, sections=("floor",))
+    timed = {r["impl"]: r for r in rows if "us" in r}
+    assert set(timed) == {steps.OURS, steps.TORCH, steps.PRODUCTS}
+    assert all(r["us"] > 0 for r in timed.values())
+    assert timed[steps.PRODUCTS]["eager"] is False and timed[steps.OURS]["eager"] is True
+    ratios = {r["impl"]: r["ratio"] for r in rows if "ratio" in r}
+    assert set(ratios) == {"ratio ours/torch", "ratio products/torch"}
+    # the graphed products are a part of torch's eager step: less time than all of it
+    assert 0 < ratios["ratio products/torch"] < 1
+    assert len(steps.summarize(rows)) == 5
