@@ -202,24 +202,28 @@ def graphed_rows(batches, widths, dtypes, acts, steps, samples):
     if not _cuda():
         return [absent(SUITE, "graphed", OURS, "no CUDA device")]
     rows = []
+    for label, models, x, grad in _layer_cases(batches, widths, dtypes, acts):
+        case = f"graphed step {label}"
+        graphs = {name: _capture(m, x, grad) for name, m in models.items()}
+        errors = {name: _replay_error(models[name], x, grad, *g) for name, g in graphs.items()}
+        res = _interleaved({n: g[0].replay for n, g in graphs.items()}, steps, samples)
+        for name, t in res.items():
+            rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
+                            replay_vs_eager_max_abs=errors[name]))
+        rows.append(row(SUITE, case, "ratio ours/torch", {},
+                        ratio=res[OURS]["median_s"] / res[TORCH]["median_s"]))
+        del graphs
+    return rows
+
+
+def _layer_cases(batches, widths, dtypes, acts):
+    """``(label, models, x, grad)`` per case (:func:`.dense_torch._models`), dtype outermost."""
     for dname in dtypes:
         for width in widths:
             for batch in batches:
                 for act in acts:
                     models, x, grad = _models(batch, width, getattr(torch, dname), act)
-                    case = f"graphed step batch {batch} {width}->{width} {dname} {act}"
-                    graphs = {name: _capture(m, x, grad) for name, m in models.items()}
-                    errors = {name: _replay_error(models[name], x, grad, *g)
-                              for name, g in graphs.items()}
-                    res = _interleaved({n: g[0].replay for n, g in graphs.items()}, steps,
-                                       samples)
-                    for name, t in res.items():
-                        rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
-                                        replay_vs_eager_max_abs=errors[name]))
-                    rows.append(row(SUITE, case, "ratio ours/torch", {},
-                                    ratio=res[OURS]["median_s"] / res[TORCH]["median_s"]))
-                    del graphs
-    return rows
+                    yield f"batch {batch} {width}->{width} {dname} {act}", models, x, grad
 
 
 def _compiled_step(compiled, model, x, grad):
@@ -289,26 +293,22 @@ def floor_rows(batches, widths, dtypes, acts, steps, samples):
     if not _cuda():
         return [absent(SUITE, "floor", PRODUCTS, "no CUDA device")]
     rows = []
-    for dname in dtypes:
-        for width in widths:
-            for batch in batches:
-                for act in acts:
-                    models, x, grad = _models(batch, width, getattr(torch, dname), act)
-                    case = f"floor batch {batch} {width}->{width} {dname} {act}"
-                    graph, outs = _products_graph(x, models[OURS].weight, grad)
-                    fns = {name: _step(model, x, grad) for name, model in models.items()}
-                    fns[PRODUCTS] = graph.replay
-                    for fn in fns.values():
-                        for _ in range(3):
-                            fn()
-                    res = _interleaved(fns, steps, samples)
-                    for name, t in res.items():
-                        rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
-                                        eager=name != PRODUCTS))
-                    for label, num in (("ours", OURS), ("products", PRODUCTS)):
-                        rows.append(row(SUITE, case, f"ratio {label}/torch", {},
-                                        ratio=res[num]["median_s"] / res[TORCH]["median_s"]))
-                    del graph, outs
+    for label, models, x, grad in _layer_cases(batches, widths, dtypes, acts):
+        case = f"floor {label}"
+        graph, outs = _products_graph(x, models[OURS].weight, grad)
+        fns = {name: _step(model, x, grad) for name, model in models.items()}
+        fns[PRODUCTS] = graph.replay
+        for fn in fns.values():
+            for _ in range(3):
+                fn()
+        res = _interleaved(fns, steps, samples)
+        for name, t in res.items():
+            rows.append(row(SUITE, case, name, t, us=t["median_s"] * 1e6,
+                            eager=name != PRODUCTS))
+        for who, num in (("ours", OURS), ("products", PRODUCTS)):
+            rows.append(row(SUITE, case, f"ratio {who}/torch", {},
+                            ratio=res[num]["median_s"] / res[TORCH]["median_s"]))
+        del graph, outs
     return rows
 
 
