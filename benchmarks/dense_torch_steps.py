@@ -161,21 +161,29 @@ def _zero(model, x):
     x.grad = None
 
 
-def _capture(model, x, grad):
-    """``(graph, grads)``: a CUDA graph of one step (warmed up on a side stream first: plans,
-    memo entries, workspaces) and the gradients it writes (of ``x``, then of the parameters:
-    tensors in the graph's memory, held here since another step resets ``.grad``)."""
+def _graphed(fn, warmups=3):
+    """``(graph, what fn returned while captured)``: a CUDA graph of ``fn()``, warmed up
+    ``warmups`` times on a side stream first (plans, memo entries, workspaces)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
-            _zero(model, x)
-            model(x).backward(grad)
+        for _ in range(warmups):
+            fn()
     torch.cuda.current_stream().wait_stream(side)
-    _zero(model, x)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def _capture(model, x, grad):
+    """``(graph, grads)``: a CUDA graph of one step (:func:`_graphed`) and the gradients it
+    writes (of ``x``, then of the parameters: tensors in the graph's memory, held here since
+    another step resets ``.grad``)."""
+    def step():
+        _zero(model, x)
         model(x).backward(grad)
+    graph, _ = _graphed(step)
     grads = tuple(t.grad for t in (x, *model.parameters()))
     _zero(model, x)
     return graph, grads
@@ -268,23 +276,12 @@ def compiled_rows(cases, steps, samples, mode="reduce-overhead"):
 
 
 def _products_graph(x, weight, grad):
-    """A CUDA graph of a step's three products alone: ``x @ W.T``, ``dz @ W`` and ``dz.T @ x``
-    as bare ``torch.mm`` calls (``grad`` stands in for ``dz``; warmed up on a side stream), and
-    the graph's outputs (held here: their memory is the graph's)."""
+    """A CUDA graph (:func:`_graphed`) of a step's three products alone: ``x @ W.T``,
+    ``dz @ W`` and ``dz.T @ x`` as bare ``torch.mm`` calls (``grad`` stands in for ``dz``),
+    and the graph's outputs (held here: their memory is the graph's)."""
     x, weight = x.detach(), weight.detach()
-
-    def products():
-        return torch.mm(x, weight.t()), torch.mm(grad, weight), torch.mm(grad.t(), x)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            products()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = products()
-    return graph, outs
+    return _graphed(lambda: (torch.mm(x, weight.t()), torch.mm(grad, weight),
+                             torch.mm(grad.t(), x)))
 
 
 def floor_rows(batches, widths, dtypes, acts, steps, samples):
