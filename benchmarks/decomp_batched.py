@@ -3,7 +3,7 @@
 Grid: batch x order x dtype (fp32, fp64) for ``cholesky``, ``cho_solve``, ``solve_triangular``,
 ``qr`` and ``svd`` over stacks of small (8-64), medium (128-512) and large (>= 2048) matrices;
 square and wide SVD from 1024 to 8192 with every gpulinalg driver; both sides of every limit
-of the route table (``gpulinalg.decomp._batched_plan``). Every row: the cold first call and the
+of the route table (``gpulinalg.decomp._gpu._batched_plan``). Every row: the cold first call and the
 warm median (synchronized wall clock: all three libraries synchronize on their info codes or
 not at all, so the clock includes the device work), and the backward error of the result.
 
@@ -366,7 +366,7 @@ def _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers):
 
 def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     """Time each route of the table for one (op, batch, n), forcing it by patching the table."""
-    from gpulinalg.decomp import _batched_plan
+    from gpulinalg.decomp._gpu import _batched_plan
     api = {"potrf": "cholesky", "trsm": "cho_solve", "geqrf": "qr", "gesvd": "svd"}[op]
     inputs = _make(cp, api, batch, n, dtype, rng)
     fn = _calls(cp, api, inputs, None)["ours (no check)"]
@@ -378,7 +378,7 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
         names = ["looped"] + (["wide"] if op == "trsm" else [])
     else:
         names = [name for name in names if name != "wide"]
-    from gpulinalg.decomp import _blocked_potrf_cuda
+    from gpulinalg.decomp._kernels import _blocked_potrf_cuda
     width = _blocked_potrf_cuda.BLOCK
     # the blocked Cholesky with each width of its block columns
     variants = [(name, width) for name in names] + (
@@ -401,7 +401,8 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     finally:
         _batched_plan.TABLE[op] = saved
         _blocked_potrf_cuda.BLOCK = width
-    from gpulinalg.decomp import _cholesky_cuda, _triangular_cuda
+    from gpulinalg.decomp.cholesky import _cholesky_cuda
+    from gpulinalg.decomp.triangular import _triangular_cuda
     if op == "trsm":
         table_route = _triangular_cuda.own_route(n, batch, inputs[1].shape[-1], dtype)
     elif op == "potrf":
@@ -422,7 +423,7 @@ LANE_CASES = [("qr", "orgqr", 64, 256), ("qr", "orgqr", 8, 512), ("svd", "gesvdj
 
 def _lanes_case(cp, api, key, batch, n, dtype, rng, budget, rows):
     """Time a per-matrix loop on one stream and on the table's lanes (patching the table)."""
-    from gpulinalg.decomp import _batched_plan
+    from gpulinalg.decomp._gpu import _batched_plan
     inputs = _make(cp, api, batch, n, dtype, rng)
     fn = _calls(cp, api, inputs, None)["ours (no check)"]
     saved = dict(_batched_plan.LANES)

@@ -67,7 +67,8 @@ def _where():
 def _svd_rows(m, n, reps, quick):
     import cupy
 
-    from gpulinalg.decomp import _svd_drivers, svd
+    from gpulinalg.decomp.svd import _svd_drivers
+    from gpulinalg.decomp import svd
     a, s_true = _known_spectrum(m, n)
     case = f"full SVD {m}x{n} fp64"
     extra = {"target_s": None if quick else 0.150, "flops": 4 * m * n * n + 22 * n ** 3}
@@ -211,7 +212,7 @@ def _cholesky_rows(n, reps):
 
 def _alg_rows(case, extra, function, fn, accuracy, reps):
     """The same call under cuSOLVER's other algorithms for ``function`` (SetAdvOptions)."""
-    from gpulinalg.decomp import _cusolver_cuda
+    from gpulinalg.decomp._gpu import _cusolver_cuda
     rows = []
     default = _cusolver_cuda._new_params
     for algo in ("ALG_1", "ALG_2"):

@@ -31,7 +31,7 @@ def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):
     ``M`` resident blocks asked of the compiler)."""
     import numpy as np
 
-    from gpulinalg.decomp import _fused_cuda as fc
+    from gpulinalg.decomp._kernels import _fused_cuda as fc
     a, b = _make(cp, "cholesky", batch, n, dtype, rng)
     summ, _ = fc.summary(cp, op, a.data.device_id)
     saved, out = dict(fc.TILE), cp.empty_like(a if op == "potrf" else b)
@@ -61,7 +61,7 @@ def _svd_kernel_case(cp, batch, n, dtype, rng, rows):
     values over ``eps s_max``."""
     import numpy as np
 
-    from gpulinalg.decomp import _fused_svd_cuda as fs
+    from gpulinalg.decomp._kernels import _fused_svd_cuda as fs
     a = rng.standard_normal((batch, n, n), dtype=dtype)
     saved, eps = fs._SINGLE_MODE, float(np.finfo(dtype).eps)
     for mode in ("single", "wide", "double") if dtype == "float32" else ("double",):
@@ -106,8 +106,8 @@ def _wide_kernel_case(cp, n, dtype, rows):
     right-hand side, SciPy's checks on; CUDA events around 100 launches, no read-back)."""
     import numpy as np
 
-    from gpulinalg.decomp import _fused_cuda as fc
-    from gpulinalg.decomp import _wide_trsm_cuda as wide
+    from gpulinalg.decomp._kernels import _fused_cuda as fc
+    from gpulinalg.decomp._kernels import _wide_trsm_cuda as wide
     cp.random.seed(0)
     a = cp.tril(cp.random.standard_normal((n, n), dtype=dtype)) / np.sqrt(n)
     a += 2 * cp.eye(n, dtype=dtype)

@@ -97,9 +97,9 @@ def _phase_rows(a, k, case, reps):
     Cholesky-QR pass on each side, Householder QR of the short block (for comparison)."""
     import cupy
 
-    from gpulinalg.decomp import _randomized_xp
-    from gpulinalg.decomp._sketch_cuda import engine
-    from gpulinalg.decomp._sketch_xp import gaussian, orthonormalize
+    from gpulinalg.decomp.lowrank import _randomized_xp
+    from gpulinalg.decomp.lowrank._sketch_cuda import engine
+    from gpulinalg.decomp.lowrank._sketch_xp import gaussian, orthonormalize
     l = k + 10
     gpu = engine()
     op = _randomized_xp.LinearOperator(gpu, a, transpose=a.shape[0] > a.shape[1])

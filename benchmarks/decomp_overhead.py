@@ -95,8 +95,9 @@ def stand_in():
 
     from gpulinalg._runtime import budget, device, dispatch, kernels
     from gpulinalg._runtime.config import config_context
-    from gpulinalg.decomp import (_fused_cuda, _scalars_cuda, _stream_trsm_cuda, _triangular_cuda,
-                                  _wide_trsm_cuda)
+    from gpulinalg.decomp._kernels import (_fused_cuda, _scalars_cuda, _stream_trsm_cuda,
+                                           _wide_trsm_cuda)
+    from gpulinalg.decomp.triangular import _triangular_cuda
     summ = cupy_array(np.zeros(8, np.uint64))
     totals = _Totals()
     saved, state = [], dict(device._state)
@@ -162,9 +163,10 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
 
     from gpulinalg._runtime import dispatch
     from gpulinalg._runtime.config import get_config
-    from gpulinalg.decomp import (_fused_cuda, _repeats, _triangular_cuda, _wide_trsm_cuda,
-                                  solve_triangular)
-    from gpulinalg.decomp._triangular_xp import judge_bound
+    from gpulinalg.decomp._kernels import _fused_cuda, _wide_trsm_cuda
+    from gpulinalg.decomp import _repeats, solve_triangular
+    from gpulinalg.decomp.triangular import _triangular_cuda
+    from gpulinalg.decomp.triangular._triangular_xp import judge_bound
     if gpu:
         sync, place = cupy.cuda.get_current_stream().synchronize, contextlib.nullcontext()
         calls, rounds = calls or 200, rounds or 15

@@ -1,4 +1,4 @@
-"""Tall QR (``mode="economic"``): gpulinalg's route (CholeskyQR2 where ``decomp._batched_plan.
+"""Tall QR (``mode="economic"``): gpulinalg's route (CholeskyQR2 where ``decomp._gpu._batched_plan.
 tall_qr`` says so, Householder QR elsewhere), each of its two routes forced, CuPy and torch,
 on the same CuPy matrix (standard normal), with each result's backward error
 ``||A - QR||_F / ||A||_F`` and orthogonality ``||I - Q^H Q||_F``.
@@ -6,7 +6,7 @@ on the same CuPy matrix (standard normal), with each result's backward error
 ``python -m benchmarks.decomp_tall_qr [--shapes m:n:dtype,...] [--json out.json]`` (GPU only):
 a cold first call, then the median of ``--repeat`` synchronized calls (``check_finite=True``
 for ours, SciPy's default; the peers do not check). Shapes on both sides of
-:data:`gpulinalg.decomp._batched_plan.TALL_QR`'s limits, so the table can be re-derived.
+:data:`gpulinalg.decomp._gpu._batched_plan.TALL_QR`'s limits, so the table can be re-derived.
 """
 
 import argparse
@@ -29,7 +29,8 @@ def _forced(limits, gemm_max=None):
     """A call of ``decomp.qr`` with :data:`TALL_QR` set to ``limits`` (and the Gram matrix's
     :data:`GRAM_GEMM_MAX` to ``gemm_max``) for its duration."""
     from gpulinalg import decomp
-    from gpulinalg.decomp import _batched_plan, _cholqr_cuda
+    from gpulinalg.decomp._gpu import _batched_plan
+    from gpulinalg.decomp.qr import _cholqr_cuda
 
     def call(a):
         kept = _batched_plan.TALL_QR, _cholqr_cuda.GRAM_GEMM_MAX

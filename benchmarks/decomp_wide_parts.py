@@ -1,4 +1,4 @@
-"""Where the time of the wide triangular solve's kernel goes (``decomp._wide_trsm_cuda``): the
+"""Where the time of the wide triangular solve's kernel goes (``decomp._kernels._wide_trsm_cuda``): the
 kernel alone and with one part of it taken out, per order and dtype.
 
 ``python -m benchmarks.decomp_wide_parts [--sizes 64,1024] [--json out.json]`` (GPU only):
@@ -68,7 +68,7 @@ PARTS = {
 
 def source(part):
     """The kernel's source with ``part`` (a key of :data:`PARTS`) taken out or changed."""
-    from gpulinalg.decomp import _wide_trsm_cuda
+    from gpulinalg.decomp._kernels import _wide_trsm_cuda
     text, change = _wide_trsm_cuda._SOURCE, PARTS[part]
     for old, new in [] if change is None else change if isinstance(change, list) else [change]:
         if old not in text:
@@ -95,8 +95,8 @@ def run(sizes=(64, 1024), dtypes=("float32", "float64")):
     except Exception as exc:  # noqa: BLE001 (reported as the row's reason)
         return [absent(SUITE, "wide kernel parts", "all", f"no GPU: {exc}"[:200])]
     from gpulinalg._runtime.kernels import INT32, INT64, POINTER, Launcher, raw_kernel
-    from gpulinalg.decomp import _fused_cuda, _wide_trsm_cuda as wide
-    from gpulinalg.decomp._scalars_cuda import KERNEL_TYPES, mapped_read_back
+    from gpulinalg.decomp._kernels import _fused_cuda, _wide_trsm_cuda as wide
+    from gpulinalg.decomp._kernels._scalars_cuda import KERNEL_TYPES, mapped_read_back
     rows = []
     for dtype in map(np.dtype, dtypes):
         t, r = KERNEL_TYPES[dtype]

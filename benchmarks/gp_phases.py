@@ -162,7 +162,7 @@ def fused_phases(x, y, kernel, noise=1e-10):
         return None
     import cupy
 
-    from gpulinalg.decomp._cholinv_cuda import gram_lower
+    from gpulinalg.decomp._kernels._cholinv_cuda import gram_lower
     from gpulinalg.gp import _engine_cuda, _fused_cuda
     from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
     from gpulinalg._runtime.streams import op_stream

@@ -186,7 +186,7 @@ class _Raw:
     @staticmethod
     def _signs(grid, block, args):
         """flip_signs in place on (B, m, .) U and (B, k, n) Vh given by their strides."""
-        from gpulinalg.decomp._svd_xp import flip_signs
+        from gpulinalg.decomp.svd._svd_xp import flip_signs
         u, vh, rows, k, m, n, ub, ur, uc, vb, vr, vc = (
             int(x) if np.isscalar(x) else x for x in args)
         CALLS["svd_signs"] += 1
@@ -657,7 +657,7 @@ FakeCublas._gemm = staticmethod(_gemm)
 def without_fused(monkeypatch):
     """Take the rows of decomp's own kernels (fused small stacks, streamed solves) out of its
     route table for one test (tests of the library routes)."""
-    from gpulinalg.decomp import _batched_plan
+    from gpulinalg.decomp._gpu import _batched_plan
     for op, rows in list(_batched_plan.TABLE.items()):
         monkeypatch.setitem(_batched_plan.TABLE, op,
                             tuple(r for r in rows if r[2] not in ("fused", "stream")))
@@ -669,7 +669,7 @@ def medium_potrf_route(monkeypatch, name):
     where it fits, ``potrfBatched`` elsewhere, for one test."""
     import math
 
-    from gpulinalg.decomp import _batched_plan
+    from gpulinalg.decomp._gpu import _batched_plan
     monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((64, 2, "fused"), (math.inf, 2, name),
                                                        (math.inf, 2, "batched"),
                                                        (math.inf, 1, "looped")))

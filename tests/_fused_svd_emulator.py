@@ -1,5 +1,5 @@
 """A CPU emulation of the fused small-stack SVD kernel ``gl_small_svd`` of
-``gpulinalg.decomp._fused_svd_cuda``, step by step as the kernel (all matrices of the launch in
+``gpulinalg.decomp._kernels._fused_svd_cuda``, step by step as the kernel (all matrices of the launch in
 lock step, the pairs of a round at once): the load as W = A or A^H, NaN/Inf matrices to NaN,
 the power-of-two scaling, one-sided Jacobi in the round-robin order with the kernel's rotation
 and skip test (double types: float64 / complex128 throughout; single types: columns, rotations
@@ -120,7 +120,7 @@ def small_svd(calls, grid, block, args, shared_mem):
     nb, dt = grid[0], a3.dtype
     wide, big, k = m < n, max(m, n), min(m, n)
     kp = k + (k & 1)
-    from gpulinalg.decomp._fused_svd_cuda import SIZES, _layout, rows_per_lane
+    from gpulinalg.decomp._kernels._fused_svd_cuda import SIZES, _layout, rows_per_lane
     mb = next(size for size in SIZES if big <= size)
     single, rows = _layout(dt)[5], rows_per_lane(dt, mb)
     cdt = dt if single else (np.complex128 if dt.kind == "c" else np.float64)

@@ -12,7 +12,7 @@ import scipy.linalg
 import scipy.sparse
 
 import _nvrtc
-from gpulinalg.decomp import _sketch_cuda, _sketch_host
+from gpulinalg.decomp.lowrank import _sketch_cuda, _sketch_host
 
 
 class Dev(np.ndarray):
@@ -37,7 +37,7 @@ def dev(x):
 
 
 def chol_inverse_mirror(g, shift_factor):
-    """The fused CUDA kernel of gpulinalg.decomp._cholinv_cuda, step for step, in NumPy."""
+    """The fused CUDA kernel of gpulinalg.decomp._kernels._cholinv_cuda, step for step, in NumPy."""
     g = np.asarray(g)
     l = g.shape[0]
     shift = np.trace(g).real * shift_factor + np.finfo(np.float64).tiny
@@ -72,7 +72,7 @@ class _Elementwise:
 
 
 def flip_signs_mirror(rows):
-    """The sign kernel of gpulinalg.decomp._ritz_cuda in NumPy."""
+    """The sign kernel of gpulinalg.decomp._kernels._ritz_cuda in NumPy."""
     rows = np.asarray(rows)
     piv = rows[np.arange(rows.shape[0]), np.argmax(np.abs(rows), axis=1)]
     return np.where(piv < 0, -1, 1).astype(rows.dtype)

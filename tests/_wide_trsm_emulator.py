@@ -1,4 +1,4 @@
-"""The wide triangular solve of ``decomp._wide_trsm_cuda`` on the CPU, block by block in the
+"""The wide triangular solve of ``decomp._kernels._wide_trsm_cuda`` on the CPU, block by block in the
 order of their tickets (a schedule the device may run: a block only waits for earlier
 tickets), with the kernel's index work: the ticket's pass, group and panel, the diagonal
 block reversed for the backward pass and padded with the identity, its inverse built from
@@ -12,7 +12,7 @@ import ctypes
 import numpy as np
 
 from _fused_emulator import _NONE, _order_bits, _strided, _summarize, cond_bound
-from gpulinalg.decomp._wide_trsm_cuda import HEADER
+from gpulinalg.decomp._kernels._wide_trsm_cuda import HEADER
 
 PR = 64
 #: The workspace's tag, its length, its tagged words (the kernel's W_EPOCH, W_WORDS, W_LINES).

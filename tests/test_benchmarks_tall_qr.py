@@ -9,7 +9,8 @@ import pytest
 
 from benchmarks import decomp_tall_qr, timing
 from gpulinalg import decomp
-from gpulinalg.decomp import _batched_plan, _cholqr_cuda
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.qr import _cholqr_cuda
 
 
 def test_forced_route_is_undone(monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 import _nvrtc
 from benchmarks import decomp_wide_parts
 from gpulinalg._runtime.kernels import kernel_code
-from gpulinalg.decomp import _wide_trsm_cuda
+from gpulinalg.decomp._kernels import _wide_trsm_cuda
 
 
 @pytest.mark.parametrize("part", list(decomp_wide_parts.PARTS))

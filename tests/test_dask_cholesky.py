@@ -13,7 +13,7 @@ distributed = pytest.importorskip("distributed")
 scipy_linalg = pytest.importorskip("scipy.linalg")
 
 import gpulinalg  # noqa: E402
-from gpulinalg.decomp import _cholesky_dask as chol  # noqa: E402
+from gpulinalg.decomp.cholesky import _cholesky_dask as chol  # noqa: E402
 
 
 

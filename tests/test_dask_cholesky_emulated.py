@@ -12,7 +12,8 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-from gpulinalg.decomp import _cholesky_dask, _tiles_cuda, _tiles_xp  # noqa: E402
+from gpulinalg.decomp.cholesky import _cholesky_dask
+from gpulinalg.decomp._tiles import _tiles_cuda, _tiles_xp  # noqa: E402
 
 from _cusolver_emulator import CALLS, FakeDev, emulated_gpu, view  # noqa: E402
 

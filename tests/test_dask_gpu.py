@@ -35,7 +35,7 @@ def _is_cupy(x):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_tsqr_on_cupy_chunks(cuda_client, dtype):
-    from gpulinalg.decomp import _tsqr_dask as t
+    from gpulinalg.decomp.qr import _tsqr_dask as t
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4000, 16)).astype(dtype)
     x = _cupy_chunks(a, (700, 16))
@@ -51,7 +51,7 @@ def test_tsqr_on_cupy_chunks(cuda_client, dtype):
 
 
 def test_randomized_svd_on_cupy_chunks(cuda_client):
-    from gpulinalg.decomp import _randomized_dask as r
+    from gpulinalg.decomp.lowrank import _randomized_dask as r
     rng = np.random.default_rng(1)
     u, _ = np.linalg.qr(rng.standard_normal((3000, 30)))
     v, _ = np.linalg.qr(rng.standard_normal((500, 30)))
@@ -68,7 +68,7 @@ def test_randomized_svd_on_cupy_chunks(cuda_client):
 
 
 def test_pca_on_cupy_chunks(cuda_client):
-    from gpulinalg.decomp import _randomized_dask as r
+    from gpulinalg.decomp.lowrank import _randomized_dask as r
     rng = np.random.default_rng(2)
     a = rng.standard_normal((2000, 50)) @ np.diag(0.8 ** np.arange(50)) + 4.0
     out = r.pca(_cupy_chunks(a, (500, 25)), 3, random_state=0, iterated_power=6)
@@ -81,7 +81,7 @@ def test_pca_on_cupy_chunks(cuda_client):
 
 
 def test_blocked_cholesky_on_cupy_tiles(cuda_client):
-    from gpulinalg.decomp import _cholesky_dask as c
+    from gpulinalg.decomp.cholesky import _cholesky_dask as c
     rng = np.random.default_rng(3)
     g = rng.standard_normal((1000, 1000))
     a = g @ g.T + 1000 * np.eye(1000)
@@ -99,7 +99,7 @@ def test_blocked_cholesky_on_cupy_tiles(cuda_client):
 @pytest.mark.parametrize("dtype, lower", [(np.complex128, False)])
 def test_panel_cholesky_dtypes_and_triangles(cuda_client, dtype, lower):
     """The panel kernels (HERK/SYRK, GEMM and TRSM in the C-ordered frame) with odd tiles."""
-    from gpulinalg.decomp import _cholesky_dask as c
+    from gpulinalg.decomp.cholesky import _cholesky_dask as c
     rng = np.random.default_rng(4)
     g = rng.standard_normal((700, 700)) + (1j * rng.standard_normal((700, 700))
                                            if np.dtype(dtype).kind == "c" else 0)
@@ -113,7 +113,7 @@ def test_panel_cholesky_dtypes_and_triangles(cuda_client, dtype, lower):
 
 
 def test_not_positive_definite_on_cupy_tiles(cuda_client):
-    from gpulinalg.decomp import _cholesky_dask as c
+    from gpulinalg.decomp.cholesky import _cholesky_dask as c
     a = np.eye(600)
     a[400, 400] = -1
     with pytest.raises(gpulinalg.NotPositiveDefiniteError) as info:

@@ -10,7 +10,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-from gpulinalg.decomp import _panels_dask, _randomized_dask as rsvd  # noqa: E402
+from gpulinalg.decomp.lowrank import _panels_dask, _randomized_dask as rsvd  # noqa: E402
 
 
 def _ident(b):

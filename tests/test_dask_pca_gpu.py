@@ -20,7 +20,7 @@ def cp():
 @pytest.mark.parametrize("shape", [(250_001, 20), (70_000, 1000), (4099, 3)])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_colsum_on_cupy(cp, shape, order):
-    from gpulinalg.decomp._rowpass_xp import colsum
+    from gpulinalg.decomp.lowrank._rowpass_xp import colsum
     rng = np.random.default_rng(0)
     a = np.asarray(rng.standard_normal(shape, dtype=np.float32) + 1e3, order=order)
     got = colsum(cp.asarray(a, order=order), np.float64)
@@ -29,7 +29,7 @@ def test_colsum_on_cupy(cp, shape, order):
 
 
 def test_panels_on_cupy_match_numpy(cp):
-    from gpulinalg.decomp import _rowpass_xp as rp
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
     rng = np.random.default_rng(1)
     b = (rng.standard_normal((30_011, 64)) * 3 + 50).astype(np.float32)
     z = np.linalg.qr(rng.standard_normal((64, 12)))[0].astype(np.float32)
@@ -53,7 +53,7 @@ def test_panels_on_cupy_match_numpy(cp):
 def test_pca_on_tall_cupy_chunks(cp):
     da = pytest.importorskip("dask.array")
     import dask
-    from gpulinalg.decomp import _randomized_dask as rsvd
+    from gpulinalg.decomp.lowrank import _randomized_dask as rsvd
     rng = np.random.default_rng(2)
     a = rng.standard_normal((60_000, 40)) * (0.9 ** np.arange(40)) + 7.0
     x = da.from_array(cp.asarray(a), chunks=(25_000, 40), asarray=False)

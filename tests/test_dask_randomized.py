@@ -9,7 +9,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-from gpulinalg.decomp import _randomized_dask as rsvd  # noqa: E402
+from gpulinalg.decomp.lowrank import _randomized_dask as rsvd  # noqa: E402
 
 
 
@@ -227,7 +227,7 @@ def test_values_far_below_the_largest_are_kept(client, rng):
 def test_colsum_in_row_groups(rng, shape, order):
     """The row panels' column sums (row groups of about sqrt(rows), then the groups, then the
     leftover rows) are NumPy's, in the accumulation dtype asked for, any layout."""
-    from gpulinalg.decomp._rowpass_xp import colsum
+    from gpulinalg.decomp.lowrank._rowpass_xp import colsum
     a = np.asarray(rng.standard_normal(shape).astype(np.float32) + 100, order=order)
     got = colsum(a, np.float64)
     assert got.dtype == np.float64 and got.shape == (shape[1],)

@@ -8,7 +8,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from gpulinalg.decomp import _tsqr_dask as tsqr_dask  # noqa: E402
+from gpulinalg.decomp.qr import _tsqr_dask as tsqr_dask  # noqa: E402
 
 
 

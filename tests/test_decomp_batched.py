@@ -1,4 +1,4 @@
-"""Stacks of matrices: every route of the table in ``decomp._batched_plan`` gives the results of
+"""Stacks of matrices: every route of the table in ``decomp._gpu._batched_plan`` gives the results of
 the per-matrix calls, and a failing slice is named by its batch index.
 
 Three layers: the table itself; the GPU engines on the CPU emulation of cuSOLVER/cuBLAS (each
@@ -12,9 +12,16 @@ import pytest
 
 import gpulinalg
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _qr_cuda, _svd_cuda,
-                              _triangular_cuda, cho_factor, cho_solve, cholesky, qr,
-                              solve_triangular, svd)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp.qr import _qr_host
+from gpulinalg.decomp.svd import _svd_host
+from gpulinalg.decomp.triangular import _triangular_host
+from gpulinalg.decomp.qr import _qr_cuda
+from gpulinalg.decomp.svd import _svd_cuda
+from gpulinalg.decomp.triangular import _triangular_cuda
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky, qr, solve_triangular, svd
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
@@ -89,7 +96,7 @@ def test_potrf_fused_to_128_but_complex128():
 
 
 def test_potrf_fused_limit_follows_the_kernel():
-    from gpulinalg.decomp import _fused_cuda
+    from gpulinalg.decomp._kernels import _fused_cuda
     for dtype in ("float32", "float64", "complex64", "complex128"):
         top = 64 if dtype == "complex128" else 128
         assert _fused_cuda.fits(top, dtype, "potrf") and not _fused_cuda.fits(top + 1, dtype,
@@ -103,7 +110,7 @@ def test_potrf_fused_limit_follows_the_kernel():
 
 
 def test_fused_rows_need_the_kernel_and_few_right_hand_sides():
-    from gpulinalg.decomp import _fused_cuda
+    from gpulinalg.decomp._kernels import _fused_cuda
     assert _batched_plan.route("potrf", 32, 100, fused=False) == "batched"
     assert _batched_plan.route("trsm", 32, 100, rhs=_batched_plan.FUSED_RHS) == "fused"
     assert _batched_plan.route("trsm", 32, 100, rhs=_batched_plan.FUSED_RHS + 1) == "batched"
@@ -144,7 +151,7 @@ def test_emulated_cholesky_stack_equals_slices(emu, force, rng, route, lower, dt
     got = plain(_cholesky_cuda.cholesky(dev(a), lower, False, True, np.dtype(dtype)))
     assert (CALLS["potrf_batched"] == 1) == (route == "batched")
     for idx in np.ndindex(2, 3):
-        ref = _factor_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
+        ref = _cholesky_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
         assert np.allclose(got[idx], ref, rtol=tol(dtype), atol=tol(dtype))
 
 
@@ -164,13 +171,13 @@ def test_emulated_cholesky_names_the_failing_slice(emu, force, rng, route):
 def test_emulated_cho_solve_stack_equals_slices(emu, force, rng, route, lower, dtype):
     force("trsm", route)
     a = spd_stack(rng, (4,), 20, dtype)
-    c = np.stack([_factor_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
+    c = np.stack([_cholesky_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
     b = rng.standard_normal((4, 20, 3)).astype(dtype)
     CALLS.clear()
     got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype)))
     assert (CALLS["trsm_batched"] == 2) == (route == "batched")
     for i in range(4):
-        ref = _factor_host.cho_solve(c[i], lower, b[i], False, np.dtype(dtype))
+        ref = _cholesky_host.cho_solve(c[i], lower, b[i], False, np.dtype(dtype))
         assert np.allclose(got[i], ref, rtol=tol(dtype), atol=tol(dtype))
 
 
@@ -183,7 +190,7 @@ def test_emulated_solve_triangular_stack_equals_slices(emu, force, rng, route, t
     got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, True, False, False,
                                                   np.dtype("f8")))
     for i in range(3):
-        ref = _factor_host.solve_triangular(a[i], b[i], trans, True, False, False,
+        ref = _triangular_host.solve_triangular(a[i], b[i], trans, True, False, False,
                                             np.dtype("f8"))
         assert np.allclose(got[i], ref)
 
@@ -201,7 +208,7 @@ def test_emulated_qr_checks_finiteness_in_its_copy(emu, force, rng, route, order
         CALLS.clear()
         out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"), finite)
         assert CALLS["get"] == int(finite)
-        ref = _factor_host.qr(a[1], mode, False, None, False, np.dtype("f8"))
+        ref = _qr_host.qr(a[1], mode, False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out[0] if mode == "r" else out.R)[1],
                            ref[0] if mode == "r" else ref.R)
     a[2, 30, 5] = np.inf
@@ -220,7 +227,7 @@ def test_emulated_qr_stack_equals_slices(emu, force, rng, route, shape, mode):
     out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype("f8"))
     assert (CALLS["geqrf_batched"] == 1) == (route == "batched")
     for i in range(shape[0]):
-        ref = _factor_host.qr(a[i], mode, False, None, False, np.dtype("f8"))
+        ref = _qr_host.qr(a[i], mode, False, None, False, np.dtype("f8"))
         if mode == "raw":  # LAPACK's and cuSOLVER's reflectors agree
             assert np.allclose(plain(out[0][0])[i], ref[0][0])
             assert np.allclose(plain(out[0][1])[i], ref[0][1])
@@ -349,11 +356,11 @@ def test_emulated_nonfinite_diagonal_is_marked_once(emu):
 @pytest.mark.parametrize("unit", [False, True])
 def test_emulated_fused_conditioning_figures_equal_generic(emu, rng, a_shape, b_shape, dtype,
                                                            unit):
-    from gpulinalg.decomp import _triangular_xp
+    from gpulinalg.decomp.triangular import _triangular_xp
     a = (rng.standard_normal(a_shape) + 3 * np.eye(6)).astype(dtype)
     a[(0,) * (len(a_shape) - 2) + (2, 2)] = 0  # a zero on a diagonal
     b = rng.standard_normal(b_shape).astype(dtype)
-    x = np.asarray(_factor_host.solve_triangular(np.tril(a) + np.eye(6), b, 0, True, False,
+    x = np.asarray(_triangular_host.solve_triangular(np.tril(a) + np.eye(6), b, 0, True, False,
                                                  False, np.dtype(dtype)))
     want = _triangular_xp.figures(a, _triangular_xp.rhs_scale(b, np), x, unit, np)
     CALLS.clear()
@@ -396,7 +403,7 @@ def test_emulated_stream_parallel_loops_equal_slices(emu, force, monkeypatch, rn
     c = plain(_cholesky_cuda.cholesky(dev(spd), True, False, True, np.dtype("f8"), True))
     assert CALLS["lane_stream"] == 4 * shape[0]  # and the Xpotrf loop
     for i in range(shape[0]):
-        ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
+        ref = _qr_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
         assert np.allclose((u[i] * s[i]) @ vh[i], a[i])
         assert np.allclose(c[i], np.linalg.cholesky(spd[i]))
@@ -408,7 +415,7 @@ def test_emulated_qr_copies_c_ordered_input_by_tiles(emu, rng):
     out = _qr_cuda.qr(dev(a), "economic", False, None, False, np.dtype("f8"))
     assert CALLS["transpose_copy"] == 1
     for i in range(2):
-        ref = _factor_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
+        ref = _qr_host.qr(a[i], "economic", False, None, False, np.dtype("f8"))
         assert np.allclose(plain(out.Q)[i], ref.Q) and np.allclose(plain(out.R)[i], ref.R)
 
 
@@ -462,7 +469,7 @@ def test_emulated_solves_check_finite_in_their_one_read_back(emu, force, rng, ro
 
 
 def test_emulated_pointer_arrays_are_reused(emu):
-    from gpulinalg.decomp import _cusolver_cuda
+    from gpulinalg.decomp._gpu import _cusolver_cuda
     w = dev(np.zeros((5, 4, 4)))
     p1, p2 = _cusolver_cuda.pointer_array(w), _cusolver_cuda.pointer_array(w)
     assert p1 is p2
@@ -472,7 +479,7 @@ def test_emulated_pointer_arrays_are_reused(emu):
 def test_gpu_input_defers_check_finite_to_the_engine(monkeypatch):
     """The api leaves SciPy's check of GPU arrays to the engine (``finite=True``); host
     arrays are checked up front as before, and the CPU engine checks a deferred one."""
-    from gpulinalg.decomp import _cholesky_api
+    from gpulinalg.decomp.cholesky import _cholesky_api
     seen = []
     monkeypatch.setattr(_cholesky_api._arrays, "on_gpu", lambda x: True)
     monkeypatch.setattr(_cholesky_api._dispatch, "dispatch",
@@ -490,7 +497,7 @@ def test_emulated_small_svd_stack_checks_finite_and_signs_in_one_pass(emu, force
     CALLS.clear()
     got = _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"), "gesdd", False, True)
     assert CALLS["get"] == 1 and CALLS["svd_signs"] == 1  # one read-back, one sign kernel
-    ref = _factor_host.svd(a, False, True, "auto", np.dtype("f8"))
+    ref = _svd_host.svd(a, False, True, "auto", np.dtype("f8"))
     for g, r in zip(got, ref):
         assert np.allclose(plain(g), r, atol=1e-10)
     a[4, 2, 3] = -np.inf

@@ -1,4 +1,4 @@
-"""The blocked Cholesky factorization (``decomp._blocked_potrf_cuda``: stacks of medium
+"""The blocked Cholesky factorization (``decomp._kernels._blocked_potrf_cuda``: stacks of medium
 matrices, two launches and a cuBLAS call per block column of 64 and one read-back per call)
 on the CPU
 emulation and on the device (``gpu``-marked): factors equal the per-matrix ones for both
@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import (_batched_plan, _blocked_potrf_cuda, _cholesky_cuda, _factor_host,
-                              cho_factor, cho_solve, cholesky)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp._kernels import _blocked_potrf_cuda
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, medium_potrf_route, plain
 from test_decomp_fused import assert_cholesky_failures, spd
@@ -76,7 +79,7 @@ def test_emulated_blocked_cholesky_equals_host(emu, blocked, width, rng, lower, 
         assert CALLS["zero_triangle"] == 0  # zeroed by the panel steps on the way
         # all of a, in the working copy's own pass
         assert CALLS["flag_nonfinite"] == int(finite) and CALLS["flag_flat"] == 0
-        ref = np.stack([_factor_host.cholesky(x, lower, False, True, np.dtype(dtype))
+        ref = np.stack([_cholesky_host.cholesky(x, lower, False, True, np.dtype(dtype))
                         for x in a])
         tol = 1e-4 if np.finfo(np.dtype(dtype)).bits <= 32 else 1e-12
         assert np.allclose(got, ref, rtol=tol, atol=tol)

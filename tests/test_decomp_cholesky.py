@@ -427,7 +427,7 @@ def test_a_nan_factor_of_a_checked_finite_input_is_not_positive_definite():
     """Factored in place, a NaN in the factor cannot be told from NaN input, unless the input
     was checked finite first (check_finite, or a caller such as the GP's jitter loop): then it
     comes from a pivot that is not positive, and the error says so (its minor included)."""
-    from gpulinalg.decomp._cholesky_xp import failure
+    from gpulinalg.decomp.cholesky._cholesky_xp import failure
     factor = np.array([[1.0, 0.0], [0.5, np.nan]])  # what potrf left in place
     unknown = failure(2, factor, True, True, None)
     assert type(unknown) is gpulinalg.LinAlgError and "cannot be checked" in str(unknown)

@@ -1,4 +1,4 @@
-"""Tall QR by Cholesky (CholeskyQR2, ``decomp._cholqr_cuda``): the route of ``qr`` for tall
+"""Tall QR by Cholesky (CholeskyQR2, ``decomp.qr._cholqr_cuda``): the route of ``qr`` for tall
 matrices in modes ``economic`` and ``r``, its check and its fallback to Householder QR; against
 an emulation of cuBLAS/cuSOLVER on the CPU, and on the GPU (``gpu`` mark)."""
 
@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from gpulinalg import decomp, last_run
-from gpulinalg.decomp import _batched_plan, _cholqr_cuda, _factor_host, _qr_cuda
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.qr import _cholqr_cuda, _qr_cuda
+from gpulinalg.decomp.qr import _qr_host
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 from _decomp_dense_ref import (DTYPES, backward_ratio, orthogonality_ratio, random,
@@ -56,7 +58,7 @@ def test_emulated_economic(emu, rng, dtype, shape, order):
     assert CALLS["gemm"] == 2 * nb and CALLS["trsm_right"] == 2 * nb
     assert CALLS["geqrf"] == 0 and CALLS["get"] == 1  # one read-back: codes and checks
     _assert_qr(a, q, r, dtype)
-    ref = _factor_host.qr(a, "economic", False, None, False, np.dtype(dtype))
+    ref = _qr_host.qr(a, "economic", False, None, False, np.dtype(dtype))
     d = _phases(ref.R)  # Householder's R is ours with rows scaled by unit scalars
     tol = 1e-4 if np.finfo(dtype).bits <= 32 else 1e-10
     assert np.allclose(ref.R, d[..., :, None] * r, atol=tol)
@@ -70,7 +72,7 @@ def test_emulated_mode_r(emu, rng, dtype):
     (r,) = _engine(a, "r", dtype)
     r = plain(r)
     assert CALLS["gemm"] == 6 and CALLS["trsm_right"] == 3  # Q's last solve left out
-    (ref,) = _factor_host.qr(a, "r", False, None, False, np.dtype(dtype))
+    (ref,) = _qr_host.qr(a, "r", False, None, False, np.dtype(dtype))
     assert r.shape == ref.shape == (3, 144, 6) and np.all(r[:, 6:] == 0)
     tol = 1e-4 if np.finfo(dtype).bits <= 32 else 1e-10
     assert np.allclose(np.abs(r), np.abs(ref), atol=tol)

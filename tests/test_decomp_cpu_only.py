@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg.decomp import (_cholesky_api, _qr_api, _svd_api, cho_factor, cho_solve, cholesky,
-                              logdet_cholesky, qr, solve_triangular, svd)
+from gpulinalg.decomp.cholesky import _cholesky_api
+from gpulinalg.decomp.qr import _qr_api
+from gpulinalg.decomp.svd import _svd_api
+from gpulinalg.decomp import (cho_factor, cho_solve, cholesky, logdet_cholesky, qr,
+                              solve_triangular, svd)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

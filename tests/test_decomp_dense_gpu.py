@@ -142,7 +142,7 @@ def test_not_pd_large_single(xp_gpu, rng):
 
 
 def test_workspace_queries_answer_on_the_device(xp_gpu):
-    from gpulinalg.decomp import _cusolver_cuda as _cusolver
+    from gpulinalg.decomp._gpu import _cusolver_cuda as _cusolver
     for routine in ("potrf", "geqrf", "gesvd", "gesvdp"):
         for dtype in ("<f4", "<f8", "<c8", "<c16"):
             got = _cusolver._queried(routine, 3000, 500, dtype, 0)  # raises if refused

@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import (_cholesky_cuda, _cusolver_cuda, _factor_host, _finite_cuda,
-                              _qr_cuda, _svd_cuda, _transpose_cuda, _triangular_cuda)
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp.qr import _qr_host
+from gpulinalg.decomp.svd import _svd_host
+from gpulinalg.decomp.triangular import _triangular_host
+from gpulinalg.decomp._gpu import _cusolver_cuda, _finite_cuda, _transpose_cuda
+from gpulinalg.decomp.qr import _qr_cuda
+from gpulinalg.decomp.svd import _svd_cuda
+from gpulinalg.decomp.triangular import _triangular_cuda
 
 from _cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev, emulated_gpu,
                                 plain, without_fused)
@@ -29,7 +36,7 @@ def emu(monkeypatch):
 def test_qr(emu, rng, dtype, shape, mode):
     a = random(rng, shape, dtype)
     out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype(dtype))
-    ref = _factor_host.qr(a, mode, False, None, False, np.dtype(dtype))
+    ref = _qr_host.qr(a, mode, False, None, False, np.dtype(dtype))
     if mode == "r":
         assert len(out) == 1 and out[0].shape == ref[0].shape
         assert np.allclose(np.abs(plain(out[0])), np.abs(ref[0]), atol=1e-4)
@@ -56,7 +63,7 @@ def test_qr(emu, rng, dtype, shape, mode):
 def test_svd(emu, rng, dtype, shape, driver, full):
     a = random(rng, shape, dtype)
     out = _svd_cuda.svd(dev(a), full, True, driver, np.dtype(dtype))
-    ref = _factor_host.svd(a, full, True, "gesvd", np.dtype(dtype))
+    ref = _svd_host.svd(a, full, True, "gesvd", np.dtype(dtype))
     u, s, vh = (plain(x) for x in out)
     assert u.shape == ref.U.shape and s.shape == ref.S.shape and vh.shape == ref.Vh.shape
     assert u.dtype == dtype and s.dtype == ref.S.dtype
@@ -89,7 +96,7 @@ def test_cholesky(emu, rng, dtype, layout, lower, clean):
         src = np.asfortranarray(a).view(FakeDev)
     before = np.array(src)
     got = plain(_cholesky_cuda.cholesky(src, lower, False, clean, np.dtype(dtype)))
-    ref = _factor_host.cholesky(a, lower, False, clean, np.dtype(dtype))
+    ref = _cholesky_host.cholesky(a, lower, False, clean, np.dtype(dtype))
     assert np.array_equal(np.array(src), before)
     tri = np.tril if lower else np.triu
     assert np.allclose(tri(got), tri(ref), atol=1e-4)
@@ -127,7 +134,7 @@ def test_cholesky_tiled_working_copy(emu, rng, monkeypatch, dtype, layout, lower
 def test_finiteness_check_reads_memory_in_order(emu):
     """The check runs over a view in memory order: flat for column-major and transposed
     stacks, broadcast axes read once, and the same verdict as NumPy's for every layout."""
-    from gpulinalg.decomp._finite_cuda import memory_order
+    from gpulinalg.decomp._gpu._finite_cuda import memory_order
     base = np.arange(2 * 5 * 7, dtype=np.float64).reshape(2, 5, 7)
     f = np.asfortranarray(base)
     stacked_f = np.ascontiguousarray(base.swapaxes(-1, -2)).swapaxes(-1, -2)
@@ -214,12 +221,12 @@ def test_cholesky_batched_overwrite_and_errors(emu, rng, monkeypatch):
 @pytest.mark.parametrize("bshape", [(10,), (10, 3), (2, 10, 3)])
 def test_cho_solve(emu, rng, dtype, layout, lower, bshape):
     a = spd(rng, 10, dtype, cond=10)
-    c = _factor_host.cholesky(a, lower, False, False, np.dtype(dtype))
+    c = _cholesky_host.cholesky(a, lower, False, False, np.dtype(dtype))
     c = np.asfortranarray(c) if layout == "F" else np.ascontiguousarray(c)
     b = random(rng, bshape, dtype)
     src = c.view(FakeDev)
     x = plain(_cholesky_cuda.cho_solve(src, lower, dev(b), False, np.dtype(dtype)))
-    ref = _factor_host.cho_solve(c, lower, b, False, np.dtype(dtype))
+    ref = _cholesky_host.cho_solve(c, lower, b, False, np.dtype(dtype))
     assert x.shape == ref.shape
     assert np.allclose(x, ref, atol=1e-3)
 
@@ -239,7 +246,7 @@ def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
     b = random(rng, (8, 3), dtype)
     x = plain(_triangular_cuda.solve_triangular(src, dev(b), trans, lower, unit, False,
                                                 np.dtype(dtype)))
-    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    ref = _triangular_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     assert np.allclose(x, ref, atol=1e-3)
 
 
@@ -291,13 +298,13 @@ def test_shapes_and_dtypes_hypothesis(emu_module):
     def check(batch, m, n, dtype, full, mode, seed):
         a = random(np.random.default_rng(seed), tuple(batch) + (m, n), dtype)
         res = _svd_cuda.svd(dev(a), full, True, "auto", np.dtype(dtype))
-        ref = _factor_host.svd(a, full, True, "gesvd", np.dtype(dtype))
+        ref = _svd_host.svd(a, full, True, "gesvd", np.dtype(dtype))
         assert [x.shape for x in res] == [x.shape for x in ref]
         k = min(m, n)
         u, s, vh = (plain(x) for x in res)
         assert backward_ratio(a, (u[..., :k] * s[..., None, :]) @ vh[..., :k, :], dtype) <= 50
         out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype(dtype))
-        want = _factor_host.qr(a, mode, False, None, False, np.dtype(dtype))
+        want = _qr_host.qr(a, mode, False, None, False, np.dtype(dtype))
         if mode == "r":
             assert out[0].shape == want[0].shape
         else:
@@ -344,7 +351,7 @@ def test_cholesky_always_uses_the_lower_kernel(emu, rng, lower, layout):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
     a = random(rng, shape, dtype)
-    ref = _factor_host.svd(a, False, True, "gesvd", np.dtype(dtype))
+    ref = _svd_host.svd(a, False, True, "gesvd", np.dtype(dtype))
     single = np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.complex64))
     # (noise, noisy dtypes, gesvdp runs, gesvd runs) per matrix: a rejected single-precision
     # gesvdp is recomputed by gesvdp in double precision first, then by gesvd
@@ -371,7 +378,7 @@ def test_auto_svd_verifies_gesvdp_and_falls_back(emu, rng, shape, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
 def test_large_single_precision_svd_goes_to_double_at_once(emu, rng, monkeypatch, dtype):
     from gpulinalg._runtime import dispatch
-    from gpulinalg.decomp import _svd_drivers
+    from gpulinalg.decomp.svd import _svd_drivers
     monkeypatch.setattr(_svd_drivers, "PROMOTE_FROM", 40)
     a = random(rng, (120, 40), dtype)
     single = np.dtype(dtype).char in "fF"
@@ -398,7 +405,7 @@ def test_large_single_precision_svd_goes_to_double_at_once(emu, rng, monkeypatch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_values_alone_of_large_matrices_come_from_the_verified_svd(emu, rng, monkeypatch,
                                                                     shape, dtype):
-    from gpulinalg.decomp import _svd_drivers
+    from gpulinalg.decomp.svd import _svd_drivers
     monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 40)
     a = random(rng, shape, dtype)
     ref = np.linalg.svd(a.astype(np.complex128), compute_uv=False)
@@ -458,8 +465,8 @@ def test_conditioning_same_rule_on_both_engines(emu, rng, squared):
     a[1, 7, 7] = 1e-13
     b = random(rng, (12, 3), np.float64)
     bounds = []
-    for engine, arr in ((_factor_host, lambda x: x), (_cholesky_cuda if squared else
-                                                      _triangular_cuda, dev)):
+    for engine, arr in ((_cholesky_host if squared else _triangular_host, lambda x: x),
+                        (_cholesky_cuda if squared else _triangular_cuda, dev)):
         dispatch._local.details = details = {}
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")

@@ -1,4 +1,4 @@
-"""The fused small-stack route of ``decomp._batched_plan`` (``decomp._fused_cuda``: one launch
+"""The fused small-stack route of ``decomp._gpu._batched_plan`` (``decomp._kernels._fused_cuda``: one launch
 and one read-back per call) on the CPU emulation, and on the device (``gpu``-marked): results
 equal the per-matrix ones, a failing slice is named, NaN/Inf and singular inputs raise, the
 conditioning rule warns as on the other routes."""
@@ -10,8 +10,12 @@ import pytest
 
 import gpulinalg
 from gpulinalg import IllConditionedWarning, NotPositiveDefiniteError, SingularMatrixError
-from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _triangular_cuda,
-                              cho_factor, cho_solve, cholesky, solve_triangular)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp.triangular import _triangular_host
+from gpulinalg.decomp.triangular import _triangular_cuda
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky, solve_triangular
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 from _decomp_dense_ref import layout
@@ -48,14 +52,14 @@ def test_emulated_fused_cholesky_equals_slices(emu, rng, n, lower, clean, dtype,
     assert CALLS["small_potrf"] == 1 and CALLS["get"] == 1 and CALLS["potrf_batched"] == 0
     tri = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
     for idx in np.ndindex(2, 3):
-        ref = _factor_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
+        ref = _cholesky_host.cholesky(a[idx], lower, False, True, np.dtype(dtype))
         assert np.allclose(np.where(tri, got[idx], 0), ref, rtol=tol(dtype), atol=tol(dtype))
         assert np.array_equal(got[idx][~tri], 0 * a[idx][~tri] if clean else a[idx][~tri])
 
 
 def test_emulated_fused_cholesky_in_place(emu, rng):
     a = dev(spd(rng, (4,), 12, np.float64))
-    ref = _factor_host.cholesky(np.array(a), True, False, True, np.dtype("f8"))
+    ref = _cholesky_host.cholesky(np.array(a), True, False, True, np.dtype("f8"))
     got = _cholesky_cuda.cholesky(a, True, True, True, np.dtype("f8"))
     assert got.data.ptr == a.data.ptr and np.allclose(plain(got), ref)
 
@@ -103,7 +107,7 @@ def test_emulated_fused_solve_triangular_equals_host(emu, rng, a_shape, b_shape,
     CALLS.clear()
     got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, lower, unit, False,
                                                   np.dtype(dtype), True, True))
-    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    ref = _triangular_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     fused = len(a_shape) > 2 and b_shape[-1] <= 64 and not (b_shape == (6,) and len(a_shape) == 2)
     assert CALLS["small_trsm"] == int(fused)
     if fused:
@@ -116,13 +120,13 @@ def test_emulated_fused_solve_triangular_equals_host(emu, rng, a_shape, b_shape,
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_emulated_fused_cho_solve_equals_host(emu, rng, lower, b_shape, dtype):
     a = spd(rng, (5,), 9, dtype)
-    c = np.stack([_factor_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
+    c = np.stack([_cholesky_host.cholesky(x, lower, False, False, np.dtype(dtype)) for x in a])
     b = rng.standard_normal(b_shape).astype(dtype)
     CALLS.clear()
     got = plain(_cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype), True,
                                          True))
     assert CALLS["small_trsm"] == 1 and CALLS["get"] == 1
-    ref = _factor_host.cho_solve(c, lower, b, False, np.dtype(dtype))
+    ref = _cholesky_host.cho_solve(c, lower, b, False, np.dtype(dtype))
     assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=tol(dtype), atol=tol(dtype))
     CALLS.clear()  # nothing to check: no read-back at all
     _cholesky_cuda.cho_solve(dev(c), lower, dev(b), False, np.dtype(dtype))
@@ -193,7 +197,7 @@ def test_gpu_fused_cholesky_and_solves(xp_gpu, rng, n, dtype, lower):
     c = cholesky(a, lower=lower)
     assert gpulinalg.last_run().backend == "gpu"
     for idx in np.ndindex(3, 5):
-        ref = _factor_host.cholesky(a_h[idx], lower, False, True, np.dtype(dtype))
+        ref = _cholesky_host.cholesky(a_h[idx], lower, False, True, np.dtype(dtype))
         assert np.abs(cp.asnumpy(c[idx]) - ref).max() <= 100 * n * eps * np.abs(ref).max()
     cf = cho_factor(a, lower=lower)
     x = cho_solve(cf, b)
@@ -246,7 +250,7 @@ def test_gpu_fused_potrf_every_tile_at_order_128(xp_gpu, monkeypatch, rng, tile,
     """Each tile the kernel rows of ``benchmarks.decomp_batched`` time at order 128, the kernel
     called alone: factors equal NumPy's, codes and flags in the summary, the failed matrix left
     as read (in place)."""
-    from gpulinalg.decomp import _fused_cuda as fc
+    from gpulinalg.decomp._kernels import _fused_cuda as fc
     cp = xp_gpu
     monkeypatch.setitem(fc.TILE, (128, np.dtype(dtype).char), tile)
     summ, totals = fc.summary(cp, "potrf", cp.cuda.Device().id)
@@ -320,7 +324,7 @@ def test_gpu_fused_trsm_kernel_equals_numpy(xp_gpu, rng, dtype):
     """The warp-per-column solves: every order class (segments of a warp below 32), vector
     and matrix right-hand sides (one to many columns per warp), broadcasts, op and triangle,
     unit diagonal, cho_solve; equal to per-matrix NumPy solves."""
-    from gpulinalg.decomp import _fused_cuda
+    from gpulinalg.decomp._kernels import _fused_cuda
     cp = xp_gpu
     eps = float(np.finfo(dtype).eps)
     for n in (3, 8, 13, 16, 32, 40, 64):
@@ -402,7 +406,7 @@ def test_gpu_fused_failures_name_the_slice(xp_gpu, rng):
 
 def _bounds(monkeypatch):
     """Record every bound the rule judges (the fused route's and the host's ``judge``)."""
-    from gpulinalg.decomp import _triangular_xp
+    from gpulinalg.decomp.triangular import _triangular_xp
     seen = []
     real = _triangular_xp.judge_bound
 

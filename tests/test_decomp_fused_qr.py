@@ -1,4 +1,4 @@
-"""The fused small-stack QR (``decomp._fused_qr_cuda``, route ``fused`` of ``geqrf``): on the
+"""The fused small-stack QR (``decomp._kernels._fused_qr_cuda``, route ``fused`` of ``geqrf``): on the
 CPU emulation (the route taken, layouts, modes, results equal LAPACK's per matrix) and on the
 device (``gpu``-marked): per matrix against NumPy/SciPy, Q orthonormal, R upper triangular,
 ``Q R = A``, R's signs as LAPACK's and as the library route's, every mode, NaN input as on the
@@ -11,7 +11,11 @@ import pytest
 import scipy.linalg
 
 import gpulinalg
-from gpulinalg.decomp import _batched_plan, _factor_host, _fused_qr_cuda, _qr_cuda, qr
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.qr import _qr_host
+from gpulinalg.decomp._kernels import _fused_qr_cuda
+from gpulinalg.decomp.qr import _qr_cuda
+from gpulinalg.decomp import qr
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 from _decomp_dense_ref import layout, random as stack
@@ -53,7 +57,7 @@ def test_emulated_fused_qr_equals_lapack(emu, rng, dtype, shape, mode):
     out = _qr_cuda.qr(dev(a), mode, False, None, False, np.dtype(dtype))
     assert CALLS["small_qr"] == 1 and CALLS["geqrf_batched"] == 0 and CALLS["get"] == 0
     for idx in np.ndindex(shape[:-2]):
-        ref = _factor_host.qr(a[idx], mode, False, None, False, np.dtype(dtype))
+        ref = _qr_host.qr(a[idx], mode, False, None, False, np.dtype(dtype))
         for got, want in zip(parts(out, mode), parts(ref, mode)):
             got = plain(got)[idx]
             assert got.shape == want.shape and got.dtype == want.dtype

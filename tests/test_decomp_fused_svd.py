@@ -1,4 +1,4 @@
-"""The fused small-stack SVD (``decomp._fused_svd_cuda``, route ``fused`` of ``gesvd``): on the
+"""The fused small-stack SVD (``decomp._kernels._fused_svd_cuda``, route ``fused`` of ``gesvd``): on the
 CPU emulation (the route taken, one read-back, every dtype and ``compute_uv`` /
 ``full_matrices`` combination against NumPy per matrix, rank-deficient and repeated singular
 values, layouts, NaN kept in its slice, non-convergence named) and on the device
@@ -12,7 +12,10 @@ import pytest
 from numpy.linalg import LinAlgError
 
 import gpulinalg
-from gpulinalg.decomp import _batched_plan, _fused_svd_cuda, _svd_cuda, svd
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp._kernels import _fused_svd_cuda
+from gpulinalg.decomp.svd import _svd_cuda
+from gpulinalg.decomp import svd
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 from _decomp_dense_ref import layout, random as stack
@@ -136,10 +139,10 @@ def test_emulated_fused_svd_rank_deficient_and_repeated(emu, rng, dtype):
 
 
 def test_emulated_fused_svd_equals_the_host_engine(emu, rng):
-    from gpulinalg.decomp import _factor_host
+    from gpulinalg.decomp.svd import _svd_host
     a = stack(rng, (4, 12, 7), np.float64)
     got = _svd_cuda.svd(dev(a), False, True, "auto", np.dtype("f8"))
-    ref = _factor_host.svd(a, False, True, "auto", np.dtype("f8"))
+    ref = _svd_host.svd(a, False, True, "auto", np.dtype("f8"))
     for g, r in zip(got, ref):  # the same signs (flip_signs), elementwise
         assert np.allclose(plain(g), r, atol=1e-12)
 

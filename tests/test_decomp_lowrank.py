@@ -8,8 +8,8 @@ import scipy.sparse as sp
 import gpulinalg
 from gpulinalg import FallbackWarning
 from gpulinalg._runtime import testing
-from gpulinalg.decomp import _truncated_cuda, _truncated_host
-from gpulinalg.decomp._truncated_api import LowRankSVDResult, resolve_plan, truncated_svd
+from gpulinalg.decomp.lowrank import _truncated_cuda, _truncated_host
+from gpulinalg.decomp.lowrank._truncated_api import LowRankSVDResult, resolve_plan, truncated_svd
 
 from _lowrank_emulator import chol_inverse_mirror
 
@@ -319,7 +319,7 @@ def test_fused_cholesky_inverse_algorithm(rng, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("order", [7, 40, "max"])
 def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
-    from gpulinalg.decomp._cholinv_cuda import SHARED_BYTES, chol_inverse, max_order
+    from gpulinalg.decomp._kernels._cholinv_cuda import SHARED_BYTES, chol_inverse, max_order
     cplx = np.dtype(dtype).kind == "c"
     l = max_order(dtype) if order == "max" else order
     assert 2 * l * l * (16 if cplx else 8) <= SHARED_BYTES
@@ -341,8 +341,9 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("u_based", [False, True])
 def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_based):
-    from gpulinalg.decomp import _ritz_cuda, _sketch_cuda, _sketch_host
-    from gpulinalg.decomp._sketch_xp import svd_flip
+    from gpulinalg.decomp._kernels import _ritz_cuda
+    from gpulinalg.decomp.lowrank import _sketch_cuda, _sketch_host
+    from gpulinalg.decomp.lowrank._sketch_xp import svd_flip
     gpu, host = _sketch_cuda.engine(), _sketch_host.ENGINE
     U = rng.standard_normal((700, 9)).astype(dtype)
     Vh = rng.standard_normal((9, 1000)).astype(dtype)
@@ -366,7 +367,7 @@ def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_ba
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lift_kernel(xp_gpu, rng, dtype):
-    from gpulinalg.decomp import _ritz_cuda
+    from gpulinalg.decomp._kernels import _ritz_cuda
     q = rng.standard_normal((300, 42)).astype(dtype)
     btd, w = rng.standard_normal((500, 42)), rng.standard_normal((85, 32))
     u, s, vh = _ritz_cuda.lift(xp_gpu.asarray(q), xp_gpu.asarray(btd), xp_gpu.asarray(w), 32)

@@ -153,7 +153,7 @@ def test_pca_is_a_sklearn_estimator_and_pickles(rng):
 
 
 def test_known_sklearn_version():
-    from gpulinalg.decomp._pca_sklearn import KNOWN_VERSIONS
+    from gpulinalg.decomp.pca._pca_sklearn import KNOWN_VERSIONS
     major, minor = (int(x) for x in sklearn.__version__.split(".")[:2])
     assert (major, minor) in KNOWN_VERSIONS, (
         f"scikit-learn {sklearn.__version__}: check the private names _pca_sklearn uses, then "
@@ -214,7 +214,7 @@ def test_pca_gpu_arpack_dense_float32(xp_gpu, rng):
                                      "power_iteration_normalizer": "CholQR",
                                      "random_state": 7, "whiten": True}])
 def test_fast_parameter_check_agrees_with_sklearn(params):
-    from gpulinalg.decomp._pca_sklearn import _plainly_valid
+    from gpulinalg.decomp.pca._pca_sklearn import _plainly_valid
     est = PCA(**params)
     assert _plainly_valid(est)
     est._validate_params()  # scikit-learn accepts what the fast check lets through

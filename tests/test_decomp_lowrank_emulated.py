@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gpulinalg.decomp import (_ooc_cuda, _ooc_xp, _pca_cuda, _pca_host, _pca_solvers,
-                              _randomized_xp, _ritz_cuda, _truncated_cuda, _truncated_host)
-from gpulinalg.decomp._ooc_source import HostMatrix
-from gpulinalg.decomp._truncated_plan import resolve_plan
+from gpulinalg.decomp.lowrank import (_ooc_cuda, _ooc_xp, _randomized_xp, _truncated_cuda,
+                                      _truncated_host)
+from gpulinalg.decomp.pca import _pca_cuda, _pca_host, _pca_solvers
+from gpulinalg.decomp._kernels import _ritz_cuda
+from gpulinalg.decomp.lowrank._ooc_source import HostMatrix
+from gpulinalg.decomp.lowrank._truncated_plan import resolve_plan
 
 from _lowrank_emulator import Dev, dev, emulated_cupy
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg.decomp import _ooc_host
-from gpulinalg.decomp._pca_api import PCA
-from gpulinalg.decomp._truncated_api import truncated_svd
+from gpulinalg.decomp.lowrank import _ooc_host
+from gpulinalg.decomp.pca._pca_api import PCA
+from gpulinalg.decomp.lowrank._truncated_api import truncated_svd
 
 
 class Dataset:

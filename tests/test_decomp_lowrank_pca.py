@@ -8,8 +8,8 @@ import pytest
 import gpulinalg
 from gpulinalg import FallbackWarning
 from gpulinalg._runtime import testing
-from gpulinalg.decomp._pca_api import PCA
-from gpulinalg.decomp._pca_solvers import resolve_solver
+from gpulinalg.decomp.pca._pca_api import PCA
+from gpulinalg.decomp.pca._pca_solvers import resolve_solver
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.decomposition import PCA as SkPCA  # noqa: E402

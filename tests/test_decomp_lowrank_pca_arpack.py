@@ -11,8 +11,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from gpulinalg.decomp import _pca_cuda, _pca_host, _pca_xp
-from gpulinalg.decomp._pca_api import PCA
+from gpulinalg.decomp.pca import _pca_cuda, _pca_host, _pca_xp
+from gpulinalg.decomp.pca._pca_api import PCA
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.decomposition import PCA as SkPCA  # noqa: E402

@@ -9,7 +9,8 @@ pytest.importorskip("cupy")
 
 from benchmarks import decomp_overhead  # noqa: E402
 from gpulinalg._runtime import device  # noqa: E402
-from gpulinalg.decomp import _fused_cuda, _triangular_cuda  # noqa: E402
+from gpulinalg.decomp._kernels import _fused_cuda
+from gpulinalg.decomp.triangular import _triangular_cuda  # noqa: E402
 
 
 def test_breakdown_with_stand_ins():

@@ -255,7 +255,7 @@ def test_lwork_warns_as_the_installed_scipy(monkeypatch, scipy_deprecates):
     """SciPy 1.18 deprecated qr's lwork: passing it at all (None included) warns there, and so
     here with that SciPy installed; leaving it out never warns; bad values still raise."""
     import warnings
-    from gpulinalg.decomp import _qr_api
+    from gpulinalg.decomp.qr import _qr_api
     monkeypatch.setattr(_qr_api, "_LWORK_WARNS", [scipy_deprecates])
     a = np.array([[8.0, 2, 3], [2, 9, 3], [5, 3, 6]])
     with warnings.catch_warnings():

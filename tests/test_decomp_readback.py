@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from gpulinalg.decomp._scalars_cuda import ReadBack
+from gpulinalg.decomp._kernels._scalars_cuda import ReadBack
 
 
 def _fake_cupy(log):
@@ -45,7 +45,7 @@ def test_read_back_copies_on_its_stream_then_synchronizes_that_stream():
 def test_summary_buffers_are_per_stream_and_bounded(monkeypatch):
     """A thread keeps one summary per stream (launches on two streams of one thread may run
     at once), reuses it on the same stream, and lets all go past the bound."""
-    from gpulinalg.decomp import _scalars_cuda
+    from gpulinalg.decomp._kernels import _scalars_cuda
     log = []
     cupy = _fake_cupy(log)
     cupy.asarray = lambda host: _DeviceWords(host)
@@ -96,8 +96,8 @@ def test_mapped_read_back_waits_for_its_epoch(monkeypatch):
     """The kernel's words are taken once the call's epoch is there, without a
     synchronization; when it is not there within the spins, the stream is synchronized
     (which raises a failed kernel's error) and a missing epoch after that is an error."""
-    from gpulinalg.decomp import _scalars_cuda
-    from gpulinalg.decomp._scalars_cuda import MappedReadBack
+    from gpulinalg.decomp._kernels import _scalars_cuda
+    from gpulinalg.decomp._kernels._scalars_cuda import MappedReadBack
     monkeypatch.setattr(_scalars_cuda, "_LOADS_IN_ORDER", True)  # an x86 host
     log = []
     back = MappedReadBack(_mapped_cupy(log), 5)
@@ -121,7 +121,7 @@ def test_mapped_read_back_waits_for_its_epoch(monkeypatch):
 def test_mapped_read_back_orders_its_loads_where_the_host_may_not(monkeypatch):
     """On a host that may reorder loads (Arm), the words are read after a synchronization of
     the stream once the epoch is seen."""
-    from gpulinalg.decomp import _scalars_cuda
+    from gpulinalg.decomp._kernels import _scalars_cuda
     monkeypatch.setattr(_scalars_cuda, "_LOADS_IN_ORDER", False)
     log = []
     back = _scalars_cuda.MappedReadBack(_mapped_cupy(log), 9)

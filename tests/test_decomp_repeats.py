@@ -50,7 +50,8 @@ def spd(rng, batch, n, dtype=np.float64):
 
 
 def _validation_calls(monkeypatch):
-    from gpulinalg.decomp import _cholesky_api, _triangular_api
+    from gpulinalg.decomp.cholesky import _cholesky_api
+    from gpulinalg.decomp.triangular import _triangular_api
     seen = []
     for mod in (_cholesky_api, _triangular_api):
         real = mod.prepare
@@ -145,7 +146,7 @@ def test_cleaned_copy_checks_finite_in_the_same_kernel(emu_gpu, rng, lower, monk
     from _cusolver_emulator import CALLS, without_fused
     without_fused(monkeypatch)  # the library route (small stacks are fused)
 
-    from gpulinalg.decomp import _cholesky_cuda
+    from gpulinalg.decomp.cholesky import _cholesky_cuda
     a = spd(rng, (3,), 6)
     for x in (a, np.asfortranarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)):
         CALLS.clear()

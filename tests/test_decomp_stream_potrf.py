@@ -1,4 +1,4 @@
-"""The streamed Cholesky factorization (``decomp._stream_potrf_cuda``: stacks of medium
+"""The streamed Cholesky factorization (``decomp._kernels._stream_potrf_cuda``: stacks of medium
 matrices, one launch and one read-back per call) on the CPU emulation and on the device
 (``gpu``-marked): factors equal the per-matrix ones for both triangles, every layout and the
 other triangle's two contents; failures name their slice and minor; NaN and Inf raise."""
@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _stream_potrf_cuda,
-                              cho_factor, cho_solve, cholesky)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp._kernels import _stream_potrf_cuda
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, medium_potrf_route, plain
 from test_decomp_fused import assert_cholesky_failures, spd
@@ -49,7 +52,7 @@ def test_emulated_stream_cholesky_equals_host(emu, streamed, rng, lower, clean, 
                                             finite))
         assert CALLS["stream_potrf"] == 1 and CALLS["get"] == 1
         assert CALLS["flag_flat"] == int(finite)  # all of a, before the launch
-        ref = np.stack([_factor_host.cholesky(x, lower, False, clean, np.dtype(dtype))
+        ref = np.stack([_cholesky_host.cholesky(x, lower, False, clean, np.dtype(dtype))
                         for x in a])
         tol = 1e-4 if np.finfo(np.dtype(dtype)).bits <= 32 else 1e-12
         assert np.allclose(got, ref, rtol=tol, atol=tol)

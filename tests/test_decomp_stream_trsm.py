@@ -1,4 +1,4 @@
-"""The streamed triangular solve (``decomp._stream_trsm_cuda``: stacks above order 64 with few
+"""The streamed triangular solve (``decomp._kernels._stream_trsm_cuda``: stacks above order 64 with few
 right-hand sides, one launch and one read-back per call) on the CPU emulation and on the device
 (``gpu``-marked): results equal the per-matrix ones for every layout, operation and triangle,
 ``cho_solve``'s two substitutions in one launch, failures name their slice, and the
@@ -12,8 +12,13 @@ import pytest
 
 import gpulinalg
 from gpulinalg import IllConditionedWarning, SingularMatrixError
-from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _stream_trsm_cuda,
-                              _triangular_cuda, cho_factor, cho_solve, solve_triangular)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp.triangular import _triangular_host
+from gpulinalg.decomp._kernels import _stream_trsm_cuda
+from gpulinalg.decomp.triangular import _triangular_cuda
+from gpulinalg.decomp import cho_factor, cho_solve, solve_triangular
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain, without_fused
 
@@ -119,7 +124,7 @@ def test_emulated_stream_solve_triangular_equals_host(emu, rng, a_shape, b_shape
     got = plain(_triangular_cuda.solve_triangular(dev(a), dev(b), trans, lower, unit, False,
                                                   np.dtype(dtype), True, True))
     assert CALLS["stream_trsm"] == 1 and CALLS["get"] == 1 and CALLS["trsm_batched"] == 0
-    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    ref = _triangular_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=1e-10, atol=1e-10)
 
 
@@ -127,7 +132,7 @@ def test_emulated_stream_solve_triangular_equals_host(emu, rng, a_shape, b_shape
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_emulated_stream_cho_solve_is_one_launch(emu, rng, lower, order):
     a = spd(rng, (5,), 90, np.float64)
-    c = np.stack([_factor_host.cholesky(x, lower, False, False, np.dtype("f8")) for x in a])
+    c = np.stack([_cholesky_host.cholesky(x, lower, False, False, np.dtype("f8")) for x in a])
     c = np.asfortranarray(c) if order == "F" else c
     b = rng.standard_normal((5, 90, 3))
     CALLS.clear()

@@ -7,7 +7,7 @@ import gpulinalg
 from gpulinalg import FallbackWarning
 from gpulinalg._runtime import testing
 from gpulinalg.decomp import SVDResult, svd
-from gpulinalg.decomp._svd_drivers import resolve_driver
+from gpulinalg.decomp.svd._svd_drivers import resolve_driver
 
 from _decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, eps, host, orthogonality_ratio,
                                random, spectrum, with_singular_values)
@@ -151,7 +151,7 @@ def test_svd_lapack_driver_on_cpu(rng, monkeypatch, lapack_driver):
 
 
 def test_svd_lapack_driver_on_gpu_route(rng, fake_gpu, monkeypatch):
-    from gpulinalg.decomp import _svd_cuda
+    from gpulinalg.decomp.svd import _svd_cuda
     seen = []
     monkeypatch.setattr(_svd_cuda, "svd", lambda a, full, uv, driver, *rest: seen.append(driver)
                         or _factor_host_svd(a, full, uv, driver, *rest))
@@ -164,8 +164,8 @@ def test_svd_lapack_driver_on_gpu_route(rng, fake_gpu, monkeypatch):
 
 
 def _factor_host_svd(*args):
-    from gpulinalg.decomp import _factor_host
-    return _factor_host.svd(*args)
+    from gpulinalg.decomp.svd import _svd_host
+    return _svd_host.svd(*args)
 
 
 def test_svd_signature_is_scipys():
@@ -250,7 +250,7 @@ def test_gesvdp_reports_its_perturbation(rng, dtype):
 @pytest.mark.parametrize("kind", SPECTRA)
 @pytest.mark.parametrize("shape", [(300, 100), (100, 100), (100, 300)])
 def test_svd_gpu_large_single_precision_goes_to_double(rng, monkeypatch, dtype, kind, shape):
-    from gpulinalg.decomp import _svd_drivers
+    from gpulinalg.decomp.svd import _svd_drivers
     monkeypatch.setattr(_svd_drivers, "PROMOTE_FROM", 100)  # these factors count as large
     m, n = shape
     s_true = spectrum(kind, min(m, n), dtype)
@@ -278,7 +278,7 @@ def test_svd_gpu_float32_2048_runs_double_precision_once(rng):
 @pytest.mark.parametrize("kind", ["well", "ill"])
 @pytest.mark.parametrize("shape", [(300, 120), (120, 120), (120, 300)])
 def test_svd_gpu_values_alone_through_the_verified_svd(rng, monkeypatch, dtype, kind, shape):
-    from gpulinalg.decomp import _svd_drivers
+    from gpulinalg.decomp.svd import _svd_drivers
     monkeypatch.setattr(_svd_drivers, "VALUES_BY_FULL_FROM", 100)  # these count as large
     s_true = spectrum(kind, min(shape), dtype)
     a = with_singular_values(rng, *shape, s_true, dtype)

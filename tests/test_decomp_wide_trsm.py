@@ -1,4 +1,4 @@
-"""The wide triangular solve (``decomp._wide_trsm_cuda``: one matrix, a thread block per panel
+"""The wide triangular solve (``decomp._kernels._wide_trsm_cuda``: one matrix, a thread block per panel
 of 64 rows, one launch and one read-back per call) on the CPU emulation and on the device
 (``gpu``-marked): results equal SciPy's for every layout, operation and triangle, partial
 panels and groups of right-hand sides, ``cho_solve``'s two passes in one launch, failures name
@@ -13,8 +13,13 @@ import pytest
 
 import gpulinalg
 from gpulinalg import IllConditionedWarning, SingularMatrixError
-from gpulinalg.decomp import (_batched_plan, _cholesky_cuda, _factor_host, _triangular_cuda,
-                              _wide_trsm_cuda, cho_solve, solve_triangular)
+from gpulinalg.decomp._gpu import _batched_plan
+from gpulinalg.decomp.cholesky import _cholesky_cuda
+from gpulinalg.decomp.cholesky import _cholesky_host
+from gpulinalg.decomp.triangular import _triangular_host
+from gpulinalg.decomp.triangular import _triangular_cuda
+from gpulinalg.decomp._kernels import _wide_trsm_cuda
+from gpulinalg.decomp import cho_solve, solve_triangular
 
 from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 from test_decomp_stream_trsm import assert_cho_solve, assert_solves, spd, tri
@@ -78,7 +83,7 @@ def test_emulated_wide_solve_triangular_equals_host(emu, rng, n, b_cols, trans, 
     # the summary comes back through mapped host memory: no copy, no synchronization
     assert CALLS["wide_trsm"] == 1 and CALLS["wide_trsm_mapped"] == 1 and CALLS["get"] == 0
     assert CALLS["wide_trsm_finite"] == 1 and CALLS["flag_flat"] == 0  # one launch checks
-    ref = _factor_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
+    ref = _triangular_host.solve_triangular(a, b, trans, lower, unit, False, np.dtype(dtype))
     assert got.shape == np.shape(ref) and np.allclose(got, ref, rtol=1e-10, atol=1e-10)
 
 
@@ -87,7 +92,7 @@ def test_emulated_wide_solve_triangular_equals_host(emu, rng, n, b_cols, trans, 
 @pytest.mark.parametrize("k", [1, 6])
 def test_emulated_wide_cho_solve_is_one_launch(emu, rng, lower, order, k):
     a = spd(rng, (), 150, np.float64)
-    c = _factor_host.cholesky(a, lower, False, False, np.dtype("f8"))
+    c = _cholesky_host.cholesky(a, lower, False, False, np.dtype("f8"))
     c = np.asfortranarray(c) if order == "F" else c
     b = rng.standard_normal((150, k))
     CALLS.clear()

@@ -20,7 +20,9 @@ COMING_FROM = DOCS / "coming_from.md"
 
 
 def _resolve(dotted):
-    """The object at ``dotted`` through public attributes only (``pkg.mod.name``)."""
+    """The object at ``dotted`` through public attributes only (``pkg.mod.name``), as
+    ``from pkg.mod import name`` finds it: an attribute wins over a submodule of the same name
+    (``gpulinalg.decomp.qr`` is the function; the family folder of that name is private)."""
     parts = dotted.split(".")
     assert not any(p.startswith("_") for p in parts), dotted
     for i in range(len(parts), 0, -1):
@@ -28,6 +30,9 @@ def _resolve(dotted):
             obj = importlib.import_module(".".join(parts[:i]))
         except ImportError:
             continue
+        if i == len(parts) and i > 1:
+            parent = importlib.import_module(".".join(parts[:-1]))
+            obj = getattr(parent, parts[-1], obj)
         for attr in parts[i:]:
             obj = getattr(obj, attr)
         return obj

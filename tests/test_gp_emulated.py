@@ -50,7 +50,7 @@ class _FakeGemm:
 
 def _fake_leaves(v, n):
     """The leaf kernel of ``_cholinv_cuda`` in NumPy: diagonal blocks of order LEAF inverted."""
-    from gpulinalg.decomp import _cholinv_cuda
+    from gpulinalg.decomp._kernels import _cholinv_cuda
     V = np.asarray(v).reshape(n, n).T  # column-major
     for r in range(0, n, _cholinv_cuda.LEAF):
         blk = V[r:r + _cholinv_cuda.LEAF, r:r + _cholinv_cuda.LEAF]
@@ -63,7 +63,7 @@ def test_tri_inverse_and_gram_pointer_arithmetic(n, monkeypatch):
     ``gram_lower`` (``V^T V`` in column panels, lower or full) on emulated cuBLAS."""
     from nvmath.bindings import cublas
 
-    from gpulinalg.decomp import _cholinv_cuda
+    from gpulinalg.decomp._kernels import _cholinv_cuda
     rng = np.random.default_rng(n)
     a = rng.standard_normal((n, n))
     K = a @ a.T / n + np.eye(n)

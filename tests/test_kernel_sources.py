@@ -11,7 +11,8 @@ import pytest
 import _nvrtc
 from _cusolver_emulator import dev, emulated_gpu
 from gpulinalg._runtime.kernels import kernel_code
-from gpulinalg.decomp import _cholinv_cuda, _triangular_cuda
+from gpulinalg.decomp._kernels import _cholinv_cuda
+from gpulinalg.decomp.triangular import _triangular_cuda
 from gpulinalg.gp import _fused_cuda as _gp_fused
 from gpulinalg.gp._kernels_xp import FUSED_KINDS, FUSED_MAX_D
 

@@ -162,7 +162,8 @@ def test_replayed_batched_cholesky_factors_every_new_stack(monkeypatch, rng):
     """Replays reuse the first call's closure: the pointer array must follow each new stack."""
     from _cusolver_emulator import CALLS, dev, emulated_gpu, plain
 
-    from gpulinalg.decomp import _batched_plan, _cholesky_cuda
+    from gpulinalg.decomp._gpu import _batched_plan
+    from gpulinalg.decomp.cholesky import _cholesky_cuda
     with emulated_gpu(monkeypatch):
         monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((np.inf, 2, "batched"),))
         first = {}

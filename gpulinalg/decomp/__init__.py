@@ -7,14 +7,14 @@ the name allows) and returns results in the same package.
 
 import importlib
 
-from ._cholesky_api import cho_factor, cho_solve, cholesky, logdet_cholesky
-from ._qr_api import qr
+from .cholesky._cholesky_api import cho_factor, cho_solve, cholesky, logdet_cholesky
+from .qr._qr_api import qr
 from ._results import QRResult, SVDResult
-from ._svd_api import svd
-from ._triangular_api import solve_triangular
+from .svd._svd_api import svd
+from .triangular._triangular_api import solve_triangular
 
 #: The low-rank family lives in its own files and loads on first use.
-_LAZY = {"truncated_svd": "._truncated_api", "PCA": "._pca_api"}
+_LAZY = {"truncated_svd": ".lowrank._truncated_api", "PCA": ".pca._pca_api"}
 
 __all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
            "logdet_cholesky", "QRResult", "SVDResult", *_LAZY]

@@ -116,3 +116,34 @@ def flag(value, name):
     raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
+def over_batch(fn, a, core_ndim=2):
+    """Apply ``fn`` to each matrix of ``a`` and stack the results (tuples component-wise,
+    nested tuples too: ``((qr, tau), r)``)."""
+    if a.ndim == core_ndim:
+        return fn(a)
+    batch = a.shape[:a.ndim - core_ndim]
+    return stack_batch([fn(a[idx]) for idx in np.ndindex(*batch)], batch)
+
+
+def stack_batch(items, batch):
+    if isinstance(items[0], tuple):
+        parts = [stack_batch(list(p), batch) for p in zip(*items)]
+        return type(items[0])(*parts) if hasattr(items[0], "_fields") else tuple(parts)
+    return np.stack(items).reshape(batch + items[0].shape)
+
+
+def batched_solve(solve_one, a, b):
+    """Loop ``solve_one`` over the broadcast batch of ``a`` (..., n, n) and ``b`` (..., n, k);
+    a 1-D ``b`` is one right-hand side for every matrix."""
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    batch = broadcast_batch(a.shape[:-2], b2.shape[:-2])
+    out = np.empty(batch + b2.shape[-2:], dtype=np.result_type(a, b))
+    for idx in np.ndindex(*batch):
+        out[idx] = solve_one(sub(a, idx, 2), sub(b2, idx, 2))
+    return out[..., 0] if vec else out
+
+
+def hermitian(x):
+    """Conjugate transpose (a view for real arrays)."""
+    return x.T.conj() if x.dtype.kind == "c" else x.T

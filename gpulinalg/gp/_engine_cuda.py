@@ -2,8 +2,8 @@
 the dispatcher's GPU functions of gp's four operations (:class:`._fit_xp.Operations` on it).
 
 ``la`` is this module: decomp's internal CuPy layer (:func:`cholesky`, :func:`cho_solve`,
-:func:`logdet` of :mod:`gpulinalg.decomp._cholesky_cuda`, :func:`solve_triangular` of
-:mod:`gpulinalg.decomp._triangular_cuda`: CuPy arrays on the dispatcher's stream, no second
+:func:`logdet` of :mod:`gpulinalg.decomp.cholesky._cholesky_cuda`, :func:`solve_triangular` of
+:mod:`gpulinalg.decomp.triangular._triangular_cuda`: CuPy arrays on the dispatcher's stream, no second
 validation, dispatch or budget question), :func:`cho_inverse` (cuBLAS ``trsm`` + ``gemm``,
 or ``potri``), :func:`keep` and :func:`training`. The CPU twin is :mod:`._engine_host`.
 
@@ -21,9 +21,11 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import headroom_bytes, note
 from .._runtime.streams import get_handle, op_stream
-from ..decomp._cholesky_cuda import cho_solve, cholesky, logdet
-from ..decomp._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
-from ..decomp._triangular_cuda import solve_triangular
+from ..decomp._engines import cho_solve_cuda as cho_solve
+from ..decomp._engines import cholesky_cuda as cholesky
+from ..decomp._engines import logdet_cuda as logdet
+from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
+from ..decomp._engines import solve_triangular_cuda as solve_triangular
 from . import _fused_cuda
 from ._fit_xp import Operations, mirror_lower
 from ._fused_cuda import tril_copy
@@ -41,10 +43,10 @@ def cho_inverse(L):
 
     Fast route, float64 with the headroom for a second ``n x n`` buffer and the merges'
     scratch: ``V = L^-1`` in that buffer by
-    :func:`~gpulinalg.decomp._cholinv_cuda.tri_inverse` (the diagonal blocks of order 32 by
+    :func:`~gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse` (the diagonal blocks of order 32 by
     one kernel, then doubling merges by strided-batched cuBLAS ``gemm``: ``2 n^3 / 3``
     flops, all in GEMMs), then ``K^-1 = V^T V`` by ``gemm`` in column panels written into
-    ``L``'s memory (:func:`~gpulinalg.decomp._cholinv_cuda.gram_lower` with ``full``).
+    ``L``'s memory (:func:`~gpulinalg.decomp._kernels._cholinv_cuda.gram_lower` with ``full``).
     Peak memory: the factor, one ``n x n`` buffer and a scratch under a quarter of one. When
     the dispatcher found less headroom than that beyond the run's estimate
     (:func:`~gpulinalg._runtime.dispatch.headroom_bytes`), or in float32, the memory-lean

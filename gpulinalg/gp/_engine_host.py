@@ -1,7 +1,7 @@
 """The CPU engine of gp: ``la`` for the bodies of :mod:`._solve_xp` and :mod:`._fit_xp`, and
 the dispatcher's CPU functions of gp's four operations (:class:`._fit_xp.Operations` on it).
 
-``la`` is this module: decomp's internal SciPy layer (:mod:`gpulinalg.decomp._factor_host`,
+``la`` is this module: decomp's internal SciPy layer (:mod:`gpulinalg.decomp._engines`,
 NumPy arrays), :func:`cho_inverse`, :func:`keep` and :func:`training`. The GPU twin, with the
 same signatures, is :mod:`._engine_cuda`.
 """
@@ -10,7 +10,10 @@ import sys
 
 import numpy as np
 
-from ..decomp._factor_host import cho_solve, cholesky, logdet, solve_triangular
+from ..decomp._engines import cho_solve_host as cho_solve
+from ..decomp._engines import cholesky_host as cholesky
+from ..decomp._engines import logdet_host as logdet
+from ..decomp._engines import solve_triangular_host as solve_triangular
 from ._fit_xp import Operations, mirror_lower
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",

@@ -7,10 +7,10 @@ One evaluation, all on the operation's stream, one synchronization besides the C
    from the scaled points ``z = x / l`` (``r_ij^2 = sum_d (z_id - z_jd)^2``, summed directly:
    no GEMM, no cancellation), a flag raised for a non-finite entry;
 2. the Cholesky factor in place (decomp's ``cholesky``);
-3. ``V = L^-1`` (:func:`gpulinalg.decomp._cholinv_cuda.tri_inverse`: a leaf kernel and
+3. ``V = L^-1`` (:func:`gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse`: a leaf kernel and
    doubling merges by strided-batched GEMMs) in a second ``n x n`` buffer holding ``tril(L)``;
 4. ``u = V y``, ``alpha = V^T u``, ``log|K| = -2 sum log V_ii``, the likelihood;
-5. the lower triangle of ``K^-1 = V^T V`` (:func:`~gpulinalg.decomp._cholinv_cuda.gram_lower`)
+5. the lower triangle of ``K^-1 = V^T V`` (:func:`~gpulinalg.decomp._kernels._cholinv_cuda.gram_lower`)
    in ``K``'s memory;
 6. one kernel (``gl_gp_contract``) over that triangle: with ``W = alpha alpha^T - t K^-1``,
    the sums ``sum W_ij c s_ij``, ``sum W_ij c h_ij (z_id - z_jd)^2`` for every ``d`` at once
@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from .._runtime.kernels import elementwise_kernel, raw_kernel
-from ..decomp._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
+from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 
 __all__ = ["lml_grad", "build", "factor", "inverse", "likelihood", "contract", "read_back",
            "nbytes", "tril_copy"]
@@ -213,7 +213,7 @@ def factor(la, k, flag):
 
 def inverse(lf):
     """``V = L^-1`` (flat column-major) from the flat column-major factor ``lf``, in a new
-    buffer: ``tril(L)`` copied, then :func:`~gpulinalg.decomp._cholinv_cuda.tri_inverse`."""
+    buffer: ``tril(L)`` copied, then :func:`~gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse`."""
     import cupy
     n = math.isqrt(lf.size)
     v = cupy.empty(n * n, dtype=np.float64)

@@ -1,6 +1,6 @@
 """``GaussianProcessRegressor.fit`` and ``predict`` with Dask training inputs: the kernel matrix
 built tile by tile on the workers, then decomp's blocked Cholesky
-(:mod:`gpulinalg.decomp._cholesky_dask`).
+(:mod:`gpulinalg.decomp.cholesky._cholesky_dask`).
 
 ``fit(est, X, y)`` sets the estimator's fitted attributes from a Dask ``X`` (NumPy or CuPy
 chunks): ``X_train_`` (float64, one column of blocks, persisted), ``L_`` and ``alpha_``
@@ -27,7 +27,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.validation import namespace
-from ..decomp import _cholesky_dask
+from ..decomp._engines import cholesky_dask as _cholesky_dask
 from ._kernels_xp import compile_kernel
 from ._solve_dask import factor
 
@@ -67,7 +67,7 @@ def kernel_matrix(X: Any, kernel: Any, noise: Any, centre: Any = None) -> Any:
     ``(i, j)`` from row blocks ``i`` and ``j``; an upper tile is the transpose of its lower
     twin (computed only if asked for). ``centre``: a lazy (d,) one-chunk array, by default
     ``X``'s column means."""
-    from ..decomp._graph_dask import new_array, tokenize
+    from ..decomp._engines import new_array, tokenize
     plan = compile_kernel(kernel, X.shape[1])
     sizes = X.chunks[0]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
@@ -96,7 +96,7 @@ def _transpose(a):
 
 def _cross(Xq, X, kernel, centre):
     """Lazy ``k(Xq, X)`` (m, n): tiles of Xq's row blocks by X's."""
-    from ..decomp._graph_dask import new_array, tokenize
+    from ..decomp._engines import new_array, tokenize
     plan = compile_kernel(kernel, X.shape[1])
     name = f"gpulinalg-gp-cross-{tokenize(Xq, X, repr(kernel), centre)}"
     dsk = {(name, i, j): (_kernel_tile, (Xq.name, i, 0), (X.name, j, 0), (centre.name, 0),

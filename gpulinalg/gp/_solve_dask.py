@@ -1,11 +1,11 @@
 """The Dask route of :func:`gpulinalg.gp.exact_gp_solve`: a lazy graph on the user's cluster.
 
 The blocked Cholesky, its solves and log-determinant are decomp's Dask engine
-(:mod:`gpulinalg.decomp._cholesky_dask`); this module adds a fixed jitter to the diagonal tiles
+(:mod:`gpulinalg.decomp.cholesky._cholesky_dask`); this module adds a fixed jitter to the diagonal tiles
 and the Gaussian log marginal likelihood as lazy Dask expressions. Nothing is computed here.
 
 Jitter on Dask. A number adds exactly that to the diagonal tiles; ``None`` adds none.
-``"auto"`` retries inside the graph (:func:`gpulinalg.decomp._cholesky_dask.cholesky_jitter`):
+``"auto"`` retries inside the graph (:func:`gpulinalg.decomp.cholesky._cholesky_dask.cholesky_jitter`):
 only a diagonal tile whose POTRF fails (after the updates of the steps before it) is shifted,
 by the first of ``JITTER_START * eps * mean|diag(K)| * 10**i`` (``i < JITTER_TRIES``, the
 single-GPU schedule) that lets it factor, and only that task is re-run; the factor is then of
@@ -25,7 +25,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.validation import namespace
-from ..decomp import _cholesky_dask
+from ..decomp._engines import cholesky_dask as _cholesky_dask
 from ._results import GPSolveResult
 from ._solve_xp import JITTER_START, JITTER_TRIES, check_jitter
 

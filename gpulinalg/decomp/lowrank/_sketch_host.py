@@ -1,0 +1,101 @@
+"""The CPU engine of the low-rank methods (NumPy/SciPy): :data:`ENGINE`.
+
+Its Gaussian generator computes, in NumPy, the numbers the CUDA kernel of ``_sketch_cuda``
+computes on the GPU (splitmix64 of a counter, then Box-Muller; entries ``2p`` and ``2p + 1``
+share the pair ``p``), so a seed gives the same sketch on both.
+"""
+
+import numpy as np
+
+from ._lowrank_engine import Engine
+from .._tiles._tiles_xp import complex_gaussian
+
+__all__ = ["ENGINE", "gaussian_real"]
+
+_K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)]
+
+
+def _mix(z, tmp):
+    """splitmix64's finalizer, in place on uint64 ``z`` (``tmp``: scratch of the same shape)."""
+    z += _K[0]
+    for shift, mult in ((30, _K[1]), (27, _K[2])):
+        np.right_shift(z, np.uint64(shift), out=tmp)
+        z ^= tmp
+        z *= mult
+    np.right_shift(z, np.uint64(31), out=tmp)
+    z ^= tmp
+    return z
+
+
+def _uniform(c, tmp, plus_one):
+    z = _mix(c, tmp)
+    z >>= np.uint64(11)
+    u = z.view(np.int64).astype(np.float64)  # < 2**53: exact, and faster than from uint64
+    if plus_one:
+        u += 1.0
+    u *= 2.0**-53
+    return u
+
+
+def gaussian_real(shape, dtype, seed):
+    """Standard normal ``shape`` array of the real ``dtype`` from the 64-bit ``seed``."""
+    seed = np.uint64(seed)
+    size = int(np.prod(shape))
+    pairs = (size + 1) // 2
+    c = np.arange(pairs, dtype=np.uint64)
+    c <<= np.uint64(1)
+    c ^= seed
+    c1 = c + np.uint64(1)
+    tmp = np.empty_like(c)
+    with np.errstate(over="ignore"):
+        r = _uniform(c, tmp, True)
+        t = _uniform(c1, tmp, False)
+    np.log(r, out=r)
+    r *= -2.0
+    np.sqrt(r, out=r)
+    t *= 2 * np.pi
+    z = np.empty((pairs, 2), np.float64)
+    np.multiply(r, np.cos(t), out=z[:, 0])
+    np.multiply(r, np.sin(t), out=z[:, 1])
+    return z.reshape(-1)[:size].astype(dtype).reshape(shape)
+
+
+def _same(x):
+    return x
+
+
+def _svd(a):
+    from scipy.linalg import svd
+    return svd(a, full_matrices=False, check_finite=False)
+
+
+def _cholesky(g):
+    try:
+        return np.linalg.cholesky(g)
+    except np.linalg.LinAlgError:
+        return None
+
+
+def _solve_lower(L, B):
+    from scipy.linalg import solve_triangular
+    return solve_triangular(L, B, lower=True, check_finite=False)
+
+
+def _lu(y):
+    from scipy.linalg import lu
+    return lu(y, permute_l=True, check_finite=False)[0]
+
+
+def _no_kernel(*args):
+    return None
+
+
+#: The CPU engine.
+ENGINE = Engine(xp=np, auto_normalizer="LU", gaussian_real=gaussian_real, to_host=_same,
+                from_host=_same, svd=_svd, cholesky=_cholesky, solve_lower=_solve_lower, lu=_lu,
+                chol_inverse=_no_kernel, flip_signs=_no_kernel, lift=_no_kernel)
+
+
+def tile_gaussian(shape, dtype, seed):
+    """Dask tile task: standard normal block (complex: circular, unit variance) from the 64-bit ``seed``."""
+    return complex_gaussian(gaussian_real, shape, dtype, seed)

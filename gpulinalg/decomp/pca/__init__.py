@@ -1,0 +1,1 @@
+"""``PCA``: scikit-learn's estimator on decomp's low-rank engines."""

@@ -1,0 +1,1 @@
+"""SVD: ``svd`` (cuSOLVER gesvd/gesvdj/gesvdp drivers)."""

@@ -1,0 +1,1 @@
+"""Triangular solves: ``solve_triangular`` (cuBLAS trsm and the hand-written streamed solves)."""

@@ -1,0 +1,38 @@
+"""CPU engine of triangular solves: SciPy's ``solve_triangular`` over the broadcast batch; the
+twin of :mod:`._triangular_cuda`."""
+
+import numpy as np
+
+from ..._runtime.validation import check_finite
+from .._checks import batched_solve
+from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
+
+__all__ = ["solve_triangular"]
+
+
+def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
+                     finite=False):
+    """SciPy's ``solve_triangular`` over the broadcast batch. A zero on the diagonal raises
+    :class:`gpulinalg.SingularMatrixError`; with ``check``, also the conditioning rule of
+    :func:`._triangular_xp.check_conditioning` (after the solve); ``finite``: SciPy's
+    ``check_finite`` of ``a`` and ``b``."""
+    import scipy.linalg
+    if finite:
+        check_finite(a, "a")
+        check_finite(b, "b")
+    a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
+    if not unit_diagonal:
+        check_nonsingular(a, np)
+    scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
+
+    def one(aa, bb, overwrite=False):
+        return scipy.linalg.solve_triangular(aa, bb, trans=trans, lower=lower,
+                                             unit_diagonal=unit_diagonal,
+                                             overwrite_b=overwrite, check_finite=False)
+    if a.ndim == 2 and b.ndim <= 2:
+        x = one(a, b, overwrite_b)
+    else:
+        x = batched_solve(one, a, b)
+    if check:
+        check_conditioning(a, scale, x, unit_diagonal, np)
+    return x
