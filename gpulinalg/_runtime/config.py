@@ -63,6 +63,10 @@ class Settings:
     sparse_gpu_solver : SparseGPUSolver
         Which GPU library serves sparse direct solves: ``auto`` (cuDSS when it is installed,
         else cuSOLVER-Sp), ``cudss`` or ``cusolversp`` (a missing library is then an error).
+    custom_kernels : bool
+        Let routes take gpulinalg's hand-written CUDA kernels where they were measured to pay
+        (on by default only on the compute capabilities they were measured on); ``False`` sends
+        every operation to its cuSOLVER/cuBLAS/CuPy route.
     """
 
     backend: Backend = Backend.AUTO
@@ -71,6 +75,7 @@ class Settings:
     autotune: bool = False
     plan_cache_size: int = 64
     sparse_gpu_solver: SparseGPUSolver = SparseGPUSolver.AUTO
+    custom_kernels: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
@@ -80,6 +85,7 @@ class Settings:
         if int(self.plan_cache_size) < 1:
             raise ValueError(f"plan_cache_size must be >= 1, got {self.plan_cache_size!r}")
         object.__setattr__(self, "autotune", bool(self.autotune))
+        object.__setattr__(self, "custom_kernels", bool(self.custom_kernels))
         object.__setattr__(self, "sparse_gpu_solver",
                            _enum(SparseGPUSolver, self.sparse_gpu_solver, "sparse_gpu_solver"))
 
@@ -111,7 +117,7 @@ def set_config(**changes: Any) -> Settings:
     ----------
     **changes
         Any field of :class:`Settings` (``backend``, ``fallback``, ``vram_headroom``,
-        ``autotune``, ``plan_cache_size``, ``sparse_gpu_solver``).
+        ``autotune``, ``plan_cache_size``, ``sparse_gpu_solver``, ``custom_kernels``).
 
     Returns
     -------

@@ -14,7 +14,7 @@ import os
 import gpulinalg
 from gpulinalg import decomp
 
-from _swap import export, load
+from tests.support.swap import export, load
 
 BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
 

@@ -8,8 +8,8 @@ call under ``gpulinalg.config_context(backend="gpu")``; the default is ``cpu``.
 
 from gpulinalg import decomp
 
-from _swap import export, load
-from test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
+from tests.support.swap import export, load
+from tests.conformance.test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
 
 CLASSES = ("TestSolveTriangular",)
 

@@ -15,7 +15,7 @@ pytest.importorskip("sklearn")
 import gpulinalg  # noqa: E402
 from gpulinalg.gp import GaussianProcessRegressor  # noqa: E402
 
-from _swap import export, load  # noqa: E402
+from tests.support.swap import export, load  # noqa: E402
 
 BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
 if BACKEND not in ("cpu", "gpu", "auto"):

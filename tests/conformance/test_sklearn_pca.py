@@ -17,7 +17,7 @@ import gpulinalg
 
 pytest.importorskip("sklearn")
 sys.path.insert(0, os.path.dirname(__file__))
-from _swap import export, load  # noqa: E402
+from tests.support.swap import export, load  # noqa: E402
 
 from gpulinalg.decomp import PCA  # noqa: E402
 

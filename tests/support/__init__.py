@@ -1,0 +1,1 @@
+"""Test support: emulated GPU libraries, reference implementations, fixtures' helpers."""
