@@ -183,7 +183,7 @@ CPU_ONLY = textwrap.dedent("""
     import sys
     import numpy as np
     import gpulinalg
-    gpulinalg.config(backend="cpu")
+    gpulinalg.set_config(backend="cpu")
     from gpulinalg import decomp, dense, sparse, gp
     a = np.array([[4.0, 1.0], [1.0, 3.0]])
     decomp.qr(np.ones((3, 2))); decomp.svd(a); decomp.cholesky(a)

@@ -5,11 +5,10 @@ scikit-learn's ``set_config`` / ``config_context`` are the model, and both exist
 * :func:`set_config` changes the process default (every thread that has no block of its own);
 * :class:`config_context` changes the settings of the current context (the calling thread, or
   the current asyncio task) for a ``with`` block, and restores exactly what was there;
-* :class:`config` is either, by how it is used: ``gpulinalg.config(backend="cpu")`` as a
-  statement sets the process default at once; ``with gpulinalg.config(backend="cpu"):`` changes
-  the current context only. Nothing is published to other threads before ``__enter__``. An object
-  kept in a variable (``c = config(...)``) publishes nothing until it is either entered (then it
-  is a context block only) or dropped without having been entered (then it sets the default).
+* :class:`config` is another name of :class:`config_context` (``with gpulinalg.config(...):``).
+
+A block object that is made but never entered changes nothing; it warns (``RuntimeWarning``)
+when it is collected, since the caller most likely meant :func:`set_config`.
 
 The override lives in a :class:`contextvars.ContextVar`, so new threads start from the process
 default, and asyncio tasks see the block of the code that created them.
@@ -17,9 +16,8 @@ default, and asyncio tasks see the block of the code that created them.
 
 import contextvars
 import dataclasses
-import dis
-import sys
 import threading
+import warnings
 from enum import Enum
 from typing import Any
 
@@ -167,14 +165,24 @@ class config_context:
         dataclasses.replace(_default, **changes)  # validate the values before anything runs
         self._changes = changes
         self._tokens: list = []
+        self._entered = False
 
     def __enter__(self) -> Settings:
+        self._entered = True
         settings = dataclasses.replace(get_config(), **self._changes)
         self._tokens.append(_override.set(settings))
         return settings
 
     def __exit__(self, *exc: object) -> None:
         _override.reset(self._tokens.pop())
+
+    def __del__(self):
+        # A block made and dropped without ``with`` changed nothing: say so (warnings is None
+        # at interpreter shutdown).
+        if getattr(self, "_entered", True) or warnings is None:
+            return
+        warnings.warn(f"{self!r} was never entered; use set_config(...) to change the process "
+                      "default", RuntimeWarning, stacklevel=2)
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._changes.items())})"
@@ -211,11 +219,10 @@ thread_config = config_context  # the name earlier versions used inside the pack
 
 
 class config(config_context):
-    """Set gpulinalg's policy: the process default, or the current context for a ``with`` block.
+    """``with gpulinalg.config(...):`` is :class:`config_context` (the name is kept for it).
 
-    ``gpulinalg.config(...)`` as a statement is :func:`set_config`; ``with gpulinalg.config(...):``
-    is :class:`config_context`. An object kept in a variable publishes nothing until it is entered
-    (a block, for the current context only) or dropped unentered (then it sets the default).
+    To change the process default, call :func:`set_config`. An object that is made but never
+    entered changes nothing, and says so with a ``RuntimeWarning`` when it is collected.
 
     Parameters
     ----------
@@ -226,6 +233,7 @@ class config(config_context):
     autotune : bool, optional
     plan_cache_size : int, optional
     sparse_gpu_solver : {"auto", "cudss", "cusolversp"}, optional
+    custom_kernels : bool, optional
 
     See Also
     --------
@@ -240,50 +248,3 @@ class config(config_context):
     >>> gpulinalg.get_config().backend.value
     'auto'
     """
-
-    def __init__(self, **changes: Any) -> None:
-        super().__init__(**changes)
-        form = _use_of_result(sys._getframe(1))
-        self._state = "pending"
-        if form == "statement":
-            set_config(**changes)
-            self._state = "committed"
-        elif form == "with":
-            self._state = "entered"
-
-    def __enter__(self) -> Settings:
-        self._state = "entered"
-        return super().__enter__()
-
-    def __del__(self):
-        if getattr(self, "_state", None) == "pending" and _lock is not None:  # None: shutdown
-            self._state = "committed"
-            set_config(**self._changes)
-
-
-_WITH_OPS = frozenset({"BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"})
-_DISCARD_OPS = frozenset({"POP_TOP", "PRINT_EXPR", "CALL_INTRINSIC_1"})
-_uses: dict = {}  # (code, offset) -> "with" | "statement" | "kept"
-
-
-def _use_of_result(frame):
-    """How the caller uses the object being built: entered by ``with`` at once, discarded (an
-    expression statement, also at the interactive prompt), or kept (anything else)."""
-    key = (frame.f_code, frame.f_lasti)
-    use = _uses.get(key)
-    if use is None:
-        if len(_uses) > 4096:  # call sites of exec'd code (doctests, notebooks) come and go
-            _uses.clear()
-        use = _uses[key] = _classify(frame.f_code, frame.f_lasti)
-    return use
-
-
-def _classify(code, offset):
-    following = [ins for ins in dis.get_instructions(code) if ins.offset > offset][:2]
-    names = [ins.opname for ins in following]
-    if names and (names[0] in _WITH_OPS or names[:2] == ["COPY", "LOAD_SPECIAL"]):
-        return "with"
-    if names and names[0] in _DISCARD_OPS:
-        if names[0] != "CALL_INTRINSIC_1" or following[0].argrepr == "INTRINSIC_PRINT":
-            return "statement"
-    return "kept"

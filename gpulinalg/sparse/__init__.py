@@ -1,7 +1,7 @@
 """Sparse direct solvers: CSR/COO Cholesky, LDLᵀ, LU and QR on the GPU with factor reuse.
 
 GPU engines: cuDSS (``nvmath.sparse.advanced.DirectSolver``), or cuSOLVER-Sp when cuDSS is not
-installed (``gpulinalg.config(sparse_gpu_solver=...)`` picks one); CPU engine: SciPy's SuperLU.
+installed (``gpulinalg.set_config(sparse_gpu_solver=...)`` picks one); CPU engine: SciPy's SuperLU.
 Every solve checks its backward error, refines, and warns or raises per ``check``. See
 ``docs/sparse.md``.
 """

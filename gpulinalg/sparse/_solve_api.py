@@ -131,7 +131,7 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     -----
     The dispatcher runs the solve on the GPU with cuDSS (``nvmath.sparse.advanced``), or
     cuSOLVER-Sp when cuDSS is not installed or ``method="qr"`` (pick one with
-    ``gpulinalg.config(sparse_gpu_solver=...)``), and on the CPU with SciPy's SuperLU. Every
+    ``gpulinalg.set_config(sparse_gpu_solver=...)``), and on the CPU with SciPy's SuperLU. Every
     solve measures its normwise backward error and refines iteratively while it is above
     ``tol``; ``gpulinalg.last_run().details`` holds the method, library, backward errors and
     refinement steps. Singular and ill-conditioned matrices are detected by one rule on every
@@ -204,7 +204,7 @@ def factorize(A: Any, *, method: Method = "auto",
 
     Notes
     -----
-    The GPU library follows ``gpulinalg.config(sparse_gpu_solver=...)`` (``"auto"``: cuDSS when
+    The GPU library follows ``gpulinalg.set_config(sparse_gpu_solver=...)`` (``"auto"``: cuDSS when
     installed, else cuSOLVER-Sp; ``method="qr"`` always cuSOLVER-Sp). cuDSS keeps its analysis
     for :meth:`SparseFactorization.refactorize`; cuSOLVER-Sp keeps no factor (it factors again
     for every solve and has no :meth:`SparseFactorization.logdet`).

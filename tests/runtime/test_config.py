@@ -34,7 +34,7 @@ def test_unknown_setting():
 
 def test_global_setter_and_restore():
     before = gpulinalg.get_config()
-    gpulinalg.config(backend="cpu", vram_headroom=0.2)
+    gpulinalg.set_config(backend="cpu", vram_headroom=0.2)
     try:
         seen = []
         t = threading.Thread(target=lambda: seen.append(gpulinalg.get_config().backend.value))
@@ -42,7 +42,7 @@ def test_global_setter_and_restore():
         t.join()
         assert seen == ["cpu"] and gpulinalg.get_config().vram_headroom == 0.2
     finally:
-        gpulinalg.config(backend=before.backend, vram_headroom=before.vram_headroom)
+        gpulinalg.set_config(backend=before.backend, vram_headroom=before.vram_headroom)
     assert gpulinalg.get_config() == before
 
 
@@ -100,12 +100,12 @@ def test_interleaved_context_managers_leave_global_untouched():
 def test_global_setters_commit_in_order():
     before = gpulinalg.get_config()
     try:
-        gpulinalg.config(backend="cpu")
-        gpulinalg.config(backend="gpu", autotune=True)
+        gpulinalg.set_config(backend="cpu")
+        gpulinalg.set_config(backend="gpu", autotune=True)
         s = gpulinalg.get_config()
         assert (s.backend.value, s.autotune) == ("gpu", True)
     finally:
-        gpulinalg.config(backend=before.backend, autotune=before.autotune)
+        gpulinalg.set_config(backend=before.backend, autotune=before.autotune)
     assert gpulinalg.get_config() == before
 
 

@@ -1,11 +1,15 @@
 """What a ``config`` changes, for whom and for how long: the process default, this thread's or
-this task's block, and nothing published to other threads before ``__enter__``."""
+this task's block, nothing published to other threads before ``__enter__``, and nothing at all
+by a block that is never entered."""
 
 import asyncio
+import gc
 import threading
 import time
+import warnings
 
 import numpy as np
+import pytest
 
 import gpulinalg
 from gpulinalg import decomp
@@ -60,10 +64,10 @@ def test_kept_object_entered_leaves_the_process_as_it_was():
     assert gpulinalg.get_config() == before
 
 
-def test_statement_sets_the_process_default_for_every_thread():
+def test_set_config_sets_the_process_default_for_every_thread():
     before = gpulinalg.get_config()
     try:
-        gpulinalg.config(backend="cpu")
+        gpulinalg.set_config(backend="cpu")
         seen = []
         t = threading.Thread(target=lambda: seen.append(_backend()))
         t.start()
@@ -74,27 +78,32 @@ def test_statement_sets_the_process_default_for_every_thread():
     assert gpulinalg.get_config() == before
 
 
-def test_interactive_statement_sets_the_default_at_once():
-    # At the prompt an expression statement keeps its value in ``_``; the default still changes
-    # when the statement runs, not when ``_`` is replaced.
+@pytest.mark.parametrize("make", [gpulinalg.config, gpulinalg.config_context])
+def test_a_block_never_entered_changes_nothing_and_warns(make):
+    """``c = gpulinalg.config(...); del c`` (or the call as a statement) leaves every setting
+    as it was, and warns that set_config is what changes the process default."""
     before = gpulinalg.get_config()
-    try:
-        code = compile("gpulinalg.config(backend='cpu')\n", "<stdin>", "single")
-        exec(code, {"gpulinalg": gpulinalg})
-        assert _backend() == "cpu"
-    finally:
-        gpulinalg.set_config(backend=before.backend)
-
-
-def test_kept_object_dropped_unentered_sets_the_default():
-    before = gpulinalg.get_config()
-    try:
-        c = gpulinalg.config(vram_headroom=0.3)
-        assert gpulinalg.get_config().vram_headroom == before.vram_headroom
+    with pytest.warns(RuntimeWarning, match=r"never entered; use set_config"):
+        c = make(vram_headroom=0.3)
         del c
-        assert gpulinalg.get_config().vram_headroom == 0.3
-    finally:
-        gpulinalg.set_config(vram_headroom=before.vram_headroom)
+        gc.collect()
+    assert gpulinalg.get_config() == before
+    with pytest.warns(RuntimeWarning, match="never entered"):
+        make(backend="cpu")
+        gc.collect()
+    assert gpulinalg.get_config() == before
+
+
+def test_entered_blocks_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = gpulinalg.config(backend="cpu")
+        with c:
+            pass
+        del c
+        with gpulinalg.config_context(backend="cpu"):
+            pass
+        gc.collect()
 
 
 def test_set_config_inside_a_block_shows_after_it():
