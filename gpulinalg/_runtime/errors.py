@@ -1,5 +1,7 @@
 """Exception and warning taxonomy shared by every gpulinalg module."""
 
+from typing import Any
+
 import numpy as np
 
 __all__ = [
@@ -71,7 +73,8 @@ def warn(message, category, *, skip=0):
     3.12's ``skip_file_prefixes`` does the same)."""
     import sys
     import warnings
-    frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of warn()
+    frame: Any = sys._getframe(1)
+    level = 2  # stacklevel 2: the caller of warn()
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level + skip)

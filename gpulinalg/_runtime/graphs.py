@@ -19,6 +19,7 @@ True
 
 import collections
 import threading
+from typing import Any
 
 __all__ = ["ENABLED", "MAX_ENTRIES", "SLOTS", "Entry", "entry", "clear"]
 
@@ -43,7 +44,7 @@ class Entry:
 
     def __init__(self, buffers):
         self.buffers = buffers
-        self.graph = None
+        self.graph: Any = None
         self.runs = 0  # direct runs before the capture
 
     def launch(self, record, warm=0):

@@ -5,6 +5,7 @@ attributes are per device), and kept for the life of the process. Only GPU funct
 """
 
 import threading
+from typing import Any
 
 __all__ = ["raw_kernel", "kernel_code", "elementwise_kernel", "Launcher", "POINTER", "INT32",
            "INT64"]
@@ -107,7 +108,7 @@ class Launcher:
         fn = self._function = getattr(kern, "kernel", None)  # compiled for the current device,
         self.fn = getattr(fn, "ptr", None)  # held here with its module while the handle is used
         self._local = threading.local()
-        self._go = None
+        self._go: Any = None
         if self.fn is not None:
             from cupy_backends.cuda.api import driver
             self._go = driver.launchKernel

@@ -33,7 +33,7 @@ class _ThreadResources:
 
     def __init__(self):
         self.streams = {}
-        self.handles = {}
+        self.handles: dict = {}
         self.events = {}
         self.ident = threading.get_ident()
         weakref.finalize(self, _release, self.ident, self.handles)

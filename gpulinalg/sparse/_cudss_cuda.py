@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class _Handles:
     """The calling thread's cuDSS handles, destroyed when the thread's locals go."""
 
     def __init__(self):
-        self.handles = {}
+        self.handles: dict = {}
         weakref.finalize(self, _destroy_handles, self.handles)
 
 
@@ -192,6 +193,7 @@ class CuDSSFactor:
     """A cuDSS factorization of one canonical CSR matrix (CuPy arrays, current device)."""
 
     backend = "cudss"
+    solver: Any  # nvmath's DirectSolver; None once released
     #: cuDSS before 1.0 has no transposed solve: :func:`~._factor_xp.solve_op` factors Aᵀ
     native_trans = False
 

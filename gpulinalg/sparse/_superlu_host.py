@@ -23,6 +23,7 @@ of order 490 000).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,9 @@ class SuperLUFactor:
     """A SuperLU factorization of one canonical CSR matrix (NumPy arrays)."""
 
     backend = "superlu"
+    lu: Any  # SciPy's SuperLU object once factored
+    dest: Any = None  # the caller's output array (factors made by factorize())
+    input_nnz: Any = None
     device = "cpu"
 
     def __init__(self, indptr, indices, data, n, method, *, reordering=None):
