@@ -147,3 +147,9 @@ def batched_solve(solve_one, a, b):
 def hermitian(x):
     """Conjugate transpose (a view for real arrays)."""
     return x.T.conj() if x.dtype.kind == "c" else x.T
+
+
+def writable(x, overwrite):
+    """``overwrite`` (an ``overwrite_*`` flag) if ``x``'s memory may be written, else ``False``:
+    a read-only array or memmap is never written (LAPACK would write it, or crash on it)."""
+    return bool(overwrite) and bool(getattr(getattr(x, "flags", None), "writeable", False))

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..._runtime.errors import NotPositiveDefiniteError
 from ..._runtime.validation import check_finite
-from .._checks import batched_solve
+from .._checks import batched_solve, writable
 from ..triangular._triangular_xp import check_conditioning, rhs_scale
 from ._cholesky_xp import check_potrf, logdet
 
@@ -23,10 +23,10 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     a = np.asarray(a, dtype=dtype)
     if a.ndim == 2:
         potrf, = get_lapack_funcs(("potrf",), (a,))
-        c, info = potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean)
+        c, info = potrf(a, lower=lower, overwrite_a=writable(a, overwrite_a), clean=clean)
         check_potrf(info, c, a, lower, np.may_share_memory(c, a), None, np, finite)
         return c
-    out = a if overwrite_a and a.flags.writeable else np.empty_like(a)
+    out = a if writable(a, overwrite_a) else np.empty_like(a)
     batch = a.shape[:-2]
     for flat, idx in enumerate(np.ndindex(*batch)):
         potrf, = get_lapack_funcs(("potrf",), (a[idx],))
@@ -48,7 +48,7 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
     if c.ndim == 2 and b.ndim <= 2:
         potrs, = get_lapack_funcs(("potrs",), (c, b))
-        x, info = potrs(c, b, lower=lower, overwrite_b=overwrite_b)
+        x, info = potrs(c, b, lower=lower, overwrite_b=writable(b, overwrite_b))
     else:
         x = batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
     if check:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..._runtime.validation import check_finite
-from .._checks import over_batch
+from .._checks import over_batch, writable
 from .._results import QRResult
 
 __all__ = ["qr", "tile_qr"]
@@ -18,7 +18,7 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
     if finite:
         check_finite(a, "a")
     a = np.asarray(a, dtype=dtype)
-    overwrite = bool(overwrite_a) and a.ndim == 2
+    overwrite = writable(a, overwrite_a) and a.ndim == 2
 
     def one(x):
         given = {} if lwork is None else {"lwork": lwork}  # SciPy >= 1.18 warns on any lwork

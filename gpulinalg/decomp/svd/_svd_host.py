@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..._runtime.validation import check_finite
-from .._checks import over_batch
+from .._checks import over_batch, writable
 from .._results import SVDResult
 from ._svd_xp import flip_signs
 
@@ -18,7 +18,7 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     if finite:
         check_finite(a, "a")
     a = np.asarray(a, dtype=dtype)
-    overwrite = bool(overwrite_a) and a.ndim == 2
+    overwrite = writable(a, overwrite_a) and a.ndim == 2
 
     def one(x):
         out = scipy.linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv,

@@ -4,7 +4,7 @@ twin of :mod:`._triangular_cuda`."""
 import numpy as np
 
 from ..._runtime.validation import check_finite
-from .._checks import batched_solve
+from .._checks import batched_solve, writable
 from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
 
 __all__ = ["solve_triangular"]
@@ -30,7 +30,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
                                              unit_diagonal=unit_diagonal,
                                              overwrite_b=overwrite, check_finite=False)
     if a.ndim == 2 and b.ndim <= 2:
-        x = one(a, b, overwrite_b)
+        x = one(a, b, writable(b, overwrite_b))
     else:
         x = batched_solve(one, a, b)
     if check:
