@@ -40,8 +40,11 @@ def _np_dtype(x):
 def as_array(a, name="a", *, min_ndim=0, max_ndim=None):
     """Return ``a`` as an array of its own package, raising ``TypeError`` for non-numeric input.
 
-    Lists and scalars become NumPy arrays. Object, string and datetime dtypes are refused.
+    Lists and scalars become NumPy arrays. Object, string and datetime dtypes are refused, and
+    masked arrays are refused as SciPy refuses them (their mask would be dropped silently).
     """
+    if isinstance(a, np.ma.MaskedArray):
+        raise ValueError(f"masked arrays are not supported ({name})")
     if kind_of(a) is None:
         if hasattr(a, "toarray") and hasattr(a, "nnz"):
             raise TypeError(f"{name} is a sparse matrix ({type(a).__name__}); "
