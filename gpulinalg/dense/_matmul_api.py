@@ -55,6 +55,8 @@ def _arrays_of(named):
     for name, x in named:
         if x is None:
             continue
+        if isinstance(x, np.ma.MaskedArray):  # its mask would be dropped silently
+            raise ValueError(f"masked arrays are not supported ({name})")
         k = _arrays.kind_of(x)
         if k is None:
             raise TypeError(f"{name} must be a NumPy, CuPy or torch array, got {type(x).__name__}")
