@@ -1,49 +1,77 @@
-"""Runner: ``python -m benchmarks {dense,decomp,sparse,gp,dask,all} [--json PATH] [--quick]``.
+"""Runner: ``python -m benchmarks NAME [ARGS ...]``.
 
-Each suite is a module ``benchmarks/<suite>.py`` with ``run(quick: bool) -> list[dict]``.
+* ``python -m benchmarks all [--json PATH] [--quick]`` runs the suites of :data:`ALL`;
+  ``python -m benchmarks {dense,decomp,sparse,gp,dense_torch,dask} [--json PATH] [--quick]``
+  runs one of them the same way (``run(quick: bool) -> list[dict]``, rows printed as JSON lines,
+  written with the environment to ``--json``).
+* Every other suite and study (:data:`NAMES`) takes its own arguments:
+  ``python -m benchmarks decomp_batched --sections grid --json out.json`` calls that module's
+  ``main(["--sections", "grid", "--json", "out.json"])``.
+
+``python -m benchmarks.<name> ...`` still works for the modules that moved into ``suites/`` and
+``studies/`` (see :mod:`benchmarks`); ``python -m benchmarks.suites.<name>`` is the same module.
 """
 
 import argparse
-import datetime
 import importlib
 import json
-import platform
 import sys
 
-SUITES = ("dense", "decomp", "sparse", "gp", "dense_torch")
-EXTRA = ("dask",)  # starts a Dask cluster: by name only, not in "all" (options: benchmarks.dask)
+from benchmarks import _harness
+
+#: Published suites (``benchmarks/suites/``): their rows are the pages under docs/benchmarks/
+#: (``docs/conf.py``), with the modules they take rows or measurements from.
+SUITES = ("dense", "dense_overhead", "dense_torch", "dense_torch_host", "dense_torch_steps",
+          "decomp", "decomp_dense", "decomp_lowrank", "decomp_batched", "decomp_overhead",
+          "decomp_tall_qr", "decomp_wide_parts", "sparse", "gp", "gp_phases", "gp_large", "dask")
+#: One-off investigations (``benchmarks/studies/``): printed figures or files of their own.
+STUDIES = ("dense_clocks", "dask_placement", "decomp_solves", "faults_report")
+#: name -> module of every command (``suites/decomp_kernels.py`` is no command: it is the
+#: ``kernels`` section of ``decomp_batched``).
+NAMES = {**{n: f"benchmarks.suites.{n}" for n in SUITES},
+         **{n: f"benchmarks.studies.{n}" for n in STUDIES}}
+#: What ``all`` runs, in order.
+ALL = ("dense", "decomp", "sparse", "gp", "dense_torch")
+#: Run like ``all``'s suites when named (``dask`` starts a Dask cluster: by name only; its own
+#: options through ``python -m benchmarks.dask``).
+RUNNER = (*ALL, "dask")
 
 
-def environment():
-    import gpulinalg
-    from gpulinalg._info import collect
-    report = collect()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "python": platform.python_version(), "gpulinalg": gpulinalg.__version__,
-            "versions": report["versions"], "gpus": report["gpus"]}
+def module(name):
+    """The module of the command ``name``."""
+    return importlib.import_module(NAMES[name])
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("suite", choices=(*SUITES, *EXTRA, "all"))
-    parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
-    args = parser.parse_args(argv)
-    results = {"environment": environment(), "rows": []}
-    from . import timing
+def run_suites(names, quick=False, json_path=None):
+    """Run ``names`` (``run(quick)`` each), print every row, write them to ``json_path``."""
+    results = {"environment": _harness.environment(), "rows": []}
     # each row goes to stderr as soon as it exists: a run stopped by a time limit keeps them
-    timing.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
-    for name in SUITES if args.suite == "all" else (args.suite,):
-        module = importlib.import_module(f"benchmarks.{name}")
-        rows = module.run(quick=args.quick)
+    _harness.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr,
+                                    flush=True)
+    for name in names:
+        rows = module(name).run(quick=quick)
         for r in rows:
             print(json.dumps(r, default=str), flush=True)
         results["rows"].extend(rows)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=str)
-        print(f"wrote {args.json}", file=sys.stderr)
+    if json_path:
+        _harness.write_rows(json_path, results["rows"], environment=results["environment"])
+        print(f"wrote {json_path}", file=sys.stderr)
     return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = argv[0] if argv else None
+    if name in NAMES and name not in RUNNER and hasattr(module(name), "main"):
+        return module(name).main(argv[1:]) or 0
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        epilog="other names take their own arguments: python -m benchmarks NAME --help")
+    parser.add_argument("suite", choices=(*NAMES, "all"))
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    args = parser.parse_args(argv)
+    return run_suites(ALL if args.suite == "all" else (args.suite,), args.quick, args.json)
 
 
 if __name__ == "__main__":

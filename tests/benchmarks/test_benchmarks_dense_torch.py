@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from benchmarks import dense_torch  # noqa: E402
+from benchmarks.suites import dense_torch  # noqa: E402
 
 
 def test_tflops_kernels_rows_on_the_cpu():

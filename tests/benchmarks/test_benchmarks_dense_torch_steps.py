@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import dense_torch_steps as steps  # noqa: E402
+from benchmarks.suites import dense_torch_steps as steps  # noqa: E402
 
 
 def test_python_reference_layer_matches_linear_relu():

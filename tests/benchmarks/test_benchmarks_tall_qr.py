@@ -1,13 +1,14 @@
 """``benchmarks.decomp_tall_qr``: a forced route is undone after its call (also when the call
 raises), the summary puts ours against the best peer, and without a GPU the run says so in one
-row; ``benchmarks.timing.stream_to`` writes each row as it is made."""
+row; ``benchmarks._harness.stream_to`` writes each row as it is made."""
 
 import json
 import math
 
 import pytest
 
-from benchmarks import decomp_tall_qr, timing
+from benchmarks import _harness
+from benchmarks.suites import decomp_tall_qr
 from gpulinalg import decomp
 from gpulinalg.decomp._gpu import _batched_plan
 from gpulinalg.decomp.qr import _cholqr_cuda
@@ -42,8 +43,8 @@ def test_summary_ratio_against_the_best_peer():
 def test_without_a_gpu_one_row_and_streamed(tmp_path, monkeypatch):
     import gpulinalg
     monkeypatch.setattr(gpulinalg, "gpu_available", lambda: False)
-    monkeypatch.setattr(timing, "emit", None)
-    timing.stream_to(str(tmp_path / "rows.jsonl"))
+    monkeypatch.setattr(_harness, "emit", None)
+    _harness.stream_to(str(tmp_path / "rows.jsonl"))
     rows = decomp_tall_qr.run([(100, 10, "float64")])
     assert len(rows) == 1 and rows[0]["absent"] in ("no GPU", "cupy not installed")
     streamed = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]

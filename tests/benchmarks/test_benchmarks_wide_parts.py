@@ -6,7 +6,7 @@ GPU the run says so in one row."""
 import pytest
 
 from tests.support import nvrtc as _nvrtc
-from benchmarks import decomp_wide_parts
+from benchmarks.suites import decomp_wide_parts
 from gpulinalg._runtime.kernels import kernel_code
 from gpulinalg.decomp._kernels import _wide_trsm_cuda
 

@@ -1,5 +1,5 @@
 """Where the time of a ``FusedLinear`` training step goes, torch tensors in (beside
-``benchmarks.dense_torch``'s ``layer`` rows, which time whole steps).
+``benchmarks.suites.dense_torch``'s ``layer`` rows, which time whole steps).
 
 * ``phases``: per step (grads set to ``None``, forward, ``backward(grad)``), the host time of the
   forward and of ``backward()`` until it returns, and the step's time (CUDA events around a loop
@@ -40,8 +40,8 @@ import time
 
 import torch
 
-from .dense_torch import _cuda, _device, _interleaved, _models, _step, _step_kernels
-from .timing import absent, row
+from benchmarks.suites.dense_torch import _cuda, _device, _interleaved, _models, _step, _step_kernels
+from benchmarks._harness import absent, row
 
 SUITE = "dense_torch_steps"
 OURS, TORCH, PYTHON = "gpulinalg FusedLinear", "torch nn.Linear+act", "torch kernels in Python"
@@ -398,14 +398,14 @@ def main(argv=None):
     import argparse
     import json
 
-    from . import timing
+    from benchmarks import _harness
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_steps")
     parser.add_argument("--json", help="write the rows here (JSON lines, as they are made)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="phases,graphed")
     args = parser.parse_args(argv)
     if args.json:
-        timing.stream_to(args.json)
+        _harness.stream_to(args.json)
     rows = run(quick=args.quick, sections=tuple(args.sections.split(",")))
     print("\n".join(summarize(rows)))
     print(json.dumps({"device": str(_device())}))

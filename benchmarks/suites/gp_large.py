@@ -12,17 +12,17 @@ Steps:
   predictive variances, the same hyperparameters; model construction + first prediction,
   which is where GPyTorch factors) and scikit-learn (at ``n <= --sklearn-max``); each row
   carries the largest differences of the means and standard deviations from ours, and our
-  per-phase times (:func:`benchmarks.gp_phases.fixed_phases`).
+  per-phase times (:func:`benchmarks.suites.gp_phases.fixed_phases`).
 * ``fitted`` (``--sizes 3000``): hyperparameters by SciPy's L-BFGS-B from the same start,
   ours against GPyTorch's exact GP (L-BFGS-B over its raw parameters, as
-  ``benchmarks.gp``), with the log marginal likelihood each reached and the evaluations. Ours
+  ``benchmarks.suites.gp``), with the log marginal likelihood each reached and the evaluations. Ours
   fits three times: the first fit in the process (``cold_s``: CuPy compiles the kernels of
   the gradient), then two timed ones; GPyTorch is timed twice after a warm-up fit on the same
   data; each row reports the faster of its two timed fits. Our row carries the seconds spent
   inside the objective (``evals_s``) and outside it (``outside_evals_s``: SciPy, the final
   factorization, validation), the host time per evaluation around the engine
-  (:func:`benchmarks.gp_phases.host_overhead`) and the per-phase times of one evaluation
-  (:func:`benchmarks.gp_phases.fused_phases`, or ``lml_phases`` for the generic path).
+  (:func:`benchmarks.suites.gp_phases.host_overhead`) and the per-phase times of one evaluation
+  (:func:`benchmarks.suites.gp_phases.fused_phases`, or ``lml_phases`` for the generic path).
 * ``big`` (``--sizes 100000``, ``--m 10000``): our exact GP at n = 100 000 (an 80 GB kernel
   matrix factored in place), fit and predict timed separately, with the GPU memory the pool
   reserved (its high-water mark) and the device's used memory; per-phase times too unless
@@ -40,14 +40,14 @@ Without a GPU everything runs on the CPU (small ``--sizes`` for a smoke test).
 """
 
 import argparse
-import json
 import os
 import signal
 import time
 
 import numpy as np
 
-from .gp import exact_mode, gpytorch_model, gpytorch_start
+from benchmarks._harness import write_rows
+from benchmarks.suites.gp import exact_mode, gpytorch_model, gpytorch_start
 
 D = 6
 LENGTH_SCALES = np.linspace(0.5, 1.5, D)
@@ -172,7 +172,7 @@ def sklearn_fixed(x, y, xq):
 # -- steps --------------------------------------------------------------------------------------
 
 def step_fixed(args):
-    from .gp_phases import fixed_phases
+    from benchmarks.suites.gp_phases import fixed_phases
     rows = []
     for n in args.sizes:
         x, y, xq = make_data(n, args.m)
@@ -207,8 +207,8 @@ def _peers_fixed(n, args, x, y, xq, ours, warm):
 
 
 def step_fitted(args):
-    from .gp import CountingLBFGSB
-    from .gp_phases import fused_phases, host_overhead, lml_phases
+    from benchmarks.suites.gp import CountingLBFGSB
+    from benchmarks.suites.gp_phases import fused_phases, host_overhead, lml_phases
     from gpulinalg.gp import GaussianProcessRegressor
     rows = []
     for n in args.sizes:
@@ -252,7 +252,7 @@ def step_fitted(args):
 def _gpytorch_fitted(x, y, n, ours_s):
     import torch
 
-    from .gp import _gpytorch_lbfgsb, gpytorch_loss
+    from benchmarks.suites.gp import _gpytorch_lbfgsb, gpytorch_loss
     dev = _torch_device()
     tx, ty = torch.as_tensor(x, device=dev), torch.as_tensor(y, device=dev)
 
@@ -333,7 +333,7 @@ def step_big(args):
 
 
 def fixed_phases_big(x, y, xq):
-    from .gp_phases import fixed_phases
+    from benchmarks.suites.gp_phases import fixed_phases
     out = fixed_phases(x, y, xq, fixed_kernel(), ALPHA)
     _free()
     return out
@@ -411,9 +411,7 @@ def main(argv=None):
     try:
         rows = STEPS[args.step](args)
     finally:
-        with open(path, "w") as fh:
-            json.dump({"step": args.step, "gpu": _gpu(), "rows": rows}, fh, indent=1,
-                      default=str)
+        write_rows(path, rows, step=args.step, gpu=_gpu())
     for r in rows:
         print(_summary(r), flush=True)
 

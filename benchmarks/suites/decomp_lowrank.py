@@ -17,7 +17,7 @@ Cases (full / ``quick``):
 
 import numpy as np
 
-from .timing import absent, have, row, time_cpu, time_gpu
+from benchmarks._harness import absent, have, row, time_cpu, time_gpu
 
 SUITE = "decomp"
 

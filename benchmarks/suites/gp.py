@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .timing import absent, have, row, time_cpu, time_wall_gpu
+from benchmarks._harness import absent, have, row, time_cpu, time_wall_gpu
 
 SUITE = "gp"
 SIZES = (2000, 8000, 16000, 32000)

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .timing import absent, have, row
+from benchmarks._harness import absent, have, row
 
 SUITE = "sparse"
 TARGETS = {"poisson2d 700^2": {"one_shot_s": 1.0, "refactorize_solve_s": 0.015},

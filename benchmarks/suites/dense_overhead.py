@@ -105,7 +105,7 @@ def cupy_array(x):
 
 
 def _stand_in_build(a, b, c, alpha, beta, epilog, inputs, compute_type, autotune, stream):
-    from . import dense_torch_host
+    from benchmarks.suites import dense_torch_host
     plan = dense_torch_host._StandInPlan(a.shape[-2], b.shape[-1], a.dtype, epilog)
     plan.alloc = _host_alloc
     return plan
@@ -119,7 +119,7 @@ def cupy_stand_in():
     CuPy arrays over host memory, and stream 0 for CuPy's current and the thread's own stream."""
     from gpulinalg.dense import _plans_cuda
 
-    from . import dense_torch_host
+    from benchmarks.suites import dense_torch_host
     saved = [(n, getattr(_plans_cuda, n)) for n in ("_build", "op_stream", "_current_stream")]
     _plans_cuda._build = _stand_in_build
     _plans_cuda.op_stream = _own_stream
@@ -159,7 +159,7 @@ def measure_calls(kinds=("torch", "cupy"), cases=CASES, calls=2000, runs=7):
     launch ours leaves out)."""
     import torch
 
-    from . import dense_torch_host
+    from benchmarks.suites import dense_torch_host
     a, b, bias = _operands("torch")
     out = {}
     for kind in kinds:
@@ -216,7 +216,7 @@ def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", round
     from gpulinalg._runtime.config import get_config
     from gpulinalg.dense import _calls, _matmul_cuda, _tensors_cuda
 
-    from . import dense_torch_host
+    from benchmarks.suites import dense_torch_host
     if gpu:
         import torch
         a, b, bias = operands = _cuda_operands(kind, n, dtype)
@@ -361,7 +361,7 @@ def _tensors_cuda_raw():
 
 def profile(kind="torch", calls=20000, limit=20):
     """A cProfile of ``calls`` repeats of ``matmul(a, b, bias=bias, activation="relu")``."""
-    from . import dense_torch_host
+    from benchmarks.suites import dense_torch_host
     fn = _call(kind, "relu", True, False)
     with (cupy_stand_in() if kind == "cupy" else dense_torch_host.stand_in()):
         dense_torch_host.print_profile(fn, calls, limit)

@@ -8,21 +8,11 @@ the figures the route table (``gpulinalg/decomp/_batched_plan.py``) and the tile
 (``_fused_cuda.TILE``) are set from.
 """
 
-from .decomp_batched import DTYPES, SUITE, _make, _timed
-from .timing import absent, row
+from benchmarks._harness import absent, event_timing as _event_timing, row
+from benchmarks._harness import make_inputs as _make, timed_sync as _timed
 
-
-def _event_timing(cp, fn, runs):
-    """The timing fields of a kernel row: seconds per launch of ``fn`` (CUDA events around
-    ``runs`` launches on the current stream, no read-back)."""
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(runs):
-        fn()
-    end.record()
-    end.synchronize()
-    sec = cp.cuda.get_elapsed_time(start, end) / (runs * 1e3)
-    return {"cold_s": sec, "median_s": sec, "min_s": sec, "runs": runs}
+SUITE = "decomp_batched"  # the kernels section of that suite: its rows are that suite's
+DTYPES = ("float32", "float64")
 
 
 def _kernel_case(cp, op, batch, n, dtype, rng, rows, tiles):

@@ -3,7 +3,7 @@ kernel's road: one launch, one read-back of the 3-word summary), step by step.
 
 ``python -m benchmarks.decomp_overhead [--gpu] [--sizes 64,1024] [--json out.json]``: per
 order ``n`` (float32, lower, one right-hand side), µs per step of one repeat, each step a loop
-timed as in :func:`benchmarks.dense_overhead.breakdown` (interleaved rounds, best loop kept,
+timed as in :func:`benchmarks.suites.dense_overhead.breakdown` (interleaved rounds, best loop kept,
 each loop synchronized at its end, so a step whose kernels outlast its host time counts them):
 the whole call, the memo key and lookup, the dispatcher's repeat around the engine and around
 an engine that does nothing, the thread stream's ordering (``op_stream``), the engine, and the
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .dense_overhead import (_host_alloc, _host_facts, _idle_decision, _interleaved, cupy_array,
+from benchmarks.suites.dense_overhead import (_host_alloc, _host_facts, _idle_decision, _interleaved, cupy_array,
                              full_dispatches)
 
 SUITE = "decomp_overhead"

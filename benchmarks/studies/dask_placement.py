@@ -2,11 +2,11 @@
 
     python -m benchmarks.dask_placement [--workers 2] [--gpu] [--cases rsvd,pca] [--json PATH]
 
-Time is not measured here (``benchmarks.dask`` does that); this module checks, on any number
+Time is not measured here (``benchmarks.suites.dask`` does that); this module checks, on any number
 of workers, the assumptions two-GPU scaling rests on (``docs/dask.md``, "Two GPUs: the scaling
 plan"): that the input's row panels each land on one worker, that the input is split evenly,
 and that a randomized SVD or PCA moves only thin matrices between workers. The inputs have the
-block grid of ``benchmarks.dask``'s GPU cases (its chunk counts per dimension) with small
+block grid of ``benchmarks.suites.dask``'s GPU cases (its chunk counts per dimension) with small
 blocks, so it runs on a CPU ``LocalCluster`` in seconds; the bytes moved by the thin matrices
 depend on the column count and the sketch width, not on the rows, and are reported together
 with the input's bytes at the GPU case's size.
@@ -19,13 +19,12 @@ the workers' incoming transfer logs over one run), ``moved_by`` (the same by tas
 """
 
 import argparse
-import json
 import sys
 
 import numpy as np
 
-from . import dask as bench
-from .timing import row
+from benchmarks.suites import dask as bench
+from benchmarks._harness import row, write_rows
 
 SUITE = "dask_placement"
 #: case -> (block grid of the GPU case, block shape here, GPU case name in ``bench.SIZES``)
@@ -174,8 +173,7 @@ def main(argv=None):
               f" ({r['moved_per_input']:.2%} of the input) transfers={r['transfers']}"
               f" by={r['moved_by']}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": SUITE, "args": vars(args), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, suite=SUITE, args=vars(args))
     return 0
 
 

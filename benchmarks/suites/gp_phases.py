@@ -1,6 +1,6 @@
 """Where one GP log-marginal-likelihood + gradient evaluation spends its time, on the GPU.
 
-``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.gp`` problem (8-D,
+``python -m benchmarks.gp_phases [n ...]`` times, for the ``benchmarks.suites.gp`` problem (8-D,
 ``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
 (:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by the engine's
 ``cho_inverse`` (GPU: ``L^-1`` by panelled ``trsm``, then ``gemm``; CPU: ``potri``), ``W`` and the
@@ -14,7 +14,7 @@ line per figure; runs on the CPU engine without a GPU. Engine functions run insi
 :func:`fixed_phases` splits a fixed-kernel ``fit`` + ``predict(return_std=True)`` the same way
 (kernel matrix, Cholesky in place, ``alpha`` and ``log|K|``, cross-kernel and mean,
 triangular solve against the cross-kernel, variances), on the GPU or, without one, on the CPU
-(``benchmarks.gp_large`` calls it).
+(``benchmarks.suites.gp_large`` calls it).
 """
 
 import json
@@ -22,8 +22,8 @@ import sys
 
 import numpy as np
 
-from .gp import kernel, make_data
-from .timing import time_gpu
+from benchmarks.suites.gp import kernel, make_data
+from benchmarks._harness import time_gpu
 
 
 def _potri(c):
@@ -344,5 +344,12 @@ def _fixed_phases(la, xp, sync, x, y, xq, kernel, noise):
     return out
 
 
+def main(argv=None):
+    """``python -m benchmarks gp_phases [n ...]`` (default 3000 16000)."""
+    args = sys.argv[1:] if argv is None else argv
+    run(tuple(int(v) for v in args) or (3000, 16000))
+    return 0
+
+
 if __name__ == "__main__":
-    run(tuple(int(v) for v in sys.argv[1:]) or (3000, 16000))
+    raise SystemExit(main())

@@ -14,7 +14,7 @@ so host overhead counts), ``tflops`` and ``pct_of_peak`` (of the 989 TFLOP/s fp1
 
 import contextlib
 
-from .timing import absent, have, row, time_gpu
+from benchmarks._harness import absent, have, row, time_gpu
 
 SUITE = "dense"
 PEAK_TFLOPS = 989.0
@@ -44,7 +44,7 @@ def run(quick=False):
 
 
 def _overhead_row():
-    from . import dense_overhead
+    from benchmarks.suites import dense_overhead
     us = dense_overhead.measure(calls=3000)
     return row(SUITE, "CPU-side overhead per call (fake GPU: validation + dispatch + plan lookup)",
                "ours", {"median_s": us * 1e-6, "min_s": us * 1e-6, "runs": 5},

@@ -12,7 +12,7 @@ import json
 import sys
 
 
-from .timing import absent, have, row, time_gpu
+from benchmarks._harness import absent, have, row, time_gpu, write_rows
 
 SUITE = "decomp"
 
@@ -83,8 +83,7 @@ def main(argv=None):
     for r in rows:
         print(json.dumps(r, default=str), flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1, default=str)
+        write_rows(args.json, rows)
     return 0
 
 

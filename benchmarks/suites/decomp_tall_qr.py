@@ -10,11 +10,11 @@ for ours, SciPy's default; the peers do not check). Shapes on both sides of
 """
 
 import argparse
-import json
 import math
 
-from .decomp_batched import _as_cupy, _rel, _timed, gpu_libraries
-from .timing import absent, row
+from benchmarks import _harness
+from benchmarks._harness import absent, gpu_libraries, row
+from benchmarks._harness import as_cupy as _as_cupy, rel_err as _rel, timed_sync as _timed
 
 SUITE = "decomp_tall_qr"
 
@@ -111,16 +111,14 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     if args.json:
-        from . import timing
-        timing.stream_to(args.json + "l")
+        _harness.stream_to(args.json + "l")
     shapes = None
     if args.shapes:
         shapes = [(int(m), int(n), d) for m, n, d in (s.split(":") for s in
                                                      args.shapes.split(","))]
     rows = run(shapes, args.repeat)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1, default=str)
+        _harness.write_rows(args.json, rows)
     return 0
 
 

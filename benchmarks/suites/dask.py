@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from . import timing
+from benchmarks import _harness
 
 NOTES = ("Sizes are scaled to one GPU and a short run where a row has scaled_from (the issue's "
          "size). Two GPUs: run `python -m benchmarks.dask --workers 2` on a two-GPU machine "
@@ -240,7 +240,7 @@ def case_rsvd(client, x, info, repeat):
         try:
             cold, warm, (u, s, vh), comm = _timed(client, fn, repeat)
         except Exception as exc:  # the peer failing (e.g. out of memory) keeps our row
-            rows.append(timing.absent("dask", "rsvd", impl, f"{type(exc).__name__}: {exc}"))
+            rows.append(_harness.absent("dask", "rsvd", impl, f"{type(exc).__name__}: {exc}"))
             continue
         svals[impl] = _host(s.compute())
         acc = _accuracy(x, u, s, vh, ref)
@@ -308,8 +308,8 @@ def _gemm_probe(client, x, info):
     try:
         got = client.submit(probe, info["kind"], shape, info["dtype"], l, pure=False).result()
     except Exception as exc:
-        return timing.absent("dask", "rsvd", "gemm probe", f"{type(exc).__name__}: {exc}")
-    return timing.row("dask", "rsvd", "gemm probe (one chunk, on the worker)", {},
+        return _harness.absent("dask", "rsvd", "gemm probe", f"{type(exc).__name__}: {exc}")
+    return _harness.row("dask", "rsvd", "gemm probe (one chunk, on the worker)", {},
                       chunk=list(shape), dtype=info["dtype"], l=l, **got)
 
 
@@ -361,7 +361,7 @@ def case_cholesky(client, x, info, repeat):
         try:
             cold, warm, (L,), comm = _timed(client, fn, repeat)
         except Exception as exc:  # a peer that fails is a row, not the end of the suite
-            rows.append(timing.absent("dask", "cholesky", impl, f"{type(exc).__name__}: {exc}"))
+            rows.append(_harness.absent("dask", "cholesky", impl, f"{type(exc).__name__}: {exc}"))
             continue
         probe = slice(0, min(n, 512))  # residual on a leading block (cheap)
         res = dask.compute(abs(L[probe] @ L[probe].T - x[probe, probe]).max())[0]
@@ -371,7 +371,7 @@ def case_cholesky(client, x, info, repeat):
     if n <= ONE_DEVICE_MAX_N:
         rows += _single_gpu_cholesky(x, info, repeat)
     else:  # the worker holds A and L; the peer's A and its temporaries would not fit beside
-        rows.append(timing.absent("dask", "cholesky", "one-device peers",
+        rows.append(_harness.absent("dask", "cholesky", "one-device peers",
                                   f"n = {n} > {ONE_DEVICE_MAX_N}: the Dask worker holds A and "
                                   "L on the same GPU; the one-device peers need A and "
                                   "temporaries beside them"))
@@ -389,7 +389,7 @@ def _single_gpu_cholesky(x, info, repeat):
     xp = _xp(info["kind"])
     a = rbf_tile(xp, n, 0, n, 0, n, np.dtype(x.dtype))
     peers = [("gpulinalg.decomp.cholesky (one device)", lambda: decomp.cholesky(a, lower=True))]
-    if timing.have("torch"):
+    if _harness.have("torch"):
         import torch
         t = torch.from_dlpack(a) if info["kind"] == "cupy" else torch.from_numpy(a)
         peers.append(("torch.linalg.cholesky", lambda: torch.linalg.cholesky(t)))
@@ -421,7 +421,7 @@ def _sync(kind):
 
 def _row(case, impl, cold, warm, info, *, passes, comm, **extra):
     gbps = info["nbytes"] * passes / warm["median_s"] / 1e9 if warm["median_s"] else None
-    r = timing.row("dask", case, impl, {"cold_s": round(cold, 4), **warm},
+    r = _harness.row("dask", case, impl, {"cold_s": round(cold, 4), **warm},
                    shape=info["shape"], chunks=info["chunks"], dtype=info["dtype"],
                    chunk_kind=info["kind"], workers=info["workers"], passes=passes,
                    input_GBps=round(gbps, 2) if gbps else None, comm_fraction=comm, **extra)
@@ -462,7 +462,7 @@ def run(quick=False, *, workers=1, cpu=None, full=False, cases=tuple(CASES), rep
                 for r in got:
                     r["input_made_s"] = round(made, 3)
             except Exception as exc:  # one failing case keeps the others' rows
-                got = [timing.absent("dask", name, "all", f"{type(exc).__name__}: {exc}")]
+                got = [_harness.absent("dask", name, "all", f"{type(exc).__name__}: {exc}")]
             rows += got
             if sink:
                 sink(rows)
@@ -481,7 +481,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=2, help="warm runs per implementation")
     p.add_argument("--json", help="write the rows here (rewritten after each case)")
     args = p.parse_args(argv)
-    timing.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
+    _harness.emit = lambda r: print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
 
     shown = [0]
 
@@ -489,9 +489,7 @@ def main(argv=None):
         summary(rows[shown[0]:], rows)
         shown[0] = len(rows)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"suite": "dask", "args": vars(args), "notes": NOTES, "rows": rows}, f,
-                          indent=1, default=str)
+            _harness.write_rows(args.json, rows, suite="dask", args=vars(args), notes=NOTES)
     rows = run(args.quick, workers=args.workers, cpu=args.cpu or None, full=args.full,
                cases=[c for c in args.cases.split(",") if c], repeat=args.repeat, sink=sink)
     if not rows:

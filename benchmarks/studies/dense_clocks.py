@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 import time
 
+from benchmarks._harness import environment, write_rows
+
 PEAK_TFLOPS, BOOST_MHZ = 989.0, 1980.0
 SHAPES = ((8192, 8192, 8192, 200), (65536, 16384, 8192, 30))
 QUERY = "timestamp,clocks.sm,power.draw,clocks_event_reasons.active"
@@ -185,9 +187,7 @@ def main(argv=None):
     for r in rows:
         print(json.dumps(r))
     if args.json:
-        from .__main__ import environment
-        with open(args.json, "w") as f:
-            json.dump({"environment": environment(), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows, environment=environment())
     return 0
 
 

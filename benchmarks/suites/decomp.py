@@ -2,5 +2,5 @@
 
 
 def run(quick=False):
-    from . import decomp_dense, decomp_lowrank
+    from benchmarks.suites import decomp_dense, decomp_lowrank
     return decomp_dense.run(quick) + decomp_lowrank.run(quick)

@@ -9,7 +9,7 @@ on a random ``x``. ``ours`` runs with ``check_finite=False`` (the peers do not c
 ``ours (check_finite)`` row adds the finiteness pass.
 """
 
-from .timing import absent, have, row, time_cpu, time_gpu
+from benchmarks._harness import absent, have, row, time_cpu, time_gpu
 
 SUITE = "decomp"
 

@@ -9,7 +9,7 @@ not at all, so the clock includes the device work), and the backward error of th
 
 ``--sections svdvals`` times singular values alone (``compute_uv=False``) against CuPy's and
 torch's, and against ours through the full SVD. ``--sections kernels`` times the fused
-small-stack kernels alone (:mod:`.decomp_kernels`; ``--cases`` picks them too,
+small-stack kernels alone (:mod:`benchmarks.suites.decomp_kernels`; ``--cases`` picks them too,
 ``potrf:512:128`` or ``cholesky:512:128``). ``--sections floor`` times the host (CPU) and
 device (GPU) side of one call apart (``cupyx.profiler.benchmark``) and, with ``--profile-dir``,
 writes a cProfile of the host path. ``--sections paired`` times a few grid rows with their
@@ -25,12 +25,14 @@ Run: ``python -m benchmarks.decomp_batched --json out.json [--quick] [--budget 1
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
 
-from .timing import absent, have, row
+from benchmarks import _harness
+from benchmarks._harness import Budget, absent, gpu_libraries, norms as _norms, row
+from benchmarks._harness import as_cupy as _as_cupy, make_inputs as _make, rel_err as _rel
+from benchmarks.suites import decomp_kernels
 
 SUITE = "decomp_batched"
 
@@ -75,53 +77,23 @@ ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf",
           ("gesvd", 64, 64), ("gesvd", 512, 64), ("gesvd", 256, 48),  # its row class 64
           ("gesvd", 16, 256), ("gesvd", 8, 384),  # jacobi against the driver table
           ("gesvd", 32, 96), ("gesvd", 64, 128), ("gesvd", 32, 192), ("gesvd", 8, 128)]
-DTYPES = ("float32", "float64")
-
-
-class Budget:
-    def __init__(self, seconds):
-        self.end = time.perf_counter() + seconds
-
-    def left(self):
-        return self.end - time.perf_counter()
-
-
-def _sync():
-    import cupy
-    cupy.cuda.Device().synchronize()
-
-
-def _timed(fn, repeat):
-    """``(cold_s, warm median_s, warm min_s, out)``: synchronized wall clock."""
-    _sync()
-    t0 = time.perf_counter()
-    out = fn()
-    _sync()
-    cold = time.perf_counter() - t0
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        _sync()
-        times.append(time.perf_counter() - t0)
-    return {"cold_s": cold, "median_s": statistics.median(times) if times else cold,
-            "min_s": min(times) if times else cold, "runs": len(times)}, out
+DTYPES = decomp_kernels.DTYPES
 
 
 def _measured(fn, budget):
-    """``_timed`` with as many warm runs as a call's warm time allows (:func:`_repeat`): the
-    first call is the row's cold one, the second (warm) sets the count. A first call that
+    """:func:`~benchmarks._harness.timed_sync` with as many warm runs as a call's warm time
+    allows (:func:`_repeat`): the first call is the row's cold one, the second (warm) sets the count. A first call that
     compiles kernels took up to seconds, and counting runs from it left sub-millisecond rows
     with one to three runs."""
-    _sync()
+    _harness.sync()
     t0 = time.perf_counter()
     fn()
-    _sync()
+    _harness.sync()
     cold = time.perf_counter() - t0
     t0 = time.perf_counter()
     fn()
-    _sync()
-    timing, out = _timed(fn, _repeat(time.perf_counter() - t0, budget))
+    _harness.sync()
+    timing, out = _harness.timed_sync(fn, _repeat(time.perf_counter() - t0, budget))
     timing["cold_s"] = cold
     return timing, out
 
@@ -134,28 +106,6 @@ def _repeat(seconds_per_call, budget):
 
 
 # -- inputs and errors (CuPy) ---------------------------------------------------------------------
-
-def _spd(cp, batch, n, dtype, rng):
-    x = rng.standard_normal((batch, n, n), dtype=dtype)
-    a = x @ x.swapaxes(-1, -2) / n
-    a += cp.eye(n, dtype=dtype)
-    return a
-
-
-def _rel(cp, num, den):
-    """max over the stack of ||num_i||_F / ||den_i||_F, float."""
-    nn = cp.sqrt((cp.abs(num) ** 2).sum(axis=(-2, -1)))
-    dd = cp.sqrt((cp.abs(den) ** 2).sum(axis=(-2, -1)))
-    return float((nn / cp.maximum(dd, 1e-300)).max())
-
-
-def _norms(cp, x):
-    return cp.sqrt((cp.abs(x) ** 2).sum(axis=(-2, -1)))
-
-
-def _as_cupy(cp, x):
-    return x if isinstance(x, cp.ndarray) else cp.from_dlpack(x.contiguous())
-
 
 def _errors(cp, op, inputs, out):
     a, b = inputs
@@ -179,18 +129,6 @@ def _errors(cp, op, inputs, out):
 
 
 # -- the three libraries ----------------------------------------------------------------------
-
-def _make(cp, op, batch, n, dtype, rng):
-    shape = (batch, n, n) if batch > 1 else (n, n)
-    if op in ("cholesky", "cho_solve", "solve_triangular"):
-        a = _spd(cp, batch, n, dtype, rng).reshape(shape)
-        if op == "solve_triangular":
-            a = cp.linalg.cholesky(a)  # well-conditioned lower triangle
-        k = 1 if op == "solve_triangular" and batch == 1 else 4
-        b = rng.standard_normal(shape[:-1] + (k,), dtype=dtype)
-        return a, b
-    return rng.standard_normal(shape, dtype=dtype), None
-
 
 def _calls(cp, op, inputs, torch):
     """``{label: fn}`` for ours (two rows), CuPy and torch; each fn returns the result."""
@@ -298,7 +236,7 @@ def _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows, rounds=15, c
         for f in fns.values():  # kernels compiled, chains captured
             f()
             f()
-        _sync()
+        _harness.sync()
     except Exception as exc:
         rows.append(absent(SUITE, case, "all", f"failed: {type(exc).__name__}: {exc}"[:300]))
         return
@@ -313,7 +251,7 @@ def _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows, rounds=15, c
             t0 = time.perf_counter()
             for _ in range(calls):
                 out = f()  # noqa: F841 - kept until the next run returns
-                _sync()
+                _harness.sync()
             samples[name].append((time.perf_counter() - t0) / calls)
         out = None
     for name, xs in samples.items():
@@ -348,7 +286,7 @@ def _svd_case(cp, torch, m, n, dtype, rng, budget, rows, drivers):
             rows.append(absent(SUITE, case, label, "time budget spent"))
             continue
         try:
-            timing, out = _timed(fn, 1 if max(m, n) >= 4096 else 2)
+            timing, out = _harness.timed_sync(fn, 1 if max(m, n) >= 4096 else 2)
             extra = _errors(cp, "svd", (a, None), out)
             extra["target_backward_err"] = 50 * min(m, n) * eps
             if label.startswith("ours"):
@@ -485,7 +423,7 @@ def _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir):
         prof.enable()
         for _ in range(50):
             fn()
-        _sync()
+        _harness.sync()
         prof.disable()
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
@@ -506,22 +444,6 @@ def _pick(spec, default, arity):
     have = {tuple(str(v) for v in d[:arity]) for d in known}
     extra = [tuple(int(v) if v.isdigit() else v for v in w) for w in want if w not in have]
     return known + extra
-
-
-def gpu_libraries():
-    """``(cupy, torch, None)`` (torch ``None`` without it or CUDA), or ``(None, None, why)``
-    without CuPy or a GPU."""
-    if not have("cupy"):
-        return None, None, "cupy not installed"
-    import gpulinalg
-    if not gpulinalg.gpu_available():
-        return None, None, "no GPU"
-    import cupy
-    torch = None
-    if have("torch"):
-        import torch as _torch
-        torch = _torch if _torch.cuda.is_available() else None
-    return cupy, torch, None
 
 
 def _pick_calls(spec, default):
@@ -546,7 +468,6 @@ def run(quick=False, budget_s=180.0, sections=("grid", "single", "svd", "routes"
                 if budget.left() > 0:
                     _floor_case(cp, torch, op, batch, n, dtype, rng, rows, prof_dir)
     if "kernels" in sections:
-        from . import decomp_kernels
         decomp_kernels.run(cp, rng, rows, budget, quick, cases)
     if "grid" in sections:
         for op, batch, n in grid:
@@ -611,7 +532,7 @@ def _svdvals_case(cp, torch, m, n, dtype, rng, budget, rows):
             rows.append(absent(SUITE, case, label, "time budget spent"))
             continue
         try:
-            timing, out = _timed(fn, 1 if max(m, n) >= 4096 else 3)
+            timing, out = _harness.timed_sync(fn, 1 if max(m, n) >= 4096 else 3)
             got = _as_cupy(cp, out).astype(cp.float64)
             if ref is None:
                 ref = decomp.svd(a.astype(cp.float64), compute_uv=False, check_finite=False,
@@ -644,7 +565,7 @@ def _qr_tall(cp, torch, m, n, dtype, rng, budget, rows):
             rows.append(absent(SUITE, case, label, "time budget spent"))
             continue
         try:
-            timing, out = _timed(fn, 5)
+            timing, out = _harness.timed_sync(fn, 5)
             rows.append(row(SUITE, case, label, timing, op="qr", m=m, n=n, dtype=dtype,
                             **_errors(cp, "qr", (a, None), out)))
         except Exception as exc:
@@ -718,13 +639,11 @@ def main(argv=None):
     parser.add_argument("--profile-dir", help="floor section: cProfile text files here")
     args = parser.parse_args(argv)
     if args.json:
-        from . import timing
-        timing.stream_to(args.json + "l")
+        _harness.stream_to(args.json + "l")
     rows = run(args.quick, args.budget, tuple(args.sections.split(",")), args.cases,
                args.svd_shapes, args.routes, args.profile_dir)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1, default=str)
+        _harness.write_rows(args.json, rows)
     for line in summary(rows):
         print(line)
     for r in rows:

@@ -14,7 +14,7 @@ import json
 import pathlib
 import sys
 
-DEFAULT_OUT = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reliability" / "faults.md"
+DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reliability" / "faults.md"
 
 FRONT = "---\norphan: true\n---\n\n"
 

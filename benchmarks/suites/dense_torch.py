@@ -29,7 +29,7 @@
 import statistics
 import time
 
-from .timing import absent, row
+from benchmarks._harness import absent, row
 
 SUITE = "dense_torch"
 
@@ -319,7 +319,7 @@ def _step_rows(case, models, x, grad, steps, samples, ours_name, ref_name):
     """Rows of one case: each model's training step (cold first step, then 3 warm-up steps),
     timed interleaved (:func:`_interleaved`), ours' row with the slow roads of its timed steps
     (:class:`.dense_torch_host.SlowRoads`), and the ratio row."""
-    from .dense_torch_host import SlowRoads
+    from benchmarks.suites.dense_torch_host import SlowRoads
     fns, colds = {}, {}
     for name, model in models.items():
         fns[name] = fn = _step(model, x, grad)
@@ -565,7 +565,7 @@ def main(argv=None):
     import json
     import sys
 
-    from . import timing
+    from benchmarks import _harness
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch")
     parser.add_argument("--json", help="write the rows here (rewritten after each section)")
     parser.add_argument("--quick", action="store_true")
@@ -583,9 +583,8 @@ def main(argv=None):
         rows.append(r)
         print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"rows": rows}, f, indent=1, default=str)
-    timing.emit = emit
+            _harness.write_rows(args.json, rows)
+    _harness.emit = emit
     run(quick=args.quick, sections=tuple(args.sections.split(",")))
     return 0
 

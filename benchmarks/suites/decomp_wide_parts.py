@@ -20,7 +20,7 @@ it at order 64 only.
 
 import time
 
-from .timing import absent, row
+from benchmarks._harness import absent, row, write_rows
 
 SUITE = "decomp_wide_parts"
 
@@ -79,7 +79,7 @@ def source(part):
 
 def _time(cp, fn, runs=300, rounds=5):
     """Seconds per launch of ``fn``: the best of ``rounds`` event timings of ``runs``."""
-    from .decomp_kernels import _event_timing
+    from benchmarks._harness import event_timing as _event_timing
     for _ in range(20):
         fn()
     return min(_event_timing(cp, fn, runs)["median_s"] for _ in range(rounds))
@@ -133,17 +133,14 @@ def run(sizes=(64, 1024), dtypes=("float32", "float64")):
 
 def main(argv=None):
     import argparse
-    import json
     parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_wide_parts")
     parser.add_argument("--sizes", default="64,1024", help="orders, comma-separated")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     rows = run(tuple(int(s) for s in args.sizes.split(",")))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"suite": SUITE, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                              time.gmtime()), "rows": rows},
-                      f, indent=1)
+        write_rows(args.json, rows, suite=SUITE,
+                   time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return 0
 
 

@@ -1,0 +1,1 @@
+"""One-off investigations: ``python -m benchmarks NAME`` (``NAME`` a module here)."""
