@@ -28,13 +28,13 @@ import numpy as np
 
 from .._runtime.dispatch import note
 from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
-from ._condition_xp import GROWTH_TRIGGER, assess, norm1, rcond_of
+from ._condition_xp import GROWTH_TRIGGER, assess, norm1, rcond_of, triggered
 from ._input_xp import CSRInput, check_values, pattern_values, structure, xp_of
 from ._policy import default_tol
 from ._residual_xp import solve_checked
 from ._results import ResidualError, describe
 
-__all__ = ["resolve_method", "build", "checked_solve", "factorize_with", "solve_once_with",
+__all__ = ["resolve_method", "build", "checked_slogdet", "checked_solve", "factorize_with", "solve_once_with",
            "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
            "SYMMETRIC_METHODS"]
 
@@ -156,6 +156,21 @@ def rcond(factor):
     next refactorization; see :mod:`~gpulinalg.sparse._condition_xp`)."""
     return rcond_of(factor, lambda v: solve_op(factor, v),
                     lambda v: solve_op(factor, v, "H"))
+
+
+def checked_slogdet(factor, sign, logabs):
+    """``(sign, logabsdet)`` of ``factor``, or ``(0, -inf)`` when the condition rule finds it
+    numerically singular: a pivot of rounding size gives a finite log-determinant that means
+    nothing (the rcond estimate runs only when the pivots point at trouble)."""
+    if math.isinf(logabs):
+        return sign, logabs
+    if not triggered(None, getattr(factor, "pivot_ratio", None) or 0.0, factor.dtype):
+        return sign, logabs
+    value = rcond(factor)
+    note(rcond=value)
+    limit = max(float(np.finfo(np.dtype(factor.dtype)).eps), getattr(factor, "rcond_floor", None)
+                or 0.0)
+    return (sign * 0, float("-inf")) if value < limit else (sign, logabs)
 
 
 def _op_matrix(factor, trans):

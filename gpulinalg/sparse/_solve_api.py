@@ -457,9 +457,12 @@ class SparseFactorization:
             if sign is None:  # the engine does not report its pivoting: the sign from SuperLU
                 sign = self._cpu_factor().slogdet()[0]
                 note(logdet_sign="superlu")
-            return sign, logabs
-        sign, logabs = self._dispatch("logdet", gpu, lambda: self._cpu_factor().slogdet(),
-                                      convert=False)
+            return _factor_xp.checked_slogdet(self._factor, sign, logabs)
+
+        def cpu():
+            twin = self._cpu_factor()
+            return _factor_xp.checked_slogdet(twin, *twin.slogdet())
+        sign, logabs = self._dispatch("logdet", gpu, cpu, convert=False)
         return LogDetResult(sign, logabs)
 
     def free(self) -> None:
