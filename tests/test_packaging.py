@@ -118,3 +118,13 @@ def test_wheel_installs_and_runs_in_a_clean_venv(wheel, tmp_path):
                           cwd=tmp_path, env=env, timeout=300)
     assert info.returncode == 0, info.stderr
     assert "cupy           absent" in info.stdout and "backend 'auto' chooses: cpu" in info.stdout
+
+
+def test_wheel_ships_every_cuda_source(wheel):
+    """The kernels' ``.cu`` sources are package data: the wheel holds each one the checkout
+    has, where :func:`gpulinalg._runtime.kernels.kernel_source` reads it."""
+    ours = {p.relative_to(ROOT).as_posix() for p in (ROOT / "gpulinalg").rglob("*.cu")}
+    assert ours  # the kernels' sources live in .cu files
+    with zipfile.ZipFile(wheel) as z:
+        shipped = {n for n in z.namelist() if n.endswith(".cu")}
+    assert shipped == ours

@@ -1,14 +1,16 @@
-"""The one cache of compiled CUDA kernels (CuPy ``RawKernel`` and ``ElementwiseKernel``).
+"""The one cache of compiled CUDA kernels (CuPy ``RawKernel`` and ``ElementwiseKernel``), and
+the one reader of their CUDA sources (``*.cu`` package data beside their launchers).
 
 Kernels are compiled on first use, once per specialization (and device, for raw kernels, whose
 attributes are per device), and kept for the life of the process. Only GPU functions call these.
 """
 
+import functools
 import threading
 from typing import Any
 
-__all__ = ["raw_kernel", "kernel_code", "elementwise_kernel", "Launcher", "POINTER", "INT32",
-           "INT64"]
+__all__ = ["raw_kernel", "kernel_code", "kernel_source", "elementwise_kernel", "Launcher",
+           "POINTER", "INT32", "INT64"]
 
 _lock = threading.Lock()
 _cache: dict = {}
@@ -31,6 +33,17 @@ def raw_kernel(name, source, types, options=(), shared_bytes=None):
         with _lock:
             kern = _cache.setdefault(key, kern)
     return kern
+
+
+@functools.cache
+def kernel_source(package, name):
+    """The text of the CUDA source ``name`` (a ``.cu`` file shipped in ``package``), read once.
+
+    >>> "gl_transpose_copy" in kernel_source("gpulinalg.decomp._gpu", "transpose_copy.cu")
+    True
+    """
+    from importlib import resources
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 def kernel_code(source, types):

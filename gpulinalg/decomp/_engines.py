@@ -6,6 +6,7 @@ would validate and dispatch a second time. The names say where each runs.
 """
 
 from ._kernels._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
+from ._kernels._policy import enabled as custom_kernels_enabled
 from ._tiles._graph_dask import new_array, tokenize
 from .cholesky import _cholesky_dask as cholesky_dask
 from .cholesky._cholesky_cuda import cho_solve as cho_solve_cuda
@@ -18,5 +19,6 @@ from .triangular._triangular_host import solve_triangular as solve_triangular_ho
 from .triangular._triangular_cuda import solve_triangular as solve_triangular_cuda
 
 __all__ = ["cho_solve_cuda", "cho_solve_host", "cholesky_cuda", "cholesky_dask", "cholesky_host",
+           "custom_kernels_enabled",
            "gram_lower", "logdet_cuda", "logdet_host", "new_array", "solve_triangular_cuda",
            "solve_triangular_host", "tokenize", "tri_inverse", "tri_inverse_scratch"]

@@ -24,6 +24,7 @@ from .._runtime.streams import get_handle, op_stream
 from ..decomp._engines import cho_solve_cuda as cho_solve
 from ..decomp._engines import cholesky_cuda as cholesky
 from ..decomp._engines import logdet_cuda as logdet
+from ..decomp._engines import custom_kernels_enabled
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._engines import solve_triangular_cuda as solve_triangular
 from . import _fused_cuda
@@ -50,12 +51,13 @@ def cho_inverse(L):
     Peak memory: the factor, one ``n x n`` buffer and a scratch under a quarter of one. When
     the dispatcher found less headroom than that beyond the run's estimate
     (:func:`~gpulinalg._runtime.dispatch.headroom_bytes`), or in float32, the memory-lean
-    route: cuSOLVER's ``potri`` in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`."""
+    route: cuSOLVER's ``potri`` in ``L``'s own memory, then :func:`._fit_xp.mirror_lower`; the
+    same where the hand-written kernels are off (``custom_kernels``)."""
     import cupy
     c = L if L.flags.f_contiguous else cupy.asfortranarray(L)
     n = c.shape[0]
     headroom = headroom_bytes()
-    if c.dtype != np.float64 or (headroom is not None and
+    if c.dtype != np.float64 or not custom_kernels_enabled() or (headroom is not None and
                                  headroom < 8 * (n * n + tri_inverse_scratch(n))):
         return _potri(c)
     lf = c.T.reshape(-1)  # column-major memory of L, flat
@@ -122,9 +124,11 @@ def _on_op_stream(fn):
 def _log_marginal_likelihood(x, y, noise, k, k_grad, *, plan, eval_gradient):
     """The likelihood (and gradient): the fused evaluation (:mod:`._fused_cuda`, host results)
     for a gradient of a kernel of its form on float64 CuPy inputs, with the headroom for its
-    second ``n x n`` buffer; else :func:`._fit_xp.lml_body` on this engine."""
+    second ``n x n`` buffer, where the hand-written kernels are on; else
+    :func:`._fit_xp.lml_body` on this engine."""
     form = None
     if eval_gradient and plan is not None and _arrays.kind_of(x) is _arrays.Kind.CUPY \
+            and custom_kernels_enabled() \
             and x.dtype == np.float64 and y.dtype == np.float64:
         form = fused_form(plan, x.shape[1])
         n = x.shape[0]

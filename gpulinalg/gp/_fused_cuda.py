@@ -25,125 +25,17 @@ import math
 
 import numpy as np
 
-from .._runtime.kernels import elementwise_kernel, raw_kernel
+from .._runtime.kernels import elementwise_kernel, kernel_source, raw_kernel
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 
 __all__ = ["lml_grad", "build", "factor", "inverse", "likelihood", "contract", "read_back",
            "nbytes", "tril_copy"]
 
-_FUNCTIONS = r"""
-// s(r^2) and h(r^2) = -2 ds/d(r^2), by GL_KIND: 0 RBF, 1/2/3 Matern nu = 0.5/1.5/2.5
-__device__ __forceinline__ void gl_sh(const double r2, double& s, double& h) {
-#if GL_KIND == 0
-    s = exp(-0.5 * r2); h = s;
-#elif GL_KIND == 1
-    const double r = sqrt(r2);
-    s = exp(-r); h = r > 0.0 ? s / r : 0.0;
-#elif GL_KIND == 2
-    const double q = sqrt(3.0 * r2), e = exp(-q);
-    s = (1.0 + q) * e; h = 3.0 * e;
-#else
-    const double q = sqrt(5.0 * r2), e = exp(-q);
-    s = (1.0 + q + q * q / 3.0) * e; h = (5.0 / 3.0) * (1.0 + q) * e;
-#endif
-}
-"""
+_FUNCTIONS = kernel_source(__package__, "gp_functions.cu")
 
-_BUILD = _FUNCTIONS + r"""
-// K[i * n + j] = c s(r_ij) + (i == j) (white + noise[i * noise_step]); z is n x GL_D
-// row-major. Block (32, 8): threads along j (coalesced writes), 32 rows i per block.
-extern "C" __global__ void gl_gp_build(const double* __restrict__ z,
-                                       const double* __restrict__ noise,
-                                       double* __restrict__ k, int* __restrict__ flag,
-                                       const long long n, const double c, const double white,
-                                       const long long noise_step) {
-    const long long j = (long long)blockIdx.x * 32 + threadIdx.x;
-    const long long i0 = (long long)blockIdx.y * 32;
-    if (j >= n) return;
-    double zj[GL_D];
-#pragma unroll
-    for (int d = 0; d < GL_D; ++d) zj[d] = z[j * GL_D + d];
-    bool bad = false;
-    for (int r = threadIdx.y; r < 32; r += 8) {
-        const long long i = i0 + r;
-        if (i >= n) break;
-        double r2 = 0.0;
-#pragma unroll
-        for (int d = 0; d < GL_D; ++d) {
-            const double t = z[i * GL_D + d] - zj[d];
-            r2 += t * t;
-        }
-        double s, h;
-        gl_sh(r2, s, h);
-        double v = c * s;
-        if (i == j) v += white + noise[i * noise_step];
-        bad |= !isfinite(v);
-        k[i * n + j] = v;
-    }
-    if (bad) atomicOr(flag, 1);
-}
-"""
+_BUILD = _FUNCTIONS + kernel_source(__package__, "gp_build.cu")
 
-_CONTRACT = _FUNCTIONS + r"""
-// Over the lower triangle (i >= j) of the column-major K^-1 (kinv[j * n + i]): with
-// W_ij = sum_t alpha[i, t] alpha[j, t] - nt K^-1_ij and weight 2 off the diagonal (W is
-// symmetric), acc[0] += sum w W c s, acc[1 + d] += sum w W c h (z_id - z_jd)^2,
-// acc[GL_D + 1] += sum_i W_ii. Block (32, 8): threads along i (coalesced reads), a tile of
-// 32 rows x 64 columns per block, blocks wholly above the diagonal return at once.
-#define GL_NACC (GL_D + 2)
-extern "C" __global__ void gl_gp_contract(const double* __restrict__ kinv,
-                                          const double* __restrict__ alpha,
-                                          const double* __restrict__ z,
-                                          double* __restrict__ acc, const long long n,
-                                          const int nt, const double c) {
-    const long long i0 = (long long)blockIdx.x * 32, j0 = (long long)blockIdx.y * 64;
-    if (i0 + 31 < j0) return;  // the whole block: every thread leaves together
-    const long long i = i0 + threadIdx.x;
-    double a[GL_NACC];
-#pragma unroll
-    for (int q = 0; q < GL_NACC; ++q) a[q] = 0.0;
-    if (i < n) {
-        double zi[GL_D];
-#pragma unroll
-        for (int d = 0; d < GL_D; ++d) zi[d] = z[i * GL_D + d];
-        for (int m = threadIdx.y; m < 64; m += 8) {
-            const long long j = j0 + m;
-            if (j > i || j >= n) break;
-            double w = -nt * kinv[j * n + i];
-            for (int t = 0; t < nt; ++t) w += alpha[i * nt + t] * alpha[j * nt + t];
-            double r2 = 0.0, df[GL_D];
-#pragma unroll
-            for (int d = 0; d < GL_D; ++d) {
-                df[d] = zi[d] - z[j * GL_D + d];
-                r2 += df[d] * df[d];
-            }
-            double s, h;
-            gl_sh(r2, s, h);
-            const double wc = (i == j ? 1.0 : 2.0) * w * c;
-            a[0] += wc * s;
-            const double wh = wc * h;
-#pragma unroll
-            for (int d = 0; d < GL_D; ++d) a[1 + d] += wh * df[d] * df[d];
-            if (i == j) a[GL_D + 1] += w;
-        }
-    }
-    __shared__ double part[8][GL_NACC];
-    const int lane = threadIdx.x;  // blockDim.x == 32: one warp per threadIdx.y
-#pragma unroll
-    for (int q = 0; q < GL_NACC; ++q) {
-        double v = a[q];
-        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0) part[threadIdx.y][q] = v;
-    }
-    __syncthreads();
-    const int tid = threadIdx.y * 32 + lane;
-    if (tid < GL_NACC) {
-        double v = 0.0;
-        for (int y = 0; y < 8; ++y) v += part[y][tid];
-        atomicAdd(&acc[tid], v);
-    }
-}
-"""
+_CONTRACT = _FUNCTIONS + kernel_source(__package__, "gp_contract.cu")
 
 
 def _opts(form, d):

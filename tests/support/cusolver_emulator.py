@@ -28,8 +28,10 @@ from tests.support import wide_trsm_emulator as _wide_trsm_emulator
 GESVDP_NOISE = [0.0]
 GESVDP_NOISY = [None]
 
-#: The attributes the emulated device reports (an H200's shared memory per block).
-DEVICE_ATTRIBUTES = {"MultiProcessorCount": 4, "MaxSharedMemoryPerBlockOptin": 232448}
+#: The attributes the emulated device reports (an H200's shared memory per block and compute
+#: capability, 9.0: the kernels' route rows apply).
+DEVICE_ATTRIBUTES = {"MultiProcessorCount": 4, "MaxSharedMemoryPerBlockOptin": 232448,
+                     "ComputeCapabilityMajor": 9, "ComputeCapabilityMinor": 0}
 
 #: How often each emulated routine ran (tests assert that a code path was taken).
 CALLS = collections.Counter()
@@ -111,7 +113,7 @@ class _Raw:
     def __init__(self, code, name, options=()):
         _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
-                        "gl_flag_flat", "gl_stream_trsm", "gl_stream_potrf", "gl_wide_trsm",
+                        "gl_flag_flat", "gl_stream_trsm", "gl_wide_trsm",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd",
                         "gl_blocked_panel"):
             raise NotImplementedError(f"no emulation of kernel {name}")
@@ -135,10 +137,6 @@ class _Raw:
         if self.name == "gl_svd_signs":
             return self._signs(grid, block, args)
         if self.name == "gl_small_potrf":
-            return _fused_emulator.small_potrf(CALLS, grid, args)
-        if self.name == "gl_stream_potrf":  # the same arguments, codes and summary
-            CALLS["stream_potrf"] += 1
-            assert block == (256,)
             return _fused_emulator.small_potrf(CALLS, grid, args)
         if self.name == "gl_blocked_panel":
             return _fused_emulator.blocked_panel(CALLS, grid, block, args,
@@ -245,6 +243,12 @@ class _Device:
 
     def __init__(self, i=0):
         self.id, self.attributes = i, dict(DEVICE_ATTRIBUTES)
+
+    @property
+    def compute_capability(self):
+        """CuPy's string of it (``"90"``)."""
+        at = self.attributes
+        return f"{at['ComputeCapabilityMajor']}{at['ComputeCapabilityMinor']}"
 
     def __enter__(self):
         return self
@@ -665,8 +669,8 @@ def without_fused(monkeypatch):
 
 def medium_potrf_route(monkeypatch, name):
     """Every Cholesky stack above the fused kernel's orders takes the route ``name`` of the
-    table (``"stream"``, which no row takes, or ``"blocked"``, past the orders of its rows)
-    where it fits, ``potrfBatched`` elsewhere, for one test."""
+    table (``"blocked"``, past the orders of its rows) where it fits, ``potrfBatched``
+    elsewhere, for one test."""
     import math
 
     from gpulinalg.decomp._gpu import _batched_plan

@@ -137,6 +137,10 @@ class _Stream:
         return False
 
 
+#: The compute capability the stand-in's device reports (CuPy's string; 9.0: the kernels apply).
+COMPUTE_CAPABILITY = ["90"]
+
+
 def _cholesky(a):
     try:
         return dev(np.linalg.cholesky(a))
@@ -165,7 +169,8 @@ def _modules():
         eigh=lambda a: dev(np.linalg.eigh(a)))
     cupy.cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event,
                                       get_current_stream=lambda: _Stream(),
-                                      Device=lambda i=0: types.SimpleNamespace(id=i))
+                                      Device=lambda i=0: types.SimpleNamespace(
+                                          id=i, compute_capability=COMPUTE_CAPABILITY[0]))
     cupyx = types.ModuleType("cupyx")
     cupyx.empty_pinned = np.empty
     cupyx.scipy = types.ModuleType("cupyx.scipy")

@@ -10,21 +10,12 @@ decomp's internal layer: CuPy arrays in, on the dispatcher's stream.
 import numpy as np
 
 from ..._runtime.device import attribute
-from ..._runtime.kernels import elementwise_kernel, raw_kernel
+from ..._runtime.kernels import elementwise_kernel, kernel_source, raw_kernel
 
 __all__ = ["flag_nonfinite", "memory_order", "raise_nonfinite", "FINITE_PREAMBLE"]
 
 #: ``gl_fin(x)``: whether ``x`` (float, double or their complex) is finite.
-FINITE_PREAMBLE = r"""
-__device__ __forceinline__ bool gl_fin(float x) { return isfinite(x); }
-__device__ __forceinline__ bool gl_fin(double x) { return isfinite(x); }
-__device__ __forceinline__ bool gl_fin(complex<float> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
-}
-__device__ __forceinline__ bool gl_fin(complex<double> x) {
-    return isfinite(x.real()) && isfinite(x.imag());
-}
-"""
+FINITE_PREAMBLE = kernel_source(__package__, "finite_preamble.cu")
 
 
 def flag_nonfinite(x, flag):
@@ -47,28 +38,7 @@ def _flag_elementwise(x, flag):
     kern(x, flag)
 
 
-_FLAT_SOURCE = r"""
-// flag[0] = 1 when x[0:size] holds NaN or Inf (complex input: its parts, size doubled).
-// A grid-stride loop, UNR coalesced loads in flight per thread before any test: CuPy's
-// elementwise kernel (one entry a thread) read float32 at a fifth of the H200's bandwidth.
-#define UNR 8
-extern "C" __global__ void __launch_bounds__(256) gl_flag_flat(const R* __restrict__ x,
-                                                               const long long size,
-                                                               U* __restrict__ flag) {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    int bad = 0;
-    for (; i + (UNR - 1) * stride < size; i += UNR * stride) {
-        R v[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; ++u) v[u] = x[i + u * stride];
-#pragma unroll
-        for (int u = 0; u < UNR; ++u) bad |= !isfinite(v[u]);
-    }
-    for (; i < size; i += stride) bad |= !isfinite(x[i]);
-    if (__syncthreads_or(bad) && threadIdx.x == 0) flag[0] = (U)1;
-}
-"""
+_FLAT_SOURCE = kernel_source(__package__, "flag_flat.cu")
 
 #: C types of the flat kernel: the entries' (their parts') and the flag slot's.
 _FLAT_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}

@@ -21,7 +21,7 @@ synchronization.
 
 import numpy as np
 
-from ..._runtime.kernels import raw_kernel
+from ..._runtime.kernels import kernel_source, raw_kernel
 from ..._runtime.streams import get_handle
 
 __all__ = ["chol_inverse", "max_order", "BLOCK", "SHARED_BYTES", "tri_inverse",
@@ -31,65 +31,7 @@ BLOCK = (32, 32)
 #: Shared memory the kernel may take (above 48 KiB by opt-in; every GPU since Volta has more).
 SHARED_BYTES = 96 * 1024
 
-_SOURCE = r"""
-__device__ __forceinline__ double gl_conj(double x) { return x; }
-__device__ __forceinline__ complex<double> gl_conj(complex<double> x) { return conj(x); }
-__device__ __forceinline__ double gl_re(double x) { return x; }
-__device__ __forceinline__ double gl_re(complex<double> x) { return x.real(); }
-
-// [G + shift I | I] is reduced by Gaussian elimination without pivoting, one barrier per
-// column: M [G + shift I | I] = [U | M] with M = L^-1 (G + shift I = L D L^H), U = D L^H.
-// R = D^-1/2 U and R^-H = D^-1/2 M, so R^-1[i][c] = conj(M[c][i]) / sqrt(D[c]).
-extern "C" __global__ void gl_chol_inv(const SCALAR* __restrict__ g, OUT* __restrict__ rinv,
-                                       const int l, const double shift_factor,
-                                       const double tiny) {
-    extern __shared__ __align__(16) unsigned char gl_smem[];
-    SCALAR* a = reinterpret_cast<SCALAR*>(gl_smem);  // l x 2l, row-major
-    const int w = 2 * l;
-    const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
-    const int tid = ty * bx + tx, nt = bx * by;
-    __shared__ double shift;
-    if (tid == 0) {
-        double tr = 0.0;
-        for (int i = 0; i < l; ++i) tr += gl_re(g[i * l + i]);
-        shift = tr * shift_factor + tiny;
-    }
-    __syncthreads();
-    bool failed = true;
-    for (int attempt = 0; attempt < 3 && failed; ++attempt) {
-        for (int idx = tid; idx < l * w; idx += nt) {
-            const int i = idx / w, c = idx - i * w;
-            SCALAR v = SCALAR(c - l == i ? 1.0 : 0.0);
-            if (c < l) v = (c == i) ? g[i * l + c] + shift : g[i * l + c];
-            a[idx] = v;
-        }
-        __syncthreads();
-        failed = false;
-        for (int j = 0; j < l; ++j) {
-            const double piv = gl_re(a[j * w + j]);  // the same value in every thread
-            if (!(piv > 0.0) || !isfinite(piv)) { failed = true; break; }
-            // Rows below j: only columns j+1 .. l+j change (M is unit lower triangular), and
-            // neither row j nor column j is written in this step: one barrier suffices.
-            for (int p = j + 1 + ty; p < l; p += by) {
-                const SCALAR f = a[p * w + j] / piv;
-                for (int c = j + 1 + tx; c <= l + j; c += bx) a[p * w + c] -= f * a[j * w + c];
-            }
-            __syncthreads();
-        }
-        __syncthreads();
-        if (failed && tid == 0) shift *= 1000.0;
-        __syncthreads();
-    }
-    const double qnan = __longlong_as_double(0x7ff8000000000000ULL);
-    for (int idx = tid; idx < l * l; idx += nt) {
-        const int i = idx / l, c = idx - i * l;
-        SCALAR v = SCALAR(0.0);
-        if (i <= c) v = gl_conj(a[c * w + l + i]) / sqrt(gl_re(a[c * w + c]));
-        if (failed) v = SCALAR(qnan);
-        rinv[idx] = OUT(v);
-    }
-}
-"""
+_SOURCE = kernel_source(__package__, "chol_inv.cu")
 
 _TYPES = {np.dtype(np.float32): ("double", "float"), np.dtype(np.float64): ("double", "double"),
           np.dtype(np.complex64): ("complex<double>", "complex<float>"),
@@ -133,36 +75,7 @@ LEAF = 32
 #: Column panels of ``K^-1 = V^T V`` (lower triangle: each panel from its diagonal down).
 LOWER_PANEL = 512
 
-_LEAF_SOURCE = r"""
-// The diagonal blocks of order <= 32 of the column-major lower-triangular n x n matrix v
-// (leading dimension n), inverted in place: block b is rows/columns [b*32, b*32 + m). One
-// warp per block; thread t solves column t of the block's inverse by forward substitution
-// (x_i = (delta_it - sum_{t <= k < i} L_ik x_k) / L_ii), all threads reading the same L_ik.
-// The entries above the diagonal of each block are written as zeros.
-extern "C" __global__ void gl_tri_inv_leaves(double* __restrict__ v, const long long n) {
-    __shared__ double ls[32][33];
-    __shared__ double xs[32][33];
-    const long long r0 = (long long)blockIdx.x * 32;
-    const long long left = n - r0;
-    const int m = left < 32 ? (int)left : 32;
-    const int t = threadIdx.x;
-    for (int k = 0; k < m; ++k) {
-        if (t < m) ls[t][k] = v[(r0 + k) * n + r0 + t];
-    }
-    __syncthreads();
-    if (t < m) {
-        for (int i = 0; i < m; ++i) {
-            double s = (i == t) ? 1.0 : 0.0;
-            for (int k = t; k < i; ++k) s -= ls[i][k] * xs[k][t];
-            xs[i][t] = (i < t) ? 0.0 : s / ls[i][i];
-        }
-    }
-    __syncthreads();
-    for (int k = 0; k < m; ++k) {
-        if (t < m) v[(r0 + k) * n + r0 + t] = xs[t][k];
-    }
-}
-"""
+_LEAF_SOURCE = kernel_source(__package__, "tri_inv_leaves.cu")
 
 
 def _invert_leaves(v, n):

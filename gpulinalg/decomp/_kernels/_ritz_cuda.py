@@ -13,7 +13,7 @@ costs more host time than its GPU work, so:
 
 import numpy as np
 
-from ..._runtime.kernels import raw_kernel
+from ..._runtime.kernels import kernel_source, raw_kernel
 
 __all__ = ["lift", "flip_signs", "TYPES", "MAX_W_BYTES"]
 
@@ -22,80 +22,9 @@ THREADS = 256
 #: :func:`lift` keeps ``[W; W / sigma; sigma]`` in shared memory: at most this many bytes.
 MAX_W_BYTES = 48 * 1024
 
-_FLIP_SOURCE = r"""
-// Vector v: x[v * vstride + i * step], i < len. sign[v] = -1 when its first largest-magnitude
-// entry is negative, else +1 (argmax(abs(.)) then a sign test). With scale, the vector and
-// its partner (y[v * ystride + i * ystep], i < ylen) are multiplied by sign[v] in place.
-extern "C" __global__ void gl_flip_signs(T* __restrict__ x, const long long len,
-                                         const long long step, const long long vstride,
-                                         T* __restrict__ sign, const int scale,
-                                         T* __restrict__ y, const long long ylen,
-                                         const long long ystep, const long long ystride) {
-    __shared__ double best[256];
-    __shared__ long long where[256];
-    T* p = x + blockIdx.x * vstride;
-    double m = -1.0;
-    long long at = len;
-    for (long long i = threadIdx.x; i < len; i += blockDim.x) {
-        const double v = fabs((double)p[i * step]);
-        if (v > m) { m = v; at = i; }
-    }
-    best[threadIdx.x] = m;
-    where[threadIdx.x] = at;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            const double o = best[threadIdx.x + s];
-            const long long oi = where[threadIdx.x + s];
-            if (o > best[threadIdx.x] || (o == best[threadIdx.x] && oi < where[threadIdx.x])) {
-                best[threadIdx.x] = o;
-                where[threadIdx.x] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    const bool neg = where[0] < len && p[where[0] * step] < (T)0;
-    __syncthreads();  // every thread has read the pivot before anything is scaled
-    if (threadIdx.x == 0) sign[blockIdx.x] = neg ? (T)-1 : (T)1;
-    if (scale && neg) {
-        for (long long i = threadIdx.x; i < len; i += blockDim.x) p[i * step] = -p[i * step];
-        T* r = y + blockIdx.x * ystride;
-        for (long long i = threadIdx.x; i < ylen; i += blockDim.x) r[i * ystep] = -r[i * ystep];
-    }
-}
-"""
+_FLIP_SOURCE = kernel_source(__package__, "flip_signs.cu")
 
-_LIFT_SOURCE = r"""
-// w: (2l + 1) x k float64, rows [W; W / sigma; sigma]. Thread r < m: U[r, :] = q[r, :] W;
-// thread m + j < m + n: Vh[:, j] = btd[j, :] (W / sigma); the first k threads also write S.
-extern "C" __global__ void gl_lift(const T* __restrict__ q, const double* __restrict__ btd,
-                                   const double* __restrict__ w, T* __restrict__ u,
-                                   T* __restrict__ vh, T* __restrict__ s, const int l,
-                                   const int k, const long long m, const long long n) {
-    extern __shared__ double ws[];
-    for (int i = threadIdx.x; i < (2 * l + 1) * k; i += blockDim.x) ws[i] = w[i];
-    __syncthreads();
-    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r < k) s[r] = (T)ws[2 * l * k + r];
-    if (r < m) {
-        const T* x = q + r * l;
-        for (int i = 0; i < k; ++i) {
-            double acc = 0.0;
-            for (int t = 0; t < l; ++t) acc += (double)x[t] * ws[t * k + i];
-            u[r * k + i] = (T)acc;
-        }
-    } else if (r < m + n) {
-        const long long j = r - m;
-        const double* x = btd + j * l;
-        const double* wl = ws + l * k;
-        for (int i = 0; i < k; ++i) {
-            double acc = 0.0;
-            for (int t = 0; t < l; ++t) acc += x[t] * wl[t * k + i];
-            vh[i * n + j] = (T)acc;
-        }
-    }
-}
-"""
+_LIFT_SOURCE = kernel_source(__package__, "lift.cu")
 
 def flip_signs(rows, partner=None):
     """``+1``/``-1`` per row of the real device matrix ``rows`` (one block per row); with

@@ -15,6 +15,8 @@ import weakref
 
 import numpy as np
 
+from ..._runtime.kernels import kernel_source
+
 __all__ = ["SCALAR_PREAMBLE", "SUMMARY_PREAMBLE", "KERNEL_TYPES", "size_class", "ReadBack",
            "MappedReadBack", "mapped_read_back", "summary_buffer", "per_thread"]
 
@@ -24,48 +26,7 @@ KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): 
                 np.dtype(np.complex128): ("complex<double>", "double")}
 
 #: ``gl_re``, ``gl_cj``, ``gl_mag``, ``gl_max``, ``gl_min``, ``gl_part``, ``gl_shfl``, ``gl_xor``.
-SCALAR_PREAMBLE = r"""
-__device__ __forceinline__ float gl_re(float x) { return x; }
-__device__ __forceinline__ double gl_re(double x) { return x; }
-__device__ __forceinline__ float gl_re(complex<float> x) { return x.real(); }
-__device__ __forceinline__ double gl_re(complex<double> x) { return x.real(); }
-__device__ __forceinline__ float gl_cj(float x) { return x; }
-__device__ __forceinline__ double gl_cj(double x) { return x; }
-__device__ __forceinline__ complex<float> gl_cj(complex<float> x) { return conj(x); }
-__device__ __forceinline__ complex<double> gl_cj(complex<double> x) { return conj(x); }
-__device__ __forceinline__ double gl_mag(float x) { return fabs((double)x); }
-__device__ __forceinline__ double gl_mag(double x) { return fabs(x); }
-__device__ __forceinline__ double gl_mag(complex<float> x) { return (double)abs(x); }
-__device__ __forceinline__ double gl_mag(complex<double> x) { return abs(x); }
-// NaN sticks, as in NumPy's max and min (and the figures kernel of _triangular_cuda).
-__device__ __forceinline__ double gl_max(double a, double b) { return (isnan(a) || a >= b) ? a : b; }
-__device__ __forceinline__ double gl_min(double a, double b) { return (isnan(a) || a <= b) ? a : b; }
-// max(|Re x|, |Im x|) in float64: the scale of an entry (of a norm computed without overflow).
-__device__ __forceinline__ double gl_part(float x) { return fabs((double)x); }
-__device__ __forceinline__ double gl_part(double x) { return fabs(x); }
-__device__ __forceinline__ double gl_part(complex<float> x) {
-    return gl_max(fabs((double)x.real()), fabs((double)x.imag()));
-}
-__device__ __forceinline__ double gl_part(complex<double> x) {
-    return gl_max(fabs(x.real()), fabs(x.imag()));
-}
-// Warp shuffles of any of the four types (complex: its two parts) within segments of w lanes:
-// from lane l (gl_shfl), from the lane h apart (gl_xor).
-template <class S> __device__ __forceinline__ S gl_shfl(S v, int l, int w) {
-    return __shfl_sync(0xffffffffu, v, l, w);
-}
-template <class S> __device__ __forceinline__ complex<S> gl_shfl(complex<S> v, int l, int w) {
-    return complex<S>(__shfl_sync(0xffffffffu, v.real(), l, w),
-                      __shfl_sync(0xffffffffu, v.imag(), l, w));
-}
-template <class S> __device__ __forceinline__ S gl_xor(S v, int h, int w) {
-    return __shfl_xor_sync(0xffffffffu, v, h, w);
-}
-template <class S> __device__ __forceinline__ complex<S> gl_xor(complex<S> v, int h, int w) {
-    return complex<S>(__shfl_xor_sync(0xffffffffu, v.real(), h, w),
-                      __shfl_xor_sync(0xffffffffu, v.imag(), h, w));
-}
-"""
+SCALAR_PREAMBLE = kernel_source(__package__, "scalar_preamble.cu")
 
 
 def size_class(n, sizes, kernel):
@@ -108,28 +69,7 @@ def per_thread(cupy, key, make, args=(), size=0):
 
 #: ``gl_summary``: the device side of :func:`summary_buffer` (``GL_NONE``: "none", the identity
 #: of a minimum over the packed words).
-SUMMARY_PREAMBLE = r"""
-#define GL_NONE 0xffffffffffffffffULL
-// Fold one block's figures into the summary acc[0..2] (0: OR of flags; 1: max (max1) or min;
-// 2: min); the last block to arrive (acc[3] counts them) moves the totals to acc[4..6] and puts
-// the identities back for the next launch. Called by one thread per block, once.
-__device__ void gl_summary(unsigned long long* acc, const unsigned long long flags,
-                           const unsigned long long v1, const int max1,
-                           const unsigned long long v2, const unsigned long long nblocks) {
-    const unsigned long long id1 = max1 ? 0ULL : GL_NONE;
-    if (flags) atomicOr(&acc[0], flags);
-    if (v1 != id1) { if (max1) atomicMax(&acc[1], v1); else atomicMin(&acc[1], v1); }
-    if (v2 != GL_NONE) atomicMin(&acc[2], v2);
-    __threadfence();
-    if (atomicAdd(&acc[3], 1ULL) == nblocks - 1) {
-        __threadfence();
-        acc[4] = atomicExch(&acc[0], 0ULL);
-        acc[5] = atomicExch(&acc[1], id1);
-        acc[6] = atomicExch(&acc[2], GL_NONE);
-        atomicExch(&acc[3], 0ULL);
-    }
-}
-"""
+SUMMARY_PREAMBLE = kernel_source(__package__, "summary_preamble.cu")
 
 
 class ReadBack:

@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..._runtime.kernels import POINTER, Launcher, elementwise_kernel, raw_kernel
+from ..._runtime.kernels import POINTER, Launcher, elementwise_kernel, kernel_source, raw_kernel
 from ..._runtime.streams import op_stream
-from .._kernels import _blocked_potrf_cuda, _fused_cuda, _stream_potrf_cuda
+from .._kernels import _blocked_potrf_cuda, _fused_cuda, _policy
 from .._gpu import _transpose_cuda
 from .._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
@@ -50,8 +50,8 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     batch = math.prod(a.shape[:-2])
     n = a.shape[-1]
     way = plan.way if plan is not None else own_route(n, batch, dtype)
-    if way in ("fused", "stream"):
-        return _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way)
+    if way == "fused":
+        return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
     if way == "blocked":
         return _blocked_factor(a, lower, overwrite_a, clean, dtype, finite,
                                None if plan is None else plan.copies)
@@ -64,10 +64,11 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
 
 
 def own_route(n, batch, dtype):
-    """The route of the table for a Cholesky stack, with the fits of decomp's own kernels."""
-    return route("potrf", n, batch, fused=_fused_cuda.fits(n, dtype, "potrf"), dtype=dtype,
-                 stream=_stream_potrf_cuda.fits(n, dtype),
-                 blocked=_blocked_potrf_cuda.fits(n, dtype))
+    """The route of the table for a Cholesky stack, with the fits of decomp's own kernels
+    (none where :func:`._policy.enabled` is false)."""
+    on = _policy.enabled()
+    return route("potrf", n, batch, fused=on and _fused_cuda.fits(n, dtype, "potrf"),
+                 dtype=dtype, blocked=on and _blocked_potrf_cuda.fits(n, dtype))
 
 
 def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite, copies=None):
@@ -100,20 +101,18 @@ def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite, copies=None):
     return w.reshape(a.shape)
 
 
-def _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way="fused"):
-    """:func:`cholesky` of a stack by one launch of decomp's own kernels (``way``: the small
-    matrices' fused kernel of :mod:`._fused_cuda`, or the streamed one of
-    :mod:`._stream_potrf_cuda`), one read-back of its 3-word summary. With ``overwrite_a``
-    a stack of ``dtype`` whose matrices do not overlap is factored in place by the fused
-    kernel (it holds each matrix in registers; a failed matrix keeps the triangle that was
-    read); the streamed one always writes a new factor."""
+def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
+    """:func:`cholesky` of a stack by one launch of the small matrices' fused kernel of
+    :mod:`._fused_cuda`, one read-back of its 3-word summary. With ``overwrite_a`` a stack of
+    ``dtype`` whose matrices do not overlap is factored in place (the kernel holds each matrix
+    in registers; a failed matrix keeps the triangle that was read)."""
     import cupy
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
     a3 = a.reshape(nb, n, n)
-    in_place = overwrite_a and way == "fused" and (
+    in_place = overwrite_a and (
         _stack_view(a, "C") is not None or _stack_view(a, "F") is not None)
-    if a3.dtype != dtype and way == "fused":
+    if a3.dtype != dtype:
         a3 = w = a3.astype(dtype)  # a private copy: factored in place
     elif a3.dtype == dtype and in_place:
         w = a3
@@ -123,10 +122,7 @@ def _fused_factor(a, lower, overwrite_a, clean, dtype, finite, way="fused"):
         if lower:
             w = w.transpose(0, 2, 1)  # the layout of the other routes: cho_solve reads either
     summ, totals = _fused_cuda.summary(cupy, "potrf", a.data.device_id)
-    if way == "fused":
-        _fused_cuda.potrf(a3, w, summ, lower, clean, NONFINITE)
-    else:
-        _stream_potrf_cuda.potrf(a3, w, summ, lower, clean, NONFINITE, finite)
+    _fused_cuda.potrf(a3, w, summ, lower, clean, NONFINITE)
     _fused_verdict(a, totals, lower, finite)
     return w.reshape(a.shape)
 
@@ -145,7 +141,7 @@ def _fused_verdict(a, totals, lower, finite):
 
 
 #: What a layout of :func:`cholesky` needs, kept: ``(shape, strides, dtype, dtype, lower,
-#: clean, device) ->`` :class:`_Plan`.
+#: clean, device, kernels on) ->`` :class:`_Plan`.
 _PLANS: dict = {}
 _MAX_PLANS = 256
 
@@ -166,7 +162,8 @@ class _Plan(NamedTuple):
 
 def _layout_plan(cupy, a, lower, clean, dtype):
     """The kept :class:`_Plan` of ``a``'s layout, made at its first call."""
-    key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id)
+    key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id,
+           _policy.enabled())
     plan = _PLANS.get(key)
     if plan is None or plan.cupy is not cupy or plan.rows is not TABLE["potrf"]:
         plan = _factor_plan(cupy, a, lower, clean, dtype)
@@ -209,11 +206,7 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     if lower:
         w = w.swapaxes(-1, -2)
     w3 = w.reshape(nb, n, n)
-    if way == "fused":
-        kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3,
-                                                             w3)
-    else:
-        kern, grid, block, strides = _stream_potrf_cuda.launch_args(w3, n, nb, a3, w3)
+    kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3, w3)
     args = (POINTER, POINTER, POINTER, np.int32(n), np.int64(nb), *strides,
             np.int32(bool(lower)), np.int32(bool(clean)), np.int32(NONFINITE))
     return _Plan(cupy, rows, Launcher(kern, grid, block, args), way == "stream", way, None)
@@ -287,7 +280,7 @@ def cholesky_in_place(a, lower, overwrite_a, clean, dtype, finite=False):
     """
     view = _in_place_view(a, dtype, lower) if overwrite_a else None
     n, nb = a.shape[-1], math.prod(a.shape[:-2])
-    if view is None or own_route(n, nb, dtype) in ("fused", "stream"):
+    if view is None or own_route(n, nb, dtype) == "fused":
         return cholesky(a, lower, overwrite_a, clean, dtype, finite)
     info, flagged = _codes_buffer(a, finite)
     return _factor(a, *view, lower, clean, info, flagged)
@@ -337,34 +330,7 @@ def _raise_failure(a, codes, lower, overwritten, input_finite=False, offset=0):
 #: (0-based) is NaN or Inf while ``potrf`` reported success (``info`` codes stay below).
 NONFINITE = 1 << 30
 
-_CODES_SOURCE = FINITE_PREAMBLE + r"""
-// Block (b, c) reads entries [c * 1024, c * 1024 + 1024) of matrix b's diagonal; a
-// non-finite entry j turns info[b] == 0 into NONFINITE + (smallest such j). potrf's own
-// codes (failed minor > 0, argument error < 0) are never overwritten.
-extern "C" __global__ void gl_potrf_codes(const T* __restrict__ w, int* __restrict__ info,
-                                          const long long n, const long long sb,
-                                          const long long sd, const int nonfinite) {
-    __shared__ int first;
-    const long long b = blockIdx.x;
-    const long long j0 = (long long)blockIdx.y * 1024;
-    if (threadIdx.x == 0) first = 0x7fffffff;
-    __syncthreads();
-    const T* d = w + b * sb;
-    const long long j1 = j0 + 1024 < n ? j0 + 1024 : n;
-    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-        if (!gl_fin(d[j * sd])) atomicMin(&first, (int)j);
-    }
-    __syncthreads();
-    if (threadIdx.x != 0 || first == 0x7fffffff) return;
-    const int want = nonfinite + first;
-    int old = info[b];
-    while (old == 0 || (old >= nonfinite && old > want)) {
-        const int seen = atomicCAS(&info[b], old, want);
-        if (seen == old) break;
-        old = seen;
-    }
-}
-"""
+_CODES_SOURCE = FINITE_PREAMBLE + kernel_source(__package__, "potrf_codes.cu")
 
 _CODE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
                np.dtype(np.complex64): "complex<float>",

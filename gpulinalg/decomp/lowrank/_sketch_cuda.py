@@ -8,22 +8,15 @@ NumPy.
 
 import numpy as np
 
-from ..._runtime.kernels import elementwise_kernel
-from .._kernels import _cholinv_cuda, _ritz_cuda
+from ..._runtime.kernels import elementwise_kernel, kernel_source
+from .._kernels import _cholinv_cuda, _policy, _ritz_cuda
 from ._lowrank_engine import Engine
 from ..._runtime.streams import op_stream
 from .._tiles._tiles_xp import complex_gaussian
 
 __all__ = ["engine", "gaussian_real"]
 
-_GAUSS_PREAMBLE = r"""
-__device__ __forceinline__ unsigned long long gl_mix(unsigned long long z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-"""
+_GAUSS_PREAMBLE = kernel_source(__package__, "gaussian_preamble.cu")
 _GAUSS_BODY = r"""
 unsigned long long c = seed ^ (((unsigned long long)i >> 1) << 1);
 double u1 = ((double)(gl_mix(c) >> 11) + 1.0) * 1.1102230246251565e-16;
@@ -67,15 +60,18 @@ def _lu(y):
 
 
 def _chol_inverse(g, shift_factor, dtype):
-    """One fused kernel instead of ~12 library calls, where the factor fits in shared memory."""
-    if g.shape[0] <= _cholinv_cuda.max_order(dtype):
+    """One fused kernel instead of ~12 library calls, where the factor fits in shared memory
+    (``None``: the library calls)."""
+    if _policy.enabled() and g.shape[0] <= _cholinv_cuda.max_order(dtype):
         return _cholinv_cuda.chol_inverse(g, shift_factor, dtype)
     return None
 
 
 def _flip_signs(U, Vh, rows, u_based, overwrite):
-    """The sign kernel for real factors of one dtype (``None`` for the others)."""
-    if rows.dtype in _ritz_cuda.TYPES and U.dtype == rows.dtype == Vh.dtype:
+    """The sign kernel for real factors of one dtype (``None`` for the others, and where
+    the kernels are off)."""
+    if _policy.enabled() and rows.dtype in _ritz_cuda.TYPES and \
+            U.dtype == rows.dtype == Vh.dtype:
         if overwrite:  # one kernel: signs, and both factors scaled in place
             _ritz_cuda.flip_signs(rows, Vh if u_based else U.T)
             return U, Vh
@@ -85,8 +81,10 @@ def _flip_signs(U, Vh, rows, u_based, overwrite):
 
 
 def _lift(q, btd, packed, k):
-    """The one-kernel lift for real ``q`` when ``[W; W / sigma; sigma]`` fits (else ``None``)."""
-    if q.dtype in _ritz_cuda.TYPES and packed.nbytes <= _ritz_cuda.MAX_W_BYTES:
+    """The one-kernel lift for real ``q`` when ``[W; W / sigma; sigma]`` fits and the kernels
+    are on (else ``None``)."""
+    if _policy.enabled() and q.dtype in _ritz_cuda.TYPES and \
+            packed.nbytes <= _ritz_cuda.MAX_W_BYTES:
         import cupy
         return _ritz_cuda.lift(cupy.ascontiguousarray(q), btd, packed, k)
     return None

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._runtime.validation import check_finite
 from . import _cholqr_cuda
-from .._kernels import _fused_qr_cuda
+from .._kernels import _fused_qr_cuda, _policy
 from .._gpu._batched_cuda import fan, spread
 from .._gpu._batched_plan import lanes, route, tall_qr
 from .._gpu._cusolver_cuda import Solver, fortran_batch
@@ -41,8 +41,8 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
     k = min(m, n)
     batch = tuple(a.shape[:-2])
     big = max(m, n)
-    way = route("geqrf", big, math.prod(batch), fused=_fused_qr_cuda.fits(big, dtype),
-                dtype=dtype)
+    way = route("geqrf", big, math.prod(batch),
+                fused=_policy.enabled() and _fused_qr_cuda.fits(big, dtype), dtype=dtype)
     if way == "fused":
         if finite:
             check_finite(a, "a")

@@ -10,7 +10,7 @@ import pytest
 
 from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp._gpu import _batched_plan
-from gpulinalg.decomp._kernels import _blocked_potrf_cuda
+from gpulinalg.decomp._kernels import _blocked_potrf_cuda, _policy
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.cholesky import _cholesky_host
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky
@@ -34,13 +34,14 @@ def width(request, monkeypatch):
 
 
 def test_fits_and_table_rows(monkeypatch):
+    monkeypatch.setattr(_policy, "enabled", lambda: True)  # a device the rows were timed on
     for dtype in (np.float32, np.float64, np.complex64):
         assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
     assert not _blocked_potrf_cuda.fits(256, np.complex128)  # L11 would not fit in 48 KiB
-    medium_potrf_route(monkeypatch, "blocked")
-    assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex128)) == "batched"
-    assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex64)) == "blocked"
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        medium_potrf_route(mp, "blocked")
+        assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex128)) == "batched"
+        assert _cholesky_cuda.own_route(256, 64, np.dtype(np.complex64)) == "blocked"
     assert not _blocked_potrf_cuda.fits(64, np.float64)  # the fused kernel's alone
     assert not _blocked_potrf_cuda.fits(_blocked_potrf_cuda.MAX_ORDER + 1, np.float64)
     # the table's rows (timed on the H200): orders 65 to 768, and 1024 from 8 matrices on
