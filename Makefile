@@ -50,3 +50,15 @@ docs: $(VENV)/.installed-docs
 
 clean:
 	rm -rf $(VENV) docs/_build .pytest_cache
+
+# On the GPU machine, from a source tree with PYTHONPATH set (creates no venv): the gpu-marked
+# tests with the hand-written kernels on, again with them off (every op on its library route),
+# then the kernel tests under compute-sanitizer where it is installed.
+.PHONY: gpu-test
+gpu-test:
+	$(PYTHON) -m pytest -m gpu -q tests
+	$(PYTHON) -m pytest -m gpu -q tests --custom-kernels=off
+	@if command -v compute-sanitizer >/dev/null 2>&1; then \
+		compute-sanitizer --tool memcheck --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels && \
+		compute-sanitizer --tool racecheck --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels; \
+	else echo "compute-sanitizer is absent: the memcheck and racecheck runs are skipped"; fi

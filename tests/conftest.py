@@ -7,6 +7,26 @@ import gpulinalg
 from gpulinalg._runtime import testing
 
 
+def pytest_addoption(parser):
+    parser.addoption("--custom-kernels", choices=("on", "off"), default="on",
+                     help="off: every test runs in config_context(custom_kernels=False), so "
+                          "every operation takes its cuSOLVER/cuBLAS/CuPy route")
+
+
+@pytest.fixture(autouse=True)
+def _custom_kernels_option(request):
+    """``--custom-kernels=off``: the whole test in ``config_context(custom_kernels=False)``;
+    the tests of the kernels themselves skip (the differential tests compare both routes)."""
+    if request.config.getoption("--custom-kernels") == "off":
+        path = request.node.nodeid.replace("\\", "/")
+        if path.startswith("tests/decomp/_kernels/") and "differential" not in path:
+            pytest.skip("--custom-kernels=off: a test of the hand-written kernels")
+        with gpulinalg.config_context(custom_kernels=False):
+            yield
+    else:
+        yield
+
+
 def pytest_collection_modifyitems(config, items):
     if gpulinalg.gpu_available():
         return

@@ -1,24 +1,30 @@
 """The GPU's fused log-marginal-likelihood + gradient for kernels ``c * s(r) + w I``
-(:class:`._kernels_xp.Fused`: ``s`` an RBF or Matern leaf, isotropic or ARD), float64.
+(:class:`._kernels_xp.Fused`: ``s`` an RBF or Matern 0.5/1.5/2.5 leaf, isotropic or ARD),
+float64 only. :mod:`._engine_cuda` takes it for a gradient on float64 CuPy inputs when the
+hand-written kernels are on (``custom_kernels``, a measured device) and the dispatcher left the
+headroom for its second ``n x n`` buffer; otherwise the generic body of :mod:`._fit_xp` runs.
 
-One evaluation, all on the operation's stream, one synchronization besides the Cholesky's:
+The steps of :func:`lml_grad`, all on the operation's stream:
 
-1. ``K`` by one kernel (``gl_gp_build``): each entry ``c s(r_ij) + delta_ij (w + noise_i)``
-   from the scaled points ``z = x / l`` (``r_ij^2 = sum_d (z_id - z_jd)^2``, summed directly:
-   no GEMM, no cancellation), a flag raised for a non-finite entry;
-2. the Cholesky factor in place (decomp's ``cholesky``);
-3. ``V = L^-1`` (:func:`gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse`: a leaf kernel and
-   doubling merges by strided-batched GEMMs) in a second ``n x n`` buffer holding ``tril(L)``;
-4. ``u = V y``, ``alpha = V^T u``, ``log|K| = -2 sum log V_ii``, the likelihood;
-5. the lower triangle of ``K^-1 = V^T V`` (:func:`~gpulinalg.decomp._kernels._cholinv_cuda.gram_lower`)
-   in ``K``'s memory;
-6. one kernel (``gl_gp_contract``) over that triangle: with ``W = alpha alpha^T - t K^-1``,
-   the sums ``sum W_ij c s_ij``, ``sum W_ij c h_ij (z_id - z_jd)^2`` for every ``d`` at once
-   and ``trace W`` (``dK/dlog l_d = c h(r) (z_id - z_jd)^2``), reduced per thread block and
-   added atomically;
-7. the likelihood, the sums and the flag read back in one copy.
+1. :func:`build`: ``K`` by one kernel (``gl_gp_build``, ``gp_build.cu``): each entry
+   ``c s(r_ij) + delta_ij (w + noise_i)`` from the scaled points ``z = x / l`` (``r_ij^2``
+   summed directly: no GEMM, no cancellation), a device flag raised for a non-finite entry;
+2. :func:`factor`: decomp's Cholesky of ``K`` (``overwrite_a``: in ``K``'s memory where its
+   layout allows), as a flat column-major buffer; its failure read back (the flag too) means
+   ``-inf`` (not positive definite) or ``ValueError`` (NaN or Inf);
+3. :func:`inverse`: ``V = L^-1`` in a second ``n x n`` buffer holding ``tril(L)``
+   (``tri_inverse`` of decomp's engines: a leaf kernel and doubling merges by strided-batched
+   GEMMs);
+4. :func:`likelihood`: ``u = V y``, ``alpha = V^T u``, ``log|K| = -2 sum log V_ii``;
+5. the lower triangle of ``K^-1 = V^T V`` (``gram_lower``: cuBLAS ``gemm`` panels) written
+   over the factor's buffer;
+6. :func:`contract`: one kernel (``gl_gp_contract``, ``gp_contract.cu``) over that triangle:
+   with ``W = alpha alpha^T - t K^-1``, the sums ``sum W_ij c s_ij``,
+   ``sum W_ij c h_ij (z_id - z_jd)^2`` for every ``d`` and ``trace W``, reduced per thread block
+   and added atomically;
+7. :func:`read_back`: the likelihood, the sums and the flag in one device-to-host copy.
 
-Peak memory: two ``n x n`` buffers and the merges' scratch (under a quarter of one).
+Peak memory (:func:`nbytes`): two ``n x n`` buffers, the merges' scratch and the thin arrays.
 """
 
 import math

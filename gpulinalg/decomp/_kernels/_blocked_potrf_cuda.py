@@ -1,10 +1,8 @@
 """The blocked Cholesky factorization of a stack of medium matrices (orders 65 to 1024), in
 place, in two launches and a cuBLAS call per block column.
 
-At 64 x 256^2 and 8 x 512^2 the stack's factor takes cuSOLVER ``potrfBatched`` (46 kernels
-over 64 x 256^2), as torch and CuPy do, and the three are level; the streamed kernel of
-:mod:`._stream_potrf_cuda` (one thread block per matrix) lost to it at every such stack.
-Here the work of a block column ``j`` of :func:`width` columns is spread over the whole GPU
+The library route of such stacks is cuSOLVER ``potrfBatched`` (as torch and CuPy), and one
+thread block per matrix lost to it (a streamed kernel, deleted). Here the work of a block column ``j`` of :func:`width` columns is spread over the whole GPU
 for the whole stack at once, right-looking:
 
 1. ``gl_small_potrf`` (:mod:`._fused_cuda`, the matrix in registers) factors every diagonal
@@ -47,16 +45,9 @@ ROWS = 128
 MAX_ORDER = 1024
 #: Columns per block column by stack, ``((max_order, min_batch, width[, dtypes]), ...)``: the
 #: first row with ``n <= max_order`` and ``batch >= min_batch`` (and, where a row names
-#: dtypes, the stack's among them). On the H200 (route rows, 2026-12-02, trees bfd59e8,
-#: 7b3d2f7, 751badb, ms, 64 / 32) float64 at order 128 from 512 matrices took 0.388 / 0.331,
-#: 0.342 / 0.328 and 0.318 / 0.284 at 512 x 128^2, 0.456 / 0.43 at 1024 x 128^2 (more,
-#: smaller diagonal blocks: with 64, the fused kernel's two order-64 launches took 112 us of
-#: the call's 215 us of kernels in double precision over 512 matrices), but 32 lost or
-#: tied below (384 x 128^2 0.259 / 0.275, 256 x 128^2 0.262 / 0.255 and 0.194 / 0.207,
-#: 160 x 128^2 0.233 / 0.247 and 0.18 / 0.242, 132 x 128^2 0.204 / 0.225), in float32 at
-#: 512 x 128^2 (0.275 / 0.303, 0.205 / 0.225, 0.215 / 0.286), and in every dtype from order
-#: 256 (64 x 256^2 fp32 0.346 / 0.394, fp64 0.36 / 0.388; 8 x 512^2 0.536 / 0.571,
-#: 0.563 / 0.656; 200 x 512^2 1.29 / 1.76, 1.75 / 2.34).
+#: dtypes, the stack's among them). 32 wins only for float64 at order 128 from 512 matrices
+#: (more, smaller diagonal blocks); 64 everywhere else; measured:
+#: benchmarks/results/h200-decomp-batched-2026-12-02i.json.
 WIDTHS = ((128, 512, 32, ("float64",)), (MAX_ORDER, 1, 64))
 #: A width of :data:`BLOCKS` for every call instead of :data:`WIDTHS` (``None``: the table),
 #: read at each call (the route rows of ``benchmarks.decomp_batched`` time each width).

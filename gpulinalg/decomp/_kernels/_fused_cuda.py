@@ -53,8 +53,8 @@ SIZES = {"potrf": (8, 16, 32, 64, 128), "trsm": (8, 16, 32, 64)}
 #: rows of ``benchmarks.decomp_batched`` (``--sections kernels``); see :func:`tile`.
 TILE = {(size, kind): ts for size, ts in {8: 2, 16: 2, 32: 4, 64: 4, 128: 8}.items()
         for kind in "fdFD"}
-# order 128 in float64: TS 4 (1024 threads, 64 registers) took 0.320 ms a call against TS 8's
-# 0.363 at 512 x 128^2 on the H200 (kernel rows, 21:08 UTC); float32: TS 8 0.209, TS 4 0.230
+# order 128 in float64: TS 4 (1024 threads, 64 registers) beat TS 8; measured:
+# benchmarks/results/h200-decomp-batched-2026-12-02h.json
 TILE[(128, "d")] = 4
 #: Largest order per op and dtype. ``potrf`` holds the matrix in registers (128^2 complex128
 #: would spill); ``trsm`` holds it in 48 KiB of static shared memory.

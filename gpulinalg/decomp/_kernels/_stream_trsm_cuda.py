@@ -45,8 +45,7 @@ MAX_RHS = 16
 GROUP = 4
 #: Loads in flight per thread in a panel's sums (lanes along its rows), a compile option, by
 #: order: ``((max_order, loads), ...)``. Above order 1024 a launch has few blocks, each
-#: bound by its own loads: on the H200 8 took cho_solve 8 x 2048^2 fp64 from 2.48 to 2.00 ms
-#: and 16 x 4096^2 from 9.42 to 8.81 (2026-12-01, tree f708d1b).
+#: bound by its own loads; measured: benchmarks/results/h200-decomp-batched-2026-12-01.json.
 UNROLL = ((1024, 4), (float("inf"), 8))
 #: Groups of right-hand sides are made smaller until a launch has this many blocks, where it
 #: can (two per multiprocessor of an H200): a few matrices are then solved by many blocks.
