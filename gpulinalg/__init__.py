@@ -1,7 +1,8 @@
 """gpulinalg: SciPy-shaped linear algebra on NVIDIA GPUs, with a SciPy fallback.
 
-Submodules ``dense``, ``decomp``, ``sparse`` and ``gp`` load on first use; importing
-``gpulinalg`` imports neither CuPy, nvmath-python nor torch.
+Submodules ``dense``, ``decomp``, ``sparse``, ``gp`` and ``testing`` (helpers for testing code
+against gpulinalg's fallbacks) load on first use; importing ``gpulinalg`` imports neither CuPy,
+nvmath-python nor torch.
 """
 
 import importlib
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 
 logging.getLogger("gpulinalg").addHandler(logging.NullHandler())
 
-_SUBMODULES = ("dense", "decomp", "sparse", "gp", "distributed")
+_SUBMODULES = ("dense", "decomp", "sparse", "gp", "distributed", "testing")
 
 __all__ = [
     "__version__", "config", "config_context", "set_config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",

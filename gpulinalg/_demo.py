@@ -20,9 +20,9 @@ import warnings
 
 import numpy as np
 
-from ._runtime import config, last_run, testing
+from ._runtime import config_context, last_run
 from ._runtime import device as _device
-from ._runtime.dispatch import dispatch
+from ._runtime.dispatch import Op, dispatch
 from ._runtime.errors import FallbackWarning
 
 STEP_MODULES = ("dense", "decomp", "sparse", "gp")
@@ -123,24 +123,30 @@ def rows_of(functions, small):
 
 
 def runtime_step(small):
-    """The dispatcher at work: a normal run, then an injected GPU out-of-memory fallback."""
+    """The dispatcher at work: a normal run, then (on a GPU) an injected out-of-memory fallback
+    (:func:`gpulinalg.testing.inject_fault`)."""
     from ._runtime.validation import namespace
     n = 1000 if small else 4000
     a = np.random.default_rng(0).standard_normal((n, n))
     fro = lambda x: float(namespace(x).linalg.norm(x))  # noqa: E731 - both backends, as numpy's
-    ours = lambda: dispatch("runtime.frobenius", fro, fro, (a,), flops=2 * a.size,  # noqa: E731
-                            nbytes=a.nbytes)
+    ours = lambda: dispatch(Op("runtime.frobenius", fro, fro, (a,),  # noqa: E731
+                               flops=2 * a.size, nbytes=a.nbytes))
     rows = [compare(f"Frobenius norm {n}x{n}", ours, lambda: np.linalg.norm(a),
                     "numpy.linalg.norm", lambda x, y: np.isclose(x, y))]
+    if not _device.gpu_available():
+        rows.append(dict(step="same, GPU out of memory: fallback", where="skipped (no GPU)",
+                         seconds=None, check=True))
+        return rows
+    from .testing import inject_fault
     ref = np.linalg.norm(a)
-    with testing.fake_gpu(), testing.inject_fault("oom"), config(backend="gpu"):
+    with inject_fault("oom"), config_context(backend="gpu"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            got, seconds = timed(lambda: dispatch("runtime.frobenius", fro, fro, (a,),
-                                                  nbytes=a.nbytes))
+            got, seconds = timed(lambda: dispatch(Op("runtime.frobenius", fro, fro, (a,),
+                                                     nbytes=a.nbytes)))
     rec = last_run()
     warned = any(issubclass(w.category, FallbackWarning) for w in caught)
-    rows.append(dict(step="same, pretend GPU out of memory: fallback",
+    rows.append(dict(step="same, injected GPU out of memory: fallback",
                      where=f"{rec.backend} (fell back: {rec.fell_back}, FallbackWarning: "
                      f"{warned})", seconds=seconds, check=bool(np.isclose(got, ref))
                      and rec.fell_back and warned))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg._runtime import testing
+from gpulinalg import testing
+from tests.support import fake_gpu as _fake
 
 
 def pytest_addoption(parser):
@@ -38,8 +39,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def backend(request):
-    """Run the test body with ``gpulinalg.config(backend=...)`` set to each backend."""
-    with gpulinalg.config(backend=request.param):
+    """Run the test body with ``gpulinalg.config_context(backend=...)`` for each backend."""
+    with gpulinalg.config_context(backend=request.param):
         yield request.param
 
 
@@ -50,8 +51,9 @@ def rng():
 
 @pytest.fixture
 def fake_gpu():
-    """A pretend GPU for exercising the dispatcher's GPU branches on a CPU-only machine."""
-    with testing.fake_gpu() as info:
+    """A pretend GPU for exercising the dispatcher's GPU branches on a CPU-only machine
+    (installed through the device-provider protocol: tests/support/fake_gpu.py)."""
+    with _fake.fake_gpu() as info:
         yield info
     testing.reset_gpu_state()
 

@@ -163,7 +163,9 @@ def test_no_module_over_600_lines():
 
 FORBIDDEN = [
     (re.compile(r"\b_fake\b"), "the old private fake-device flag"),
-    (re.compile(r"_runtime import testing|_runtime\.testing|maybe_fail"), "test machinery"),
+    (re.compile(r"_runtime import testing|_runtime\.testing|maybe_fail|from \.+testing import|"
+                r"from \.+ import testing|gpulinalg\.testing|\bsimulated\b|FakeGPU|fake_gpu"),
+     "test machinery, or a branch on a pretend device"),
     (re.compile(r"environ[^\n]*GPULINALG_|GPULINALG_[A-Z_]+[^\n]*environ"),
      "an environment variable picking an engine"),
     (re.compile(r"\bxp is (not )?(np|numpy|cupy)\b|\b(np|numpy|cupy) is (not )?xp\b"),

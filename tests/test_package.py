@@ -28,7 +28,7 @@ def test_import_loads_no_gpu_package():
 
 def test_no_gpu_in_subprocess_runs_on_cpu():
     out = _python("import numpy as np, gpulinalg; from gpulinalg._runtime.dispatch import "
-                  "dispatch; dispatch('t', None, np.sum, (np.ones(3),)); "
+                  "Op, dispatch; dispatch(Op('t', None, np.sum, (np.ones(3),))); "
                   "r = gpulinalg.last_run(); print(r.backend, gpulinalg.gpu_available())",
                   CUDA_VISIBLE_DEVICES="")
     assert out.returncode == 0, out.stderr

@@ -59,8 +59,10 @@ def _itemsize(dtype):
         return dtype.itemsize
 
 
-def _simulated_memory():
-    """The ``(free, total)`` of a provider installed in the calling thread, else ``None``."""
+def _provided_memory():
+    """The ``(free, total)`` a device provider installed in the calling thread reports (see
+    :func:`gpulinalg._runtime.device.installed`), else ``None``: its figures are neither kept
+    as readings of the real device nor checked against CuPy's pool."""
     prov = _device.installed()
     return None if prov is None else prov.memory
 
@@ -68,7 +70,7 @@ def _simulated_memory():
 def available_bytes(device=None):
     """Bytes a new job may use on ``device`` under the configured headroom."""
     free, total = _device.memory_info(device)
-    if _simulated_memory() is None:
+    if _provided_memory() is None:
         dev = _device.current_device() if device is None else int(device)
         _readings[dev] = (time.monotonic(), free, total)
     return _under_headroom_and_limit(free, total)
@@ -84,7 +86,7 @@ def _under_headroom_and_limit(free, total):
 
 def _pool_limit_left():
     cupy = sys.modules.get("cupy")
-    if cupy is None or _simulated_memory() is not None:
+    if cupy is None or _provided_memory() is not None:
         return None
     pool = cupy.get_default_memory_pool()
     limit = pool.get_limit()
@@ -102,7 +104,7 @@ def fits(nbytes, device=None):
 
 def _available_from_recent_reading(nbytes, device):
     """What :func:`available_bytes` would say, from a recent reading, for a small job (else None)."""
-    if not _readings or _simulated_memory() is not None:
+    if not _readings or _provided_memory() is not None:
         return None
     reading = _readings.get(_device.current_device() if device is None else device)
     if reading is None:

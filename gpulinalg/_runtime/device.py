@@ -29,12 +29,14 @@ _installed = _Installed()
 def installed():
     """The device provider installed in the calling thread by :func:`use_provider`, or ``None``.
 
-    A provider stands in for the machine's CUDA devices; it has the attributes ``info`` (a
-    :class:`GPUInfo`, or ``None`` to keep the real devices), ``memory`` (a ``(free, total)``
-    pair, or ``None``), ``simulated`` (``True``: GPU functions receive host arrays) and the
-    method ``before_run(op)``, called by the dispatcher just before a GPU function runs (it may
-    raise, to inject a fault). :mod:`gpulinalg._runtime.testing` has the two providers the
-    tests and the demo use.
+    A provider stands in for the machine's CUDA devices (the protocol is
+    :class:`gpulinalg.testing.DeviceProvider`): ``info`` (the :class:`GPUInfo` of the one device
+    it shows, or ``None`` to keep the real devices), ``memory`` (its ``(free, total)`` bytes, or
+    ``None`` for the real figures), ``before_run(op)`` (called by the dispatcher just before a
+    GPU function runs; it may raise, to inject a fault), ``to_device(x)`` (how an array
+    argument reaches a GPU function) and ``stream()`` (the context a GPU function that wants the
+    thread's own stream runs in). :func:`gpulinalg.testing.inject_fault` installs one; the
+    tests install their pretend GPU the same way.
     """
     return _installed.provider
 
@@ -114,11 +116,11 @@ def gpu_available() -> bool:
 
 
 def gpu_is_real() -> bool:
-    """True when :func:`gpu_available` and GPU functions receive CuPy arrays (no simulated GPU
-    is installed in the calling thread): the one question production code may ask about the
-    device beyond what the dispatcher decided."""
+    """True when :func:`gpu_available` shows the machine's own devices (no provider installed
+    in the calling thread shows a device of its own): the one question production code may ask
+    about the device beyond what the dispatcher decided."""
     prov = _installed.provider
-    if prov is not None and prov.simulated:
+    if prov is not None and prov.info is not None:
         return False
     return gpu_available()
 
@@ -185,8 +187,8 @@ def attribute(name: str, default: int | None = None) -> int | None:
 def current_device() -> int:
     """Index of the calling thread's current CUDA device (0 without a GPU)."""
     prov = _installed.provider
-    if prov is not None and prov.simulated:
-        return 0
+    if prov is not None and prov.info is not None:
+        return prov.info.index
     if not _state["probed"]:
         _ensure()
     if not _state["gpus"]:

@@ -1,26 +1,34 @@
-"""The one dispatcher: every public operation runs through :func:`dispatch`.
+"""The one dispatcher: every public operation runs through :func:`dispatch`, once.
 
-It alone picks the GPU or the CPU, moves arrays, falls back, and records what happened.
+An ``_api`` function describes its call as an :class:`Op` record (the GPU and CPU functions,
+their arguments, the byte and flop estimates, the routes' options) and hands it, or the planner
+that validates the call and makes it, to :func:`dispatch`. The front door of :func:`dispatch`
+looks the call's key up in the thread's memo (:mod:`.memo`): a repeat skips the planner, and,
+while a GPU decision is kept, the decision too. Otherwise it decides (Dask, GPU, GPU out of
+core, or CPU; the budget is asked once), runs, falls back on the GPU running out of memory or on
+a sticky CUDA error, and records what happened (:mod:`.records`).
 """
 
-import dataclasses
 import functools
 import logging
 import sys
-import threading
 import time
+from typing import Any, Callable, NamedTuple
 
 from . import arrays as _arrays
 from . import budget as _budget
 from . import device as _device
+from . import memo as _memo
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError
 from .errors import warn as _warn
+from .records import RunRecord, granted_bytes, headroom_bytes, last_run, note
+from .records import local as _local
 from .streams import op_stream as _op_stream
 from .validation import is_dask as _is_dask
 
-__all__ = ["dispatch", "front_door", "RunRecord", "last_run", "is_sticky", "granted_bytes",
-           "headroom_bytes", "note", "shortcut", "Decision", "again"]
+__all__ = ["Op", "dispatch", "front_door", "RunRecord", "last_run", "is_sticky",
+           "granted_bytes", "headroom_bytes", "note", "shortcut"]
 
 log = logging.getLogger("gpulinalg")
 
@@ -32,82 +40,192 @@ _CUPY, _NUMPY = _arrays.Kind.CUPY, _arrays.Kind.NUMPY
 #: CUDA error codes after which the context is unusable (illegal address, launch failure, ...).
 STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
 
-
-@dataclasses.dataclass(frozen=True)
-class RunRecord:
-    """What the last operation of a thread did (see :func:`gpulinalg.last_run`)."""
-
-    op: str
-    backend: str  # "gpu", "gpu-out-of-core", "cpu", "dask" (a lazy graph), or "none"
-    device: object  # GPU index, or "cpu"
-    fell_back: bool
-    reason: str
-    seconds: float
-    details: dict = dataclasses.field(default_factory=dict)
-
-
-def _new_record(op, backend, device, fell_back, reason, seconds, details):
-    """``RunRecord(...)`` without the frozen dataclass's per-field ``object.__setattr__`` calls
-    (the same immutable object, built in a third of the time). ``reason`` may still be a
-    ``(format, *values)`` tuple (see :func:`_plan`)."""
-    reason = _reason_text(reason)
-    rec = object.__new__(RunRecord)
-    rec.__dict__.update(op=op, backend=backend, device=device, fell_back=fell_back,
-                        reason=reason, seconds=seconds, details=details)
-    return rec
-
-
-class _Local(threading.local):
-    record = None  # class defaults: lookups on the hot path never raise AttributeError
-    details = None
-    granted = None
-    headroom = None
-
-
-_local = _Local()
-# What a repeat (again()) reads on every call, bound once: the calling thread's device provider
-# (a threading.local, never replaced), the GPU's state (a dict, updated in place), the clock and
-# the logger's level check (a logger's level still counts at every call).
-_installed, _gpu_state = _device._installed, _device._state
+# What a repeat reads on every call, bound once: the memo's lookup, the calling thread's device
+# provider (a threading.local, never replaced), the GPU's state (a dict, updated in place), the
+# clock and the logger's level check.
+_lookup, _installed, _gpu_state = _memo.lookup, _device._installed, _device._state
 _clock, _debug_on, _DEBUG = time.perf_counter, log.isEnabledFor, logging.DEBUG
 
 
-def _reason_text(reason):
-    return reason[0].format(*reason[1:]) if type(reason) is tuple else reason
+class Op(NamedTuple):
+    """One call for the dispatcher: everything :func:`dispatch` needs to decide and run it.
 
-
-def last_run() -> "RunRecord | None":
-    """The :class:`RunRecord` of the calling thread's last operation (``None`` before any).
-
-    The dispatcher keeps the record's fields as a plain tuple; the record is made when asked
-    for (once).
+    Attributes
+    ----------
+    name : str
+        Name recorded in :func:`last_run` and the log (``"decomp.qr"``).
+    gpu_fn, cpu_fn : callable
+        Same signature. With ``convert=True``, array arguments reach ``gpu_fn`` as CuPy arrays
+        and ``cpu_fn`` as NumPy arrays, and arrays in the result go back to the caller's package.
+        ``gpu_fn=None``: the call has no GPU engine (e.g. an option cuSOLVER lacks): it runs on
+        the CPU, recorded with ``no_gpu_reason``; under ``backend="gpu"`` as a fallback, with a
+        :class:`FallbackWarning`.
+    args, kwargs : tuple, dict
+        Arguments for the chosen function.
+    nbytes : int or callable
+        Estimated peak device bytes of the GPU run (inputs, outputs, workspaces). A callable
+        (no arguments) is called only when the dispatcher considers the GPU, so estimates that
+        ask a GPU library (workspace queries) are never made for a CPU run. A kept call's
+        estimate holds no array.
+    flops : float, optional
+        Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
+        pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
+    oversize_fn : callable, optional
+        GPU route for jobs larger than the budget (out-of-core); used instead of the CPU then.
+    convert : bool
+        Move array arguments to the chosen side and results back (``False``: as given).
+    like : array, optional
+        Array whose package and device results take (default: the first array argument).
+    same_package : bool
+        The planner checked that every array argument is of one package: CuPy arguments on the
+        GPU route then skip the conversion walks (there is nothing to move).
+    own_stream : bool
+        Run ``gpu_fn`` on the thread's own stream, ordered against the caller's current stream
+        by events (:class:`~gpulinalg._runtime.streams.op_stream`), as libraries whose handle is
+        bound to a stream need. ``False``: on the caller's current stream itself, for functions
+        that name their stream in every call (cuBLASLt), saving the two event hand-offs.
+    dask_fn : callable, optional
+        The Dask route: when an argument is a ``dask.array.Array``, it is called instead (same
+        signature) and returns lazy Dask arrays built on the user's cluster; without one, Dask
+        input raises ``TypeError`` (it is never computed behind the caller's back).
+    no_gpu_reason : str
+        What the record says when ``gpu_fn`` is ``None``.
 
     Examples
     --------
-    >>> import numpy as np, gpulinalg
-    >>> with gpulinalg.config(backend="cpu"):
-    ...     _ = gpulinalg.decomp.cholesky(np.eye(2))
-    >>> gpulinalg.last_run().backend
-    'cpu'
+    >>> import numpy as np
+    >>> op = Op("demo.twice", None, lambda x: 2 * x, (np.ones(2),))
+    >>> dispatch(op)
+    array([2., 2.])
+    >>> op._replace(name="demo.again").name
+    'demo.again'
     """
-    rec = _local.record
-    if type(rec) is tuple:
-        rec = _local.record = _new_record(*rec)
-    return rec
+
+    name: str
+    gpu_fn: Callable | None
+    cpu_fn: Callable
+    args: tuple = ()
+    kwargs: dict | None = None
+    nbytes: Any = 0
+    flops: float | None = None
+    oversize_fn: Callable | None = None
+    convert: bool = True
+    like: Any = None
+    same_package: bool = False
+    own_stream: bool = True
+    dask_fn: Callable | None = None
+    no_gpu_reason: str = "no GPU engine for this call"
 
 
-def note(**details: object) -> None:
-    """Let the running operation add details (iterations, residuals...) to its record."""
-    pending = getattr(_local, "details", None)
-    if pending is not None:
-        pending.update(details)
+class _Route:
+    """What the decision chose for an :class:`Op`: ``where`` (``"gpu"``, ``"gpu-out-of-core"``
+    or ``"cpu"``), why, whether that is a fallback, the device, and for a GPU route the estimate
+    and the bytes found available."""
+
+    __slots__ = ("where", "reason", "fell_back", "dev", "nbytes", "avail")
+
+    def __init__(self, where, reason, fell_back=False, dev="cpu", nbytes=0, avail=0):
+        self.where, self.reason, self.fell_back, self.dev = where, reason, fell_back, dev
+        self.nbytes, self.avail = nbytes, avail
+
+
+def dispatch(op, *plan_args, key=None, lead=()):
+    """Run one call on the GPU, the CPU or Dask and return its result in the caller's package.
+
+    Parameters
+    ----------
+    op : Op or callable
+        The call, or its planner: ``op(*plan_args)`` validates the call and returns its
+        :class:`Op`, or a finished result (an empty input answered by :func:`shortcut`).
+    *plan_args
+        The planner's arguments.
+    key : hashable, optional
+        The call's memo key (see :mod:`gpulinalg._runtime.memo`): everything the planner's
+        result depends on, never an array. ``None``: no memo.
+    lead : tuple
+        With ``key``: the call's own leading arguments, as given. The planner's ``Op.args``
+        begin with them; a repeat runs with ``lead + `` the kept rest of the arguments.
+
+    Notes
+    -----
+    A repeat of a key under the same settings object skips the planner. When the kept entry
+    holds a GPU decision (see :mod:`gpulinalg._runtime.memo`), no device provider is installed
+    and the GPU is not disabled, it also skips the decision: the GPU function runs at once (on
+    the thread's own stream, or the caller's with ``own_stream=False``) and is recorded as a GPU
+    run "decided at the first call". Any exception of such a run drops the decision; running
+    out of memory and sticky errors fall back as in a first call, anything else goes through
+    the full road (which decides afresh, falls back or raises, and records).
+    """
+    settings = get_config()
+    if key is not None:
+        kept = _lookup(key)
+        if kept is not None and kept.settings is settings:
+            args = lead + kept.tail
+            if kept.dev is not None and _installed.provider is None \
+                    and _gpu_state["disabled"] is None:
+                return _repeat(kept, args, settings)
+            return _decide_and_run(kept.op, args, kept.op.kwargs, kept.like(args), settings,
+                                   kept)
+    if type(op) is not Op:
+        op = op(*plan_args)
+        if type(op) is not Op:  # answered without running anything (shortcut)
+            return op
+    kept = None if key is None else _keep(key, op, len(lead), settings)
+    return _decide_and_run(op, op.args, op.kwargs, op.like, settings, kept)
+
+
+def _keep(key, op, n_lead, settings):
+    """The memo's new entry for ``key`` (``None`` when ``op`` cannot be kept: keyword
+    arguments, or results that follow an array that is not an argument)."""
+    like_at = None
+    if op.like is not None:
+        like_at = next((i for i, x in enumerate(op.args) if x is op.like), None)
+        if like_at is None:
+            return None
+    if op.kwargs:
+        return None
+    kept = _memo.Kept(op._replace(args=(), like=None), op.args[n_lead:], like_at, settings)
+    _memo.remember(key, kept)
+    return kept
+
+
+def _repeat(kept, args, settings):
+    """Run a kept GPU decision at once (see :func:`dispatch`)."""
+    op = kept.op
+    local = _local
+    start = _clock()
+    local.details = details = {}  # what the engine notes (note()) goes in the record
+    try:
+        if op.own_stream:
+            with _op_stream():
+                result = op.gpu_fn(*args)
+        else:
+            result = op.gpu_fn(*args)
+    except Exception as exc:
+        local.details = None
+        dev, reason = kept.dev, kept.reason
+        kept.dev = kept.reason = None  # decided afresh from now on
+        if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
+            local.record = (op.name, "gpu", dev, False, reason, _clock() - start,
+                            {"raised": f"{type(exc).__name__}: {exc}"})
+            why = _after_gpu_failure(op.name, exc, settings)
+            like = kept.like(args)
+            kind = _arrays.kind_of(like) if like is not None else None
+            return _fall_back(op.name, op.cpu_fn, args, {}, kind, like, op.convert, why)
+        return _decide_and_run(op, args, None, kept.like(args), settings, kept)
+    local.details = None
+    seconds = _clock() - start
+    local.record = (op.name, "gpu", kept.dev, False, kept.reason, seconds, details)
+    if _debug_on(_DEBUG):
+        log.debug("%s ran on gpu (%s) in %.3g s", op.name, kept.reason, seconds)
+    return result
 
 
 def shortcut(op, result, reason="empty input: nothing to compute"):
     """Return ``result`` of a call answered without running anything (empty input, ``k = 0``),
     recorded like any other call: :func:`last_run` says so (backend ``"none"``), and
     ``backend="gpu"`` without a usable GPU still raises :class:`GPUUnavailableError`, as the
-    same call with data would.
+    same call with data would. A planner returns what this returns.
 
     Examples
     --------
@@ -125,31 +243,51 @@ def shortcut(op, result, reason="empty input: nothing to compute"):
     return result
 
 
-def granted_bytes():
-    """Device bytes the dispatcher found available for the out-of-core run in progress on this
-    thread (``None`` outside one): a streaming GPU function sizes its panels from this figure
-    instead of asking the budget again.
+def _decide_and_run(op, args, kwargs, like, settings, kept):
+    """The full road of one call: decide, run, fall back, record; keep a GPU decision in
+    ``kept`` (a memo entry, or ``None``) when it may serve the repeats."""
+    kwargs = kwargs or {}
+    if "dask" in sys.modules and _is_dask(*args, *kwargs.values()):  # one lookup without Dask
+        return _run_dask(op.name, op.dask_fn, args, kwargs)
+    kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
+        _arrays.caller_kind(*args, *kwargs.values())
+    name, convert = op.name, op.convert
+    if op.gpu_fn is None:
+        return _without_gpu_engine(name, op.cpu_fn, args, kwargs, kind, like_arr, convert,
+                                   settings, op.no_gpu_reason)
+    try:
+        route = _decide(op, settings, args, kwargs, kind if op.same_package else None)
+    except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
+        if not is_sticky(exc):
+            raise
+        route = _Route("cpu", _on_sticky(name, exc, settings), fell_back=True)
+        _warn(f"gpulinalg: {name} ran on the CPU: {route.reason}", FallbackWarning)
+    if route.where == "cpu":
+        return _run(name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, convert, route.reason,
+                    route.fell_back)
+    fn = op.oversize_fn if route.where == "gpu-out-of-core" else op.gpu_fn
+    gpu_convert = convert and not (op.same_package and kind is _CUPY)
+    try:
+        result = _run(name, route.where, fn, args, kwargs, kind, like_arr, gpu_convert,
+                      route.reason, False, op.own_stream, route.dev)
+    except Exception as exc:
+        why = _after_gpu_failure(name, exc, settings)
+    else:
+        if kept is not None:
+            _hold(kept, route, gpu_convert)
+        return result
+    return _fall_back(name, op.cpu_fn, args, kwargs, kind, like_arr, convert, why)
 
-    Examples
-    --------
-    >>> granted_bytes() is None
-    True
-    """
-    return _local.granted
 
-
-def headroom_bytes():
-    """Device bytes beyond its estimate that the dispatcher found available for the GPU run in
-    progress on this thread (``None`` outside one): what a GPU function may spend on an
-    optional buffer (a faster route's workspace) instead of asking the budget again, or trying
-    the allocation and catching its failure.
-
-    Examples
-    --------
-    >>> headroom_bytes() is None
-    True
-    """
-    return _local.headroom
+def _hold(kept, route, moved):
+    """Keep the GPU decision of ``route`` for the repeats of ``kept`` when it may be skipped:
+    a GPU run on the arrays as given (nothing ``moved``) of a job small against the memory
+    then available (``budget.FREE_CACHE_FRACTION``), with no device provider installed."""
+    if (route.where == "gpu" and not moved and _installed.provider is None
+            and route.nbytes <= _budget.FREE_CACHE_FRACTION * route.avail):
+        kept.dev, kept.reason = route.dev, route.reason + " (decided at the first call)"
+    else:
+        kept.dev = kept.reason = None
 
 
 def is_sticky(exc):
@@ -235,77 +373,6 @@ def _front_door_fallback(op, fn, args, kwargs, exc):
     return result
 
 
-def dispatch(op, gpu_fn, cpu_fn, args=(), kwargs=None, *, nbytes=0, flops=None,
-             oversize_fn=None, convert=True, like=None, same_package=False, own_stream=True,
-             dask_fn=None, no_gpu_reason="no GPU engine for this call"):
-    """Run operation ``op`` on the GPU or the CPU and return its result in the caller's package.
-
-    Parameters
-    ----------
-    op : str
-        Name recorded in :func:`last_run` and the log (``"decomp.qr"``).
-    gpu_fn, cpu_fn : callable
-        Same signature. With ``convert=True``, array arguments reach ``gpu_fn`` as CuPy arrays
-        and ``cpu_fn`` as NumPy arrays, and arrays in the result go back to the caller's package.
-    args, kwargs : tuple, dict
-        Arguments for the chosen function.
-    nbytes : int or callable
-        Estimated peak device bytes of the GPU run (inputs, outputs, workspaces). A callable
-        (no arguments) is called only when the dispatcher considers the GPU, so estimates that
-        ask a GPU library (workspace queries) are never made for a CPU run.
-    flops : float, optional
-        Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
-        pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
-    oversize_fn : callable, optional
-        GPU route for jobs larger than the budget (out-of-core); used instead of the CPU then.
-    like : array, optional
-        Array whose package and device results take (default: the first array argument).
-    same_package : bool
-        The caller checked that every array argument is of one package: CuPy arguments on the
-        GPU route then skip the conversion walks (there is nothing to move).
-    own_stream : bool
-        Run ``gpu_fn`` on the thread's own stream, ordered against the caller's current stream
-        by events (:class:`~gpulinalg._runtime.streams.op_stream`), as libraries whose handle is
-        bound to a stream need. ``False``: on the caller's current stream itself, for functions
-        that name their stream in every call (cuBLASLt), saving the two event hand-offs.
-    gpu_fn=None
-        This call has no GPU engine (e.g. an option cuSOLVER lacks): it runs on the CPU,
-        recorded with ``no_gpu_reason``; under ``backend="gpu"`` as a fallback, with a
-        :class:`FallbackWarning`.
-    dask_fn : callable, optional
-        The Dask route: when an argument is a ``dask.array.Array``, it is called instead (same
-        signature) and returns lazy Dask arrays built on the user's cluster; without one, Dask
-        input raises ``TypeError`` (it is never computed behind the caller's back).
-    """
-    kwargs = kwargs or {}
-    if "dask" in sys.modules and _is_dask(*args, *kwargs.values()):  # one lookup without Dask
-        return _run_dask(op, dask_fn, args, kwargs)
-    settings = get_config()
-    kind, like_arr = (_arrays.kind_of(like), like) if like is not None else \
-        _arrays.caller_kind(*args, *kwargs.values())
-    if gpu_fn is None:
-        return _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert,
-                                   settings, no_gpu_reason)
-    try:
-        route, reason, fell_back, dev = _plan(op, settings, args, kwargs, nbytes, flops,
-                                              oversize_fn, kind if same_package else None)
-    except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
-        if not is_sticky(exc):
-            raise
-        route, reason, fell_back = "cpu", _on_sticky(op, exc, settings), True
-        _warn(f"gpulinalg: {op} ran on the CPU: {reason}", FallbackWarning)
-    if route == "cpu":
-        return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, reason, fell_back)
-    fn = oversize_fn if route == "gpu-out-of-core" else gpu_fn
-    gpu_convert = convert and not (same_package and kind is _CUPY)
-    try:
-        return _run(op, route, fn, args, kwargs, kind, like_arr, gpu_convert, reason, False,
-                    own_stream, dev)
-    except Exception as exc:
-        why = _after_gpu_failure(op, exc, settings)
-    return _fall_back(op, cpu_fn, args, kwargs, kind, like_arr, convert, why)
-
-
 def _out_of_memory(exc):
     """``exc`` as a ``MemoryError`` when it is the GPU running out of memory, else ``None``.
 
@@ -341,78 +408,6 @@ def _after_gpu_failure(op, exc, settings):
 def _fall_back(op, cpu_fn, args, kwargs, kind, like_arr, convert, why):
     _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
     return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
-
-
-class Decision:
-    """A :func:`dispatch` call kept by its caller for repeats of the same call (see :func:`again`).
-
-    Everything but the arrays: ``op``, ``gpu_fn``, ``cpu_fn`` and the keywords of
-    :func:`dispatch` (``nbytes``, ``flops``, ``convert``, ``same_package``, ``own_stream``). A
-    caller keeps one per call key (same package, shapes, layouts and options, so the same
-    estimate).
-    """
-
-    __slots__ = ("op", "gpu_fn", "cpu_fn", "options", "settings", "dev", "reason", "own")
-
-    def __init__(self, op, gpu_fn, cpu_fn, **options):
-        self.op, self.gpu_fn, self.cpu_fn, self.options = op, gpu_fn, cpu_fn, options
-        self.own = options.get("own_stream", True)  # a repeat runs on the thread's stream
-        self.settings = None  # the Settings the GPU decision was made under, while it holds
-
-
-def again(decision, args, like, settings):
-    """``dispatch(op, gpu_fn, cpu_fn, args, like=like, **options)`` of ``decision``, deciding
-    once: a repeat runs ``gpu_fn(*args)`` at once and is recorded as a GPU run when the last
-    decision was a GPU run on the arrays as given (no conversion; on the thread's own stream,
-    ordered against the caller's, with ``own_stream``, else on the caller's stream) of a job
-    of at most ``budget.FREE_CACHE_FRACTION`` of the memory then available, and nothing it
-    depended on changed since: ``settings`` (the caller's ``get_config()`` of this call) is the
-    same object, no device provider is installed, the GPU is not disabled. Anything else, and
-    any exception of the repeat, goes through :func:`dispatch` (which decides afresh, falls
-    back or raises, and records).
-    """
-    d = decision
-    if d.settings is settings and _installed.provider is None and _gpu_state["disabled"] is None:
-        local = _local
-        start = _clock()
-        local.details = details = {}  # what the engine notes (note()) goes in the record
-        try:
-            if d.own:
-                with _op_stream():
-                    result = d.gpu_fn(*args)
-            else:
-                result = d.gpu_fn(*args)
-        except Exception as exc:
-            _local.details = None
-            d.settings = None
-            if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
-                _local.record = (d.op, "gpu", d.dev, False, d.reason,
-                                 time.perf_counter() - start,
-                                 {"raised": f"{type(exc).__name__}: {exc}"})
-                why = _after_gpu_failure(d.op, exc, settings)
-                kind = _arrays.kind_of(like) if like is not None else None
-                return _fall_back(d.op, d.cpu_fn, args, {}, kind, like,
-                                  d.options.get("convert", True), why)
-        else:
-            local.details = None
-            seconds = _clock() - start
-            local.record = (d.op, "gpu", d.dev, False, d.reason, seconds, details)
-            if _debug_on(_DEBUG):
-                log.debug("%s ran on gpu (%s) in %.3g s", d.op, _reason_text(d.reason), seconds)
-            return result
-    result = dispatch(d.op, d.gpu_fn, d.cpu_fn, args, like=like, **d.options)
-    rec, opts = _local.record, d.options
-    reason = rec[4] if type(rec) is tuple and rec[1] == "gpu" else None
-    # a GPU run's reason is ("estimate {} B fits in {} B", nbytes, available) (see _plan)
-    d.settings = settings if (
-        type(reason) is tuple and len(reason) == 3
-        and reason[1] <= _budget.FREE_CACHE_FRACTION * reason[2]
-        and _device._installed.provider is None
-        and (not opts.get("convert", True)
-             or (opts.get("same_package") and _arrays.kind_of(like) is _CUPY))) else None
-    if d.settings is not None:
-        d.dev, d.reason = rec[2], (reason[0] + " (decided at the first call)", *reason[1:])
-    return result
 
 
 def _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert, settings, why):
@@ -475,18 +470,20 @@ def _free_pools_quietly():
         pass
 
 
-def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
-    """Return ``(route, reason, fell_back, device)`` before anything runs (``kind``: the one
-    package of every array argument, when the caller checked that; ``device``: the current GPU
-    for the GPU routes, else ``"cpu"``). ``reason`` may be a ``(format, *values)`` tuple,
-    formatted only when the record is read."""
+
+
+def _decide(op, settings, args, kwargs, kind=None):
+    """The :class:`_Route` of ``op`` before anything runs (``kind``: the one package of every
+    array argument, when the planner checked that)."""
+    name = op.name
     if settings.backend is _CPU:
-        return "cpu", "backend='cpu'", False, "cpu"
+        return _Route("cpu", "backend='cpu'")
     if not _device.gpu_available():
         why = _device.unavailable_reason()
         if settings.backend is _GPU:
-            raise GPUUnavailableError(f"{op}: backend='gpu' but no usable GPU: {why}")
-        return "cpu", f"no GPU: {why}", False, "cpu"
+            raise GPUUnavailableError(f"{name}: backend='gpu' but no usable GPU: {why}")
+        return _Route("cpu", f"no GPU: {why}")
+    nbytes = op.nbytes
     if callable(nbytes):
         nbytes = int(nbytes())
     if kind is _CUPY or kind is _NUMPY:
@@ -494,24 +491,24 @@ def _plan(op, settings, args, kwargs, nbytes, flops, oversize_fn, kind=None):
     else:
         on_host = not (_arrays.any_on_gpu(args)
                        or (kwargs and _arrays.any_on_gpu(kwargs.values())))
-    if settings.backend is _AUTO and on_host and not _budget.offload_pays(flops, nbytes):
-        return "cpu", "host inputs; too small for the GPU to pay", False, "cpu"
+    if settings.backend is _AUTO and on_host and not _budget.offload_pays(op.flops, nbytes):
+        return _Route("cpu", "host inputs; too small for the GPU to pay")
     dev = _device.current_device()
     ok, avail = _budget.fits(nbytes, dev)
     if ok:
         _local.headroom = avail - nbytes
-        return "gpu", ("estimate {} B fits in {} B", nbytes, avail), False, dev
-    if oversize_fn is not None:
+        return _Route("gpu", f"estimate {nbytes} B fits in {avail} B", False, dev, nbytes, avail)
+    if op.oversize_fn is not None:
         _local.granted = avail
-        return ("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
-                False, dev)
+        return _Route("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
+                      False, dev, nbytes, avail)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
     if settings.fallback is _RAISE:
-        exc = MemoryError(f"{op}: {why} and fallback='raise'")
-        _local.record = (op, "gpu", dev, False, why, 0.0, {"raised": f"MemoryError: {exc}"})
+        exc = MemoryError(f"{name}: {why} and fallback='raise'")
+        _local.record = (name, "gpu", dev, False, why, 0.0, {"raised": f"MemoryError: {exc}"})
         raise _mark_recorded(exc)
-    _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
-    return "cpu", why, True, "cpu"
+    _warn(f"gpulinalg: {name} ran on the CPU: {why}", FallbackWarning)
+    return _Route("cpu", why, fell_back=True)
 
 
 def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
@@ -522,16 +519,19 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
         dev = "cpu"
     try:
         if route == "cpu":
-            result = _call_cpu(fn, args, kwargs, convert)
+            result = _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
         else:
-            prov = _device._installed.provider
-            if prov is not None:  # a provider installed by a test or the demo
+            prov = _installed.provider
+            if prov is not None:  # a device provider installed by the caller (a test)
                 prov.before_run(op)
-                result = _call_gpu(fn, args, kwargs, convert, own_stream, prov.simulated)
-            elif own_stream or convert:
-                result = _call_gpu(fn, args, kwargs, convert, own_stream)
-            else:  # the caller's stream, arrays as given: the per-call hot path of dense
-                result = fn(*args, **kwargs)
+                move, stream = prov.to_device if convert else None, prov.stream
+            else:
+                move, stream = _arrays.to_device if convert else None, _op_stream
+            if own_stream:
+                with stream():
+                    result = _call_moved(fn, args, kwargs, move)
+            else:  # the caller's stream: the per-call hot path of dense
+                result = _call_moved(fn, args, kwargs, move)
         if convert:
             result = _arrays.convert_tree(result, lambda x: _arrays.to_kind(x, kind, like_arr))
     except BaseException as exc:  # the record says what ran, also when it raised
@@ -546,22 +546,8 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
     _local.record = (op, route, dev, fell_back, reason, seconds, details)  # see last_run()
     level = logging.WARNING if fell_back else logging.DEBUG
     if log.isEnabledFor(level):
-        log.log(level, "%s ran on %s (%s) in %.3g s", op, route, _reason_text(reason), seconds)
+        log.log(level, "%s ran on %s (%s) in %.3g s", op, route, reason, seconds)
     return result
-
-
-def _call_cpu(fn, args, kwargs, convert):
-    return _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
-
-
-def _call_gpu(fn, args, kwargs, convert, own_stream=True, simulated=False):
-    if simulated:  # a simulated GPU (test provider): arrays stay on the host
-        return _call_cpu(fn, args, kwargs, convert)
-    move = _arrays.to_device if convert else None
-    if not own_stream:
-        return _call_moved(fn, args, kwargs, move)
-    with _op_stream():
-        return _call_moved(fn, args, kwargs, move)
 
 
 def _call_moved(fn, args, kwargs, move):

@@ -1,7 +1,8 @@
 """Validation and batching helpers shared by the dense factorizations (no array computation).
 
-The api files validate with :func:`prepare` and :func:`check_rhs` and build empty results with
-:func:`empty_result`; the engines index batches with :func:`sub` and :func:`batch_index`.
+The api files validate with :func:`prepare` and :func:`check_rhs`, build empty results with
+:func:`empty_result`, and key their calls on CuPy arrays for the dispatcher's memo with
+:func:`cupy_key`; the engines index batches with :func:`sub` and :func:`batch_index`.
 """
 
 import sys
@@ -14,7 +15,30 @@ from .._runtime.validation import check_dask, is_dask  # noqa: F401  (re-exporte
 
 __all__ = ["prepare", "check_square", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
            "sub", "flops_scale", "matrix_order", "check_rhs", "flag",
-           "is_dask", "check_dask"]
+           "is_dask", "check_dask", "cupy_key"]
+
+
+def cupy_key(op, a, b, options):
+    """The dispatcher's memo key of a call of ``op`` with arrays ``a`` and ``b`` (``b`` may be
+    ``None``) and the hashable ``options``: each array's shape, strides, dtype and device, or
+    ``None`` when an array is not a CuPy array (those calls are planned every time).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cupy_key("decomp.cholesky", np.eye(2), None, (False,)) is None
+    True
+    """
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return None
+    nd = cupy.ndarray
+    if type(a) is not nd or (b is not None and type(b) is not nd):
+        return None
+    if b is None:
+        return (op, a.shape, a.strides, a.dtype, a.data.device_id, options)
+    return (op, a.shape, a.strides, a.dtype, a.data.device_id,
+            b.shape, b.strides, b.dtype, b.data.device_id, options)
 
 
 def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):

@@ -14,29 +14,21 @@ share an entry); anything else, and any call whose options cannot be hashed, tak
 ``matmul_backward`` calls without an aux or an upstream pair have keys of their own
 (:func:`backward_key`).
 
-An entry is ``(decision, spec, settings)``: the dispatcher's
-:class:`~gpulinalg._runtime.dispatch.Decision` of the call (a repeat goes through
-:func:`~gpulinalg._runtime.dispatch.again`, which runs the GPU engine at once while the GPU
-decision holds), the validated spec, and the settings it was validated under (``autotune=None``
-reads the configuration: an entry serves only calls under the same settings object). Keys hold
-the ``autotune`` argument as given.
+The keys are the dispatcher's memo keys (:mod:`gpulinalg._runtime.memo`): a repeat of a key
+under the same settings object skips ``matmul``'s planner (the entry keeps the validated spec,
+the last of the call's arguments) and, while the dispatcher keeps its GPU decision, the
+decision. Keys hold the ``autotune`` argument as given.
 """
 
 import sys
 
-from .._runtime.memo import CallMemo
+from .._runtime import memo as _memo
 
-__all__ = ["call_key", "backward_key", "linear_key", "grad_key", "lookup", "remember", "clear",
-           "MAX_CALLS"]
+__all__ = ["call_key", "backward_key", "linear_key", "grad_key", "lookup", "clear"]
 
-#: Calls remembered per thread; the memo starts afresh when it is full.
-MAX_CALLS = 256
-
-
-_memo = CallMemo(MAX_CALLS)
-#: The remembered ``(decision, spec, settings)`` of a key, or ``None``; keep one; forget the
-#: calling thread's calls (the plan cache's clearing does this).
-lookup, remember, clear = _memo.lookup, _memo.remember, _memo.clear
+#: The dispatcher's entry (:class:`~gpulinalg._runtime.memo.Kept`) of a key, or ``None``;
+#: forget the calling thread's calls (the plan cache's clearing does this).
+lookup, clear = _memo.lookup, _memo.clear
 _ndarray: list = []  # [cupy.ndarray] once CuPy is imported
 _tensor_types: set = set()  # {torch.Tensor, torch.nn.Parameter} once torch is imported
 

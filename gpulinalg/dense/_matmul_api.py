@@ -11,7 +11,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
-from .._runtime.dispatch import Decision, again, shortcut
+from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.validation import check_finite as _check_finite
 from . import _calls, _matmul_cuda, _matmul_host, _tensors_cuda
 from ._results import Gradients, MatmulAux
@@ -246,14 +246,17 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     ...
     ValueError: a must not contain infs or NaNs
     """
-    settings = get_config()
     key = None if check_finite else _key(a, b, bias, c, activation, alpha, beta, return_aux,
                                          compute_type, autotune)
-    if key is not None:
-        known = _lookup(key)
-        if known is not None and known[2] is settings:
-            return again(known[0], (a, b, bias, c, known[1]), a, settings)
-    tune = _tune(autotune, settings)
+    return dispatch(plan, a, b, bias, c, activation, alpha, beta, return_aux, compute_type,
+                    autotune, check_finite, key=key, lead=(a, b, bias, c))
+
+
+def plan(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autotune,
+         check_finite):
+    """Validate a :func:`matmul` call; its :class:`~gpulinalg._runtime.dispatch.Op` (arguments
+    ``(a, b, bias, c, spec)``), or the answer of a product that needs no arithmetic."""
+    tune = _tune(autotune, get_config())
     a, b, bias, c = _coerce(a), _coerce(b), _coerce(bias), _coerce(c)
     dtype = _arrays_of((("a", a), ("b", b), ("bias", bias), ("c", c)))
     if _SWAPPED:  # only once a byte-swapped array was ever seen
@@ -282,20 +285,14 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gel
     arrays = a.nbytes + b.nbytes + (0 if bias is None else bias.nbytes) + \
         (0 if c is None else c.nbytes)
     nbytes, flops = _estimate(arrays + 2 * size * a.itemsize), 2.0 * size * k
+    args = (a, b, bias, c, spec)
     if _cuda_tensors(a, b, bias, c):  # the torch engine (torch's stream and allocator), no moves
-        decision = Decision("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors,
-                            nbytes=nbytes, flops=flops, same_package=True, own_stream=False,
-                            convert=False)
-    else:
-        decision = Decision("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul,
-                            nbytes=nbytes, flops=flops, same_package=True, own_stream=False)
-    if key is not None:
-        _calls.remember(key, (decision, spec, settings))
-    return again(decision, (a, b, bias, c, spec), a, settings)
+        return Op("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors, args,
+                  nbytes=nbytes, flops=flops, same_package=True, own_stream=False, convert=False)
+    return Op("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul, args, nbytes=nbytes,
+              flops=flops, same_package=True, own_stream=False)
 
 
-#: The memo's lookup (bound once: the per-call road reads it on every call).
-_lookup = _calls.lookup
 #: torch's tensor types once torch is imported (``_calls`` fills this set; shared, not copied).
 _tensor_types = _calls._tensor_types
 #: torch's complex dtypes (filled with the first torch key): only their tensors can carry the
@@ -474,14 +471,16 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     >>> np.allclose(grads.grad_bias, ((a @ b + bias) > 0).sum(axis=0))
     True
     """
-    settings = get_config()
     key = None if aux is not None else _calls.backward_key(grad_out, a, b, activation, bias,
                                                            compute_type, autotune)
-    if key is not None:
-        known = _calls.lookup(key)
-        if known is not None and known[2] is settings:
-            return again(known[0], (grad_out, None, a, b, None, known[1]), a, settings)
-    tune = _tune(autotune, settings)
+    return dispatch(plan_backward, grad_out, a, b, aux, activation, bias, compute_type, autotune,
+                    key=key, lead=(grad_out, None, a, b, None))
+
+
+def plan_backward(grad_out, a, b, aux, activation, bias, compute_type, autotune):
+    """Validate a :func:`matmul_backward` call; its :class:`~gpulinalg._runtime.dispatch.Op`
+    (arguments ``(grad_out, upstream, a, b, aux, spec)``), or the answer of an empty one."""
+    tune = _tune(autotune, get_config())
     upstream = None
     if isinstance(grad_out, (tuple, list)):
         upstream, grad_out = (_coerce(grad_out[0]), _coerce(grad_out[1])), None
@@ -518,17 +517,13 @@ def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = No
     nbytes = _estimate(_nbytes(a, b, grad_out) * 3 + 2 * size * a.itemsize)
     tensors = _cuda_tensors(a, b, grad_out, *(upstream or ()),
                             None if aux is None else aux.data)
+    args = (grad_out, upstream, a, b, aux, spec)
     if tensors:
-        decision = Decision("dense.matmul_backward", _tensors_cuda.matmul_backward,
-                            _host_backward_tensors, nbytes=nbytes, flops=4.0 * size * k,
-                            own_stream=False, convert=False)
-    else:
-        decision = Decision("dense.matmul_backward", _matmul_cuda.matmul_backward,
-                            _matmul_host.matmul_backward, nbytes=nbytes, flops=4.0 * size * k,
-                            own_stream=False)
-    if key is not None:
-        _calls.remember(key, (decision, spec, settings))
-    return again(decision, (grad_out, upstream, a, b, aux, spec), a, settings)
+        return Op("dense.matmul_backward", _tensors_cuda.matmul_backward, _host_backward_tensors,
+                  args, nbytes=nbytes, flops=4.0 * size * k, own_stream=False, convert=False)
+    return Op("dense.matmul_backward", _matmul_cuda.matmul_backward,
+              _matmul_host.matmul_backward, args, nbytes=nbytes, flops=4.0 * size * k,
+              own_stream=False)
 
 
 def _zero_grads(a, b, form, m, n):

@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 
 from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
-from .._runtime.dispatch import dispatch, shortcut
+from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.validation import is_dask
 from . import _engine_cuda, _engine_host, _regressor_dask, _regressor_host
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS, compile_kernel
@@ -67,7 +67,7 @@ class _Training:
 def _on_dask(op, dask_fn, args, kwargs):
     """The dispatcher's Dask route (an argument is a Dask array): no GPU or CPU engine runs
     here, the graph goes to the user's cluster (see :mod:`._regressor_dask`)."""
-    return dispatch(op, None, None, args, kwargs, dask_fn=dask_fn)
+    return dispatch(Op(op, None, None, args, kwargs, dask_fn=dask_fn))
 
 
 def _validate_data(est, *args, **kwargs):
@@ -392,10 +392,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         train = _Training(x, None, None, keep=n >= RESIDENT_MIN_N)
         noise = self._noise(n)
         try:
-            res = dispatch("gp.fit", _engine_cuda.fit, _engine_host.fit,
-                           (x, y, noise, k, train),
-                           {"plan": plan, "jitter": self.jitter, "precision": self.precision},
-                           nbytes=nbytes, flops=flops, like=y)
+            res = dispatch(Op("gp.fit", _engine_cuda.fit, _engine_host.fit,
+                              (x, y, noise, k, train),
+                              {"plan": plan, "jitter": self.jitter, "precision": self.precision},
+                              nbytes=nbytes, flops=flops, like=y))
         except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
                         "Try gradually increasing the 'alpha' parameter of your "
@@ -443,11 +443,11 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y = self._targets()
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, n_theta, eval_gradient, plan is None)
-        lml, grad = dispatch("gp.log_marginal_likelihood",
-                             _engine_cuda.log_marginal_likelihood,
-                             _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
-                             {"plan": plan, "eval_gradient": eval_gradient},
-                             nbytes=nbytes, flops=flops, like=y)
+        lml, grad = dispatch(Op("gp.log_marginal_likelihood",
+                                _engine_cuda.log_marginal_likelihood,
+                                _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
+                                {"plan": plan, "eval_gradient": eval_gradient},
+                                nbytes=nbytes, flops=flops, like=y))
         lml = np.float64(lml)  # scikit-learn's type (a Python float would lose to float32 math)
         return (lml, np.asarray(grad, dtype=np.float64)) if eval_gradient else lml
 
@@ -528,12 +528,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             (4 if item == 8 else 7) * rows * n + m * (t + 2) + (m * m if mode == "cov" else 0))
         # A resident model's training arrays need no transfer: always worth the GPU when there.
         flops = None if train.keep else 2.0 * m * n * t + (n * n * m if mode != "mean" else 0)
-        mean, extra = dispatch(
+        mean, extra = dispatch(Op(
             "gp.predict", _engine_cuda.predict, _engine_host.predict,
             (xq, train, np.atleast_1d(self._y_train_std), np.atleast_1d(self._y_train_mean),
              kq, kdiag, kqq),
             {"plan": plan, "mode": mode, "refine": train.refine}, nbytes=nbytes, flops=flops,
-            like=like if like is not None else self.alpha_)
+            like=like if like is not None else self.alpha_))
         return mean if mode == "mean" else (mean, extra)
 
     def sample_y(self, X: Any, n_samples: int = 1,

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
-from .._runtime.dispatch import dispatch, shortcut
+from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.errors import IllConditionedWarning, warn
 from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
 from .._runtime.validation import check_dask, is_dask
@@ -104,10 +104,10 @@ def exact_gp_solve(K: Any, y: Any, *,
             xp.zeros(y.shape, dtype=dtype), xp.zeros((0, 0), dtype=dtype), 0.0, 0.0, 0.0))
     k, yc = _as_dtype(K, dtype, copy=True), _as_dtype(y, dtype, copy=False)
     itemsize = np.dtype(dtype).itemsize
-    return dispatch("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
-                    _engine_host.exact_gp_solve, (k, yc), {"jitter": jitter},
-                    nbytes=(2 * n * n + 2 * n * width) * itemsize, flops=n ** 3 / 3 + 2 * n * n,
-                    like=K)
+    return dispatch(Op("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
+                       _engine_host.exact_gp_solve, (k, yc), {"jitter": jitter},
+                       nbytes=(2 * n * n + 2 * n * width) * itemsize, flops=n ** 3 / 3 + 2 * n * n,
+                       like=K))
 
 
 def _dask_route(K, y, jitter):
@@ -121,9 +121,9 @@ def _dask_route(K, y, jitter):
     dtype = _gp_dtype(K, y)
     check_jitter(jitter)
     K, y = (a.astype(dtype) if is_dask(a) else _as_dtype(a, dtype, copy=False) for a in (K, y))
-    return dispatch("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
-                    _engine_host.exact_gp_solve, (K, y), {"jitter": jitter},
-                    dask_fn=_solve_dask.exact_gp_solve)
+    return dispatch(Op("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
+                       _engine_host.exact_gp_solve, (K, y), {"jitter": jitter},
+                       dask_fn=_solve_dask.exact_gp_solve))
 
 
 def _dask_checked(a, name, ndim):

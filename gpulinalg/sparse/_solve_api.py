@@ -12,7 +12,7 @@ from typing import Any, Literal, Union
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
-from .._runtime.dispatch import front_door
+from .._runtime.dispatch import Op, front_door
 from .._runtime import arrays as _arrays
 from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
@@ -148,12 +148,12 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     if csr.n == 0 or b.size == 0:
         return _empty_result("sparse.solve", b, dtype)
     nrhs = 1 if b.ndim == 1 else b.shape[1]
-    x, report = dispatch(
+    x, report = dispatch(Op(
         "sparse.solve", _engine_cuda.solve_once, _superlu_host.solve_once,
         args=(csr.indptr, csr.indices, csr.data.astype(dtype, copy=False), b),
         kwargs=dict(n=csr.n, method=method, check=check, tol=tol, max_steps=steps),
         nbytes=_nbytes(csr.indices.size, csr.n, nrhs, dtype),
-        flops=FLOPS_PER_N15 * csr.n ** 1.5, like=b)
+        flops=FLOPS_PER_N15 * csr.n ** 1.5, like=b))
     warn_fallback(report.get("method_fallback"))
     emit(report)
     return x
@@ -246,11 +246,11 @@ class SparseFactorization:
                 note(**describe(factor))
                 return cls(factor, why)
             return fn
-        return dispatch("sparse.factorize", run(_engine_cuda.factorize),
-                        run(_superlu_host.factorize),
-                        args=(csr.indptr, csr.indices, data, csr.dest),
-                        nbytes=_nbytes(csr.indices.size, n, 1, data.dtype),
-                        flops=FLOPS_PER_N15 * n ** 1.5)
+        return dispatch(Op("sparse.factorize", run(_engine_cuda.factorize),
+                           run(_superlu_host.factorize),
+                           args=(csr.indptr, csr.indices, data, csr.dest),
+                           nbytes=_nbytes(csr.indices.size, n, 1, data.dtype),
+                           flops=FLOPS_PER_N15 * n ** 1.5))
 
     # -- helpers -------------------------------------------------------------------------
     def _alive(self):
@@ -272,8 +272,8 @@ class SparseFactorization:
 
     def _dispatch(self, op, gpu_fn, cpu_fn, args=(), kwargs=None, **kw):
         with config_context(backend=self._route()):  # the factorization keeps its backend
-            return dispatch(f"sparse.SparseFactorization.{op}", gpu_fn, cpu_fn, args, kwargs,
-                            **kw)
+            return dispatch(Op(f"sparse.SparseFactorization.{op}", gpu_fn, cpu_fn, args, kwargs,
+                               **kw))
 
     # -- public --------------------------------------------------------------------------
     @property

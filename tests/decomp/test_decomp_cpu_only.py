@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
+from tests.support import fake_gpu as fakes
 from gpulinalg.decomp.cholesky import _cholesky_api
 from gpulinalg.decomp.qr import _qr_api
 from gpulinalg.decomp.svd import _svd_api
@@ -64,10 +65,10 @@ def test_no_workspace_query_unless_the_gpu_is_considered(monkeypatch, rng, backe
 
 
 def test_workspace_estimate_made_when_the_gpu_is_considered(monkeypatch, rng):
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     asked = []
     monkeypatch.setattr(_qr_api, "workspace_bytes", lambda *a: asked.append(a[0]) or 1 << 50)
-    with testing.fake_gpu(), gpulinalg.config(backend="gpu"):
+    with fakes.fake_gpu(), gpulinalg.config(backend="gpu"):
         with pytest.warns(gpulinalg.FallbackWarning, match="available"):
             qr(rng.standard_normal((6, 4)))  # the huge estimate routes to the CPU
     assert asked == ["geqrf", "orgqr"]

@@ -19,7 +19,7 @@ def test_breakdown_with_stand_ins():
     info = {}
     steps = decomp_overhead.breakdown(64, calls=3, rounds=1, info=info)
     assert {"whole call", "key", "engine", "engine: launch", "engine: read-back",
-            "op_stream enter + exit", "again (without the engine)"} <= set(steps)
+            "op_stream enter + exit", "repeat (without the engine)"} <= set(steps)
     assert all(np.isfinite(v) for v in steps.values())
     # the steps are timed separately, so on a loaded host a part may time longer than its
     # whole (and a difference of two steps be negative): which is larger is the benchmark's

@@ -1,6 +1,6 @@
 """Repeats of small GPU calls of cholesky / cho_factor / cho_solve / solve_triangular: the
-first call of a layout validates and dispatches, a repeat skips both (decomp/_repeats.py and
-dispatch.again: the factorizations on the engines' own stream, the solves on the caller's), with
+first call of a layout validates and dispatches, a repeat skips both (the dispatcher's memo,
+keyed by decomp._checks.cupy_key: the factorizations on the engines' own stream, the solves on the caller's), with
 the same results, errors and records.
 
 The engines run on the CPU emulation of cuSOLVER/cuBLAS (tests/support/cusolver_emulator.py); the
@@ -12,9 +12,10 @@ import pytest
 from tests.support.cusolver_emulator import FakeDev, dev, emulated_gpu, plain
 
 import gpulinalg
+from gpulinalg.decomp._checks import cupy_key
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg._runtime import arrays, budget, device, dispatch
-from gpulinalg.decomp import _repeats, cho_factor, cho_solve, cholesky, solve_triangular
+from gpulinalg._runtime import arrays, budget, device, dispatch, memo
+from gpulinalg.decomp import cho_factor, cho_solve, cholesky, solve_triangular
 
 
 class _Stream:
@@ -39,9 +40,9 @@ def emu_gpu(monkeypatch):
         monkeypatch.setattr(device, "gpu_is_real", lambda: True)
         monkeypatch.setattr(budget, "fits", lambda n, d=None: (int(n) <= 1 << 34, 1 << 34))
         monkeypatch.setattr(dispatch, "_op_stream", _Stream)
-        _repeats.clear()
+        memo.clear()
         yield
-        _repeats.clear()
+        memo.clear()
 
 
 def spd(rng, batch, n, dtype=np.float64):
@@ -123,11 +124,11 @@ def test_repeats_follow_the_configuration(emu_gpu, rng):
 
 def test_keys_hold_layout_options_and_no_array(emu_gpu, rng):
     a = dev(spd(rng, (2,), 4))
-    k1 = _repeats.call_key("decomp.cholesky", a, None, (True, True))
-    assert k1 == _repeats.call_key("decomp.cholesky", dev(spd(rng, (2,), 4)), None, (True, True))
-    assert k1 != _repeats.call_key("decomp.cholesky", a.swapaxes(-1, -2), None, (True, True))
-    assert k1 != _repeats.call_key("decomp.cholesky", a, None, (False, True))
-    assert _repeats.call_key("decomp.cholesky", np.asarray(a).view(np.ndarray), None, ()) is None
+    k1 = cupy_key("decomp.cholesky", a, None, (True, True))
+    assert k1 == cupy_key("decomp.cholesky", dev(spd(rng, (2,), 4)), None, (True, True))
+    assert k1 != cupy_key("decomp.cholesky", a.swapaxes(-1, -2), None, (True, True))
+    assert k1 != cupy_key("decomp.cholesky", a, None, (False, True))
+    assert cupy_key("decomp.cholesky", np.asarray(a).view(np.ndarray), None, ()) is None
     assert not any(isinstance(p, np.ndarray) for p in k1)
 
 

@@ -193,7 +193,7 @@ def test_torch_cpu_tensors_round_trip(rng):
 
 
 def test_forced_oom_falls_back(fake_gpu, rng):
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     a, b = _operands(rng, (6, 5), (5, 4), np.float64)
     with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
         with pytest.warns(gpulinalg.FallbackWarning):
@@ -340,7 +340,7 @@ def test_shortcut_keeps_backend_gpu_strict():
 
 
 def test_fallback_warning_points_at_the_caller(fake_gpu, rng):
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     a, b = _operands(rng, (6, 5), (5, 4), np.float64)
     with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
         with pytest.warns(gpulinalg.FallbackWarning) as record:

@@ -28,7 +28,7 @@ def _counting(monkeypatch):
             return inner(*args, **kwargs)
         monkeypatch.setattr(owner, name, counted)
     wrap(_plans_cuda, "_insert", "plans")
-    wrap(dispatch, "dispatch", "dispatch")
+    wrap(dispatch, "_decide_and_run", "dispatch")  # the full road: a fresh decision
     return counts
 
 
@@ -155,7 +155,7 @@ def test_a_launch_with_the_pointers_of_the_last_sets_no_attribute():
 
 
 def test_the_breakdown_times_every_step_on_the_short_road():
-    """``benchmarks.dense_overhead.breakdown`` (steps interleaved, the ``again`` controls) runs
+    """``benchmarks.dense_overhead.breakdown`` (steps interleaved, the repeat controls) runs
     on the harness: every step timed, no full dispatch in its timed loops, the decision held,
     and the dispatcher patched back."""
     real = dispatch.dispatch
@@ -163,8 +163,8 @@ def test_the_breakdown_times_every_step_on_the_short_road():
         info = {}
         steps = dense_overhead.breakdown(kind, calls=5, rounds=2, info=info)
         assert info["full_dispatches"] == 0 and info["decision_held"] is True
-        assert {"whole call", "again + engine", "engine", "again around a no-op engine",
-                "perf_counter", "again (without the engine)"} <= set(steps)
+        assert {"whole call", "repeat + engine", "engine", "repeat around a no-op engine",
+                "perf_counter", "repeat (without the engine)"} <= set(steps)
         assert all(v == v and abs(v) < float("inf") for v in steps.values())
         if kind == "torch":
             assert "engine: Plan.execute" in steps

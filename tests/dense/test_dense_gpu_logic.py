@@ -11,6 +11,7 @@ import types
 import numpy as np
 import pytest
 
+from gpulinalg._runtime import memo as _memo  # noqa: E402
 from gpulinalg.dense import _calls, _matmul_cuda, _matmul_host
 from gpulinalg.dense._epilogs_xp import gelu, gelu_grad
 from gpulinalg.dense._spec import Spec, aux_shape
@@ -293,10 +294,10 @@ def test_memoized_calls_validate_and_answer_like_first_calls(emulated, rng, monk
     bias = _fake(rng.standard_normal(6))
     with gpulinalg.config(backend="cpu"):
         first = _matmul.matmul(a, b, bias=bias, activation="relu")
-        assert len(_calls._memo.calls) == 1
-        spec = next(iter(_calls._memo.calls.values()))[0]
+        assert len(_memo.entries()) == 1
+        spec = next(iter(_memo.entries().values())).tail[-1]
         again = _matmul.matmul(a, b, bias=bias, activation="relu")
-        assert len(_calls._memo.calls) == 1 and next(iter(_calls._memo.calls.values()))[0] is spec
+        assert len(_memo.entries()) == 1 and next(iter(_memo.entries().values())).tail[-1] is spec
         assert np.array_equal(first, again)
         assert np.allclose(again, np.maximum(np.asarray(a) @ np.asarray(b) + bias, 0))
         with pytest.raises(TypeError, match="complex"):
@@ -306,7 +307,7 @@ def test_memoized_calls_validate_and_answer_like_first_calls(emulated, rng, monk
         with pytest.raises(ValueError, match="NaN"):
             _matmul.matmul(a, b, bias=_fake(np.full(6, np.nan)), activation="relu",
                            check_finite=True)
-        monkeypatch.setattr(_calls._memo, "limit", 2)  # the memo of the calling thread
+        monkeypatch.setattr(_memo._memo, "limit", 2)  # the memo of the calling thread
         for n in (2, 3, 4):
             _matmul.matmul(a, _fake(rng.standard_normal((5, n))))
-        assert 1 <= len(_calls._memo.calls) <= 2
+        assert 1 <= len(_memo.entries()) <= 2

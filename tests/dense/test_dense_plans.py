@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
+from gpulinalg._runtime import memo as _memo  # noqa: E402
 from gpulinalg.dense import _plans_cuda as _plans
 from gpulinalg.dense import clear_plan_cache, matmul, plan_cache_info
 
@@ -124,7 +125,7 @@ def test_repeated_calls_reuse_their_plan_through_evictions_and_clears(rng):
         check(0, alpha)
     info = plan_cache_info()
     assert (info.hits - before.hits, info.misses - before.misses) == (4, 0)
-    spec = next(s for _, s, _ in _calls._memo.calls.values() if s.out_shape == (24, 8))
+    spec = next(k.tail[-1] for k in _memo.entries().values() if k.tail[-1].out_shape == (24, 8))
     assert spec.plan is not None and spec.plan.key is not None
     with gpulinalg.config(plan_cache_size=1):
         for i in (0, 1, 0, 1, 1):

@@ -1,5 +1,6 @@
-"""Repeats of a call decide once: ``dispatch.again`` with a kept ``Decision`` (the per-call hot
-path of dense for CUDA torch tensors and CuPy arrays), and dense's memo entries that hold one."""
+"""Repeats of a call decide once: the dispatcher's front door keeps a call's plan and GPU decision
+under its key (the per-call hot path of dense for CUDA torch tensors and CuPy arrays), and dense's
+memo entries that hold one."""
 
 import numpy as np
 import pytest
@@ -7,9 +8,11 @@ import pytest
 import gpulinalg
 from gpulinalg._runtime import budget as _budget
 from gpulinalg._runtime import device as _device
-from gpulinalg._runtime import testing
+from gpulinalg import testing
+from tests.support import fake_gpu as fakes
 from gpulinalg._runtime.config import config_context, get_config
-from gpulinalg._runtime.dispatch import Decision, again
+from gpulinalg._runtime import memo
+from gpulinalg._runtime.dispatch import Op, dispatch
 
 
 @pytest.fixture
@@ -24,28 +27,46 @@ def own_gpu(monkeypatch):
     monkeypatch.setattr(_budget, "_pool_limit_left", lambda: None)
 
 
-def _decision(calls, nbytes=1000, fail=False):
-    def gpu(x):
-        calls.append("gpu")
-        if fail:
-            raise ValueError("engine failed")
-        return x + 1
+class _Keyed:
+    """One keyed call of the front door, as a memoized ``_api`` function makes it."""
 
-    def cpu(x):
-        calls.append("cpu")
-        return x + 1
-    return Decision("test.repeat", gpu, cpu, nbytes=nbytes, own_stream=False, convert=False)
+    def __init__(self, calls, nbytes=1000, fail=False):
+        def gpu(x):
+            calls.append("gpu")
+            if fail:
+                raise ValueError("engine failed")
+            return x + 1
+
+        def cpu(x):
+            calls.append("cpu")
+            return x + 1
+        self.key = ("test.repeat", id(self))
+        self.op = Op("test.repeat", gpu, cpu, nbytes=nbytes, own_stream=False, convert=False)
+
+    def __call__(self, x):
+        return dispatch(lambda x: self.op._replace(args=(x,)), x, key=self.key, lead=(x,))
+
+    @property
+    def held(self):
+        """Whether the memo keeps a GPU decision for the key."""
+        kept = memo.lookup(self.key)
+        return kept is not None and kept.dev is not None
+
+    def swap_gpu(self, fn):
+        self.op = self.op._replace(gpu_fn=fn)
+        kept = memo.lookup(self.key)
+        if kept is not None:
+            kept.op = kept.op._replace(gpu_fn=fn)
 
 
 def test_a_kept_gpu_decision_runs_the_engine_at_once(own_gpu):
     calls, x = [], np.zeros(2)
-    d = _decision(calls)
+    d = _Keyed(calls)
     with config_context(backend="gpu"):
-        settings = get_config()
-        again(d, (x,), x, settings)
-        assert d.settings is settings and calls == ["gpu"]
+        d(x)
+        assert d.held and calls == ["gpu"]
         assert gpulinalg.last_run().backend == "gpu"
-        out = again(d, (x,), x, settings)
+        out = d(x)
         rec = gpulinalg.last_run()
     assert calls == ["gpu", "gpu"] and np.array_equal(out, x + 1)
     assert rec.op == "test.repeat" and rec.backend == "gpu" and rec.device == 0
@@ -54,54 +75,52 @@ def test_a_kept_gpu_decision_runs_the_engine_at_once(own_gpu):
 
 def test_other_settings_decide_afresh(own_gpu):
     calls, x = [], np.zeros(2)
-    d = _decision(calls)
+    d = _Keyed(calls)
     with config_context(backend="gpu"):
-        again(d, (x,), x, get_config())
+        d(x)
     with config_context(backend="cpu"):
-        again(d, (x,), x, get_config())
+        d(x)
         assert gpulinalg.last_run().backend == "cpu"
     assert calls == ["gpu", "cpu"]
 
 
 def test_a_disabled_gpu_and_providers_are_never_skipped(own_gpu):
     calls, x = [], np.zeros(2)
-    d = _decision(calls)
+    d = _Keyed(calls)
     with config_context(backend="auto"):
-        settings = get_config()
-        again(d, (x,), x, settings)
-        _device._state["disabled"] = "simulated sticky error"
-        again(d, (x,), x, settings)
+        d(x)
+        _device._state["disabled"] = "an injected sticky error"
+        d(x)
         assert gpulinalg.last_run().backend == "cpu"
         testing.reset_gpu_state()
-        with testing.fake_gpu(), testing.inject_fault("oom", op="test.repeat"), \
+        with fakes.fake_gpu(), testing.inject_fault("oom", op="test.repeat"), \
                 pytest.warns(gpulinalg.FallbackWarning):
-            again(d, (x,), x, settings)  # the provider's fault: the full road falls back
+            d(x)  # the provider's fault: the full road falls back
         assert gpulinalg.last_run().fell_back
     assert calls == ["gpu", "cpu", "cpu"]
 
 
 def test_an_exception_of_a_repeat_goes_through_the_full_road(own_gpu):
     calls, x = [], np.zeros(2)
-    d = _decision(calls)
+    d = _Keyed(calls)
     with config_context(backend="gpu"):
-        settings = get_config()
-        again(d, (x,), x, settings)
-        d.gpu_fn = _decision(calls, fail=True).gpu_fn
+        d(x)
+        d.swap_gpu(_Keyed(calls, fail=True).op.gpu_fn)
         with pytest.raises(ValueError, match="engine failed"):
-            again(d, (x,), x, settings)
+            d(x)
         assert "raised" in gpulinalg.last_run().details
-    assert calls == ["gpu", "gpu", "gpu"] and d.settings is None
+    assert calls == ["gpu", "gpu", "gpu"] and not d.held
 
 
 def test_large_jobs_and_provider_runs_decide_every_time(own_gpu):
     calls, x = [], np.zeros(2)
-    big = _decision(calls, nbytes=40 << 30)  # over a quarter of the free 64 GiB
-    small = _decision(calls)
+    big = _Keyed(calls, nbytes=40 << 30)  # over a quarter of the free 64 GiB
+    small = _Keyed(calls)
     with config_context(backend="gpu"):
-        again(big, (x,), x, get_config())
-        with testing.fake_gpu():
-            again(small, (x,), x, get_config())
-    assert calls == ["gpu", "gpu"] and big.settings is None and small.settings is None
+        big(x)
+        with fakes.fake_gpu():
+            small(x)
+    assert calls == ["gpu", "gpu"] and not big.held and not small.held
 
 
 def test_memo_entries_serve_only_their_settings():
@@ -111,11 +130,11 @@ def test_memo_entries_serve_only_their_settings():
     _calls.clear()
     matmul(a, b)
     key = _calls.call_key(a, b, None, None, None, 1.0, 0.0, False, None, None)
-    decision, spec, settings = _calls.lookup(key)
-    assert settings is get_config() and spec.autotune == "auto"
+    kept = _calls.lookup(key)
+    assert kept.settings is get_config() and kept.tail[-1].autotune == "auto"
     with config_context(autotune=True):
         matmul(a, b)
-        assert _calls.lookup(key)[1].autotune is True  # validated again under the new settings
+        assert _calls.lookup(key).tail[-1].autotune is True  # planned again under the new settings
     assert gpulinalg.last_run().backend == "cpu"
 
 
@@ -124,24 +143,23 @@ def test_a_repeat_out_of_memory_falls_back_without_a_second_gpu_run(own_gpu, mod
     """Out of memory in a repeat is handled as in a first call: the CPU run (fallback='cpu') or
     a MemoryError (fallback='raise'), recorded, and the GPU is not tried a second time."""
     calls, x = [], np.zeros(2)
-    d = _decision(calls)
+    d = _Keyed(calls)
     with config_context(backend="gpu", fallback=mode):
-        settings = get_config()
-        again(d, (x,), x, settings)
+        d(x)
 
         def oom(x):
             calls.append("gpu")
             raise MemoryError("out of memory")
-        d.gpu_fn = oom
+        d.swap_gpu(oom)
         if mode == "cpu":
             with pytest.warns(gpulinalg.FallbackWarning):
-                assert np.array_equal(again(d, (x,), x, settings), x + 1)
+                assert np.array_equal(d(x), x + 1)
             assert gpulinalg.last_run().fell_back and gpulinalg.last_run().backend == "cpu"
         else:
             with pytest.raises(MemoryError):
-                again(d, (x,), x, settings)
+                d(x)
             assert "raised" in gpulinalg.last_run().details
-    assert calls == ["gpu", "gpu"] + (["cpu"] if mode == "cpu" else []) and d.settings is None
+    assert calls == ["gpu", "gpu"] + (["cpu"] if mode == "cpu" else []) and not d.held
 
 
 @pytest.mark.parametrize("mode", ["cpu", "raise"])
@@ -149,17 +167,16 @@ def test_torch_out_of_memory_is_a_memory_error_to_the_dispatcher(fake_gpu, mode)
     """torch's caching allocator raises torch.OutOfMemoryError (a RuntimeError): the dispatcher
     falls back on it, or raises it as a MemoryError, as for CuPy's."""
     torch = pytest.importorskip("torch")
-    from gpulinalg._runtime.dispatch import dispatch
 
     def gpu(x):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    with gpulinalg.config(backend="gpu", fallback=mode):
+    with gpulinalg.config_context(backend="gpu", fallback=mode):
         if mode == "cpu":
             with pytest.warns(gpulinalg.FallbackWarning):
-                out = dispatch("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),))
+                out = dispatch(Op("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),)))
             assert np.array_equal(out, [1.0, 1.0]) and gpulinalg.last_run().fell_back
         else:
             with pytest.raises(MemoryError, match="torch's allocator") as info:
-                dispatch("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),))
+                dispatch(Op("test.torch_oom", gpu, lambda x: x + 1, (np.zeros(2),)))
             assert isinstance(info.value.__cause__, torch.OutOfMemoryError)

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from benchmarks import dense_torch_host as harness  # noqa: E402
 from gpulinalg import config_context, get_config  # noqa: E402
+from gpulinalg._runtime import memo as _memo  # noqa: E402
 from gpulinalg.dense import _calls, _linear_torch, _plans_cuda  # noqa: E402
 from gpulinalg.dense import plan_cache_info  # noqa: E402
 
@@ -30,14 +31,14 @@ def test_step_reuses_its_memo_and_plans(activation, first):
     with harness.stand_in():
         step()
         step()  # the first step's keys, then the repeats' (the output gradient's alignment)
-        memo, before, launched = len(_calls._memo.calls), plan_cache_info(), _launches()
+        memo, before, launched = len(_memo.entries()), plan_cache_info(), _launches()
         steps = 5
         with harness.SlowRoads() as counts:
             for _ in range(steps):
                 step()
         after = plan_cache_info()
         assert counts == {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
-        assert len(_calls._memo.calls) == memo
+        assert len(_memo.entries()) == memo
         assert after.misses == before.misses and after.size == before.size
         # forward, grad_W (+ grad_b from its epilog), and grad_x unless it is a first layer
         assert (_launches() - launched) == steps * (2 if first else 3)

@@ -10,6 +10,7 @@ from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct, E
                                               Matern, RationalQuadratic, WhiteKernel)
 
 import gpulinalg
+from tests.support import fake_gpu as fakes
 from gpulinalg.gp import GaussianProcessRegressor, _kernels_xp
 from gpulinalg.gp._kernels_xp import compile_kernel
 
@@ -312,7 +313,7 @@ def test_last_run_records_gp_ops(rng):
 def test_forced_oom_falls_back(fake_gpu, rng):
     x, y = data(rng, n=20)
     ref = GaussianProcessRegressor(RBF() + WhiteKernel(0.1), optimizer=None).fit(x, y)
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     with testing.inject_fault("oom", times=100), gpulinalg.config(backend="gpu"):
         gp = GaussianProcessRegressor(RBF() + WhiteKernel(0.1), optimizer=None)
         with pytest.warns(gpulinalg.FallbackWarning):
@@ -325,10 +326,10 @@ def test_forced_oom_falls_back(fake_gpu, rng):
 
 
 def test_too_big_for_vram_runs_on_cpu(rng):
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     x, y = data(rng, n=30)
     ref = GaussianProcessRegressor(RBF() + WhiteKernel(0.1)).fit(x, y)
-    with testing.fake_gpu(free=1 << 10), gpulinalg.config(backend="gpu"):
+    with fakes.fake_gpu(free=1 << 10), gpulinalg.config(backend="gpu"):
         gp = GaussianProcessRegressor(RBF() + WhiteKernel(0.1))
         with pytest.warns(gpulinalg.FallbackWarning, match="available"):
             gp.fit(x, y)

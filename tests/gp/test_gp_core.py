@@ -142,7 +142,7 @@ def test_bad_input():
 
 
 def test_forced_oom_falls_back(fake_gpu, rng):
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     K, y = spd(rng, 30), rng.standard_normal(30)
     ref = exact_gp_solve(K, y)
     with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):

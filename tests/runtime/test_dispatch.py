@@ -10,7 +10,8 @@ import pytest
 
 import gpulinalg
 from gpulinalg._runtime import dispatch as _dispatch
-from gpulinalg._runtime import testing
+from gpulinalg import testing
+from tests.support import fake_gpu as fakes
 
 
 def _fns(calls):
@@ -26,7 +27,7 @@ def _fns(calls):
 
 def run(calls, x, **kw):
     gpu, cpu = _fns(calls)
-    return _dispatch.dispatch("test.double", gpu, cpu, (x,), **kw)
+    return _dispatch.dispatch(_dispatch.Op("test.double", gpu, cpu, (x,), **kw))
 
 
 def test_no_gpu_auto_runs_cpu_without_warning(monkeypatch):
@@ -86,8 +87,8 @@ def test_headroom_counts(fake_gpu):
 def test_oversize_route_instead_of_cpu(fake_gpu):
     calls = []
     gpu, cpu = _fns(calls)
-    out = _dispatch.dispatch("test.ooc", gpu, cpu, (np.ones(2),), nbytes=1 << 40,
-                             oversize_fn=lambda x: calls.append("ooc") or x * 3)
+    out = _dispatch.dispatch(_dispatch.Op("test.ooc", gpu, cpu, (np.ones(2),), nbytes=1 << 40,
+                                          oversize_fn=lambda x: calls.append("ooc") or x * 3))
     assert calls == ["ooc"] and np.all(out == 3)
     assert gpulinalg.last_run().backend == "gpu-out-of-core"
 
@@ -147,7 +148,7 @@ def test_sticky_disables_real_availability(monkeypatch):
 def test_sticky_with_fallback_raise(fake_gpu):
     with testing.inject_fault("sticky"), gpulinalg.config(fallback="raise"):
         with pytest.warns(gpulinalg.FallbackWarning, match="GPU disabled"):
-            with pytest.raises(testing.SimulatedCUDAError):
+            with pytest.raises(testing.InjectedCUDAError):
                 run([], np.ones(3))
     testing.reset_gpu_state()
 
@@ -156,7 +157,7 @@ def test_other_errors_propagate(fake_gpu):
     def gpu(x):
         raise ValueError("bad value 3")
     with pytest.raises(ValueError, match="bad value 3"):
-        _dispatch.dispatch("test.err", gpu, lambda x: x, (np.ones(1),))
+        _dispatch.dispatch(_dispatch.Op("test.err", gpu, lambda x: x, (np.ones(1),)))
 
 
 @pytest.mark.parametrize("status, sticky", [(700, True), (719, True), (2, False), (None, False)])
@@ -167,7 +168,7 @@ def test_is_sticky_by_status_not_message(status, sticky):
 
 
 def test_is_sticky_follows_cause():
-    inner = testing.SimulatedCUDAError(719)
+    inner = testing.InjectedCUDAError(719)
     try:
         try:
             raise inner
@@ -205,12 +206,12 @@ def test_note_adds_details(fake_gpu):
         _dispatch.note(iterations=3)
         return x
     with gpulinalg.config(backend="cpu"):
-        _dispatch.dispatch("test.note", cpu, cpu, (np.ones(1),))
+        _dispatch.dispatch(_dispatch.Op("test.note", cpu, cpu, (np.ones(1),)))
     assert gpulinalg.last_run().details == {"iterations": 3}
 
 
 def test_results_in_tuples_are_converted(fake_gpu):
-    out = _dispatch.dispatch("test.tuple", lambda x: (x, [x], {"a": x}), None, (np.ones(2),))
+    out = _dispatch.dispatch(_dispatch.Op("test.tuple", lambda x: (x, [x], {"a": x}), None, (np.ones(2),)))
     assert isinstance(out[0], np.ndarray) and isinstance(out[1][0], np.ndarray)
 
 
@@ -218,7 +219,7 @@ def test_sticky_error_in_the_memory_query_routes_to_cpu(fake_gpu, monkeypatch):
     from gpulinalg._runtime import budget
 
     def poisoned(nbytes, device=None):
-        raise testing.SimulatedCUDAError(700)
+        raise testing.InjectedCUDAError(700)
     monkeypatch.setattr(budget, "fits", poisoned)
     calls = []
     with pytest.warns(gpulinalg.FallbackWarning, match="GPU disabled"):
@@ -226,7 +227,7 @@ def test_sticky_error_in_the_memory_query_routes_to_cpu(fake_gpu, monkeypatch):
     assert calls == ["cpu"] and np.all(out == 2) and gpulinalg.last_run().fell_back
     testing.reset_gpu_state()
     with gpulinalg.config(fallback="raise"), pytest.warns(gpulinalg.FallbackWarning):
-        with pytest.raises(testing.SimulatedCUDAError):
+        with pytest.raises(testing.InjectedCUDAError):
             run(calls, np.ones(2))
     testing.reset_gpu_state()
 
@@ -236,9 +237,9 @@ def test_record_is_kept_when_the_call_raises():
         raise ValueError("bad input deep inside")
 
     with gpulinalg.config(backend="cpu"):
-        _dispatch.dispatch("test.ok", lambda x: x, lambda x: x, (np.ones(2),))
+        _dispatch.dispatch(_dispatch.Op("test.ok", lambda x: x, lambda x: x, (np.ones(2),)))
         with pytest.raises(ValueError):
-            _dispatch.dispatch("test.boom", boom, boom, (np.ones(2),))
+            _dispatch.dispatch(_dispatch.Op("test.boom", boom, boom, (np.ones(2),)))
     rec = gpulinalg.last_run()
     assert rec.op == "test.boom" and rec.backend == "cpu"
     assert rec.details["raised"] == "ValueError: bad input deep inside"
@@ -248,7 +249,7 @@ def test_fallback_warning_points_at_the_callers_line(fake_gpu):
     import inspect
     with testing.inject_fault("oom"), pytest.warns(gpulinalg.FallbackWarning) as caught:
         line = inspect.currentframe().f_lineno + 1
-        _dispatch.dispatch("test.op", lambda x: x, lambda x: x, (np.ones(2),))
+        _dispatch.dispatch(_dispatch.Op("test.op", lambda x: x, lambda x: x, (np.ones(2),)))
     assert caught[0].filename == __file__ and caught[0].lineno == line
 
 
@@ -272,7 +273,7 @@ def test_dask_input_takes_the_dask_route_and_stays_lazy():
         calls.append("host")
         return a
 
-    out = _dispatch.dispatch("test.dask", host, host, (x,), dask_fn=lambda a: a * 2)
+    out = _dispatch.dispatch(_dispatch.Op("test.dask", host, host, (x,), dask_fn=lambda a: a * 2))
     assert isinstance(out, da.Array) and calls == []
     rec = gpulinalg.last_run()
     assert (rec.op, rec.backend, rec.device) == ("test.dask", "dask", "dask")
@@ -283,7 +284,7 @@ def test_dask_input_without_a_dask_route_is_refused_not_computed():
     da = pytest.importorskip("dask.array")
     x = da.ones((4, 4), chunks=2)
     with pytest.raises(TypeError, match="does not take Dask arrays"):
-        _dispatch.dispatch("test.nodask", lambda a: a, lambda a: a, (x,))
+        _dispatch.dispatch(_dispatch.Op("test.nodask", lambda a: a, lambda a: a, (x,)))
 
 
 def test_not_positive_definite_error_survives_pickling():
@@ -301,7 +302,7 @@ def _validated_on_gpu(calls):
         calls.append(gpulinalg.get_config().backend.value)
         if gpulinalg.get_config().backend.value != "cpu":
             raise MemoryError("validation ran out of GPU memory")
-        return _dispatch.dispatch("test.front", lambda a: a + 1, lambda a: a + 1, (x,))
+        return _dispatch.dispatch(_dispatch.Op("test.front", lambda a: a + 1, lambda a: a + 1, (x,)))
     return public
 
 
@@ -367,7 +368,7 @@ def test_front_door_leaves_the_dispatchers_memory_errors_alone(fake_gpu):
     @_dispatch.front_door("test.front")
     def public(x):
         calls.append(1)
-        return _dispatch.dispatch("test.front", lambda a: a, lambda a: a, (x,))
+        return _dispatch.dispatch(_dispatch.Op("test.front", lambda a: a, lambda a: a, (x,)))
 
     with testing.inject_fault("oom"), gpulinalg.config(fallback="raise"):
         with pytest.raises(MemoryError):
@@ -384,10 +385,10 @@ def test_headroom_is_what_a_gpu_run_may_spend_beyond_its_estimate():
         seen.append(_dispatch.headroom_bytes())
         return x
 
-    with testing.fake_gpu(free=8 << 30):
-        _dispatch.dispatch("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20)
+    with fakes.fake_gpu(free=8 << 30):
+        _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20))
         assert seen and 0 < seen[0] <= (8 << 30) - (1 << 20)
         assert _dispatch.headroom_bytes() is None  # reset when the run ends
         with gpulinalg.config(backend="cpu"):
-            _dispatch.dispatch("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20)
+            _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20))
     assert len(seen) == 1

@@ -29,7 +29,8 @@ import pytest
 import scipy.sparse as sp
 
 import gpulinalg
-from gpulinalg._runtime import testing
+from gpulinalg import testing
+from tests.support import fake_gpu as fakes
 
 from tests.support import faults as _faults
 
@@ -414,7 +415,7 @@ def test_dispatch_log_sees_fallbacks(fake_gpu):
 
 
 def _trial(cupy, call, inputs, reference, mode, k=1):
-    with testing.fake_gpu():
+    with fakes.fake_gpu():
         out = _faults.run_trial(cupy, call, inputs, reference, k, mode, True)
     testing.reset_gpu_state()
     return out

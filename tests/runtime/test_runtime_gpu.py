@@ -7,7 +7,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg._runtime import arrays, streams
-from gpulinalg._runtime.dispatch import dispatch
+from gpulinalg._runtime.dispatch import Op, dispatch
 
 from tests.support.threads import run_in_threads
 
@@ -42,16 +42,16 @@ def test_handles_per_thread_distinct_and_reused(library):
 def test_cupy_in_cupy_out_and_host_in_host_out(xp_gpu):
     cp = xp_gpu
     twice = lambda x: x * 2  # noqa: E731
-    out = dispatch("test.twice", twice, twice, (cp.arange(4.0),))
+    out = dispatch(Op("test.twice", twice, twice, (cp.arange(4.0),)))
     assert isinstance(out, cp.ndarray) and gpulinalg.last_run().backend == "gpu"
-    out = dispatch("test.twice", twice, twice, (np.arange(4.0),))
+    out = dispatch(Op("test.twice", twice, twice, (np.arange(4.0),)))
     assert isinstance(out, np.ndarray) and np.array_equal(out, np.arange(4.0) * 2)
 
 
 def test_torch_cuda_round_trip(xp_gpu):
     torch = pytest.importorskip("torch")
     t = torch.arange(4.0, device="cuda")
-    out = dispatch("test.twice", lambda x: x * 2, None, (t,))
+    out = dispatch(Op("test.twice", lambda x: x * 2, None, (t,)))
     assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
     assert torch.equal(out, t * 2)
     assert arrays.kind_of(arrays.to_device(t)) is arrays.Kind.CUPY
@@ -64,8 +64,8 @@ def test_pool_limit_below_estimate_routes_to_cpu_up_front(xp_gpu):
     try:
         pool.set_limit(size=64 << 20)
         with pytest.warns(gpulinalg.FallbackWarning, match="available on the GPU"):
-            dispatch("test.big", lambda x: calls.append("gpu"), lambda x: calls.append("cpu"),
-                     (np.ones(4),), nbytes=1 << 30)
+            dispatch(Op("test.big", lambda x: calls.append("gpu"), lambda x: calls.append("cpu"),
+                        (np.ones(4),), nbytes=1 << 30))
     finally:
         pool.set_limit(size=0)
     assert calls == ["cpu"] and gpulinalg.last_run().fell_back
@@ -85,7 +85,7 @@ def test_real_oom_falls_back_and_memory_returns(xp_gpu):
     try:
         pool.set_limit(size=before + (128 << 20))
         with pytest.warns(gpulinalg.FallbackWarning, match="out of memory"):
-            out = dispatch("test.greedy", greedy, lambda a: a.sum(), (x,), nbytes=1 << 20)
+            out = dispatch(Op("test.greedy", greedy, lambda a: a.sum(), (x,), nbytes=1 << 20))
     finally:
         pool.set_limit(size=0)
     assert float(out) == float(np.arange(1000.0).sum())
@@ -103,7 +103,7 @@ def test_sixteen_threads_mixed_dispatch(xp_gpu):
         try:
             a = cp.full((256, 256), float(i))
             for _ in range(5):
-                out = dispatch("test.mm", lambda m: m @ m, lambda m: m @ m, (a,))
+                out = dispatch(Op("test.mm", lambda m: m @ m, lambda m: m @ m, (a,)))
             results[i] = float(out[0, 0])
         except Exception as exc:  # surfaced below
             errors.append(exc)
@@ -127,8 +127,8 @@ def test_dispatch_stream_and_conversion_choices(own_stream, same_package):
     x = cupy.arange(1 << 20, dtype=np.float64)
     caller = cupy.cuda.Stream(non_blocking=True)
     with caller:
-        out = dispatch("test.streams", gpu_fn, lambda x: x * 2, (x,), nbytes=x.nbytes,
-                       same_package=same_package, own_stream=own_stream)
+        out = dispatch(Op("test.streams", gpu_fn, lambda x: x * 2, (x,), nbytes=x.nbytes,
+                          same_package=same_package, own_stream=own_stream))
         expect = x * 2  # queued on the caller's stream after the result: must see it done
         assert bool((out == expect).all())
     caller.synchronize()

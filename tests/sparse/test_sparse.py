@@ -11,7 +11,7 @@ import scipy.sparse.linalg as spla
 import gpulinalg
 from gpulinalg import (FallbackWarning, GPUUnavailableError, LinAlgError, NotPositiveDefiniteError,
                        ResidualWarning)
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg._runtime.config import config_context
 from gpulinalg.sparse import (NotPositiveDefiniteWarning, ResidualError, default_tol,
                               factorize, solve)

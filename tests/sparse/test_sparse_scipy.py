@@ -142,7 +142,7 @@ def test_warnings_point_at_the_callers_line(rng):
 
 def test_fallback_warning_points_at_the_callers_line(fake_gpu, rng):
     from gpulinalg import FallbackWarning
-    from gpulinalg._runtime import testing
+    from gpulinalg import testing
     a = spd(30, rng)
     with testing.inject_fault("oom"), gpulinalg.config(backend="gpu"):
         with warnings.catch_warnings(record=True) as caught:

@@ -10,11 +10,9 @@ import numpy as np
 from ..._runtime import arrays as _arrays
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.budget import nbytes_of
-from ..._runtime.config import get_config
 from . import _cholesky_cuda, _cholesky_dask, _cholesky_host
-from .. import _repeats
-from .._checks import (broadcast_batch, check_dask, check_rhs, empty_result, flag, flops_scale,
-                       is_dask, prepare, real_dtype)
+from .._checks import (broadcast_batch, check_dask, check_rhs, cupy_key, empty_result, flag,
+                       flops_scale, is_dask, prepare, real_dtype)
 from ._cholesky_xp import logdet_checked
 from .._gpu._cusolver_cuda import workspace_bytes
 
@@ -144,18 +142,18 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
 
 def _factor(op, a, lower, overwrite_a, check_finite, clean):
     overwrite_a = flag(overwrite_a, "overwrite_a")
-    # A repeat of a CuPy call (same layout and options): no validation, the decision kept
-    # (_repeats). Not with overwrite_a: a failed in-place factor could not be run again.
-    key = None if overwrite_a else _repeats.call_key(op, a, None,
-                                                      (bool(lower), bool(check_finite)))
-    if key is not None:
-        known = _repeats.lookup(key)
-        if known is not None:
-            return _dispatch.again(known[0], (a, *known[1]), a, get_config())
+    # A repeat of a CuPy call (same layout and options) skips the planning below (the
+    # dispatcher's memo). Not with overwrite_a: a failed in-place factor could not run again.
+    key = None if overwrite_a else cupy_key(op, a, None, (bool(lower), bool(check_finite)))
+    return _dispatch.dispatch(_plan_factor, op, a, lower, overwrite_a, check_finite, clean,
+                              key is not None, key=key, lead=(a,))
+
+
+def _plan_factor(op, a, lower, overwrite_a, check_finite, clean, cupy_only):
     if is_dask(a):
         check_dask(a, square=True)
-        return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
-                                  (a, bool(lower)), dask_fn=_cholesky_dask.cholesky)
+        return _dispatch.Op(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
+                            (a, bool(lower)), dask_fn=_cholesky_dask.cholesky)
     # GPU input: the engine checks finiteness with the info codes (one read-back in all)
     defer = bool(check_finite) and _arrays.on_gpu(a)
     a, dtype = prepare(a, square=True, check_finite=bool(check_finite) and not defer)
@@ -167,18 +165,13 @@ def _factor(op, a, lower, overwrite_a, check_finite, clean):
     # The estimate holds the input and a working copy. An input already on the GPU that may be
     # overwritten has a second GPU route when that does not fit: factor it in place.
     in_place = _cholesky_cuda.cholesky_in_place if overwrite_a and _arrays.on_gpu(a) else None
-    shape = tuple(a.shape)  # the estimate holds no array (a kept decision outlives the call)
+    shape = tuple(a.shape)  # the estimate holds no array (a kept call outlives this one)
 
     def nbytes():
         return 2 * nbytes_of((shape, dtype)) + workspace_bytes("potrf", n, n, dtype)
-    tail = (bool(lower), bool(overwrite_a), clean, dtype, defer)
-    if key is None:
-        return _dispatch.dispatch(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
-                                  (a, *tail), nbytes=nbytes, flops=flops, oversize_fn=in_place)
-    decision = _dispatch.Decision(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
-                                  nbytes=nbytes, flops=flops, same_package=True)
-    _repeats.remember(key, (decision, tail))
-    return _dispatch.again(decision, (a, *tail), a, get_config())
+    return _dispatch.Op(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
+                        (a, bool(lower), bool(overwrite_a), clean, dtype, defer), nbytes=nbytes,
+                        flops=flops, oversize_fn=in_place, same_package=cupy_only)
 
 
 @_dispatch.front_door("decomp.cho_solve")
@@ -237,14 +230,15 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     True
     """
     c, lower = _pair(c_and_lower)
-    key = _repeats.call_key("decomp.cho_solve", c, b, (bool(lower), bool(overwrite_b),
-                                                        bool(check_finite)))
-    if key is not None:  # a repeat of a CuPy call: no validation, the decision kept
-        known = _repeats.lookup(key)
-        if known is not None:
-            return _dispatch.again(known[0], (c, known[1], b, *known[2]), b, get_config())
+    key = cupy_key("decomp.cho_solve", c, b, (bool(lower), bool(overwrite_b),
+                                               bool(check_finite)))
+    return _dispatch.dispatch(_plan_cho_solve, c, bool(lower), b, overwrite_b, check_finite,
+                              key is not None, key=key, lead=(c, bool(lower), b))
+
+
+def _plan_cho_solve(c, lower, b, overwrite_b, check_finite, cupy_only):
     if is_dask(c, b):
-        return _dask_solve(c, bool(lower), b)
+        return _dask_solve(c, lower, b)
     # GPU input: the engine checks finiteness with the conditioning figures (one read-back)
     defer = bool(check_finite) and (_arrays.on_gpu(c) or _arrays.on_gpu(b))
     c, dtype_c = prepare(c, "c", square=True, check_finite=bool(check_finite) and not defer)
@@ -259,21 +253,15 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
     nb = math.prod(batch)
     nbytes = nbytes_of((c.shape, dtype), (b.shape, dtype), (shape, dtype))
     flops = 2 * nb * c.shape[-1] ** 2 * (1 if vec else b.shape[-1]) * flops_scale(dtype)
-    tail = (bool(overwrite_b), dtype, True, defer)
-    if key is None:
-        return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve,
-                                  _cholesky_host.cho_solve, (c, bool(lower), b, *tail),
-                                  nbytes=nbytes, flops=flops, like=b, own_stream=False)
-    decision = _dispatch.Decision("decomp.cho_solve", _cholesky_cuda.cho_solve,
-                                  _cholesky_host.cho_solve, nbytes=nbytes, flops=flops,
-                                  same_package=True, own_stream=False)
-    _repeats.remember(key, (decision, bool(lower), tail))
-    return _dispatch.again(decision, (c, bool(lower), b, *tail), b, get_config())
+    return _dispatch.Op("decomp.cho_solve", _cholesky_cuda.cho_solve, _cholesky_host.cho_solve,
+                        (c, lower, b, bool(overwrite_b), dtype, True, defer), nbytes=nbytes,
+                        flops=flops, like=b, same_package=cupy_only, own_stream=False)
 
 
 def _dask_solve(c, lower, b):
-    """The Dask route of :func:`cho_solve`: a factor or right-hand side that is not a Dask
-    array is wrapped as one (tiled as the other), then the blocked substitutions."""
+    """The :class:`~gpulinalg._runtime.dispatch.Op` of :func:`cho_solve`'s Dask route: a factor
+    or right-hand side that is not a Dask array is wrapped as one (tiled as the other), then
+    the blocked substitutions."""
     from .._tiles._graph_dask import dask_array
     da = dask_array()
     if not is_dask(c):
@@ -286,8 +274,8 @@ def _dask_solve(c, lower, b):
     if b.shape[0] != c.shape[-1]:
         raise ValueError(f"incompatible dimensions: a is {tuple(c.shape)}, "
                          f"b is {tuple(b.shape)}")
-    return _dispatch.dispatch("decomp.cho_solve", _cholesky_cuda.cho_solve,
-                              _cholesky_host.cho_solve, (c, lower, b), dask_fn=_dask_cho_solve)
+    return _dispatch.Op("decomp.cho_solve", _cholesky_cuda.cho_solve, _cholesky_host.cho_solve,
+                        (c, lower, b), dask_fn=_dask_cho_solve)
 
 
 def _dask_cho_solve(c, lower, b):
@@ -345,14 +333,16 @@ def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     c, _lower = _pair(c_and_lower)
     if is_dask(c):
         check_dask(c, "c", square=True)
-        return _dispatch.dispatch("decomp.logdet_cholesky", logdet_checked, logdet_checked,
-                                  (c, bool(_lower)), dask_fn=_dask_logdet)
+        return _dispatch.dispatch(_dispatch.Op("decomp.logdet_cholesky", logdet_checked,
+                                               logdet_checked, (c, bool(_lower)),
+                                               dask_fn=_dask_logdet))
     c, dtype = prepare(c, "c", square=True, check_finite=False)
     if c.shape[-1] == 0:
         res = _dispatch.shortcut("decomp.logdet_cholesky",
                                  empty_result(c, (tuple(c.shape[:-2]), real_dtype(dtype)))[0])
     else:
-        res = _dispatch.dispatch("decomp.logdet_cholesky", logdet_checked, logdet_checked,
-                                 (c, dtype), nbytes=nbytes_of((c.shape, dtype)),
-                                 flops=c.shape[-1])
+        res = _dispatch.dispatch(_dispatch.Op("decomp.logdet_cholesky", logdet_checked,
+                                              logdet_checked, (c, dtype),
+                                              nbytes=nbytes_of((c.shape, dtype)),
+                                              flops=c.shape[-1]))
     return res[()] if isinstance(res, np.ndarray) else res

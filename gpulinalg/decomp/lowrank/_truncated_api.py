@@ -132,10 +132,10 @@ def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 
     nbytes, flops = _estimate(m, n, plan, host)
     streamed = _truncated_cuda.truncated_svd_streamed
     gpu_fn = streamed if (host and out_of_core) else _truncated_cuda.truncated_svd
-    return _dispatch.dispatch(
+    return _dispatch.dispatch(_dispatch.Op(
         "decomp.truncated_svd", gpu_fn, _truncated_host.truncated_svd, (a, plan), nbytes=nbytes,
         flops=None if kind == "sparse" and is_cupy_sparse(a) else flops,
-        oversize_fn=streamed if host and out_of_core is not False else None, like=like)
+        oversize_fn=streamed if host and out_of_core is not False else None, like=like))
 
 
 def _dask(a, k, method, n_oversamples, n_iter, normalizer, random_state, error_estimate):
@@ -144,12 +144,12 @@ def _dask(a, k, method, n_oversamples, n_iter, normalizer, random_state, error_e
     if method not in ("auto", "randomized"):
         raise ValueError(f"method={method!r} is not supported for Dask arrays: use "
                          "method='randomized' (or 'auto'), the algorithm that runs on a cluster")
-    return _dispatch.dispatch(
+    return _dispatch.dispatch(_dispatch.Op(
         "decomp.truncated_svd", _truncated_cuda.truncated_svd, _truncated_host.truncated_svd,
         (a, k), dict(n_oversamples=n_oversamples, n_iter=n_iter,
                      power_iteration_normalizer=normalizer, random_state=random_state,
                      error_estimate=bool(error_estimate)),
-        dask_fn=_randomized_dask.randomized_svd)
+        dask_fn=_randomized_dask.randomized_svd))
 
 
 def _classify(a):

@@ -174,11 +174,11 @@ class _PCA:
                         bool(self.whiten), select=self.n_components if k is None else None,
                         normalizer=self.power_iteration_normalizer, tol=float(self.tol))
         host = kind == "host"
-        result = _dispatch.dispatch(
+        result = _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_fit", _pca_cuda.fit, _pca_host.fit, (X, cfg),
             nbytes=_fit_bytes(X, cfg, host),
             flops=4.0 * n_samples * n_features * min(n_samples, n_features),
-            oversize_fn=_pca_cuda.fit_streamed if host else None, like=like)
+            oversize_fn=_pca_cuda.fit_streamed if host else None, like=like))
         self._store(result, solver, n_samples)
         return result.get("scores")
 
@@ -201,12 +201,12 @@ class _PCA:
             raise ValueError(f"n_components={k} must be between 0 and min(n_samples, "
                              f"n_features)={min(n_samples, n_features)} with "
                              f"svd_solver='{solver}'")
-        lazy = _dispatch.dispatch(
+        lazy = _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_fit", _pca_cuda.fit, _pca_host.fit, (X, k),
             dict(n_oversamples=int(self.n_oversamples), iterated_power=self.iterated_power,
                  power_iteration_normalizer=self.power_iteration_normalizer,
                  random_state=seed_of(self.random_state)),
-            dask_fn=_randomized_dask.pca)
+            dask_fn=_randomized_dask.pca))
         names = ("mean", "components", "singular_values", "explained_variance",
                  "explained_variance_ratio", "noise_variance")
         values = _graph_dask.compute(*(lazy[name] for name in names))
@@ -240,11 +240,11 @@ class _PCA:
         comp = self.components_
         ev = self.explained_variance_ if self.whiten else None
         host = kind == "host"
-        return _dispatch.dispatch(
+        return _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_transform", _pca_cuda.transform, _pca_host.transform,
             (X, comp, self.mean_, ev), nbytes=_transform_bytes(X, comp),
             flops=2.0 * X.shape[0] * X.shape[1] * comp.shape[0],
-            oversize_fn=_pca_cuda.transform_streamed if host else None, like=like)
+            oversize_fn=_pca_cuda.transform_streamed if host else None, like=like))
 
     def _transform_dask(self, X):
         """Lazy projections of a Dask array (``X - mean_`` never formed)."""
@@ -255,9 +255,9 @@ class _PCA:
         if self.whiten:
             xp = _v.namespace(self.explained_variance_)
             scale = 1 / xp.sqrt(self.explained_variance_)
-        return _dispatch.dispatch(
+        return _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_transform", _pca_cuda.transform, _pca_host.transform,
-            (X, self.components_, self.mean_, scale), dask_fn=_randomized_dask.transform)
+            (X, self.components_, self.mean_, scale), dask_fn=_randomized_dask.transform))
 
     @_dispatch.front_door("decomp.PCA.inverse_transform")
     def inverse_transform(self, X: Any) -> Any:
@@ -269,11 +269,11 @@ class _PCA:
         X = validate_projections(X, comp.shape[0], type(self).__name__)
         m, (k, n) = X.shape[0], comp.shape
         ev = self.explained_variance_ if self.whiten else None
-        return _dispatch.dispatch(
+        return _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_inverse_transform", _pca_cuda.inverse_transform,
             _pca_host.inverse_transform, (X, comp, self.mean_, ev),
             nbytes=(m * k + k * n + m * n + 2 * n) * comp.dtype.itemsize, flops=2.0 * m * k * n,
-            like=comp)
+            like=comp))
 
     def get_covariance(self) -> Any:
         """The model's data covariance ``components_.T diag(explained_variance_ - noise)
@@ -288,11 +288,11 @@ class _PCA:
         self._check_fitted()
         comp = self.components_
         k, n = comp.shape
-        return _dispatch.dispatch(
+        return _dispatch.dispatch(_dispatch.Op(
             op, gpu_fn, cpu_fn, (comp, self.explained_variance_, self.noise_variance_,
                                  bool(self.whiten)),
             nbytes=(3 * n * n + 2 * k * n) * comp.dtype.itemsize, flops=2.0 * k * n * n,
-            like=comp)
+            like=comp))
 
     def score_samples(self, X: Any) -> Any:
         """Log-likelihood of each sample under the probabilistic PCA model (Tipping & Bishop):
@@ -302,12 +302,12 @@ class _PCA:
         X, kind, like = validate(X, self, reset=False, solver="full")
         comp = self.components_
         m, n = X.shape
-        return _dispatch.dispatch(
+        return _dispatch.dispatch(_dispatch.Op(
             "decomp.pca_score_samples", _pca_cuda.score_samples, _pca_host.score_samples,
             (X, self.mean_, comp, self.explained_variance_, self.noise_variance_,
              bool(self.whiten)),
             nbytes=(2 * m * n + 3 * n * n) * comp.dtype.itemsize, flops=2.0 * m * n * n,
-            like=like if like is not None else comp)
+            like=like if like is not None else comp))
 
     def score(self, X: Any, y: Any = None) -> float:
         """Average log-likelihood of the samples of ``X`` (``y`` is ignored)."""

@@ -146,13 +146,13 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GI
     arrays = nbytes_of((a.shape, dtype), (batch + (max(m, n), max(q_cols, n)), dtype),
                        (batch + (m, n), dtype))
     flops = nb * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3) * flops_scale(dtype)
-    return _dispatch.dispatch(
+    return _dispatch.dispatch(_dispatch.Op(
         "decomp.qr", None if pivoting else _qr_cuda.qr, _qr_host.qr,
         (a, mode, bool(pivoting), _for_lapack(lwork), bool(overwrite_a), dtype, defer),
         flops=flops,
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)),
-        no_gpu_reason=PIVOTING_ON_CPU)
+        no_gpu_reason=PIVOTING_ON_CPU))
 
 
 def _dask(a, mode, pivoting, lwork):
@@ -169,8 +169,8 @@ def _dask(a, mode, pivoting, lwork):
         raise ValueError("qr of a Dask array needs one column of blocks (a tall-and-skinny "
                          f"array chunked along its rows only); got chunks {a.chunksize} in "
                          f"{a.numblocks} blocks: rechunk with a.rechunk({{1: -1}})")
-    return _dispatch.dispatch("decomp.qr", _qr_cuda.qr, _qr_host.qr, (a, mode),
-                              dask_fn=_qr_dask)
+    return _dispatch.dispatch(_dispatch.Op("decomp.qr", _qr_cuda.qr, _qr_host.qr, (a, mode),
+                                           dask_fn=_qr_dask))
 
 
 def _qr_dask(a, mode):

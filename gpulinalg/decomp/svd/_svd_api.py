@@ -129,13 +129,13 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     arrays = nbytes_of((a.shape, dtype), (batch + (big, k), dtype), (batch + (big, u_cols), dtype),
                        (batch + (k, k), dtype), (batch + (k, k), dtype))
     flops = nb * (4 * big * k * k + 22 * k ** 3) * flops_scale(dtype)
-    return _dispatch.dispatch(
+    return _dispatch.dispatch(_dispatch.Op(
         "decomp.svd", _svd_cuda.svd, _svd_host.svd,
         (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, overwrite_a,
          defer),
         flops=flops,
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
-                        + workspace_bytes("geqrf", big, k, dtype)))
+                        + workspace_bytes("geqrf", big, k, dtype))))
 
 
 def _dask(a, full_matrices, compute_uv):
@@ -152,8 +152,8 @@ def _dask(a, full_matrices, compute_uv):
                          f"{a.chunksize} in {a.numblocks} blocks: rechunk with "
                          "a.rechunk({1: -1}), or use truncated_svd for the leading triplets of "
                          "an array chunked both ways")
-    return _dispatch.dispatch("decomp.svd", _svd_cuda.svd, _svd_host.svd,
-                              (a, False, compute_uv), dask_fn=_tsqr_dask.svd)
+    return _dispatch.dispatch(_dispatch.Op("decomp.svd", _svd_cuda.svd, _svd_host.svd,
+                                           (a, False, compute_uv), dask_fn=_tsqr_dask.svd))
 
 
 def _empty(a, batch, m, n, full, uv, dtype):

@@ -9,11 +9,9 @@ import numpy as np
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
-from ..._runtime.config import get_config
 from . import _triangular_host
-from .. import _repeats
 from . import _triangular_cuda
-from .._checks import broadcast_batch, check_rhs, empty_result, flops_scale, prepare
+from .._checks import broadcast_batch, check_rhs, cupy_key, empty_result, flops_scale, prepare
 
 __all__ = ["solve_triangular"]
 
@@ -90,12 +88,14 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     ...                                               lower=True), np.linalg.solve(L.T, b)))
     (True, True)
     """
-    key = _repeats.call_key("decomp.solve_triangular", a, b, (
+    key = cupy_key("decomp.solve_triangular", a, b, (
         trans, bool(lower), bool(unit_diagonal), bool(overwrite_b), bool(check_finite)))
-    if key is not None:  # a repeat of a CuPy call: no validation, the decision kept
-        known = _repeats.lookup(key)
-        if known is not None:
-            return _dispatch.again(known[0], (a, b, *known[1]), b, get_config())
+    return _dispatch.dispatch(_plan, a, b, trans, lower, unit_diagonal, overwrite_b,
+                              check_finite, key is not None, key=key, lead=(a, b))
+
+
+def _plan(a, b, trans, lower, unit_diagonal, overwrite_b, check_finite, cupy_only):
+    """Validate a :func:`solve_triangular` call; its :class:`~gpulinalg._runtime.dispatch.Op`."""
     if trans not in _TRANS:
         raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     # GPU input: the engine checks finiteness with the conditioning figures (one read-back)
@@ -113,14 +113,9 @@ def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
     k = 1 if vec else b.shape[-1]
     nbytes = nbytes_of((a.shape, dtype), (b.shape, dtype), (shape, dtype), (a.shape, dtype))
     flops = nb * a.shape[-1] ** 2 * k * flops_scale(dtype)
-    tail = (_TRANS[trans], bool(lower), bool(unit_diagonal), bool(overwrite_b), dtype, True,
-            defer)
-    if key is None:
-        return _dispatch.dispatch("decomp.solve_triangular", _triangular_cuda.solve_triangular,
-                                  _triangular_host.solve_triangular, (a, b, *tail), nbytes=nbytes,
-                                  flops=flops, like=b, own_stream=False)
-    decision = _dispatch.Decision("decomp.solve_triangular", _triangular_cuda.solve_triangular,
-                                  _triangular_host.solve_triangular, nbytes=nbytes, flops=flops,
-                                  same_package=True, own_stream=False)
-    _repeats.remember(key, (decision, tail))
-    return _dispatch.again(decision, (a, b, *tail), b, get_config())
+    return _dispatch.Op("decomp.solve_triangular", _triangular_cuda.solve_triangular,
+                        _triangular_host.solve_triangular,
+                        (a, b, _TRANS[trans], bool(lower), bool(unit_diagonal), bool(overwrite_b),
+                         dtype, True, defer),
+                        nbytes=nbytes, flops=flops, like=b, same_package=cupy_only,
+                        own_stream=False)

@@ -6,7 +6,7 @@ import scipy.linalg
 
 import gpulinalg
 from gpulinalg import FallbackWarning, NotPositiveDefiniteError
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky, logdet_cholesky, solve_triangular
 
 from tests.support.decomp_dense_ref import DTYPES, backward_ratio, eps, host, random, solve_ratio, spd

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 import gpulinalg
 from gpulinalg import FallbackWarning
-from gpulinalg._runtime import testing
+from gpulinalg import testing
+from tests.support import fake_gpu as fakes
 from gpulinalg.decomp.lowrank import _truncated_cuda, _truncated_host
 from gpulinalg.decomp.lowrank._truncated_api import LowRankSVDResult, resolve_plan, truncated_svd
 
@@ -260,7 +261,7 @@ def test_oversize_routes_to_out_of_core(rng, monkeypatch):
             x, plan.__class__(**{**plan.__dict__, "out_of_core": True}))
 
     monkeypatch.setattr(_truncated_cuda, "truncated_svd_streamed", streamed)
-    with testing.fake_gpu(free=10_000, total=1 << 30), gpulinalg.config(backend="gpu"):
+    with fakes.fake_gpu(free=10_000, total=1 << 30), gpulinalg.config(backend="gpu"):
         r = truncated_svd(a, 3, random_state=0, method="randomized")
     testing.reset_gpu_state()
     assert calls == [(300, 40)] and gpulinalg.last_run().backend == "gpu-out-of-core"

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 import gpulinalg
 from gpulinalg import FallbackWarning
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg.decomp import truncated_svd
 
 sklearn = pytest.importorskip("sklearn")

@@ -7,7 +7,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import FallbackWarning
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg.decomp.pca._pca_api import PCA
 from gpulinalg.decomp.pca._pca_solvers import resolve_solver
 

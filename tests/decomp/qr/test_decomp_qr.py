@@ -6,7 +6,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import FallbackWarning
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg.decomp import QRResult, qr
 
 from tests.support.decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, host, orthogonality_ratio,

@@ -5,7 +5,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import FallbackWarning
-from gpulinalg._runtime import testing
+from gpulinalg import testing
 from gpulinalg.decomp import SVDResult, svd
 from gpulinalg.decomp.svd._svd_drivers import resolve_driver
 
