@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from benchmarks.suites.dense_overhead import (_host_alloc, _host_facts, _idle_decision, _interleaved, cupy_array,
+from benchmarks.suites.dense_overhead import (_host_alloc, _host_facts, _idle_entry, _interleaved, cupy_array,
                              full_dispatches)
 
 SUITE = "decomp_overhead"
@@ -164,7 +164,8 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
     from gpulinalg._runtime import dispatch
     from gpulinalg._runtime.config import get_config
     from gpulinalg.decomp._kernels import _fused_cuda, _wide_trsm_cuda
-    from gpulinalg.decomp import _repeats, solve_triangular
+    from gpulinalg.decomp import solve_triangular
+    from gpulinalg.decomp._checks import cupy_key
     from gpulinalg.decomp.triangular import _triangular_cuda
     from gpulinalg.decomp.triangular._triangular_xp import judge_bound
     if gpu:
@@ -183,11 +184,11 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
         call()
         call()
         settings = get_config()
-        key = _repeats.call_key(_OP, a, b, options)
-        decision, tail = _repeats.lookup(key)
-        args = (a, b, *tail)
-        engine = decision.gpu_fn
-        probe = _idle_decision(dispatch, decision)
+        key = cupy_key(_OP, a, b, options)
+        kept = dispatch._memo.lookup(key)
+        args = (a, b, *kept.tail)
+        engine = kept.op.gpu_fn
+        probe = _idle_entry(kept)
         plan = next(p for k, p in _triangular_cuda._PLANS.items() if k[0] == a.shape)
         out_shape, launcher, words = plan[2], plan[5], plan[6]
         dev, ptr = a.data.device_id, cupy.cuda.get_current_stream().ptr
@@ -204,17 +205,17 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
         else:
             def launch():
                 launcher.launch(ptr, *launch_args)
-        again, stream = dispatch.again, dispatch._op_stream
+        front, stream = dispatch.dispatch, dispatch._op_stream
 
         def ordered():
             with stream():
                 pass
         fns = {"whole call": call, "get_config": get_config,
-               "key": lambda: _repeats.call_key(_OP, a, b, options),
-               "memo lookup": lambda: _repeats.lookup(key),
-               "again + engine": lambda: again(decision, args, b, settings),
+               "key": lambda: cupy_key(_OP, a, b, options),
+               "memo lookup": lambda: dispatch._memo.lookup(key),
+               "repeat + engine": lambda: front(None, key=key, lead=(a, b)),
                "engine": lambda: engine(*args),
-               "again around a no-op engine": lambda: again(probe, args, b, settings),
+               "repeat around a no-op engine": lambda: front(None, key=probe, lead=(a, b)),
                "op_stream enter + exit": ordered,
                "engine: result allocation": lambda: cupy.empty(out_shape, dtype=dt),
                "engine: current stream": lambda: cupy.cuda.get_current_stream().ptr,
@@ -224,12 +225,11 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
                "engine: verdict": lambda: judge_bound(1.0, dt, False)}
         with full_dispatches() as full:
             steps = _interleaved(fns, calls, rounds, sync)
-        held = decision.settings is settings
+        held = kept.dev is not None and kept.settings is settings
         route = _triangular_cuda.own_route(n, 1, 1, dt)
-    steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
-    steps["solve_triangular's own frame"] = (steps["whole call"] - steps["again + engine"]
-                                             - steps["key"] - steps["memo lookup"]
-                                             - steps["get_config"])
+    steps["repeat (without the engine)"] = steps["repeat + engine"] - steps["engine"]
+    steps["solve_triangular's own frame"] = (steps["whole call"] - steps["repeat + engine"]
+                                             - steps["key"] - steps["get_config"])
     if info is not None:
         info.update(n=n, dtype=dtype, route=route, full_dispatches=full[0], decision_held=held,
                     calls_per_loop=calls, rounds=rounds, **_host_facts())

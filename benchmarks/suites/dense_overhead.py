@@ -13,7 +13,6 @@ import time
 import numpy as np
 
 import gpulinalg
-from gpulinalg._runtime import testing
 from gpulinalg.dense import _matmul_api
 
 
@@ -42,6 +41,13 @@ def _lookup_only(a, b, bias, c, spec):
     return A.swapaxes(-1, -2)
 
 
+def _fake_gpu():
+    """The tests' pretend GPU (tests/support/fake_gpu.py: a device provider), for a run of the
+    GPU road with NumPy arrays on any machine."""
+    from tests.support.fake_gpu import fake_gpu
+    return fake_gpu()
+
+
 def measure(n=128, calls=2000, runs=9):
     """Microseconds of CPU time per ``matmul(a, b, bias=bias, activation="relu")`` call.
 
@@ -54,7 +60,7 @@ def measure(n=128, calls=2000, runs=9):
     real = _matmul_api._matmul_cuda.matmul
     _matmul_api._matmul_cuda.matmul = _lookup_only
     try:
-        with testing.fake_gpu(), gpulinalg.config(backend="gpu"):
+        with _fake_gpu(), gpulinalg.config_context(backend="gpu"):
             best = float("inf")
             for _ in range(runs):
                 t0 = time.process_time()
@@ -196,7 +202,8 @@ def _cuda_operands(kind, n, dtype):
 def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", rounds=None,
               info=None):
     """``{step: µs}`` of one ``matmul(a, b, bias=bias, activation="relu")`` repeat: the key, the
-    memo lookup, the dispatcher's repeat (``again``) around the engine, the engine and its
+    memo lookup, the dispatcher's repeat (its front door on a kept key) around the engine, the
+    engine and its
     parts, each step a loop of ``calls`` calls (``perf_counter_ns``). With stand-in C calls on
     the CPU, or (``gpu=True``) the real road on ``n``-cubed CUDA operands, each loop
     synchronized at its end (the launches then count: what is timed is host time as long as
@@ -206,10 +213,10 @@ def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", round
     once, the order rotated), the best loop of each step kept, so that a slow phase of the host
     (its speed moves from loop to loop on the H200) cannot land on one step only. Every step
     drops its result inside its loop (the engine's tensor goes back to the caching allocator
-    there, as the public call's does). Controls: ``again`` around an engine that does nothing
+    there, as the public call's does). Controls: the repeat around an engine that does nothing
     (the dispatcher's repeat by itself, record included) and one ``perf_counter`` read (the
-    clock ``again`` reads twice). ``info`` (a dict) receives the full dispatches counted
-    during the timed loops (0: every repeat took ``again``'s short road), whether the
+    clock the repeat reads twice). ``info`` (a dict) receives the full dispatches counted
+    during the timed loops (0: every repeat took the front door's short road), whether the
     decision held, and the host's clock source.
     """
     from gpulinalg._runtime import dispatch
@@ -235,26 +242,28 @@ def breakdown(kind="torch", calls=None, gpu=False, n=128, dtype="float16", round
         key_args = (a, b, bias, None, "relu", 1.0, 0.0, False, None, None)
         keyfn = _matmul_api._key
         key = keyfn(*key_args)
-        decision, spec, _ = _calls.lookup(key)
+        kept = _calls.lookup(key)
+        spec = kept.tail[-1]
         args = (a, b, bias, None, spec)  # the engine's
+        lead = args[:4]
         engine = _tensors_cuda.matmul if kind == "torch" else _matmul_cuda.matmul
-        probe = _idle_decision(dispatch, decision)
-        again, clock = dispatch.again, time.perf_counter
+        probe = _idle_entry(kept)
+        front, clock = dispatch.dispatch, time.perf_counter
         fns = {"whole call": fn, "get_config": get_config,
                "key": lambda: keyfn(*key_args),
                "memo lookup": lambda: _calls.lookup(key),
-               "again + engine": lambda: again(decision, args, a, settings),
+               "repeat + engine": lambda: front(None, key=key, lead=lead),
                "engine": lambda: engine(*args),
-               "again around a no-op engine": lambda: again(probe, args, a, settings),
+               "repeat around a no-op engine": lambda: front(None, key=probe, lead=lead),
                "perf_counter": clock}
         if kind == "torch":
             fns.update(_engine_steps(a, b, bias, spec, gpu))
         with full_dispatches() as full:
             steps = _interleaved(fns, calls, rounds, sync)
-        held = decision.settings is settings
-    steps["again (without the engine)"] = steps["again + engine"] - steps["engine"]
-    steps["matmul's own frame"] = (steps["whole call"] - steps["again + engine"] - steps["key"]
-                                   - steps["memo lookup"] - steps["get_config"])
+        held = kept.dev is not None and kept.settings is settings
+    steps["repeat (without the engine)"] = steps["repeat + engine"] - steps["engine"]
+    steps["matmul's own frame"] = (steps["whole call"] - steps["repeat + engine"]
+                                   - steps["key"] - steps["get_config"])
     if info is not None:
         info.update(full_dispatches=full[0], decision_held=held, calls_per_loop=calls,
                     rounds=rounds, **_host_facts())
@@ -283,26 +292,31 @@ def _interleaved(fns, calls, rounds, sync):
 
 @contextlib.contextmanager
 def full_dispatches():
-    """Count the dispatcher's full decisions (``dispatch.dispatch`` calls) in the block: a
-    one-element list, 0 when every repeat took ``again``'s short road."""
+    """Count the calls that took the dispatcher's full road (a decision: no GPU decision kept)
+    in the block: a one-element list, 0 when every repeat took the front door's short road."""
     from gpulinalg._runtime import dispatch
-    full, real = [0], dispatch.dispatch
+    full, real = [0], dispatch._decide_and_run
 
     def counted(*args, **kwargs):
         full[0] += 1
         return real(*args, **kwargs)
-    dispatch.dispatch = counted
+    dispatch._decide_and_run = counted
     try:
         yield full
     finally:
-        dispatch.dispatch = real
+        dispatch._decide_and_run = real
 
 
-def _idle_decision(dispatch, decision):
-    """A copy of the held GPU ``decision`` whose engine does nothing (``again``'s own cost)."""
-    probe = dispatch.Decision(decision.op, _nothing_of, decision.cpu_fn, **decision.options)
-    probe.settings, probe.dev, probe.reason = decision.settings, decision.dev, decision.reason
-    return probe
+def _idle_entry(kept):
+    """The key of a copy of the memo entry ``kept`` (a held GPU decision) whose engine does
+    nothing: the front door's repeat by itself."""
+    from gpulinalg._runtime import memo
+    probe = memo.Kept(kept.op._replace(gpu_fn=_nothing_of), kept.tail, kept.like_at,
+                      kept.settings)
+    probe.dev, probe.reason = kept.dev, kept.reason
+    key = ("benchmarks.idle", id(probe))
+    memo.remember(key, probe)
+    return key
 
 
 def _nothing_of(*args):

@@ -185,9 +185,9 @@ class SlowRoads:
         from gpulinalg._runtime import dispatch
         from gpulinalg.dense import _linear_api
         self.targets = ((_plans_cuda, "_insert", "plans_made"),
-                        (_linear_api, "matmul", "public_calls"),
-                        (_linear_api, "matmul_backward", "public_calls"),
-                        (dispatch, "dispatch", "full_dispatches"))
+                        (_linear_api, "_plan_forward", "public_calls"),
+                        (_linear_api, "_plan_backward", "public_calls"),
+                        (dispatch, "_decide_and_run", "full_dispatches"))
         self.counts = {"plans_made": 0, "public_calls": 0, "full_dispatches": 0}
         self.saved = []
 
@@ -321,7 +321,7 @@ def measure_parts(batch=8, width=16, calls=2000, runs=7):
     ``autograd.Function``, the layer (with and without grad); beside them an empty
     ``autograd.Function`` and torch's ``nn.Linear`` + ReLU (CPU kernels of tiny tensors)."""
     from gpulinalg._runtime.config import get_config
-    from gpulinalg._runtime.dispatch import again
+    from gpulinalg._runtime.dispatch import dispatch
     from gpulinalg.dense import _linear_api, _linear_torch
     ours, ref, x, grad = _layers(batch, width, "relu")
     w, b = ours.weight, ours.bias
@@ -330,8 +330,9 @@ def measure_parts(batch=8, width=16, calls=2000, runs=7):
         for _ in range(3):
             ours(x).backward(grad)
         key = _calls.linear_key(x, w, b, options)
-        decision, spec, settings = _calls.lookup(key)
-        assert settings is get_config() and decision.settings is settings  # a kept decision
+        kept = _calls.lookup(key)
+        spec = kept.tail[-1]
+        assert kept.settings is get_config() and kept.dev is not None  # a kept decision
 
         def no_grad_layer():
             with torch.no_grad():
@@ -339,7 +340,7 @@ def measure_parts(batch=8, width=16, calls=2000, runs=7):
         cases = {
             "engine launch": (lambda: _tensors_cuda.linear(x, w, b, spec), calls),
             "dispatcher repeat + launch": (
-                lambda: again(decision, (x, w, b, spec), x, settings), calls),
+                lambda: dispatch(None, key=key, lead=(x, w, b)), calls),
             "call key": (lambda: _calls.linear_key(x, w, b, options), calls),
             "layer product (key, memo, repeat)": (
                 lambda: _linear_api.forward_keyed(x, w, b, "relu", False), calls),
