@@ -162,8 +162,25 @@ def dispatch(op, *plan_args, key=None, lead=()):
         if kept is not None and kept.settings is settings:
             args = lead + kept.tail
             if kept.dev is not None and _installed.provider is None \
-                    and _gpu_state["disabled"] is None:
-                return _repeat(kept, args, settings)
+                    and _gpu_state["disabled"] is None:  # the repeat road, inline (hot)
+                local = _local
+                start = _clock()
+                local.details = details = {}  # what the engine notes (note()) goes in the record
+                try:
+                    if kept.own_stream:
+                        with _op_stream():
+                            result = kept.gpu_fn(*args)
+                    else:
+                        result = kept.gpu_fn(*args)
+                except Exception as exc:
+                    local.details = None
+                    return _repeat_failed(kept, args, settings, exc, start)
+                local.details = None
+                seconds = _clock() - start
+                local.record = (kept.name, "gpu", kept.dev, False, kept.reason, seconds, details)
+                if _debug_on(_DEBUG):
+                    log.debug("%s ran on gpu (%s) in %.3g s", kept.name, kept.reason, seconds)
+                return result
             return _decide_and_run(kept.op, args, kept.op.kwargs, kept.like(args), settings,
                                    kept)
     if type(op) is not Op:
@@ -189,36 +206,21 @@ def _keep(key, op, n_lead, settings):
     return kept
 
 
-def _repeat(kept, args, settings):
-    """Run a kept GPU decision at once (see :func:`dispatch`)."""
+def _repeat_failed(kept, args, settings, exc, start):
+    """A repeat's GPU run raised ``exc``: the kept decision is dropped; running out of memory
+    and sticky errors fall back as in a first call (recorded), anything else goes through the
+    full road (which decides afresh, falls back or raises, and records)."""
     op = kept.op
-    local = _local
-    start = _clock()
-    local.details = details = {}  # what the engine notes (note()) goes in the record
-    try:
-        if op.own_stream:
-            with _op_stream():
-                result = op.gpu_fn(*args)
-        else:
-            result = op.gpu_fn(*args)
-    except Exception as exc:
-        local.details = None
-        dev, reason = kept.dev, kept.reason
-        kept.dev = kept.reason = None  # decided afresh from now on
-        if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
-            local.record = (op.name, "gpu", dev, False, reason, _clock() - start,
-                            {"raised": f"{type(exc).__name__}: {exc}"})
-            why = _after_gpu_failure(op.name, exc, settings)
-            like = kept.like(args)
-            kind = _arrays.kind_of(like) if like is not None else None
-            return _fall_back(op.name, op.cpu_fn, args, {}, kind, like, op.convert, why)
-        return _decide_and_run(op, args, None, kept.like(args), settings, kept)
-    local.details = None
-    seconds = _clock() - start
-    local.record = (op.name, "gpu", kept.dev, False, kept.reason, seconds, details)
-    if _debug_on(_DEBUG):
-        log.debug("%s ran on gpu (%s) in %.3g s", op.name, kept.reason, seconds)
-    return result
+    dev, reason = kept.dev, kept.reason
+    kept.dev = kept.reason = None
+    if _out_of_memory(exc) is not None or is_sticky(exc):  # not run on the GPU again
+        _local.record = (op.name, "gpu", dev, False, reason, _clock() - start,
+                         {"raised": f"{type(exc).__name__}: {exc}"})
+        why = _after_gpu_failure(op.name, exc, settings)
+        like = kept.like(args)
+        kind = _arrays.kind_of(like) if like is not None else None
+        return _fall_back(op.name, op.cpu_fn, args, {}, kind, like, op.convert, why)
+    return _decide_and_run(op, args, None, kept.like(args), settings, kept)
 
 
 def shortcut(op, result, reason="empty input: nothing to compute"):

@@ -31,16 +31,24 @@ class Kept:
 
     Examples
     --------
-    >>> k = Kept(op=None, tail=(), like_at=None, settings=None)
-    >>> k.dev is None
-    True
+    >>> from gpulinalg._runtime.dispatch import Op
+    >>> k = Kept(op=Op("demo", None, abs), tail=(), like_at=None, settings=None)
+    >>> k.dev is None, k.name
+    (True, 'demo')
     """
 
-    __slots__ = ("op", "tail", "like_at", "settings", "dev", "reason")
+    __slots__ = ("op", "tail", "like_at", "settings", "dev", "reason", "name", "gpu_fn",
+                 "own_stream")
 
     def __init__(self, op, tail, like_at, settings):
         self.op, self.tail, self.like_at, self.settings = op, tail, like_at, settings
         self.dev = self.reason = None
+        self.hold_op(op)
+
+    def hold_op(self, op):
+        """Keep ``op`` (its name, GPU function and stream choice read once: a repeat reads them
+        from the entry itself)."""
+        self.op, self.name, self.gpu_fn, self.own_stream = op, op.name, op.gpu_fn, op.own_stream
 
     def like(self, args):
         """The argument whose package and device results take (``None``: the first array)."""

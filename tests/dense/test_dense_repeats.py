@@ -56,7 +56,7 @@ class _Keyed:
         self.op = self.op._replace(gpu_fn=fn)
         kept = memo.lookup(self.key)
         if kept is not None:
-            kept.op = kept.op._replace(gpu_fn=fn)
+            kept.hold_op(kept.op._replace(gpu_fn=fn))
 
 
 def test_a_kept_gpu_decision_runs_the_engine_at_once(own_gpu):
