@@ -52,7 +52,7 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     else:
         x = batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
     if check:
-        check_conditioning(c, scale, x, False, np, squared=True)
+        check_conditioning(c, scale, x, False, np, squared=True, lower=lower)
     return x
 
 

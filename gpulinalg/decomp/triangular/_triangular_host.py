@@ -34,5 +34,5 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     else:
         x = batched_solve(one, a, b)
     if check:
-        check_conditioning(a, scale, x, unit_diagonal, np)
+        check_conditioning(a, scale, x, unit_diagonal, np, lower=lower, trans=trans)
     return x

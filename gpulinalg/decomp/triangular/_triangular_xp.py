@@ -18,8 +18,11 @@ the same on both backends:
 
 The bound never raises a false alarm (the true condition number is at least as large); it
 can miss ill-conditioning that neither the diagonal nor this right-hand side reveals. LAPACK's
-``?trcon`` estimator is sharper but costs 10 to 14 times a solve with one right-hand side
-(measured, n = 1000 to 3000), more than the solve it would guard.
+``?trcon`` estimator is sharper but costs 10 to 14 times a solve with one right-hand side, more
+than the solve it would guard: the CPU engine runs it only when the bound is already below
+``sqrt(eps)`` (a Hilbert matrix's factor: bound 1e-13, ``trcon`` 2e-17), and the smaller of the
+two is the verdict. A NaN bound or a non-finite solution is reported, never read as well
+conditioned.
 """
 
 import numpy as np
@@ -58,15 +61,35 @@ def rhs_scale(b, xp):
     return xp.abs(b2).max(axis=-2).astype(np.float64)
 
 
-def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False):
+def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False, *, lower=None, trans=0):
     """Apply the module's rule to the triangular ``a`` (..., n, n) after solving
     ``op(a) x = b`` (``scale``: :func:`rhs_scale` of ``b``): the reductions of
     :func:`figures` on ``a``'s device, one read-back, then :func:`judge`.
 
     ``squared``: ``a`` is a Cholesky factor and the system matrix ``a^H a`` (``cho_solve``).
-    The bound is noted as ``rcond_bound`` in :func:`gpulinalg.last_run`.
+    ``lower`` (host arrays): which triangle holds ``a``, for the ``?trcon`` estimate that runs
+    when the bound is below ``sqrt(eps)``. The bound is noted as ``rcond_bound`` in
+    :func:`gpulinalg.last_run`.
     """
-    judge(a, *figures(a, scale, x, unit_diagonal, xp), x.dtype, squared)
+    estimate = None
+    if lower is not None and isinstance(a, np.ndarray):
+        def estimate():
+            return trcon(a, lower, unit_diagonal, trans, squared)
+    judge(a, *figures(a, scale, x, unit_diagonal, xp), x.dtype, squared, estimate)
+
+
+def trcon(a, lower, unit_diagonal, trans, squared=False):
+    """LAPACK ``?trcon``'s reciprocal condition number of ``op(a)`` (infinity norm), the
+    smallest over a stack; squared for a Cholesky factor's matrix ``a^H a``."""
+    from scipy.linalg.lapack import get_lapack_funcs
+    fn, = get_lapack_funcs(("trcon",), (a,))
+    norm = "I" if trans == 0 else "1"  # ||T^T||_inf is ||T||_1
+    worst = float("inf")
+    for idx in np.ndindex(*a.shape[:-2]):
+        r, info = fn(a[idx], norm=norm, uplo="L" if lower else "U",
+                     diag="U" if unit_diagonal else "N")
+        worst = min(worst, float(r) if info == 0 else 0.0)
+    return worst * worst if squared else worst
 
 
 def figures(a, scale, x, unit_diagonal, xp):
@@ -94,9 +117,10 @@ def raise_zero_diagonal(a, dstats):
         raise _singular(entry * a.shape[-1] + int(first.reshape(-1)[entry]), a)
 
 
-def judge(a, dstats, xn, scale, dtype, squared=False):
+def judge(a, dstats, xn, scale, dtype, squared=False, estimate=None):
     """The rule on the host figures of :func:`figures` (NumPy arrays): raise on a zero
-    diagonal entry, note ``rcond_bound``, warn below the epsilon of ``dtype``."""
+    diagonal entry, note ``rcond_bound``, warn below the epsilon of ``dtype`` (``estimate``:
+    see :func:`judge_bound`)."""
     raise_zero_diagonal(a, dstats)
     dmax, dmin = dstats[..., 0], dstats[..., 1]
     # Whole-array operations only (a reduction along a short last axis, as the k columns of
@@ -110,24 +134,33 @@ def judge(a, dstats, xn, scale, dtype, squared=False):
         if squared:
             diag_bound = diag_bound * diag_bound
         cond = float(np.maximum(np.max(diag_bound), np.max(rhs_bound)))
-    judge_bound(cond, dtype, squared)
+        if not np.all(np.isfinite(xn)):  # an overflow or NaN in the solution: report it
+            cond = float("nan")
+    judge_bound(cond, dtype, squared, estimate)
 
 
 _EPS: dict = {}
 
 
-def judge_bound(cond, dtype, squared=False):
+def judge_bound(cond, dtype, squared=False, estimate=None):
     """The end of :func:`judge` on the bound ``cond`` (a float: the largest lower bound on the
-    condition number over the stack, NaN when a figure was NaN): note ``rcond_bound`` and
-    warn below the epsilon of ``dtype``. The fused GPU solves work ``cond`` out on the device
-    (:mod:`._fused_cuda`) and call this alone."""
-    rcond = 1.0 / cond if cond > 0 else float("inf")
+    condition number over the stack, NaN when a figure or the solution was not finite): note
+    ``rcond_bound`` and warn below the epsilon of ``dtype``. ``estimate`` (a callable giving a
+    sharper reciprocal condition number, as :func:`trcon`) runs when the bound is below
+    ``sqrt(eps)`` and is noted as ``rcond_estimate``. The fused GPU solves work ``cond`` out on
+    the device (:mod:`._fused_cuda`) and call this alone."""
+    finite = cond == cond and cond != float("inf")
+    rcond = (1.0 / cond if cond > 0 else float("inf")) if finite else 0.0
     _dispatch.note(rcond_bound=rcond)
     eps = _EPS.get(dtype)
     if eps is None:
         eps = _EPS[dtype] = float(np.finfo(dtype).eps)
+    if estimate is not None and eps <= rcond < eps ** 0.5:
+        rcond = min(rcond, estimate())
+        _dispatch.note(rcond_estimate=rcond)
     if rcond < eps:
         what = "Cholesky factor's matrix" if squared else "triangular matrix"
-        _warn(f"gpulinalg: ill-conditioned {what}: reciprocal condition number <= "
-              f"{rcond:.3g} < eps = {eps:.3g}; the solution may be inaccurate",
+        why = (f"reciprocal condition number <= {rcond:.3g} < eps = {eps:.3g}" if finite else
+               "the solution is not finite (overflow or NaN)")
+        _warn(f"gpulinalg: ill-conditioned {what}: {why}; the solution may be inaccurate",
               IllConditionedWarning)

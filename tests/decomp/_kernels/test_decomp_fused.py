@@ -405,9 +405,9 @@ def _bounds(monkeypatch):
     seen = []
     real = _triangular_xp.judge_bound
 
-    def record(cond, dtype, squared=False):
+    def record(cond, dtype, squared=False, estimate=None):
         seen.append(cond)
-        return real(cond, dtype, squared)
+        return real(cond, dtype, squared, estimate)
     monkeypatch.setattr(_triangular_xp, "judge_bound", record)
     monkeypatch.setattr(_triangular_cuda, "judge_bound", record)
     return seen
