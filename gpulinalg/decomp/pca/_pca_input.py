@@ -35,7 +35,7 @@ def validate(X: Any, est: Any, reset: bool = True, solver: str | None = None
     like = X if _arrays.is_array(X) else None
     if _arrays.kind_of(X) is None and hasattr(X, "shape") and hasattr(X, "dtype") \
             and hasattr(X, "__getitem__") and len(X.shape) == 2 and \
-            np.dtype(X.dtype).kind in "biuf":
+            _numpy_kind(X.dtype) in tuple("biuf"):
         X = HostMatrix(X, _v.float_dtype(np.dtype(X.dtype), allowed=(np.float32, np.float64)))
         _check_shape(X.shape, est, reset)
         return X, "host", None
@@ -50,6 +50,15 @@ def validate(X: Any, est: Any, reset: bool = True, solver: str | None = None
         return X, "array", like
     host = _arrays.to_host(X)
     return HostMatrix(host, host.dtype), "host", like if like is not None else host
+
+
+def _numpy_kind(dtype: Any) -> str:
+    """NumPy's kind letter of ``dtype``; ``""`` for a dtype NumPy cannot interpret (another
+    array namespace's, e.g. array_api_strict's: such arrays are read through ``np.asarray``)."""
+    try:
+        return np.dtype(dtype).kind
+    except TypeError:
+        return ""
 
 
 def validate_projections(X: Any, n_components: int, name: str) -> Any:
