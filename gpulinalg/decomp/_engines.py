@@ -6,7 +6,7 @@ would validate and dispatch a second time. The names say where each runs.
 """
 
 from ._kernels._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
-from ._kernels._policy import enabled as custom_kernels_enabled
+from ._kernels._policy_cuda import enabled as custom_kernels_enabled
 from ._tiles._graph_dask import new_array, tokenize
 from .cholesky import _cholesky_dask as cholesky_dask
 from .cholesky._cholesky_cuda import cho_solve as cho_solve_cuda

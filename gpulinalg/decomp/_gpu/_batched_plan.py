@@ -32,7 +32,8 @@ launches), which the kernels' one launch removes; past the kernels' orders the l
 win. The rows are where each route won on the H200 (the result files named at each row);
 ``benchmarks/suites/decomp_batched.py --routes`` times both sides of every limit, so the table
 can be re-derived on other GPUs: change it only from those figures. Rows naming a hand-written
-kernel apply only where the caller found the kernels on (:mod:`gpulinalg.decomp._kernels._policy`).
+kernel apply only where the caller found the kernels on
+(:mod:`gpulinalg.decomp._kernels._policy_cuda`).
 
 Examples
 --------

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._runtime.kernels import POINTER, Launcher, elementwise_kernel, kernel_source, raw_kernel
 from ..._runtime.streams import op_stream
-from .._kernels import _blocked_potrf_cuda, _fused_cuda, _policy
+from .._kernels import _blocked_potrf_cuda, _fused_cuda, _policy_cuda
 from .._gpu import _transpose_cuda
 from .._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
@@ -65,8 +65,8 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
 
 def own_route(n, batch, dtype):
     """The route of the table for a Cholesky stack, with the fits of decomp's own kernels
-    (none where :func:`._policy.enabled` is false)."""
-    on = _policy.enabled()
+    (none where :func:`._policy_cuda.enabled` is false)."""
+    on = _policy_cuda.enabled()
     return route("potrf", n, batch, fused=on and _fused_cuda.fits(n, dtype, "potrf"),
                  dtype=dtype, blocked=on and _blocked_potrf_cuda.fits(n, dtype))
 
@@ -163,7 +163,7 @@ class _Plan(NamedTuple):
 def _layout_plan(cupy, a, lower, clean, dtype):
     """The kept :class:`_Plan` of ``a``'s layout, made at its first call."""
     key = (a.shape, a.strides, a.dtype, dtype, lower, clean, a.data.device_id,
-           _policy.enabled())
+           _policy_cuda.enabled())
     plan = _PLANS.get(key)
     if plan is None or plan.cupy is not cupy or plan.rows is not TABLE["potrf"]:
         plan = _factor_plan(cupy, a, lower, clean, dtype)

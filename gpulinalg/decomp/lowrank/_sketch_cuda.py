@@ -9,7 +9,7 @@ NumPy.
 import numpy as np
 
 from ..._runtime.kernels import elementwise_kernel, kernel_source
-from .._kernels import _cholinv_cuda, _policy, _ritz_cuda
+from .._kernels import _cholinv_cuda, _policy_cuda, _ritz_cuda
 from ._lowrank_engine import Engine
 from ..._runtime.streams import op_stream
 from .._tiles._tiles_xp import complex_gaussian
@@ -62,7 +62,7 @@ def _lu(y):
 def _chol_inverse(g, shift_factor, dtype):
     """One fused kernel instead of ~12 library calls, where the factor fits in shared memory
     (``None``: the library calls)."""
-    if _policy.enabled() and g.shape[0] <= _cholinv_cuda.max_order(dtype):
+    if _policy_cuda.enabled() and g.shape[0] <= _cholinv_cuda.max_order(dtype):
         return _cholinv_cuda.chol_inverse(g, shift_factor, dtype)
     return None
 
@@ -70,7 +70,7 @@ def _chol_inverse(g, shift_factor, dtype):
 def _flip_signs(U, Vh, rows, u_based, overwrite):
     """The sign kernel for real factors of one dtype (``None`` for the others, and where
     the kernels are off)."""
-    if _policy.enabled() and rows.dtype in _ritz_cuda.TYPES and \
+    if _policy_cuda.enabled() and rows.dtype in _ritz_cuda.TYPES and \
             U.dtype == rows.dtype == Vh.dtype:
         if overwrite:  # one kernel: signs, and both factors scaled in place
             _ritz_cuda.flip_signs(rows, Vh if u_based else U.T)
@@ -83,7 +83,7 @@ def _flip_signs(U, Vh, rows, u_based, overwrite):
 def _lift(q, btd, packed, k):
     """The one-kernel lift for real ``q`` when ``[W; W / sigma; sigma]`` fits and the kernels
     are on (else ``None``)."""
-    if _policy.enabled() and q.dtype in _ritz_cuda.TYPES and \
+    if _policy_cuda.enabled() and q.dtype in _ritz_cuda.TYPES and \
             packed.nbytes <= _ritz_cuda.MAX_W_BYTES:
         import cupy
         return _ritz_cuda.lift(cupy.ascontiguousarray(q), btd, packed, k)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._runtime.validation import check_finite
 from . import _cholqr_cuda
-from .._kernels import _fused_qr_cuda, _policy
+from .._kernels import _fused_qr_cuda, _policy_cuda
 from .._gpu._batched_cuda import fan, spread
 from .._gpu._batched_plan import lanes, route, tall_qr
 from .._gpu._cusolver_cuda import Solver, fortran_batch
@@ -42,7 +42,7 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
     batch = tuple(a.shape[:-2])
     big = max(m, n)
     way = route("geqrf", big, math.prod(batch),
-                fused=_policy.enabled() and _fused_qr_cuda.fits(big, dtype), dtype=dtype)
+                fused=_policy_cuda.enabled() and _fused_qr_cuda.fits(big, dtype), dtype=dtype)
     if way == "fused":
         if finite:
             check_finite(a, "a")

@@ -12,7 +12,7 @@ from ..._runtime.kernels import kernel_source
 
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.validation import check_finite
-from .._kernels import _fused_svd_cuda, _policy
+from .._kernels import _fused_svd_cuda, _policy_cuda
 from .._gpu._batched_cuda import fan, spread
 from .._gpu._batched_plan import lanes, route
 from .._checks import real_dtype
@@ -57,7 +57,7 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
     big, k = max(m, n), min(m, n)
     nb = int(np.prod(a.shape[:-2], dtype=np.int64))
     plan = resolve_driver(m, n, driver, compute_uv, full_matrices)
-    fused = driver == "auto" and _policy.enabled() and _fused_svd_cuda.fits(big, dtype)
+    fused = driver == "auto" and _policy_cuda.enabled() and _fused_svd_cuda.fits(big, dtype)
     way = route("gesvd", big, nb, fused=fused, dtype=dtype)
     if way == "fused":
         _dispatch.note(driver="fused", qr_first=False)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..._runtime.kernels import INT32, INT64, POINTER, Launcher, kernel_source
 from ..._runtime.streams import op_stream
-from .._kernels import _fused_cuda, _policy, _stream_trsm_cuda, _wide_trsm_cuda
+from .._kernels import _fused_cuda, _policy_cuda, _stream_trsm_cuda, _wide_trsm_cuda
 from .._checks import broadcast_batch, matrix_order, sub
 from .._gpu import _batched_plan
 from .._gpu._batched_plan import route
@@ -74,7 +74,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
     the solution, launches, and reads the summary back (the wide kernel's from mapped host
     memory, :class:`._scalars_cuda.MappedReadBack`)."""
     import cupy
-    if not _policy.enabled():
+    if not _policy_cuda.enabled():
         return None  # the library routes
     key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, dtype, how, unit,
            a.data.device_id)  # a plan holds kernels compiled for its device
@@ -137,8 +137,8 @@ _MAX_PLANS = 256
 def own_route(n, nb, k, dtype):
     """The route of the table for ``nb`` triangular solves of order ``n`` with ``k``
     right-hand sides, with the fits of decomp's own kernels (fused, streamed, wide; none
-    where :func:`._policy.enabled` is false)."""
-    if not _policy.enabled():
+    where :func:`._policy_cuda.enabled` is false)."""
+    if not _policy_cuda.enabled():
         return route("trsm", n, nb, fused=False, rhs=k, dtype=dtype)
     return route("trsm", n, nb, fused=_fused_cuda.fits(n, dtype), rhs=k, dtype=dtype,
                  stream=_stream_trsm_cuda.fits(n, k, dtype, _stream_trsm_cuda.shared_limit()),

@@ -10,7 +10,7 @@ import pytest
 
 from gpulinalg import NotPositiveDefiniteError
 from gpulinalg.decomp._gpu import _batched_plan
-from gpulinalg.decomp._kernels import _blocked_potrf_cuda, _policy
+from gpulinalg.decomp._kernels import _blocked_potrf_cuda, _policy_cuda
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.cholesky import _cholesky_host
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky
@@ -34,7 +34,8 @@ def width(request, monkeypatch):
 
 
 def test_fits_and_table_rows(monkeypatch):
-    monkeypatch.setattr(_policy, "enabled", lambda: True)  # a device the rows were timed on
+    monkeypatch.setattr(_policy_cuda, "enabled", lambda: True)  # a device the rows were timed on:
+    # the route rows apply
     for dtype in (np.float32, np.float64, np.complex64):
         assert _blocked_potrf_cuda.fits(65, dtype) and _blocked_potrf_cuda.fits(1024, dtype)
     assert not _blocked_potrf_cuda.fits(256, np.complex128)  # L11 would not fit in 48 KiB

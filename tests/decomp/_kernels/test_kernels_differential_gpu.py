@@ -10,7 +10,7 @@ import pytest
 import gpulinalg
 from gpulinalg import decomp
 from gpulinalg._runtime import device as _device
-from gpulinalg.decomp._kernels import _policy
+from gpulinalg.decomp._kernels import _policy_cuda
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.qr import _qr_cuda
 from gpulinalg.decomp.svd import _svd_cuda
@@ -26,9 +26,10 @@ ALL = REAL + [np.complex64, np.complex128]
 @pytest.fixture
 def cp(xp_gpu):
     """CuPy on a device whose kernels are on by default (else the comparison is moot)."""
-    if not _policy.enabled():
-        pytest.skip(f"the hand-written kernels are off on compute capability "
-                    f"{_policy.compute_capability()} (measured: {sorted(_policy.MEASURED)})")
+    if not _policy_cuda.enabled():
+        cc, measured = _policy_cuda.compute_capability(), sorted(_policy_cuda.MEASURED)
+        pytest.skip(f"the hand-written kernels are off on compute capability {cc} "
+                    f"(measured: {measured})")
     return xp_gpu
 
 

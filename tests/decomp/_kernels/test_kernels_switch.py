@@ -1,5 +1,5 @@
-"""The one switch of the hand-written kernels (:mod:`gpulinalg.decomp._kernels._policy`), on
-the CPU emulation: ``config_context(custom_kernels=False)`` sends every route that takes a
+"""The one switch of the hand-written kernels (:mod:`gpulinalg.decomp._kernels._policy_cuda`),
+on the CPU emulation: ``config_context(custom_kernels=False)`` sends every route that takes a
 hand-written kernel to its cuSOLVER / cuBLAS / CuPy route (no such kernel is even built) with
 the same results, and a device of a compute capability the rows were not measured on has
 them off by default."""
@@ -11,7 +11,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg._runtime.config import get_config
-from gpulinalg.decomp._kernels import _policy
+from gpulinalg.decomp._kernels import _policy_cuda
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.lowrank import _sketch_cuda
 from gpulinalg.decomp.qr import _qr_cuda
@@ -99,9 +99,9 @@ def test_custom_kernels_false_takes_the_library_route(built, rng, case):
 
 
 def test_an_unmeasured_compute_capability_has_the_kernels_off(built, rng, monkeypatch):
-    assert _policy.enabled() and _policy.compute_capability() == (9, 0)
+    assert _policy_cuda.enabled() and _policy_cuda.compute_capability() == (9, 0)
     monkeypatch.setitem(DEVICE_ATTRIBUTES, "ComputeCapabilityMajor", 8)  # an A100
-    assert _policy.compute_capability() == (8, 0) and not _policy.enabled()
+    assert _policy_cuda.compute_capability() == (8, 0) and not _policy_cuda.enabled()
     assert get_config().custom_kernels  # on as a setting, off for this device
     a = _spd(rng, (8,), 16, "f8")
     got = _cholesky(a, "f8")
@@ -112,7 +112,7 @@ def test_an_unmeasured_compute_capability_has_the_kernels_off(built, rng, monkey
 
 def test_the_setting_alone_turns_them_off(built):
     with gpulinalg.config_context(custom_kernels=False):
-        assert not _policy.enabled()
+        assert not _policy_cuda.enabled()
         assert _cholesky_cuda.own_route(16, 8, np.dtype("f8")) == "batched"
         assert _cholesky_cuda.own_route(300, 8, np.dtype("f8")) == "batched"
         assert _triangular_cuda.own_route(200, 4, 2, np.dtype("f8")) == "batched"
