@@ -7,6 +7,7 @@ import numpy as np
 from ..._runtime.errors import NotPositiveDefiniteError
 from ..._runtime.validation import check_finite
 from .._checks import batched_solve, writable
+from ..triangular._triangular_host import trcon
 from ..triangular._triangular_xp import check_conditioning, rhs_scale
 from ._cholesky_xp import check_potrf, logdet
 
@@ -52,7 +53,8 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     else:
         x = batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
     if check:
-        check_conditioning(c, scale, x, False, np, squared=True, lower=lower)
+        check_conditioning(c, scale, x, False, np, squared=True,
+                           estimate=lambda: trcon(c, lower, False, 0, squared=True))
     return x
 
 

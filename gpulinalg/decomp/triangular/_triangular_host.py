@@ -7,7 +7,7 @@ from ..._runtime.validation import check_finite
 from .._checks import batched_solve, writable
 from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
 
-__all__ = ["solve_triangular"]
+__all__ = ["solve_triangular", "trcon"]
 
 
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
@@ -34,5 +34,20 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     else:
         x = batched_solve(one, a, b)
     if check:
-        check_conditioning(a, scale, x, unit_diagonal, np, lower=lower, trans=trans)
+        check_conditioning(a, scale, x, unit_diagonal, np,
+                           estimate=lambda: trcon(a, lower, unit_diagonal, trans))
     return x
+
+
+def trcon(a, lower, unit_diagonal, trans, squared=False):
+    """LAPACK ``?trcon``'s reciprocal condition number of ``op(a)`` (infinity norm), the
+    smallest over a stack; squared for a Cholesky factor's matrix ``a^H a``."""
+    from scipy.linalg.lapack import get_lapack_funcs
+    fn, = get_lapack_funcs(("trcon",), (a,))
+    norm = "I" if trans == 0 else "1"  # ||T^T||_inf is ||T||_1
+    worst = float("inf")
+    for idx in np.ndindex(*a.shape[:-2]):
+        r, info = fn(a[idx], norm=norm, uplo="L" if lower else "U",
+                     diag="U" if unit_diagonal else "N")
+        worst = min(worst, float(r) if info == 0 else 0.0)
+    return worst * worst if squared else worst

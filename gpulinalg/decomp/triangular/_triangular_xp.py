@@ -61,35 +61,17 @@ def rhs_scale(b, xp):
     return xp.abs(b2).max(axis=-2).astype(np.float64)
 
 
-def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False, *, lower=None, trans=0):
+def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False, *, estimate=None):
     """Apply the module's rule to the triangular ``a`` (..., n, n) after solving
     ``op(a) x = b`` (``scale``: :func:`rhs_scale` of ``b``): the reductions of
     :func:`figures` on ``a``'s device, one read-back, then :func:`judge`.
 
     ``squared``: ``a`` is a Cholesky factor and the system matrix ``a^H a`` (``cho_solve``).
-    ``lower`` (host arrays): which triangle holds ``a``, for the ``?trcon`` estimate that runs
-    when the bound is below ``sqrt(eps)``. The bound is noted as ``rcond_bound`` in
-    :func:`gpulinalg.last_run`.
+    ``estimate``: a sharper reciprocal condition number on demand (the CPU engine's
+    :func:`._triangular_host.trcon`), run when the bound is below ``sqrt(eps)``. The bound is
+    noted as ``rcond_bound`` in :func:`gpulinalg.last_run`.
     """
-    estimate = None
-    if lower is not None and isinstance(a, np.ndarray):
-        def estimate():
-            return trcon(a, lower, unit_diagonal, trans, squared)
     judge(a, *figures(a, scale, x, unit_diagonal, xp), x.dtype, squared, estimate)
-
-
-def trcon(a, lower, unit_diagonal, trans, squared=False):
-    """LAPACK ``?trcon``'s reciprocal condition number of ``op(a)`` (infinity norm), the
-    smallest over a stack; squared for a Cholesky factor's matrix ``a^H a``."""
-    from scipy.linalg.lapack import get_lapack_funcs
-    fn, = get_lapack_funcs(("trcon",), (a,))
-    norm = "I" if trans == 0 else "1"  # ||T^T||_inf is ||T||_1
-    worst = float("inf")
-    for idx in np.ndindex(*a.shape[:-2]):
-        r, info = fn(a[idx], norm=norm, uplo="L" if lower else "U",
-                     diag="U" if unit_diagonal else "N")
-        worst = min(worst, float(r) if info == 0 else 0.0)
-    return worst * worst if squared else worst
 
 
 def figures(a, scale, x, unit_diagonal, xp):
@@ -146,7 +128,7 @@ def judge_bound(cond, dtype, squared=False, estimate=None):
     """The end of :func:`judge` on the bound ``cond`` (a float: the largest lower bound on the
     condition number over the stack, NaN when a figure or the solution was not finite): note
     ``rcond_bound`` and warn below the epsilon of ``dtype``. ``estimate`` (a callable giving a
-    sharper reciprocal condition number, as :func:`trcon`) runs when the bound is below
+    sharper reciprocal condition number, as :func:`._triangular_host.trcon`) runs when the bound is below
     ``sqrt(eps)`` and is noted as ``rcond_estimate``. The fused GPU solves work ``cond`` out on
     the device (:mod:`._fused_cuda`) and call this alone."""
     finite = cond == cond and cond != float("inf")
