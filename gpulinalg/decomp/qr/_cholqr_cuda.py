@@ -37,13 +37,9 @@ __all__ = ["GRAM_TOL", "GRAM_GEMM_MAX", "qr"]
 GRAM_TOL = 0.25
 
 #: Gram matrices of at most this many columns are one GEMM (both triangles; cuBLAS splits its
-#: long inner dimension across the GPU), of more one SYRK/HERK (half the work). On the H200
-#: (benchmarks.decomp_tall_qr, 2026-12-02, a whole QR call, ms, GEMM / SYRK, fp32 and fp64):
-#: 1000000 x 64 5.68 / 165.8 and 6.75 / 19.4 (SYRK keeps a long inner dimension on few
-#: multiprocessors; its float32 Q was also 3000 times less orthogonal), 100000 x 500
-#: 8.77 / 24.2 and 9.60 / 10.0, 4096 x 512 1.83 / 2.43 and 1.96 / 2.00, 50000 x 1000
-#: 12.7 / 17.2 and 13.7 / 13.0; but 20000 x 2000 19.4 / 17.3 and 20.3 / 17.5, 30000 x 3000
-#: 58.0 / 44.5 and 51.9 / 42.8.
+#: long inner dimension across the GPU), of more one SYRK/HERK (half the work, but it keeps a
+#: long inner dimension on few multiprocessors); measured: benchmarks/results/
+#: h200-decomp-tall-qr-2026-12-02.json and docs/performance-log.md ("CholeskyQR2's Gram").
 GRAM_GEMM_MAX = 1024
 
 

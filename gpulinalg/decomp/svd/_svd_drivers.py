@@ -15,22 +15,13 @@ QR_FIRST_RATIO = 1.5
 #: ``driver="auto"`` uses Jacobi (``gesvdj``) when ``min(m, n) <= JACOBI_MAX_DIM``.
 JACOBI_MAX_DIM = 32
 #: A verified ``gesvdp`` of a single-precision factor whose smaller side is at least this
-#: runs in double precision at once, without the single-precision try first. On the H200
-#: (``python -m benchmarks.decomp_batched --sections svd``, 2026-12-02, float32 random
-#: matrices, ms, verified call with the try first / in double precision at once) the
-#: single-precision try failed its check at 2048^2 (backward error 54; 162 / 85.6), 4096^2
-#: (76; 558 / 289) and 8192^2 (2649 / 1331), and at 1024^2 in one run of two (70.5 or 28.0 /
-#: 37.2); below, where it mostly passed, double precision at once cost more (16 x 256^2
-#: 92.1 / 102, 4 x 512^2 48.4 / 55.5). complex64 is untimed: as float32.
+#: runs in double precision at once, without the single-precision try first (from 2048^2 the
+#: try failed its check and cost a second run; below it mostly passed); measured:
+#: benchmarks/results/h200-decomp-batched-2026-12-02j.json and docs/performance-log.md.
 PROMOTE_FROM = 1024
 #: ``driver="auto"`` without vectors (``compute_uv=False``): from this smaller side on, the
 #: values come from the verified ``gesvdp`` with vectors (discarded) instead of ``gesvd``'s
-#: values-only mode. On the H200 (``python -m benchmarks.decomp_batched --sections svdvals``,
-#: 2026-12-02, ms, gesvd values only / the verified full SVD; best peer in brackets):
-#: 256^2 fp32 10.3 / 5.49 (torch 6.76), fp64 11.6 / 6.19 (torch 10.1); 512^2 fp32 25.5 /
-#: 12.1 (torch 19.2), fp64 27.4 / 13.0 (CuPy 26.9); 1024^2 fp32 84.5 / 33.3 (torch 55.5),
-#: fp64 83.9 / 33.1 (CuPy 83.3); 4096^2 fp32 586 / 292 (CuPy 600), fp64 631 / 290 (CuPy
-#: 642); 20000 x 2000 fp64 256 / 127 (CuPy 273).
+#: values-only mode, about twice as fast from 256^2 up (docs/performance-log.md, "svdvals").
 VALUES_BY_FULL_FROM = 256
 
 
