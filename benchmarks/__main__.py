@@ -33,7 +33,7 @@ NAMES = {**{n: f"benchmarks.suites.{n}" for n in SUITES},
 #: What ``all`` runs, in order.
 ALL = ("dense", "decomp", "sparse", "gp", "dense_torch")
 #: Run like ``all``'s suites when named (``dask`` starts a Dask cluster: by name only; its own
-#: options through ``python -m benchmarks.dask``).
+#: options through ``python -m benchmarks.suites.dask``).
 RUNNER = (*ALL, "dask")
 
 

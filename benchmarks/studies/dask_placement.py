@@ -1,6 +1,6 @@
 """Where the blocks are and what crosses between workers: the data side of the scaling plan.
 
-    python -m benchmarks.dask_placement [--workers 2] [--gpu] [--cases rsvd,pca] [--json PATH]
+    python -m benchmarks.studies.dask_placement [--workers 2] [--gpu] [--cases rsvd,pca] [--json PATH]
 
 Time is not measured here (``benchmarks.suites.dask`` does that); this module checks, on any number
 of workers, the assumptions two-GPU scaling rests on (``docs/dask.md``, "Two GPUs: the scaling
@@ -160,7 +160,7 @@ def run(workers=2, gpu=False, cases=("rsvd", "pca")):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.dask_placement")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.studies.dask_placement")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--gpu", action="store_true", help="LocalCUDACluster, one worker per GPU")
     p.add_argument("--cases", default="rsvd,pca")

@@ -1,6 +1,6 @@
 """Triangular and Cholesky solves against torch and CuPy on the same GPU, same run.
 
-``python -m benchmarks.decomp_solves [--json PATH]``. CuPy inputs (torch gets the same data
+``python -m benchmarks.studies.decomp_solves [--json PATH]``. CuPy inputs (torch gets the same data
 through DLPack), float64: ``solve_triangular`` with one and 256 right-hand sides at n = 4096,
 ``cho_solve`` with one right-hand side at n = 4096 and over a batch of 200 matrices of 512 x 512.
 The gpulinalg rows include the conditioning check the solves make (one small read-back); each row
@@ -75,7 +75,7 @@ def run(quick=False):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_solves")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.decomp_solves")
     parser.add_argument("--json")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """The GPU's clock while the large dense products run: what bounds the seed workload.
 
-``python -m benchmarks.dense_clocks [--json PATH]`` runs 8192³ and (65536×16384)@(16384×8192)
+``python -m benchmarks.studies.dense_clocks [--json PATH]`` runs 8192³ and (65536×16384)@(16384×8192)
 fp16 (ours with bias + ReLU + aux, ours without an epilog, torch ``_addmm_activation``) while
 ``nvidia-smi`` samples the SM clock, the power draw and the active clock-event reasons every
 50 ms. Each row has TFLOP/s (median of CUDA-event timings), the median SM clock during the
@@ -180,7 +180,7 @@ def candidates():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_clocks")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.dense_clocks")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     rows = run() + candidates()

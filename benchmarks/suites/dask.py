@@ -3,7 +3,7 @@ chunks, and against single-GPU gpulinalg / torch for the blocked Cholesky.
 
 Run as a module (``import dask`` inside would find this file if run by path)::
 
-    python -m benchmarks.dask [--workers N] [--cpu] [--quick] [--full] [--json PATH]
+    python -m benchmarks.suites.dask [--workers N] [--cpu] [--quick] [--full] [--json PATH]
                               [--cases qr,pca,rsvd,cholesky]
 
 One ``LocalCUDACluster`` worker per GPU (``--workers N``: the first N GPUs) with CuPy chunks, or
@@ -32,7 +32,7 @@ import numpy as np
 from benchmarks import _harness
 
 NOTES = ("Sizes are scaled to one GPU and a short run where a row has scaled_from (the issue's "
-         "size). Two GPUs: run `python -m benchmarks.dask --workers 2` on a two-GPU machine "
+         "size). Two GPUs: run `python -m benchmarks.suites.dask --workers 2` on a two-GPU machine "
          "(one LocalCUDACluster worker per GPU, the same chunks); the issue's target is >= 1.8x "
          "one GPU for the randomized SVD. comm_fraction is 0 by construction on one worker.")
 K = 10  # rank of the randomized SVD and PCA
@@ -472,7 +472,7 @@ def run(quick=False, *, workers=1, cpu=None, full=False, cases=tuple(CASES), rep
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.dask")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.suites.dask")
     p.add_argument("--workers", type=int, default=1, help="Dask workers (one GPU each)")
     p.add_argument("--cpu", action="store_true", help="LocalCluster with NumPy chunks")
     p.add_argument("--quick", action="store_true", help="small GPU sizes")

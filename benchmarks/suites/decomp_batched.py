@@ -20,7 +20,7 @@ calls interleaved round by round (the rows whose grid figures moved the most bet
 ``check_finite=False`` (the peers do not check). A time budget (``--budget`` seconds, default
 180) bounds the run: cases are ordered by priority and the rest are recorded as absent.
 
-Run: ``python -m benchmarks.decomp_batched --json out.json [--quick] [--budget 180]``;
+Run: ``python -m benchmarks.suites.decomp_batched --json out.json [--quick] [--budget 180]``;
 ``run(quick)`` serves ``python -m benchmarks``.
 """
 
@@ -627,7 +627,7 @@ def summary(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_batched")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.decomp_batched")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds")

@@ -2,7 +2,7 @@
 per potrf tile, the fused SVD per single-precision mode with its accuracy, and the wide
 single-matrix triangular solve.
 
-The ``kernels`` section of ``python -m benchmarks.decomp_batched`` (``--sections kernels``;
+The ``kernels`` section of ``python -m benchmarks.suites.decomp_batched`` (``--sections kernels``;
 ``--cases`` picks rows by op or by the public call, ``potrf:512:128`` or ``cholesky:512:128``):
 the figures the route table (``gpulinalg/decomp/_batched_plan.py``) and the tile table
 (``_fused_cuda.TILE``) are set from.

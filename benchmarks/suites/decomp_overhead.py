@@ -1,7 +1,7 @@
 """Host cost of one ``gpulinalg.decomp.solve_triangular`` repeat on a single matrix (the wide
 kernel's road: one launch, one read-back of the 3-word summary), step by step.
 
-``python -m benchmarks.decomp_overhead [--gpu] [--sizes 64,1024] [--json out.json]``: per
+``python -m benchmarks.suites.decomp_overhead [--gpu] [--sizes 64,1024] [--json out.json]``: per
 order ``n`` (float32, lower, one right-hand side), µs per step of one repeat, each step a loop
 timed as in :func:`benchmarks.suites.dense_overhead.breakdown` (interleaved rounds, best loop kept,
 each loop synchronized at its end, so a step whose kernels outlast its host time counts them):
@@ -238,7 +238,7 @@ def breakdown(n=1024, dtype="float32", gpu=False, calls=None, rounds=None, info=
 
 def main(argv=None):
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_overhead")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.decomp_overhead")
     parser.add_argument("--gpu", action="store_true", help="the real road on CUDA operands")
     parser.add_argument("--sizes", default="64,1024", help="orders n, comma-separated")
     parser.add_argument("--dtype", default="float32")

@@ -3,7 +3,7 @@ tall_qr`` says so, Householder QR elsewhere), each of its two routes forced, CuP
 on the same CuPy matrix (standard normal), with each result's backward error
 ``||A - QR||_F / ||A||_F`` and orthogonality ``||I - Q^H Q||_F``.
 
-``python -m benchmarks.decomp_tall_qr [--shapes m:n:dtype,...] [--json out.json]`` (GPU only):
+``python -m benchmarks.suites.decomp_tall_qr [--shapes m:n:dtype,...] [--json out.json]`` (GPU only):
 a cold first call, then the median of ``--repeat`` synchronized calls (``check_finite=True``
 for ours, SciPy's default; the peers do not check). Shapes on both sides of
 :data:`gpulinalg.decomp._gpu._batched_plan.TALL_QR`'s limits, so the table can be re-derived.
@@ -105,7 +105,7 @@ def summary(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_tall_qr")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.decomp_tall_qr")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--shapes", help="m:n:dtype,...")
     parser.add_argument("--repeat", type=int, default=5)

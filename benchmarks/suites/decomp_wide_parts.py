@@ -1,7 +1,7 @@
 """Where the time of the wide triangular solve's kernel goes (``decomp._kernels._wide_trsm_cuda``): the
 kernel alone and with one part of it taken out, per order and dtype.
 
-``python -m benchmarks.decomp_wide_parts [--sizes 64,1024] [--json out.json]`` (GPU only):
+``python -m benchmarks.suites.decomp_wide_parts [--sizes 64,1024] [--json out.json]`` (GPU only):
 each variant is the kernel's source with one part removed (:data:`PARTS`), compiled, and
 launched through :class:`gpulinalg._runtime.kernels.Launcher` (one right-hand side, SciPy's
 checks on), 300 launches between two CUDA events, best of five. The variants but ``no sleep``
@@ -133,7 +133,7 @@ def run(sizes=(64, 1024), dtypes=("float32", "float64")):
 
 def main(argv=None):
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decomp_wide_parts")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.decomp_wide_parts")
     parser.add_argument("--sizes", default="64,1024", help="orders, comma-separated")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)

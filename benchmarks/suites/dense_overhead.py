@@ -383,7 +383,7 @@ def profile(kind="torch", calls=20000, limit=20):
 
 def main(argv=None):
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_overhead")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.dense_overhead")
     parser.add_argument("--calls", action="store_true",
                         help="the per-call road with torch tensors and CuPy arrays, all cases")
     parser.add_argument("--breakdown", action="store_true", help="µs per step of one repeat")

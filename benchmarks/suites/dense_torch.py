@@ -22,7 +22,7 @@
   batch 256/8192 × fp16/bf16 × ReLU/GELU, interleaved as ``layer``; and the kernels of one
   step of each (batch 8192, width 1024, fp16).
 
-``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.dense_torch``);
+``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.suites.dense_torch``);
 ``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
 """
 
@@ -566,7 +566,7 @@ def main(argv=None):
     import sys
 
     from benchmarks import _harness
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.dense_torch")
     parser.add_argument("--json", help="write the rows here (rewritten after each section)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="per_call,tflops,layer,kernels,compiled")

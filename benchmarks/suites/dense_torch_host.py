@@ -13,7 +13,7 @@ Peers on the same tiny CPU tensors (so that their kernels cost next to nothing):
 + activation forward + backward, and ``torch._addmm_activation``. Their CPU kernels stand in for
 the CUDA launches that this measurement leaves out of ours.
 
-``python -m benchmarks.dense_torch_host`` prints µs per call / per step (best of runs, process
+``python -m benchmarks.suites.dense_torch_host`` prints µs per call / per step (best of runs, process
 CPU time), ``FusedMLP`` (4 layers) against its ``nn.Sequential`` included (``--mlp``: only
 those); ``--parts`` takes the forward of one call apart instead; ``--profile`` adds a cProfile
 of the step.
@@ -379,7 +379,7 @@ def profile(act="relu", steps=2000, first=False, limit=25):
 
 def main(argv=None):
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_host")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.dense_torch_host")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--activation", choices=("relu", "gelu"), default="relu",
                         help="the profiled step's activation")

@@ -29,7 +29,7 @@
   products with cuBLAS's GEMMs can reach.
 
 Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
-``python -m benchmarks.dense_torch_steps [--sections phases,graphed,compiled,wgrad,floor] [--quick]
+``python -m benchmarks.suites.dense_torch_steps [--sections phases,graphed,compiled,wgrad,floor] [--quick]
 [--json F]``;
 ``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
 """
@@ -399,7 +399,7 @@ def main(argv=None):
     import json
 
     from benchmarks import _harness
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dense_torch_steps")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suites.dense_torch_steps")
     parser.add_argument("--json", help="write the rows here (JSON lines, as they are made)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="phases,graphed")

@@ -1,4 +1,4 @@
-"""``python -m benchmarks.gp_large STEP --out DIR``: the GP rows of issue 16, one step per call
+"""``python -m benchmarks.suites.gp_large STEP --out DIR``: the GP rows of issue 16, one step per call
 (each step a separate process, so that each can be bounded by ``timeout`` and starts with
 empty GPU memory). Writes ``DIR/<step>.json`` and prints a one-line summary per row.
 
@@ -387,7 +387,7 @@ def _on_term(signum, frame):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gp_large")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.suites.gp_large")
     p.add_argument("step", choices=sorted(STEPS))
     p.add_argument("--out", default=".")
     p.add_argument("--sizes", default=None)
