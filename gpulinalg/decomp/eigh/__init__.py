@@ -1,0 +1,2 @@
+"""Symmetric/Hermitian eigenproblems: ``eigh`` and ``eigvalsh`` (cuSOLVER syevd, syevdx, sygvd,
+syevj batched)."""

@@ -1,0 +1,1 @@
+"""Least squares and the pseudo-inverse: ``lstsq`` and ``pinv``."""
