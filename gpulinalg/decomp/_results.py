@@ -16,3 +16,19 @@ class SVDResult(NamedTuple):
     U: Any
     S: Any
     Vh: Any
+
+
+class EighResult(NamedTuple):
+    """``A @ eigenvectors = eigenvectors * eigenvalues``; eigenvalues ascending (NumPy's names)."""
+
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class LstsqResult(NamedTuple):
+    """SciPy's ``(x, residues, rank, s)`` of a least-squares solve."""
+
+    x: Any
+    residues: Any
+    rank: Any
+    s: Any

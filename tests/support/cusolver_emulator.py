@@ -354,6 +354,7 @@ class FakeCusolverDn(types.ModuleType):
             setattr(self, p + "potrf_batched", self._potrf_batched(dt))
             setattr(self, p + "gesvdj_batched", self._gesvdj_batched(dt))
             setattr(self, p + "gesvdj_batched_buffer_size", lambda *a: 1)
+            _add_eigen(self, p, dt)
 
     create = staticmethod(lambda: 7)
     set_stream = staticmethod(lambda handle, stream: None)
@@ -392,12 +393,15 @@ class FakeCusolverDn(types.ModuleType):
         def ormqr(h, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, info):
             from nvmath.bindings import cublas
             CALLS["ormqr"] += 1
-            assert int(side) == int(cublas.SideMode.LEFT) and int(trans) == 0
+            assert int(side) == int(cublas.SideMode.LEFT)
+            real = np.dtype(dtype).kind == "f"
+            assert int(trans) in ((0, 1) if real else (0, 2)), "ormqr takes T, unmqr C"
+            op = "N" if int(trans) == 0 else ("T" if real else "C")
             A = view(a, m, k, lda, dtype)
             C = view(c, m, n, ldc, dtype)
             t = view(tau, k, 1, max(k, 1), dtype)[:, 0]
             name = "ormqr" if np.dtype(dtype).kind == "f" else "unmqr"
-            out, _, code = _lapack(name, dtype)("L", "N", np.array(A, order="F"), np.array(t),
+            out, _, code = _lapack(name, dtype)("L", op, np.array(A, order="F"), np.array(t),
                                                  np.array(C, order="F"), max(1, 64 * n))
             C[...] = out
             _set_info(info, code)
@@ -523,6 +527,116 @@ def _cuda_type(dtype):
 
 FakeCusolverDn._potrf_batched = staticmethod(_potrf_batched)
 FakeCusolverDn._gesvdj_batched = staticmethod(_gesvdj_batched)
+
+
+# -- symmetric / Hermitian eigensolvers (syevd, syevdx, sygvd, sygvdx, syevjBatched) ---------
+
+def _hermitian_from(A, lower):
+    """The Hermitian matrix whose ``lower`` (else upper) triangle ``A`` holds."""
+    t = np.tril(A) if lower else np.triu(A)
+    d = np.real(np.diagonal(A))
+    return t + t.conj().T - np.diag(d)
+
+
+def _eig_into(dtype, itype, jobz, rng, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w):
+    """One (generalized) eigenproblem through the pointers, as cuSOLVER: eigenvalues into
+    ``w``, vectors over ``a`` (``a`` destroyed without them), B's Cholesky factor over ``b``;
+    ``(count found, info)`` with ``info = n + k`` when B's leading minor ``k`` fails."""
+    from nvmath.bindings import cusolver
+    dtype = np.dtype(dtype)
+    real = np.empty(0, dtype).real.dtype
+    A = view(a, n, n, lda, dtype)
+    herm = _hermitian_from(np.array(A), _lower(uplo))
+    kwargs = {}
+    if int(rng) == int(cusolver.EigRange.I):
+        kwargs["subset_by_index"] = (il - 1, iu - 1)
+    elif int(rng) == int(cusolver.EigRange.V):
+        kwargs["subset_by_value"] = (vl, vu)
+    B = None
+    if b is not None:
+        B = view(b, n, n, ldb, dtype)
+        hb = _hermitian_from(np.array(B), _lower(uplo))
+        c, code = _lapack("potrf", dtype)(np.array(hb), lower=_lower(uplo))
+        if code:
+            return 0, n + code
+        B[...] = c
+        kwargs["b"], kwargs["type"] = hb, int(itype)
+    vals, vecs = scipy.linalg.eigh(herm, check_finite=False, **kwargs)
+    found = len(vals)
+    view(w, n, 1, n, real)[:found, 0] = vals
+    if int(jobz) == 1:
+        A[:, :found] = vecs
+    else:
+        A[...] = np.nan  # destroyed
+    return found, 0
+
+
+def _xsyevd(h, p, jobz, uplo, n, dt, a, lda, dtw, w, ct, dbuf, dsz, hbuf, hsz, info):
+    CALLS["syevd"] += 1
+    _set_info(info, _eig_into(_dtype_of(dt), 1, jobz, 0, uplo, n, a, lda, None, 0, 0, 0, 0, 0,
+                              w)[1])
+
+
+def _xsyevdx(h, p, jobz, rng, uplo, n, dt, a, lda, vl, vu, il, iu, dtw, w, ct, dbuf, dsz,
+             hbuf, hsz, info):
+    CALLS["syevdx"] += 1
+    real = _dtype_of(dtw)
+    lo, hi = (float(view(x, 1, 1, 1, real)[0, 0]) for x in (vl, vu))
+    found, code = _eig_into(_dtype_of(dt), 1, jobz, rng, uplo, n, a, lda, None, 0, lo, hi, il,
+                            iu, w)
+    _set_info(info, code)
+    return found
+
+
+def _sygvd(dtype):
+    def sygvd(h, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
+        CALLS["sygvd"] += 1
+        _set_info(info, _eig_into(dtype, itype, jobz, 0, uplo, n, a, lda, b, ldb, 0, 0, 0, 0,
+                                  w)[1])
+    return sygvd
+
+
+def _sygvdx(dtype):
+    def sygvdx(h, itype, jobz, rng, uplo, n, a, lda, b, ldb, vl, vu, il, iu, meig, w, work,
+               lwork, info):
+        CALLS["sygvdx"] += 1
+        found, code = _eig_into(dtype, itype, jobz, rng, uplo, n, a, lda, b, ldb, vl, vu, il,
+                                iu, w)
+        ctypes.c_int32.from_address(meig).value = found
+        _set_info(info, code)
+    return sygvdx
+
+
+def _syevj_batched(dtype):
+    def syevj_batched(h, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch):
+        CALLS["syevj_batched"] += 1
+        assert n <= 32 and params
+        item = np.dtype(dtype).itemsize
+        real = np.empty(0, dtype).real.dtype.itemsize
+        for i in range(batch):
+            _set_info(info + 4 * i, _eig_into(dtype, 1, jobz, 0, uplo, n, a + i * lda * n * item,
+                                              lda, None, 0, 0, 0, 0, 0, w + i * n * real)[1])
+    return syevj_batched
+
+
+def _add_eigen(dn, p, dtype):
+    """The eigensolvers of one dtype letter ``p`` on the fake ``cusolverDn`` module ``dn``."""
+    herm = "sy" if p in "sd" else "he"
+    setattr(dn, p + herm + "gvd", _sygvd(dtype))
+    setattr(dn, p + herm + "gvd_buffer_size", lambda *a: 1)
+    setattr(dn, p + herm + "gvdx", _sygvdx(dtype))
+    setattr(dn, p + herm + "gvdx_buffer_size", lambda *a: 1)
+    setattr(dn, p + herm + "evj_batched", _syevj_batched(dtype))
+    setattr(dn, p + herm + "evj_batched_buffer_size", lambda *a: 1)
+
+
+FakeCusolverDn.xsyevd = staticmethod(_xsyevd)
+FakeCusolverDn.xsyevdx = staticmethod(_xsyevdx)
+FakeCusolverDn.xsyevd_buffer_size = staticmethod(lambda *a: (64, 0))
+FakeCusolverDn.xsyevdx_buffer_size = staticmethod(lambda *a: (64, 0))
+FakeCusolverDn.create_syevj_info = staticmethod(lambda: 2)
+FakeCusolverDn.destroy_syevj_info = staticmethod(lambda p: None)
+FakeCusolverDn.xsyevj_set_sort_eig = staticmethod(lambda params, sort: None)
 
 
 class FakeCublas(types.ModuleType):

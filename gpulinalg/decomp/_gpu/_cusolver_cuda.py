@@ -4,8 +4,9 @@ Everything here but :func:`workspace_bytes` runs inside a dispatcher GPU functio
 CuPy arrays and the current CuPy stream is the thread's stream, to which the cuSOLVER handle
 from :func:`gpulinalg._runtime.streams.get_handle` is bound. Matrices are column-major
 (Fortran order), as cuSOLVER expects. The 64-bit ``X*`` API serves every routine it offers
-(geqrf, gesvd, gesvdp, potrf, potrs); ``orgqr``/``ormqr`` and ``gesvdj`` exist only in the
-legacy per-type API, reached through the same table.
+(geqrf, gesvd, gesvdp, potrf, potrs, syevd, syevdx); ``orgqr``/``ormqr``, ``gesvdj``,
+``sygvd``/``sygvdx`` and ``syevjBatched`` exist only in the legacy per-type API, reached
+through the same table.
 """
 
 import contextlib
@@ -45,6 +46,7 @@ class Routines:
     real_type: str    # ... of singular values and of the real part
     q_stem: str       # "orgqr" (real) or "ungqr" (complex)
     mq_stem: str      # "ormqr" (real) or "unmqr" (complex)
+    herm: str = "sy"  # "sy" (real symmetric) or "he" (complex Hermitian): sygvd, hegvd, ...
 
     def legacy(self, stem):
         """The legacy routine ``<prefix><stem>`` of ``nvmath.bindings.cusolverDn``."""
@@ -65,8 +67,8 @@ class Routines:
 ROUTINES = {
     np.dtype(np.float32): Routines("s", "CUDA_R_32F", "CUDA_R_32F", "orgqr", "ormqr"),
     np.dtype(np.float64): Routines("d", "CUDA_R_64F", "CUDA_R_64F", "orgqr", "ormqr"),
-    np.dtype(np.complex64): Routines("c", "CUDA_C_32F", "CUDA_R_32F", "ungqr", "unmqr"),
-    np.dtype(np.complex128): Routines("z", "CUDA_C_64F", "CUDA_R_64F", "ungqr", "unmqr"),
+    np.dtype(np.complex64): Routines("c", "CUDA_C_32F", "CUDA_R_32F", "ungqr", "unmqr", "he"),
+    np.dtype(np.complex128): Routines("z", "CUDA_C_64F", "CUDA_R_64F", "ungqr", "unmqr", "he"),
 }
 
 
@@ -250,11 +252,14 @@ class Solver:
         work = self._lwork(q, count)
         self.r.legacy(self.r.q_stem)(*args, work.data.ptr, work.size, self._info(i))
 
-    def ormqr(self, a, k, tau, c, i=0):
-        """``c <- Q @ c`` with Q held as ``k`` reflectors in ``a`` (column-major, in place)."""
+    def ormqr(self, a, k, tau, c, i=0, adjoint=False):
+        """``c <- Q @ c`` (``Q^H @ c`` with ``adjoint``) with Q held as ``k`` reflectors in
+        ``a`` (column-major, in place)."""
         from nvmath.bindings import cublas
         m, ncol = c.shape
-        args = (self.handle, int(cublas.SideMode.LEFT), int(cublas.Operation.N), m, ncol, k,
+        op = cublas.Operation.N if not adjoint else (
+            cublas.Operation.C if self.r.herm == "he" else cublas.Operation.T)
+        args = (self.handle, int(cublas.SideMode.LEFT), int(op), m, ncol, k,
                 a.data.ptr, max(a.shape[0], 1), tau.data.ptr, c.data.ptr, max(m, 1))
         work = self._lwork(c, self.r.legacy(self.r.mq_stem + "_buffer_size")(*args))
         self.r.legacy(self.r.mq_stem)(*args, work.data.ptr, work.size, self._info(i))
@@ -316,6 +321,27 @@ class Solver:
         _dn().xpotrs(self.handle, self.params, _uplo(lower), n, nrhs, r.cuda, c.data.ptr,
                      max(c.shape[0], 1), r.cuda, b.data.ptr, max(n, 1), self._info(i))
 
+    # -- LU ------------------------------------------------------------------------------------
+    def getrf(self, a, ipiv, i=0):
+        """LU with partial pivoting of the column-major ``a`` (m x n) in place (``Xgetrf``);
+        1-based int64 pivots into ``ipiv`` (min(m, n)); ``info > 0``: ``U[info-1, info-1]``
+        is exactly zero (the factorization is complete all the same)."""
+        dn, r = _dn(), self.r
+        m, n = a.shape
+        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, max(m, 1), r.cuda)
+        dbuf, dsz, hbuf, hsz = self._buffers(("getrf", m, n), dn.xgetrf_buffer_size, args)
+        dn.xgetrf(*args[:6], max(m, 1), ipiv.data.ptr, r.cuda, dbuf.data.ptr, dsz, hbuf, hsz,
+                  self._info(i))
+
+    def getrs(self, lu, ipiv, b, trans, i=0):
+        """Solve ``op(A) x = b`` with the LU factor ``lu`` (column-major) and its int64 pivots
+        from :meth:`getrf`; ``trans`` 0, 1, 2 (N, T, C); ``b`` column-major, in place."""
+        r = self.r
+        n, nrhs = b.shape
+        _dn().xgetrs(self.handle, self.params, int(trans), n, nrhs, r.cuda, lu.data.ptr,
+                     max(lu.shape[0], 1), ipiv.data.ptr, r.cuda, b.data.ptr, max(n, 1),
+                     self._info(i))
+
     # -- batched forms (one call for a stack of small matrices) -------------------------------
     def potrf_batched(self, w, lower):
         """Cholesky of every matrix of ``w`` (``(B, n, n)``, each column-major contiguous,
@@ -336,6 +362,38 @@ class Solver:
         chain.launch(lambda b: fn(handle, uplo, n, int(b["ptrs"].data.ptr), max(n, 1),
                                   int(b["info"].data.ptr), count))
         self.info[:count] = chain.buffers["info"]
+
+    def getrf_batched(self, w, piv):
+        """LU with partial pivoting of every square matrix of ``w`` (``(B, n, n)``, each
+        column-major, uniform stride) in place: one cuBLAS ``<t>getrfBatched`` call on the
+        thread's cuBLAS handle; 1-based int32 pivots into ``piv`` (``(B, n)``, contiguous),
+        ``info`` slot ``i`` is matrix ``i``'s code."""
+        from nvmath.bindings import cublas
+
+        from ..._runtime.streams import get_handle
+        nb, n = len(w), w.shape[-1]
+        ptrs = pointer_array(w)
+        self._keep.append(ptrs)
+        getattr(cublas, self.r.prefix + "getrf_batched")(
+            get_handle("cublas"), n, int(ptrs.data.ptr), max(n, 1), int(piv.data.ptr),
+            int(self.info.data.ptr), nb)
+
+    def getrs_batched(self, w, piv, x, trans):
+        """Solve ``op(w[i]) x[i] = b[i]`` for every matrix of a stack factored by
+        :meth:`getrf_batched` (``piv``: its int32 pivots), ``x`` (``(B, n, k)``, column-major
+        matrices, uniform stride) in place: one cuBLAS ``<t>getrsBatched`` call."""
+        from nvmath.bindings import cublas
+
+        from ..._runtime.streams import get_handle
+        nb, n, k = x.shape
+        a_ptrs, x_ptrs = pointer_array(w), pointer_array(x)
+        info = np.zeros(1, dtype=np.int32)  # argument errors only, written by the host
+        self._keep.append((a_ptrs, x_ptrs))
+        getattr(cublas, self.r.prefix + "getrs_batched")(
+            get_handle("cublas"), int(trans), n, k, int(a_ptrs.data.ptr), max(n, 1),
+            int(piv.data.ptr), int(x_ptrs.data.ptr), max(n, 1), info.ctypes.data, nb)
+        if info[0] < 0:
+            raise ValueError(f"getrsBatched: cuBLAS rejected argument {-int(info[0])}")
 
     def geqrf_batched(self, w, tau):
         """Householder QR of every matrix of ``w`` (``(B, m, n)``, each column-major, uniform
@@ -411,6 +469,11 @@ def _new_params():
     return _dn().create_params()
 
 
+def _jobz(vectors):
+    from nvmath.bindings import cusolver
+    return int(cusolver.EigMode.VECTOR if vectors else cusolver.EigMode.NOVECTOR)
+
+
 def _uplo(lower):
     from nvmath.bindings import cublas
     return int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
@@ -451,7 +514,7 @@ def _analytic(routine, m, n, dtype):
     k = min(m, n)
     per = {"potrf": 256 * n, "geqrf": 256 * (m + n), "orgqr": 256 * (m + n),
            "gesvd": 2 * m * k + 4 * n * n, "gesvdp": 4 * m * n + 8 * n * n,
-           "gesvdj": 2 * m * n + 2 * n * n}
+           "gesvdj": 2 * m * n + 2 * n * n, "syevd": 2 * n * n + 64 * n}
     return int(per.get(routine, m * n)) * dtype.itemsize
 
 
@@ -503,4 +566,17 @@ def _q_gesvdp(sv, m, n):
                                      sv.r.cuda, 0, n, sv.r.cuda)[0]
 
 
-_QUERIES = {"potrf": _q_potrf, "geqrf": _q_geqrf, "gesvd": _q_gesvd, "gesvdp": _q_gesvdp}
+def _q_syevd(sv, m, n):
+    return _dn().xsyevd_buffer_size(sv.h, sv.p, _jobz(True), _uplo(True), n, sv.r.cuda, 0, n,
+                                    sv.r.cuda_real, 0, sv.r.cuda)[0]
+
+
+_QUERIES = {"potrf": _q_potrf, "geqrf": _q_geqrf, "gesvd": _q_gesvd, "gesvdp": _q_gesvdp,
+            "syevd": _q_syevd}
+
+
+def _q_getrf(sv, m, n):
+    return _dn().xgetrf_buffer_size(sv.h, sv.p, m, n, sv.r.cuda, 0, max(m, 1), sv.r.cuda)[0]
+
+
+_QUERIES["getrf"] = _q_getrf
