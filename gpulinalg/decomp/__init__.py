@@ -1,6 +1,7 @@
 """Dense factorizations on the GPU (cuSOLVER) with SciPy twins on the CPU.
 
-QR, SVD, Cholesky with its solves and log-determinant, triangular solves; symmetric
+QR, SVD, Cholesky with its solves and log-determinant, triangular solves; LU with the general
+solve, determinant and inverse; symmetric
 eigenproblems, least squares and the pseudo-inverse; truncated SVD and
 PCA. Every function takes NumPy, CuPy or torch arrays (batched over leading dimensions where
 the name allows) and returns results in the same package.
@@ -9,10 +10,11 @@ the name allows) and returns results in the same package.
 import importlib
 
 from .cholesky._cholesky_api import cho_factor, cho_solve, cholesky, logdet_cholesky
+from .lu._lu_api import det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from .eigh._eigh_api import eigh, eigvalsh
 from .lstsq._lstsq_api import lstsq, pinv
 from .qr._qr_api import qr
-from ._results import EighResult, LstsqResult, QRResult, SVDResult
+from ._results import EighResult, LstsqResult, QRResult, SlogdetResult, SVDResult
 from .svd._svd_api import svd
 from .triangular._triangular_api import solve_triangular
 
@@ -21,7 +23,8 @@ _LAZY = {"truncated_svd": ".lowrank._truncated_api", "PCA": ".pca._pca_api"}
 
 __all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
            "logdet_cholesky", "QRResult", "SVDResult", "eigh", "eigvalsh", "lstsq", "pinv",
-           "EighResult", "LstsqResult", *_LAZY]
+           "EighResult", "LstsqResult", "solve", "lu_factor", "lu_solve", "lu", "det", "slogdet",
+           "inv", "SlogdetResult", *_LAZY]
 
 
 def __getattr__(name):

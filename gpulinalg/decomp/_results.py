@@ -32,3 +32,10 @@ class LstsqResult(NamedTuple):
     residues: Any
     rank: Any
     s: Any
+
+
+class SlogdetResult(NamedTuple):
+    """``det A = sign * exp(logabsdet)``, as ``numpy.linalg.slogdet``'s result."""
+
+    sign: Any
+    logabsdet: Any

@@ -91,6 +91,10 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # benchmarks/results/h200-decomp-batched-2026-12-02g.json
     "gesvd": ((64, 2, "fused"), (32, 2, "batched"),
               (128, 2, "jacobi"), (math.inf, 1, "looped")),
+    # LU (square stacks; rectangular ones loop): cuBLAS getrfBatched/getrsBatched below order
+    # 512, per-matrix Xgetrf/Xgetrs on lanes above (torch's rule, not yet timed here:
+    # benchmarks/suites/decomp_solve.py times the 10000 x 32^2 stack)
+    "getrf": ((511, 2, "batched"), (math.inf, 1, "looped")),
 }
 
 
@@ -103,6 +107,7 @@ LANES: dict[str, tuple[tuple[float, int], ...]] = {
     "geqrf": ((math.inf, 4),),    # the "looped" route of geqrf
     "orgqr": ((math.inf, 4),),    # Q of every stack
     "potrf": ((math.inf, 4),),    # the "looped" route of potrf
+    "getrf": ((math.inf, 4),),    # the "looped" route of getrf (LU)
 }
 
 

@@ -1,0 +1,326 @@
+"""GPU engine of the LU family: cuSOLVER ``Xgetrf``/``Xgetrs`` per matrix (on stream lanes for
+a stack), cuBLAS ``getrfBatched``/``getrsBatched`` for stacks of small square matrices (the
+``"getrf"`` rows of :mod:`.._gpu._batched_plan`); the twin of :mod:`._lu_host`, same
+signatures. CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
+
+Every route factors a column-major working copy (:func:`.._gpu._cusolver_cuda.fortran_batch`,
+which also flags NaN or Inf for ``check_finite`` in the same pass), or, with ``overwrite_a``,
+a column-major stack of the computation's dtype in place. ``solve`` and ``inv`` apply SciPy's
+conditioning rule (:mod:`._lu_rules`) to a 1-norm estimate of ``A^-1`` made through the
+factor's solves (:func:`._lu_xp.inv_norm1_estimate`; exact for ``inv``).
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..._runtime.arrays import to_host
+from ..._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from ..._runtime.errors import warn as _warn
+from .._checks import broadcast_batch
+from .._gpu._batched_cuda import fan, spread
+from .._gpu._batched_plan import lanes, route
+from .._gpu._cusolver_cuda import Solver, fortran_batch
+from .._gpu._finite_cuda import flag_nonfinite, raise_nonfinite
+from ..cholesky import _cholesky_cuda
+from ..triangular import _triangular_cuda
+from ._lu_rules import ill_conditioned, judge_rcond, singular_error
+from ._lu_xp import (assemble, det_from_factor, inv_norm1_estimate, slogdet_from_factor,
+                     structured)
+
+__all__ = ["factor", "solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
+
+
+class Factor(NamedTuple):
+    """A factored stack: ``w`` ``(B, m, n)`` column-major matrices holding L and U; ``piv``
+    ``(B, k)`` 1-based pivots (int32 on the batched route, int64 on ``Xgetrf``'s); ``codes``
+    ``getrf``'s ``info`` per matrix (host); ``batched``: cuBLAS's batched route."""
+
+    w: object
+    piv: object
+    codes: np.ndarray
+    batched: bool
+
+
+def _batched(m, n, nb):
+    return m == n and route("getrf", n, nb, fused=False) == "batched"
+
+
+def _in_place(a, dtype):
+    """``a`` as a ``(B, m, n)`` stack of column-major matrices (a view), or ``None``."""
+    if a.dtype != dtype:
+        return None
+    m, n = a.shape[-2:]
+    t = a.swapaxes(-1, -2)
+    if not t.flags.c_contiguous:
+        return None
+    return t.reshape(-1, n, m).swapaxes(-1, -2)
+
+
+def factor(a, dtype, overwrite=False, finite=False):
+    """:class:`Factor` of the CuPy stack ``a`` (..., m, n); ``finite``: SciPy's
+    ``check_finite`` of ``a``, read back with the ``info`` codes (one synchronization)."""
+    import cupy
+    m, n = a.shape[-2:]
+    nb = math.prod(a.shape[:-2])
+    info = cupy.zeros(nb + 1, dtype=np.int32)
+    w = _in_place(a, dtype) if overwrite else None
+    if w is None:
+        w = fortran_batch(a, dtype, flag=info[nb:] if finite else None)
+    elif finite:
+        flag_nonfinite(a, info[nb:])
+    batched = _batched(m, n, nb)
+    if batched:
+        piv = cupy.empty((nb, n), dtype=np.int32)
+        with Solver(dtype, nb, info=info, params=False) as sv:
+            sv.getrf_batched(w, piv)
+            codes = sv.check("getrfBatched")
+    else:
+        piv = cupy.empty((nb, min(m, n)), dtype=np.int64)
+        with Solver(dtype, nb, info=info) as sv:
+            with fan(lanes("getrf", max(m, n), nb)) as fanned:
+                ways = spread(sv, fanned, nb)
+                for i in range(nb):
+                    lane, stream = ways[i % len(ways)]
+                    with stream:
+                        lane.getrf(w[i], piv[i], i)
+            codes = sv.check("getrf")
+    if finite and codes[nb]:
+        raise_nonfinite("a")
+    return Factor(w, piv, codes[:nb], batched)
+
+
+def _solve_stack(f, x, trans):
+    """``x[i] <- op(A_i)^-1 x[i]`` in place for the ``(B, n, k)`` column-major stack ``x``
+    (``len(x) == len(f.w)``)."""
+    if f.batched:
+        with Solver(f.w.dtype, 1, params=False) as sv:
+            sv.getrs_batched(f.w, f.piv, x, trans)
+            sv.done()
+        return
+    with Solver(f.w.dtype, len(x)) as sv:
+        for i in range(len(x)):
+            sv.getrs(f.w[i], f.piv[i], x[i], trans, i)
+        sv.done()
+
+
+def _solve_rhs(f, fbatch, b, trans, dtype):
+    """``op(A)^-1 b`` for the factored stack ``f`` (batch shape ``fbatch``) and ``b`` ((n,) or
+    (..., n, k); the batches broadcast); ``b`` is never written. One factored matrix and many
+    right-hand sides on the looped route are solved as one ``n x (B k)`` system."""
+    import cupy
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    batch = broadcast_batch(fbatch, b2.shape[:-2])
+    n, k = b2.shape[-2:]
+    nb = math.prod(batch)
+    src = cupy.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
+    if len(f.w) == 1 and nb > 1 and not f.batched:
+        x = cupy.empty((nb * k, n), dtype=dtype).T
+        x[...] = src.transpose(1, 0, 2).reshape(n, nb * k)
+        _solve_stack(f, x[None], trans)
+        out = x.reshape(n, nb, k).transpose(1, 0, 2).reshape(batch + (n, k))
+        return out[..., 0] if vec else out
+    if len(f.w) != nb:  # broadcast the factors (a copy for the looped route)
+        m = f.w.shape[-1]
+        w = cupy.broadcast_to(f.w.reshape(fbatch + (m, m)), batch + (m, m)).reshape(nb, m, m)
+        piv = cupy.ascontiguousarray(cupy.broadcast_to(
+            f.piv.reshape(fbatch + f.piv.shape[-1:]), batch + f.piv.shape[-1:])).reshape(nb, -1)
+        if not f.batched:
+            w = fortran_batch(w, dtype)
+        f = f._replace(w=w, piv=piv)
+    x = cupy.empty((nb, k, n), dtype=dtype).transpose(0, 2, 1)
+    x[...] = src
+    _solve_stack(f, x, trans)
+    out = x.reshape(batch + (n, k))
+    return out[..., 0] if vec else out
+
+
+def _raise_singular(f, batch):
+    bad = np.flatnonzero(f.codes > 0)
+    if bad.size:
+        raise singular_error(bad.tolist(), batch)
+
+
+def _norm1(a, transposed):
+    """``||op(A_i)||_1`` per matrix (float64, ``(B,)``, on the device)."""
+    import cupy
+    return cupy.abs(a).sum(axis=-1 if transposed else -2).max(axis=-1) \
+        .astype(np.float64).reshape(-1)
+
+
+def _rcond(f, anorm, trans, dtype):
+    """SciPy's rule (:func:`._lu_rules.judge_rcond`) on ``1 / (||op(A)||_1 est)``, ``est`` the
+    1-norm estimate of ``op(A)^-1`` through the factor (one read-back)."""
+    import cupy
+    nb, n = len(f.w), f.w.shape[-1]
+    adjoint = 2 if np.dtype(dtype).kind == "c" else (0 if trans else 1)
+
+    def through(x, adj):
+        y = cupy.array(x, dtype=dtype)  # a new (B, n, 1) array: column-major matrices
+        _solve_stack(f, y, adjoint if adj else trans)
+        return y
+    est = inv_norm1_estimate(through, nb, n, dtype, cupy)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / to_host(anorm * est)
+
+
+def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite=False):
+    """``a^-1 b`` (``a^T`` with ``transposed``) for the structure ``kind`` of
+    :data:`._lu_rules.SOLVE_STRUCTURES`: ``"pos"`` by the Cholesky engine, the triangles by
+    the triangular one, ``"diagonal"`` by a division, everything else (``None`` included: no
+    structure detection on the GPU) by LU of the matrix SciPy's solver would read."""
+    import cupy
+    if kind == "pos":
+        c = _cholesky(a, lower, overwrite_a, dtype, finite)
+        return _cholesky_cuda.cho_solve(c, lower, b, False, dtype, True, False)
+    if kind in ("upper triangular", "lower triangular"):
+        return _triangular_cuda.solve_triangular(a, b, int(bool(transposed)),
+                                                 kind == "lower triangular", False, False,
+                                                 dtype, True, finite)
+    if kind == "diagonal":
+        return _diagonal(a, b, dtype, finite)
+    if finite:  # all of a, as SciPy (one read-back)
+        _triangular_cuda.check_finite_pair(a, b, ("a", "b"))
+    a = structured(a, kind, lower, cupy)
+    vec = b.ndim == 1
+    batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
+    if a.ndim > 2 and tuple(a.shape[:-2]) != batch:
+        a = cupy.broadcast_to(a, batch + a.shape[-2:])
+    anorm = _norm1(a, transposed)
+    f = factor(a, dtype, overwrite_a, False)
+    _raise_singular(f, tuple(a.shape[:-2]))
+    trans = 1 if transposed else 0
+    x = _solve_rhs(f, tuple(a.shape[:-2]), b, trans, dtype)
+    judge_rcond(_rcond(f, anorm, trans, dtype), dtype, tuple(a.shape[:-2]))
+    return x
+
+
+def _cholesky(a, lower, overwrite_a, dtype, finite):
+    """The Cholesky factor for ``assume_a="pos"``; not positive definite raises
+    :class:`gpulinalg.SingularMatrixError` (SciPy's ``LinAlgError`` there)."""
+    try:
+        return _cholesky_cuda.cholesky(a, lower, overwrite_a, False, dtype, finite)
+    except NotPositiveDefiniteError as exc:
+        raise SingularMatrixError(f"A singular matrix detected: {exc}") from exc
+
+
+def _diagonal(a, b, dtype, finite, inverse=False):
+    """``b / diag(a)`` (or the inverse of the diagonal of ``a``) with SciPy's rule on
+    ``min|a_ii| / max|a_ii|`` (read back before dividing)."""
+    import cupy
+    if finite:
+        _triangular_cuda.check_finite_pair(a, a if b is None else b, ("a", "b"))
+    d = cupy.diagonal(a, axis1=-2, axis2=-1).astype(dtype)
+    mag = cupy.abs(d)
+    lo, hi = mag.min(axis=-1), mag.max(axis=-1)
+    ratio = cupy.where(hi > 0, lo / cupy.where(hi > 0, hi, 1), 0).astype(np.float64)
+    judge_rcond(to_host(ratio), dtype, tuple(a.shape[:-2]))
+    if inverse:
+        n = a.shape[-1]
+        out = cupy.zeros(a.shape, dtype=dtype)
+        idx = cupy.arange(n)
+        out[..., idx, idx] = 1 / d
+        return out
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    x = b2.astype(dtype) / d[..., :, None]
+    return x[..., 0] if vec else x
+
+
+def lu_factor(a, overwrite_a, dtype, finite=False):
+    """``(lu, piv)`` as SciPy's ``lu_factor``: 0-based int32 pivots; an exactly zero pivot
+    warns, as SciPy's."""
+    f = factor(a, dtype, overwrite_a, finite)
+    bad = np.flatnonzero(f.codes > 0)
+    if bad.size:
+        _warn(f"Diagonal number {int(f.codes[bad[0]])} is exactly zero. Singular matrix.",
+              ill_conditioned())
+    k = f.piv.shape[-1]
+    piv = (f.piv - 1).astype(np.int32).reshape(tuple(a.shape[:-2]) + (k,))
+    return f.w.reshape(a.shape), piv
+
+
+def lu_solve(lu, piv, b, trans, overwrite_b, dtype, finite=False):
+    """``op(A)^-1 b`` from SciPy's ``(lu, piv)``; the factor's and pivots' batches broadcast
+    with ``b``'s. Pivots out of range raise ``ValueError`` (cuSOLVER would read out of
+    bounds), checked with ``check_finite`` in one read-back."""
+    import cupy
+    n = lu.shape[-1]
+    flags = cupy.zeros(3, dtype=np.int32)
+    if finite:
+        flag_nonfinite(lu, flags[0:1])
+        flag_nonfinite(b, flags[1:2])
+    flags[2:] = ((piv < 0) | (piv >= n)).any().astype(np.int32)
+    host = flags.get()
+    if host[0]:
+        raise_nonfinite("lu")
+    if host[1]:
+        raise_nonfinite("b")
+    if host[2]:
+        raise ValueError(f"piv holds indices outside [0, {n}): not pivots of lu_factor")
+    fbatch = broadcast_batch(tuple(lu.shape[:-2]), tuple(piv.shape[:-1]))
+    nb = math.prod(fbatch)
+    w = fortran_batch(cupy.broadcast_to(lu, fbatch + (n, n)), dtype)
+    batched = _batched(n, n, nb)
+    p = cupy.broadcast_to(piv, fbatch + (n,)).reshape(nb, n)
+    p = (p + 1).astype(np.int32 if batched else np.int64)
+    f = Factor(w, cupy.ascontiguousarray(p), np.zeros(nb, np.int32), batched)
+    return _solve_rhs(f, fbatch, b, int(trans), dtype)
+
+
+def lu(a, permute_l, overwrite_a, p_indices, dtype, finite=False):
+    """SciPy's ``lu``: ``(P, L, U)`` or ``(PL, U)`` (:func:`._lu_xp.assemble`)."""
+    f = factor(a, dtype, overwrite_a, finite)
+    k = f.piv.shape[-1]
+    piv = (f.piv - 1).reshape(tuple(a.shape[:-2]) + (k,))
+    real = np.empty(0, dtype).real.dtype
+    return assemble(f.w.reshape(a.shape), piv, permute_l, p_indices, real)
+
+
+def det(a, overwrite_a, dtype, finite=False):
+    """``det a`` (float64 or complex128, batch shape): the product of U's diagonal and the
+    pivots' sign; zero for a singular matrix."""
+    f = factor(a, dtype, overwrite_a, finite)
+    piv = (f.piv - 1).astype(np.int64)
+    return det_from_factor(f.w, piv).reshape(a.shape[:-2])
+
+
+def slogdet(a, dtype):
+    """NumPy's ``slogdet`` pair from the factor: ``(sign, logabsdet)``."""
+    f = factor(a, dtype)
+    sign, logabs = slogdet_from_factor(f.w, (f.piv - 1).astype(np.int64), dtype)
+    return sign.reshape(a.shape[:-2]), logabs.reshape(a.shape[:-2])
+
+
+def inv(a, kind, lower, overwrite_a, dtype, finite=False):
+    """``a^-1`` for the structure ``kind`` of :data:`._lu_rules.INV_STRUCTURES`: ``"pos"``
+    through Cholesky, triangles through the triangular engine, ``"diagonal"`` directly,
+    everything else by LU and ``getrs`` on the identity, with SciPy's conditioning rule on
+    the exact ``1 / (||A||_1 ||A^-1||_1)``."""
+    import cupy
+    n = a.shape[-1]
+    eye = cupy.eye(n, dtype=dtype)
+    if kind == "pos":
+        c = _cholesky(a, lower, overwrite_a, dtype, finite)
+        return _cholesky_cuda.cho_solve(c, lower, eye, False, dtype, True, False)
+    if kind in ("upper triangular", "lower triangular"):
+        return _triangular_cuda.solve_triangular(a, eye, 0, kind == "lower triangular", False,
+                                                 False, dtype, True, finite)
+    if kind == "diagonal":
+        return _diagonal(a, None, dtype, finite, inverse=True)
+    if finite and kind in ("sym", "her"):  # all of a, as SciPy
+        _triangular_cuda.check_finite_pair(a, a, ("a", "a"))
+        finite = False
+    a = structured(a, kind, lower, cupy)
+    anorm = _norm1(a, False)
+    f = factor(a, dtype, overwrite_a, finite)
+    _raise_singular(f, tuple(a.shape[:-2]))
+    x = cupy.zeros((len(f.w), n, n), dtype=dtype).transpose(0, 2, 1)
+    x[:, cupy.arange(n), cupy.arange(n)] = 1
+    _solve_stack(f, x, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rcond = 1.0 / to_host(anorm * cupy.abs(x).sum(axis=-2).max(axis=-1))
+    judge_rcond(rcond, dtype, tuple(a.shape[:-2]))
+    return x.reshape(a.shape)
