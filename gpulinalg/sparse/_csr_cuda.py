@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._input_xp import wrap_csr
 
-__all__ = ["csr_matrix", "device_csr"]
+__all__ = ["csr_matrix", "device_csr", "csc_of_dense", "sparse_result"]
 
 
 def csr_matrix(indptr, indices, data, n):
@@ -23,3 +23,18 @@ def device_csr(indptr, indices, data, n, reordering, choices, default, library):
         raise ValueError(f"reordering must be one of {sorted(choices)} for {library}, "
                          f"got {reordering!r}")
     return m, int(cupy.cuda.runtime.getDevice()), reordering
+
+
+def csc_of_dense(a):
+    """A dense CuPy matrix as a ``cupyx.scipy.sparse.csc_matrix`` (SciPy's names convert a
+    dense ``A`` as SciPy does)."""
+    import cupyx.scipy.sparse
+    return cupyx.scipy.sparse.csc_matrix(a)
+
+
+def sparse_result(A, rows, cols, vals, shape):
+    """The CuPy sparse matrix of the given entries: CSR when ``A`` is CSR, else CSC
+    (``spsolve``'s result for a sparse right-hand side)."""
+    import cupyx.scipy.sparse
+    x = cupyx.scipy.sparse.coo_matrix((vals, (rows, cols)), shape=shape)
+    return x.tocsr() if getattr(A, "format", None) == "csr" else x.tocsc()

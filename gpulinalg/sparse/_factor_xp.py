@@ -35,7 +35,7 @@ from ._residual_xp import solve_checked
 from ._results import ResidualError, describe
 
 __all__ = ["resolve_method", "build", "checked_slogdet", "checked_solve", "factorize_with", "solve_once_with",
-           "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
+           "solve_columns", "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
            "SYMMETRIC_METHODS"]
 
 #: methods whose factorization is of a symmetric (Hermitian for complex) matrix: A = Aᴴ
@@ -305,6 +305,43 @@ def solve_once_with(factor_cls, csr_matrix, indptr, indices, data, b, *, n, meth
         release(factor)
     report["method_fallback"] = why
     return x, report
+
+
+#: bytes of dense right-hand-side columns :func:`solve_columns` makes at once
+COLUMN_BLOCK_BYTES = 1 << 28
+
+
+def solve_columns(factorize, indptr, indices, data, b_indptr, b_indices, b_data, *, n, k,
+                  method, check, tol, max_steps):
+    """Solve ``A X = B`` for a sparse ``B`` of ``k`` columns (canonical CSC arrays) with one
+    factorization by the engine's ``factorize``, densifying ``B`` a block of columns at a time
+    (``scipy.sparse.linalg.spsolve`` solves column by column): ``(rows, cols, values, report)``
+    of the nonzeros of ``X`` and the worst block's report."""
+    xp = xp_of(data)
+    factor, why = factorize(indptr, indices, data, n=n, method=method)
+    width = max(1, min(k, COLUMN_BLOCK_BYTES // max(1, n * factor.dtype.itemsize)))
+    rows, cols, vals, report = [], [], [], None
+    try:
+        for j0 in range(0, k, width):
+            j1 = min(k, j0 + width)
+            lo, hi = int(b_indptr[j0]), int(b_indptr[j1])
+            block = xp.zeros((n, j1 - j0), dtype=factor.dtype)
+            at = xp.searchsorted(b_indptr[j0 + 1:j1 + 1], xp.arange(lo, hi), side="right")
+            block[b_indices[lo:hi], at] = b_data[lo:hi]
+            x, rep = checked_solve(factor, block, check=check, tol=tol, max_steps=max_steps,
+                                   what=f"sparse.spsolve ({factor.method})")
+            r, c = xp.nonzero(x)
+            rows.append(r)
+            cols.append(c + j0)
+            vals.append(x[r, c])
+            if report is None or rep["backward_error"] > report["backward_error"]:
+                report = {**rep, "warning": (report or {}).get("warning") or rep.get("warning"),
+                          "ill_conditioned": (report or {}).get("ill_conditioned")
+                          or rep.get("ill_conditioned")}
+    finally:
+        release(factor)
+    report["method_fallback"] = why
+    return xp.concatenate(rows), xp.concatenate(cols), xp.concatenate(vals), report
 
 
 def refactorize(factor, values):

@@ -22,6 +22,7 @@ of order 490 000).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -35,7 +36,8 @@ from ._residual_xp import norm_inf
 from ._results import new_timings
 
 __all__ = ["SuperLUFactor", "SUPERLU_OPTIONS", "EmptyFactor", "csr_matrix", "factorize",
-           "solve_once", "host_twin"]
+           "solve_once", "host_twin", "host_superlu", "triangular_solve", "matrix_rank_warning",
+           "sparse_efficiency_warning", "csc_of_dense", "sparse_result"]
 
 #: method -> (permc_spec, diag_pivot_thresh, SymmetricMode)
 SUPERLU_OPTIONS = {
@@ -61,8 +63,9 @@ class SuperLUFactor:
     input_nnz: Any = None
     device = "cpu"
 
-    def __init__(self, indptr, indices, data, n, method, *, reordering=None):
+    def __init__(self, indptr, indices, data, n, method, *, reordering=None, superlu=None):
         self.n, self.method = int(n), method
+        self._superlu = dict(superlu or {})  # splu's keywords, over the method's (scipy names)
         self.m = csr_matrix(indptr, indices, np.array(data, copy=True), self.n)
         self.dtype = self.m.dtype
         spec, self._thresh, self._symmetric = SUPERLU_OPTIONS[method]
@@ -104,11 +107,12 @@ class SuperLUFactor:
         # a real symmetric matrix's CSR arrays are its CSC arrays: skip the conversion
         symmetric = self._symmetric_pivots and self.dtype.kind != "c"
         csc = m.T if symmetric else m.tocsc()
+        extra = {k: v for k, v in self._superlu.items() if v is not None}
+        options = {"SymmetricMode": self._symmetric or self.reordering == "MMD_AT_PLUS_A",
+                   **extra.pop("options", {})}
+        kwargs = {"diag_pivot_thresh": self._thresh, **extra}
         try:
-            self.lu = spla.splu(csc, permc_spec=spec,
-                                diag_pivot_thresh=self._thresh,
-                                options={"SymmetricMode": self._symmetric
-                                         or self.reordering == "MMD_AT_PLUS_A"})
+            self.lu = spla.splu(csc, permc_spec=spec, options=options, **kwargs)
         except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
             raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
                                       f"(SuperLU: {exc})") from None
@@ -193,9 +197,35 @@ class SuperLUFactor:
         self.lu = None
 
 
-def factorize(indptr, indices, data, **kwargs):
-    """CPU twin of :func:`gpulinalg.sparse._engine_cuda.factorize`."""
-    return factorize_with(SuperLUFactor, csr_matrix, indptr, indices, data, **kwargs)
+def factorize(indptr, indices, data, *, superlu=None, **kwargs):
+    """CPU twin of :func:`gpulinalg.sparse._engine_cuda.factorize`; ``superlu``: keywords of
+    ``scipy.sparse.linalg.splu`` (``diag_pivot_thresh``, ``relax``, ``panel_size``,
+    ``options``) over the method's own (the SciPy names' ``splu``)."""
+    cls = functools.partial(SuperLUFactor, superlu=superlu) if superlu else SuperLUFactor
+    return factorize_with(cls, csr_matrix, indptr, indices, data, **kwargs)
+
+
+def host_superlu(indptr, indices, data, *, n, reordering=None, superlu=None):
+    """SciPy's ``SuperLU`` object of the matrix (LU, partial pivoting unless ``superlu`` says
+    otherwise): the factors ``L``, ``U``, ``perm_r``, ``perm_c`` of a GPU factorization, whose
+    engine (cuDSS) does not expose its own."""
+    return SuperLUFactor(indptr, indices, data, n, "lu", reordering=reordering,
+                         superlu=superlu).lu
+
+
+def triangular_solve(indptr, indices, data, b, *, n, lower, unit_diagonal):
+    """``scipy.sparse.linalg.spsolve_triangular`` of the CSR matrix (SuperLU's ``gstrs``):
+    CPU twin of :func:`gpulinalg.sparse._triangular_cuda.triangular_solve`."""
+    import scipy.sparse.linalg as spla
+    m = csr_matrix(indptr, indices, data, n)
+    return spla.spsolve_triangular(m, np.asarray(b).astype(data.dtype, copy=False), lower=lower,
+                                   unit_diagonal=unit_diagonal)
+
+
+def matrix_rank_warning():
+    """SciPy's ``MatrixRankWarning`` (what ``spsolve`` warns for an exactly singular matrix)."""
+    from scipy.sparse.linalg import MatrixRankWarning
+    return MatrixRankWarning
 
 
 def solve_once(indptr, indices, data, b, **kwargs):
@@ -242,3 +272,24 @@ class EmptyFactor:
 
     def free(self):
         pass
+
+
+def sparse_efficiency_warning():
+    """SciPy's ``SparseEfficiencyWarning`` (what its solvers warn when they convert ``A``)."""
+    from scipy.sparse import SparseEfficiencyWarning
+    return SparseEfficiencyWarning
+
+
+def csc_of_dense(a):
+    """A dense matrix (NumPy, or anything ``numpy.asarray`` takes) as a ``csc_array``."""
+    import scipy.sparse
+    return scipy.sparse.csc_array(to_host(a) if hasattr(a, "shape") else np.asarray(a))
+
+
+def sparse_result(A, rows, cols, vals, shape):
+    """The SciPy sparse matrix of the given entries: ``A``'s class when ``A`` is a SciPy CSR or
+    CSC matrix, else ``csc_array`` (``spsolve``'s rule for a sparse right-hand side)."""
+    import scipy.sparse
+    cls = type(A) if scipy.sparse.issparse(A) and A.format in ("csr", "csc") else \
+        scipy.sparse.csc_array
+    return cls((vals, (rows, cols)), shape=shape, dtype=vals.dtype)
