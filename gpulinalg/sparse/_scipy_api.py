@@ -436,7 +436,8 @@ def splu(A: Any, permc_spec: str | None = None, diag_pivot_thresh: float | None 
     A = _square_sparse(A, "splu")
     _check_permc(permc_spec)
     superlu = dict(permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh, relax=relax,
-                   panel_size=panel_size, options=options)
+                   panel_size=panel_size,  # SciPy's SymmetricMode default, whatever the order
+                   options={"SymmetricMode": False, **(options or {})})
     return _factorize(A, "lu", "sparse.splu", superlu)
 
 
