@@ -10,6 +10,11 @@ measured), which keeps the full run within a few minutes.
 ``$GPULINALG_BENCH_SPARSE_CASES`` (comma-separated substrings of case names, e.g.
 ``"poisson2d 700,poisson3d 40"``) runs a subset.
 
+``spsolve`` cases (SciPy's name, ``gpulinalg.sparse.spsolve``, CuPy in) on a 3-D Poisson matrix
+(80³, n = 512 000) and a 2-D upwind convection–diffusion matrix (700², unsymmetric), against
+``cupyx.scipy.sparse.linalg.spsolve`` and nvmath's ``direct_solver`` with default options:
+warm (one call first, not timed), one shot each (``quick``: 40³ and 100²).
+
 Every row: ``one_shot_s`` (matrix and right-hand side on the device for GPU rows, on the host
 for CPU rows; wall clock including synchronization), the ``analysis_s`` /
 ``factorization_s`` / ``solve_s`` split where the implementation exposes it,
@@ -31,16 +36,17 @@ TARGETS = {"poisson2d 700^2": {"one_shot_s": 1.0, "refactorize_solve_s": 0.015},
            "poisson3d 40^3": {"one_shot_s": 0.5}}
 #: largest n each peer is run on, per matrix family; beyond it the peer's time is extrapolated
 #: from the largest case of the same family it ran on (time ~ n^SCALING[family]), not measured.
-_CPU = {"2d": 100_000, "3d": 10_000, "fem2d": 150_000, "fem3d": 5_000}
+_CPU = {"2d": 100_000, "3d": 10_000, "fem2d": 150_000, "fem3d": 5_000, "cd": 10_000}
 RUN_LIMITS = {"scipy.spsolve": _CPU, "scipy.splu": _CPU, "gpulinalg (backend=cpu)": _CPU,
               "gpulinalg (backend=cpu, reordering=MMD_AT_PLUS_A)":
                   {"2d": 100_000, "3d": 10_000, "fem2d": 10_000, "fem3d": 5_000},
-              "cupy.spsolve": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000, "fem3d": 5_000},
+              "cupy.spsolve": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000, "fem3d": 5_000,
+                               "cd": 10_000},
               "nvmath.direct_solver (no threading layer)": {"2d": 500_000, "3d": 70_000,
                                                             "fem2d": 150_000, "fem3d": 20_000},
               "gpulinalg (reordering=amd)": {"2d": 100_000, "3d": 10_000, "fem2d": 10_000,
                                              "fem3d": 5_000}}
-SCALING = {"2d": 1.5, "3d": 2.0, "fem2d": 1.5, "fem3d": 2.0}
+SCALING = {"2d": 1.5, "3d": 2.0, "fem2d": 1.5, "fem3d": 2.0, "cd": 1.5}
 #: peers whose skipped sizes get an extrapolated time (the CPU ones and CuPy's QR)
 EXTRAPOLATED = {k for k in RUN_LIMITS if k.startswith(("scipy", "gpulinalg (backend=cpu",
                                                        "cupy"))}
@@ -84,6 +90,26 @@ def fem_poisson(nrefs):
     return skfem.condense(a, np.ones(a.shape[0]), D=basis.get_dofs())[0].tocsr()
 
 
+def convection_diffusion(m, peclet=50.0):
+    """2-D ``-Δu + c·∇u`` on an m×m grid, upwind differences: unsymmetric, nonsingular."""
+    import scipy.sparse as sp
+    h = 1.0 / (m + 1)
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m)) / h**2
+    d = sp.diags([-1.0, 1.0], [-1, 0], shape=(m, m)) * (peclet / h)
+    eye = sp.identity(m)
+    return (sp.kron(eye, t + d) + sp.kron(t + 0.5 * d, eye)).tocsr()
+
+
+def spsolve_cases(quick):
+    """``spsolve`` cases: ``(name, family, builder)``; the small ones give the extrapolation
+    base of the peers that do not run at the large sizes."""
+    out = [("spsolve convdiff 100^2", "cd", lambda: convection_diffusion(100))]
+    if quick:
+        return out + [("spsolve poisson3d 40^3", "3d", lambda: poisson3d(40))]
+    return out + [("spsolve poisson3d 80^3", "3d", lambda: poisson3d(80)),
+                  ("spsolve convdiff 700^2", "cd", lambda: convection_diffusion(700))]
+
+
 def cases(quick):
     """``(name, family, builder)``; builders return a SciPy CSR matrix."""
     grid2 = (300, 700) if quick else (300, 700, 1400)
@@ -96,7 +122,7 @@ def cases(quick):
         out.append((f"fem elasticity ball (nrefs={k})", "fem3d", lambda k=k: fem_elasticity(k)))
     for k in (6,) if quick else (6, 8):
         out.append((f"fem poisson disk (nrefs={k})", "fem2d", lambda k=k: fem_poisson(k)))
-    return out
+    return out + spsolve_cases(quick)
 
 
 def _sync():
@@ -282,6 +308,41 @@ def _cupy_row(case, a, b, family):
                 backward_error=backward_error(a, x, b))
 
 
+def _spsolve_rows(case, a, b, family, gpu):
+    """SciPy's name ``gpulinalg.sparse.spsolve`` (CuPy in) against CuPy's ``spsolve`` and
+    nvmath's ``direct_solver`` with default options, and SciPy's ``spsolve`` (host): warm, one
+    shot."""
+    import scipy.sparse.linalg as spla
+
+    import gpulinalg
+    peers = {"scipy.spsolve": lambda: spla.spsolve(a, b)}
+    if gpu:
+        import cupy
+        import cupyx.scipy.sparse as csp
+        import cupyx.scipy.sparse.linalg as cspla
+        from nvmath.sparse.advanced import direct_solver
+
+        from gpulinalg.sparse import spsolve
+        ad, bd = csp.csr_matrix(a), cupy.asarray(b)
+        peers = {"gpulinalg.sparse.spsolve": lambda: spsolve(ad, bd),
+                 "nvmath.direct_solver (default options)": lambda: direct_solver(ad, bd),
+                 "cupy.spsolve": lambda: cspla.spsolve(ad, bd), **peers}
+    out = []
+    for label, fn in peers.items():
+        skipped = _skip(case, label, family)
+        if skipped is not None:
+            out.append(skipped)
+            continue
+        with gpulinalg.config(backend="gpu" if gpu and "scipy" not in label else "cpu"):
+            fn()  # warm: libraries loaded, handles and pools made
+            _sync()
+            timing, x = measure(fn, repeat=3)
+        figures = {"one_shot_s": timing["median_s"], "warm": True,
+                   "backward_error": backward_error(a, x, b)}
+        out.append(_row(case, label, timing, family, **figures))
+    return out
+
+
 def run_case(name, family, build, gpu):
     if build is None:
         return [absent(SUITE, name, "all", "scikit-fem not importable")]
@@ -290,6 +351,8 @@ def run_case(name, family, build, gpu):
     _META.clear()
     _META.update(n=a.shape[0], nnz=int(a.nnz), build_s=time.perf_counter() - t0)
     b = np.random.default_rng(0).standard_normal(a.shape[0])
+    if name.startswith("spsolve "):
+        return _spsolve_rows(name, a, b, family, gpu)
     rows = []
     if gpu:
         rows.append(_ours_gpu(name, a, b, family))
