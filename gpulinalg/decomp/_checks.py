@@ -177,3 +177,16 @@ def writable(x, overwrite):
     """``overwrite`` (an ``overwrite_*`` flag) if ``x``'s memory may be written, else ``False``:
     a read-only array or memmap is never written (LAPACK would write it, or crash on it)."""
     return bool(overwrite) and bool(getattr(getattr(x, "flags", None), "writeable", False))
+
+
+_LONG = {np.dtype(np.longdouble): np.float64, np.dtype(np.clongdouble): np.complex128}
+
+
+def demote_long(x):
+    """A NumPy ``longdouble``/``clongdouble`` array as float64/complex128 (a copy), as SciPy's
+    LAPACK wrappers compute it; anything else as given."""
+    if isinstance(x, np.ndarray) and x.dtype in _LONG:
+        wide = np.dtype(_LONG[x.dtype])
+        if x.dtype.itemsize > wide.itemsize:  # where long double is double, nothing to do
+            return x.astype(wide)
+    return x

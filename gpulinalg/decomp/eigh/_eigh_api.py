@@ -12,7 +12,8 @@ from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
 from . import _eigh_cuda
 from . import _eigh_host
-from .._checks import broadcast_batch, cupy_key, empty_result, flag, flops_scale, prepare, real_dtype
+from .._checks import (broadcast_batch, cupy_key, demote_long, empty_result, flag, flops_scale,
+                       prepare, real_dtype)
 from .._gpu._cusolver_cuda import workspace_bytes
 from .._results import EighResult
 
@@ -161,11 +162,13 @@ def _plan(name, a, b, lower, eigvals_only, overwrite_a, overwrite_b, itype, chec
             driver, '", "'.join(DRIVERS[1:])))
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
     defer = bool(check_finite) and (on_gpu(a) or (b is not None and on_gpu(b)))
-    a, dtype = prepare(a, square=True, check_finite=bool(check_finite) and not defer)
+    a, dtype = prepare(demote_long(a), square=True,
+                       check_finite=bool(check_finite) and not defer)
     n = a.shape[-1]
     batch = tuple(a.shape[:-2])
     if b is not None:
-        b, dtype_b = prepare(b, "b", square=True, check_finite=bool(check_finite) and not defer)
+        b, dtype_b = prepare(demote_long(b), "b", square=True,
+                             check_finite=bool(check_finite) and not defer)
         if b.shape[-2:] != a.shape[-2:]:
             raise ValueError(f"wrong b dimensions {tuple(b.shape[-2:])}, should be "
                              f"{tuple(a.shape[-2:])}")

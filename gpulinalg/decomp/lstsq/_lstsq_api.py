@@ -12,7 +12,8 @@ from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
 from . import _lstsq_cuda
 from . import _lstsq_host
-from .._checks import broadcast_batch, cupy_key, empty_result, flag, flops_scale, prepare, real_dtype
+from .._checks import (broadcast_batch, cupy_key, demote_long, empty_result, flag, flops_scale,
+                       prepare, real_dtype)
 from .._gpu._cusolver_cuda import workspace_bytes
 from .._results import LstsqResult
 
@@ -105,8 +106,9 @@ def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
     """Validate a :func:`lstsq` call in SciPy's order; its :class:`~gpulinalg._runtime.dispatch.Op`."""
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
     defer = bool(check_finite) and (on_gpu(a) or on_gpu(b))
-    a, dtype_a = prepare(a, check_finite=bool(check_finite) and not defer)
-    b, dtype_b = prepare(b, "b", min_ndim=1, check_finite=bool(check_finite) and not defer)
+    a, dtype_a = prepare(demote_long(a), check_finite=bool(check_finite) and not defer)
+    b, dtype_b = prepare(demote_long(b), "b", min_ndim=1,
+                         check_finite=bool(check_finite) and not defer)
     m, n = a.shape[-2:]
     vec = b.ndim == 1
     rows = b.shape[0] if vec else b.shape[-2]
@@ -204,7 +206,7 @@ def pinv(a: Any, *, atol: float | None = None, rtol: float | None = None,
 def _plan_pinv(a, atol, rtol, return_rank, check_finite):
     """Validate a :func:`pinv` call; its :class:`~gpulinalg._runtime.dispatch.Op`."""
     defer = bool(check_finite) and on_gpu(a)
-    a, dtype = prepare(a, check_finite=bool(check_finite) and not defer)
+    a, dtype = prepare(demote_long(a), check_finite=bool(check_finite) and not defer)
     m, n = a.shape[-2:]
     batch = tuple(a.shape[:-2])
     atol = 0.0 if atol is None else atol
