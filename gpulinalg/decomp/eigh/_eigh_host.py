@@ -3,6 +3,7 @@ batch; the twin of :mod:`._eigh_cuda`."""
 
 import numpy as np
 
+from ..._runtime.errors import LinAlgError
 from ..._runtime.validation import check_finite
 from .._checks import broadcast_batch, sub, writable
 from .._results import EighResult
@@ -31,12 +32,17 @@ def eigh(a, b, lower, eigvals_only, itype, index, value, driver, dtype, overwrit
     if b is not None:
         kwargs["type"] = itype
     batch = broadcast_batch(a.shape[:-2], () if b is None else b.shape[:-2])
-    if single:
-        out = scipy.linalg.eigh(a, b, **kwargs)
-    else:
-        out = stack_counted([scipy.linalg.eigh(sub(a, idx, 2), None if b is None else
-                                               sub(b, idx, 2), **kwargs)
-                             for idx in np.ndindex(*batch)], batch, np)
+    try:
+        if single:
+            out = scipy.linalg.eigh(a, b, **kwargs)
+        else:
+            out = stack_counted([scipy.linalg.eigh(sub(a, idx, 2), None if b is None else
+                                                   sub(b, idx, 2), **kwargs)
+                                 for idx in np.ndindex(*batch)], batch, np)
+    except np.linalg.LinAlgError as exc:  # SciPy's, as gpulinalg's (a subclass) on both engines
+        if isinstance(exc, LinAlgError):
+            raise
+        raise LinAlgError(str(exc)) from exc
     if eigvals_only:
         return out
     w, v = out

@@ -140,7 +140,7 @@ def _empty(a, b, xshape, batch, n, vec, dtype):
     """SciPy's answer to an empty problem: ``x`` zeros; ``residues`` the squared norms of
     ``b``'s columns when ``N == 0``, else empty; rank 0; ``s`` empty."""
     x, s = empty_result(a, (xshape, dtype), (batch + (0,), real_dtype(dtype)))
-    if n == 0 and b.shape[-1 if vec else -2] > 0:
+    if n == 0:
         residues = (abs(b) ** 2).sum(-1 if vec else -2)
     else:
         residues = empty_result(a, (batch + (0,), dtype))[0]

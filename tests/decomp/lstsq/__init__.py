@@ -1,0 +1,1 @@
+"""Tests of gpulinalg.decomp.lstsq and pinv."""
