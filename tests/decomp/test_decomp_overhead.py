@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("cupy")
 
-from benchmarks import decomp_overhead  # noqa: E402
+from benchmarks.suites import decomp_overhead  # noqa: E402
 from gpulinalg._runtime import device  # noqa: E402
 from gpulinalg.decomp._kernels import _fused_cuda
 from gpulinalg.decomp.triangular import _triangular_cuda  # noqa: E402

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import dense_overhead  # noqa: E402
-from benchmarks import dense_torch_host as harness  # noqa: E402
+from benchmarks.suites import dense_overhead  # noqa: E402
+from benchmarks.suites import dense_torch_host as harness  # noqa: E402
 from gpulinalg import last_run  # noqa: E402
 from gpulinalg._runtime import dispatch  # noqa: E402
 from gpulinalg.dense import _calls, _matmul_api, _plans_cuda, _tensors_cuda, matmul  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import dense_torch_host as harness  # noqa: E402
+from benchmarks.suites import dense_torch_host as harness  # noqa: E402
 from gpulinalg.dense import FusedMLP, _plans_cuda, plan_cache_info  # noqa: E402
 
 F64 = dict(rtol=1e-10, atol=1e-12)

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import dense_torch_host as harness  # noqa: E402
+from benchmarks.suites import dense_torch_host as harness  # noqa: E402
 from gpulinalg import config_context, get_config  # noqa: E402
 from gpulinalg._runtime import memo as _memo  # noqa: E402
 from gpulinalg.dense import _calls, _linear_torch, _plans_cuda  # noqa: E402
