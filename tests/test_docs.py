@@ -73,7 +73,8 @@ def test_coming_from_index_lists_the_page():
     assert "coming_from" in (DOCS / "index.md").read_text()
 
 
-SHARED_WITH_SCIPY = ("qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular")
+SHARED_WITH_SCIPY = ("qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
+                     "eigh", "eigvalsh", "lstsq", "pinv")
 
 
 def test_coming_from_lists_the_names_shared_with_scipy():
