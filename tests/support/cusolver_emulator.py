@@ -296,7 +296,7 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate", "ones_like", "full", "matmul"):
+                 "concatenate", "ones_like", "full", "matmul", *_lu().CUPY_NAMES):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))
@@ -366,6 +366,9 @@ class FakeCusolverDn(types.ModuleType):
     xgeqrf_buffer_size = xgesvd_buffer_size = xgesvdp_buffer_size = staticmethod(
         lambda *a: (64, 0))
     xpotrf_buffer_size = staticmethod(lambda *a: (64, 0))
+    xgetrf_buffer_size = staticmethod(lambda *a: (64, 0))
+    xgetrf = staticmethod(lambda *a: _lu().xgetrf(*a))
+    xgetrs = staticmethod(lambda *a: _lu().xgetrs(*a))
 
     @staticmethod
     def xgeqrf(h, p, m, n, dt, a, lda, dtt, tau, ct, dbuf, dsz, hbuf, hsz, info):
@@ -486,6 +489,13 @@ class FakeCusolverDn(types.ModuleType):
                                           lower=_lower(uplo))
         B[...] = x
         _set_info(info, code)
+
+
+def _lu():
+    """The LU routines' emulation (:mod:`tests.support.lu_emulator`, which reads memory
+    through this module's helpers)."""
+    from tests.support import lu_emulator
+    return lu_emulator
 
 
 def pointers(address, count):
@@ -650,6 +660,8 @@ class FakeCublas(types.ModuleType):
         for p, dt in zip("sdcz", (np.float32, np.float64, np.complex64, np.complex128)):
             setattr(self, p + "trsm", self._trsm(dt))
             setattr(self, p + "trsm_batched", self._trsm_batched(dt))
+            setattr(self, p + "getrf_batched", _lu().getrf_batched(dt))
+            setattr(self, p + "getrs_batched", _lu().getrs_batched(dt))
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
             setattr(self, p + "gemm_strided_batched", self._gemm_strided_batched(dt))
             setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))

@@ -17,16 +17,24 @@ from .._checks import broadcast_batch, cupy_key, empty_result, flag, flops_scale
 from .._gpu._cusolver_cuda import workspace_bytes
 from .._results import SlogdetResult
 from . import _lu_cuda, _lu_host
-from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, structure
+from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, UnknownStructure, structure
 from ._lu_xp import scalar_solve
 
 __all__ = ["solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
 
 
-def _atleast(x, nd):
-    """``x`` with ones prepended to its shape up to ``nd`` dimensions (NumPy's atleast_Nd)."""
-    x = _v.as_array(x)
+def _atleast(x, nd=0, name="a"):
+    """``x`` as an array with ones prepended to its shape up to ``nd`` dimensions (NumPy's
+    atleast_Nd); extended precision read as double, as SciPy's LAPACK wrappers do."""
+    x = _lapack(_v.as_array(x, name))
     return x.reshape((1,) * (nd - x.ndim) + tuple(x.shape)) if x.ndim < nd else x
+
+
+def _lapack(x):
+    kind, size = getattr(x.dtype, "kind", ""), getattr(x.dtype, "itemsize", 0)
+    if isinstance(x, np.ndarray) and ((kind == "f" and size > 8) or (kind == "c" and size > 16)):
+        return x.astype(np.complex128 if kind == "c" else np.float64)
+    return x
 
 
 def _flops_lu(shape, dtype):
@@ -222,6 +230,10 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
 def _plan_factor(a, check_finite):
     """``(a, dtype, defer)`` of a factorization's validation."""
     defer = bool(check_finite) and _arrays.on_gpu(a)
+    a = _atleast(a)
+    if a.ndim < 2:
+        raise ValueError("The input array must be at least two-dimensional, got shape "
+                         f"{tuple(a.shape)}.")
     a, dtype = prepare(a, check_finite=bool(check_finite) and not defer)
     return a, dtype, defer
 
@@ -306,7 +318,7 @@ def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
             or int(trans) not in (0, 1, 2):
         raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
     defer = bool(check_finite) and any(_arrays.on_gpu(x) for x in (lu, piv, b))
-    lu, dtype_lu = prepare(lu, "lu", square=True, check_finite=bool(check_finite) and not defer)
+    lu, dtype_lu = prepare(_atleast(lu, 0, "lu"), "lu", square=True, check_finite=bool(check_finite) and not defer)
     b, dtype_b = prepare(_atleast(b, 1), "b", min_ndim=1,
                          check_finite=bool(check_finite) and not defer)
     piv = _v.as_array(piv, "piv", min_ndim=1)
@@ -397,7 +409,7 @@ def _plan_lu(a, permute_l, overwrite_a, check_finite, p_indices, cupy_only):
 
 
 def _square(a, name="a", error=ValueError):
-    a = _v.as_array(a, name)
+    a = _atleast(a, 0, name) if _arrays.kind_of(a) is not None else _lapack(np.asarray(a))
     if a.ndim < 2:
         raise error(f"The input array must be at least two-dimensional, got {name}.shape="
                     f"{tuple(a.shape)}.")
@@ -454,7 +466,11 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
 
 def _plan_det(a, overwrite_a, check_finite, cupy_only):
     defer = bool(check_finite) and _arrays.on_gpu(a)
-    a, dtype = prepare(_square(a), square=True, check_finite=bool(check_finite) and not defer)
+    raw = a if _arrays.kind_of(a) is not None else np.asarray(a)
+    if _v._np_dtype(raw).kind not in "biufc":
+        raise TypeError(f"The dtype {_v._np_dtype(raw)} cannot be cast to float(32, 64).")
+    a = _square(raw, "array")
+    a, dtype = prepare(a, "array", square=True, check_finite=bool(check_finite) and not defer)
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
     if a.shape[-1] == 0:
         one = _arrays.to_kind(np.ones(tuple(a.shape[:-2]), wide),
@@ -582,10 +598,10 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, *,
 
 def _plan_inv(a, overwrite_a, check_finite, assume_a, lower, cupy_only):
     if assume_a not in INV_STRUCTURES:
-        raise ValueError(f"{assume_a} is not a recognized matrix structure for inv: "
-                         f"{sorted(k for k in INV_STRUCTURES if k)}")
+        raise UnknownStructure(f"{assume_a} is not a recognized matrix structure for inv: "
+                               f"{sorted(k for k in INV_STRUCTURES if k)}")
     defer = bool(check_finite) and _arrays.on_gpu(a)
-    a = _v.as_array(a)
+    a = _atleast(a)
     if a.ndim < 2:
         raise ValueError(f"Expected at least ndim=2, got a1.ndim={a.ndim}")
     if a.shape[-1] != a.shape[-2]:

@@ -150,50 +150,65 @@ def _norm1(a, transposed):
         .astype(np.float64).reshape(-1)
 
 
-def _rcond(f, anorm, trans, dtype):
-    """SciPy's rule (:func:`._lu_rules.judge_rcond`) on ``1 / (||op(A)||_1 est)``, ``est`` the
-    1-norm estimate of ``op(A)^-1`` through the factor (one read-back)."""
+def _judge(step, anorm, batch, n, trans, dtype):
+    """SciPy's rule (:func:`._lu_rules.judge_rcond`) on ``1 / (||op(A)||_1 est)`` per matrix
+    of the batch ``batch``: ``anorm`` their norms (device), ``est`` the 1-norm estimate of
+    ``op(A)^-1`` through ``step(y, trans)`` (the system's solve; ``y`` of ``batch + (n, 1)``)
+    by :func:`._lu_xp.inv_norm1_estimate`; one read-back."""
     import cupy
-    nb, n = len(f.w), f.w.shape[-1]
+    nb = math.prod(batch)
     adjoint = 2 if np.dtype(dtype).kind == "c" else (0 if trans else 1)
 
     def through(x, adj):
-        y = cupy.array(x, dtype=dtype)  # a new (B, n, 1) array: column-major matrices
-        _solve_stack(f, y, adjoint if adj else trans)
-        return y
+        return step(x.reshape(batch + (n, 1)), adjoint if adj else trans).reshape(nb, n, 1)
     est = inv_norm1_estimate(through, nb, n, dtype, cupy)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 1.0 / to_host(anorm * est)
+        judge_rcond(1.0 / to_host(anorm * est), dtype, batch)
+
+
+def _triangle(a, kind):
+    import cupy
+    return cupy.tril(a) if kind == "lower triangular" else cupy.triu(a)
 
 
 def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite=False):
     """``a^-1 b`` (``a^T`` with ``transposed``) for the structure ``kind`` of
     :data:`._lu_rules.SOLVE_STRUCTURES`: ``"pos"`` by the Cholesky engine, the triangles by
     the triangular one, ``"diagonal"`` by a division, everything else (``None`` included: no
-    structure detection on the GPU) by LU of the matrix SciPy's solver would read."""
+    structure detection on the GPU) by LU of the matrix SciPy's solver would read. SciPy's
+    conditioning rule on every route (:func:`_judge`)."""
     import cupy
-    if kind == "pos":
-        c = _cholesky(a, lower, overwrite_a, dtype, finite)
-        return _cholesky_cuda.cho_solve(c, lower, b, False, dtype, True, False)
-    if kind in ("upper triangular", "lower triangular"):
-        return _triangular_cuda.solve_triangular(a, b, int(bool(transposed)),
-                                                 kind == "lower triangular", False, False,
-                                                 dtype, True, finite)
     if kind == "diagonal":
         return _diagonal(a, b, dtype, finite)
     if finite:  # all of a, as SciPy (one read-back)
         _triangular_cuda.check_finite_pair(a, b, ("a", "b"))
-    a = structured(a, kind, lower, cupy)
-    vec = b.ndim == 1
-    batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
-    if a.ndim > 2 and tuple(a.shape[:-2]) != batch:
-        a = cupy.broadcast_to(a, batch + a.shape[-2:])
-    anorm = _norm1(a, transposed)
-    f = factor(a, dtype, overwrite_a, False)
-    _raise_singular(f, tuple(a.shape[:-2]))
-    trans = 1 if transposed else 0
-    x = _solve_rhs(f, tuple(a.shape[:-2]), b, trans, dtype)
-    judge_rcond(_rcond(f, anorm, trans, dtype), dtype, tuple(a.shape[:-2]))
+    trans, n = (1 if transposed else 0), a.shape[-1]
+    if kind == "pos":
+        anorm = _norm1(structured(a, "her", lower, cupy), False)
+        c = _cholesky(a, lower, overwrite_a, dtype, False)
+
+        def step(y, t):
+            return _cholesky_cuda.cho_solve(c, lower, y, False, dtype, False, False)
+    elif kind in ("upper triangular", "lower triangular"):
+        anorm = _norm1(_triangle(a, kind), transposed)
+
+        def step(y, t):
+            return _triangular_cuda.solve_triangular(a, y, t, kind == "lower triangular",
+                                                     False, False, dtype, False, False)
+    else:
+        a = structured(a, kind, lower, cupy)
+        vec = b.ndim == 1
+        batch = broadcast_batch(a.shape[:-2], () if vec else b.shape[:-2])
+        if a.ndim > 2 and tuple(a.shape[:-2]) != batch:
+            a = cupy.broadcast_to(a, batch + a.shape[-2:])
+        anorm = _norm1(a, transposed)
+        f = factor(a, dtype, overwrite_a, False)
+        _raise_singular(f, tuple(a.shape[:-2]))
+
+        def step(y, t):
+            return _solve_rhs(f, tuple(a.shape[:-2]), y, t, dtype)
+    x = step(b, trans)
+    _judge(step, anorm, tuple(a.shape[:-2]), n, trans, dtype)
     return x
 
 
@@ -302,12 +317,18 @@ def inv(a, kind, lower, overwrite_a, dtype, finite=False):
     import cupy
     n = a.shape[-1]
     eye = cupy.eye(n, dtype=dtype)
-    if kind == "pos":
-        c = _cholesky(a, lower, overwrite_a, dtype, finite)
-        return _cholesky_cuda.cho_solve(c, lower, eye, False, dtype, True, False)
-    if kind in ("upper triangular", "lower triangular"):
-        return _triangular_cuda.solve_triangular(a, eye, 0, kind == "lower triangular", False,
-                                                 False, dtype, True, finite)
+    if kind in ("pos", "upper triangular", "lower triangular"):
+        if finite:
+            _triangular_cuda.check_finite_pair(a, a, ("a", "a"))
+        if kind == "pos":
+            full = structured(a, "her", lower, cupy)
+            c = _cholesky(a, lower, overwrite_a, dtype, False)
+            x = _cholesky_cuda.cho_solve(c, lower, eye, False, dtype, False, False)
+        else:
+            full = _triangle(a, kind)
+            x = _triangular_cuda.solve_triangular(a, eye, 0, kind == "lower triangular", False,
+                                                  False, dtype, False, False)
+        return _exact_rcond(full, x, dtype)
     if kind == "diagonal":
         return _diagonal(a, None, dtype, finite, inverse=True)
     if finite and kind in ("sym", "her"):  # all of a, as SciPy
@@ -320,7 +341,13 @@ def inv(a, kind, lower, overwrite_a, dtype, finite=False):
     x = cupy.zeros((len(f.w), n, n), dtype=dtype).transpose(0, 2, 1)
     x[:, cupy.arange(n), cupy.arange(n)] = 1
     _solve_stack(f, x, 0)
+    return _exact_rcond(a, x.reshape(a.shape), dtype, anorm)
+
+
+def _exact_rcond(a, x, dtype, anorm=None):
+    """``x`` (the inverse of ``a``), after SciPy's rule on ``1 / (||A||_1 ||A^-1||_1)``."""
+    anorm = _norm1(a, False) if anorm is None else anorm
     with np.errstate(divide="ignore", invalid="ignore"):
-        rcond = 1.0 / to_host(anorm * cupy.abs(x).sum(axis=-2).max(axis=-1))
+        rcond = 1.0 / to_host(anorm * _norm1(x, False))
     judge_rcond(rcond, dtype, tuple(a.shape[:-2]))
-    return x.reshape(a.shape)
+    return x

@@ -14,7 +14,15 @@ from ..._runtime.errors import warn as _warn
 from .._checks import batch_index
 
 __all__ = ["SOLVE_STRUCTURES", "INV_STRUCTURES", "structure", "ill_conditioned",
-           "singular_error", "judge_rcond", "LAMCH_E"]
+           "singular_error", "judge_rcond", "LAMCH_E", "UnknownStructure"]
+
+
+class UnknownStructure(ValueError, KeyError):
+    """``inv``'s ``assume_a`` names no structure: a ``ValueError`` (our rule) that is also the
+    ``KeyError`` SciPy's ``inv`` raises."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 #: ``assume_a`` of :func:`solve` -> the structure it names (SciPy's table).
 SOLVE_STRUCTURES = {
@@ -41,7 +49,7 @@ def structure(assume_a, table, dtype):
     try:
         kind = table[assume_a]
     except (KeyError, TypeError):
-        raise ValueError(f"{assume_a} is not a recognized matrix structure") from None
+        raise UnknownStructure(f"{assume_a} is not a recognized matrix structure") from None
     if kind == "her" and np.dtype(dtype).kind != "c":
         return "sym"
     return kind

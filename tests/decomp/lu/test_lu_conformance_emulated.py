@@ -1,0 +1,61 @@
+"""SciPy's tests of the LU family (tests/conformance/test_scipy_lu_solve.py's selection) run on
+the GPU engine (:mod:`gpulinalg.decomp.lu._lu_cuda`) over the emulated cuSOLVER/cuBLAS: a
+device provider hands the engine emulated device arrays (tests/support/cusolver_emulator.py),
+under ``backend="gpu"``. No GPU needed; the real libraries run in the ``gpu``-marked tests."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import decomp, testing
+from gpulinalg._runtime import device as _device
+
+from tests.conformance.test_scipy_lu_solve import xfail_in_place
+from tests.support.cusolver_emulator import dev, emulated_gpu
+from tests.support.swap import load
+
+
+class EmulatedDevice:
+    """A device provider whose GPU functions receive emulated CuPy arrays."""
+
+    info = _device.GPUInfo(0, "Emulated GPU", (9, 0), 32 << 30)
+    memory = (16 << 30, 32 << 30)
+
+    def before_run(self, op):
+        pass
+
+    def to_device(self, x):
+        return dev(x) if isinstance(x, np.ndarray) else x
+
+    def stream(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+
+@pytest.fixture(autouse=True)
+def _on_emulated_gpu(request, monkeypatch):
+    xfail_in_place(request.node)  # a NumPy input is copied to the device
+    with emulated_gpu(monkeypatch), testing.use_provider(EmulatedDevice()), \
+            gpulinalg.config_context(backend="gpu"):
+        yield
+    testing.reset_gpu_state()
+
+
+def _gpu(fn):
+    def run(*args, **kwargs):
+        with gpulinalg.config_context(backend="gpu"):
+            out = fn(*args, **kwargs)
+        assert gpulinalg.last_run().backend in ("gpu", "none"), gpulinalg.last_run()
+        return out
+    run.__name__ = fn.__name__
+    return run
+
+
+SWAPPED = {name: _gpu(getattr(decomp, name))
+           for name in ("solve", "inv", "det", "lu", "lu_factor", "lu_solve")}
+
+basic = load("scipy.linalg.tests.test_basic", SWAPPED)
+lu_tests = load("scipy.linalg.tests.test_decomp_lu", SWAPPED)
+
+TestSolve, TestInv, TestDet = basic.TestSolve, basic.TestInv, basic.TestDet
+TestLU, TestLUFactor, TestLUSolve = lu_tests.TestLU, lu_tests.TestLUFactor, lu_tests.TestLUSolve
