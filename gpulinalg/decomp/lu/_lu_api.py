@@ -13,52 +13,14 @@ from ..._runtime import dispatch as _dispatch
 from ..._runtime import validation as _v
 from ..._runtime.budget import nbytes_of
 from ..._runtime.errors import LinAlgError
-from .._checks import broadcast_batch, cupy_key, empty_result, flag, flops_scale, prepare
-from .._gpu._cusolver_cuda import workspace_bytes
+from .._checks import broadcast_batch, empty_result, flag, flops_scale, prepare
 from .._results import SlogdetResult
 from . import _lu_cuda, _lu_host
+from ._lu_input import atleast, flops_lu, lu_bytes, lu_pair, memo_key, scalar, square
 from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, UnknownStructure, structure
 from ._lu_xp import scalar_solve
 
 __all__ = ["solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
-
-
-def _atleast(x, nd=0, name="a"):
-    """``x`` as an array with ones prepended to its shape up to ``nd`` dimensions (NumPy's
-    atleast_Nd); extended precision read as double, as SciPy's LAPACK wrappers do."""
-    x = _lapack(_v.as_array(x, name))
-    return x.reshape((1,) * (nd - x.ndim) + tuple(x.shape)) if x.ndim < nd else x
-
-
-def _lapack(x):
-    kind, size = getattr(x.dtype, "kind", ""), getattr(x.dtype, "itemsize", 0)
-    if isinstance(x, np.ndarray) and ((kind == "f" and size > 8) or (kind == "c" and size > 16)):
-        return x.astype(np.complex128 if kind == "c" else np.float64)
-    return x
-
-
-def _flops_lu(shape, dtype):
-    m, n = shape[-2:]
-    return math.prod(shape[:-2]) * (m * n * min(m, n) - min(m, n) ** 3 / 3) * flops_scale(dtype)
-
-
-def _lu_bytes(shape, extra, dtype):
-    """The byte estimate of a factorization of ``shape`` plus ``extra`` arrays' shapes."""
-    m, n = shape[-2:]
-    return lambda: (2 * nbytes_of((shape, dtype)) + nbytes_of(*((s, dtype) for s in extra))
-                    + workspace_bytes("getrf", m, n, dtype))
-
-
-def _key(op, a, b, options, ndims=(2, 1)):
-    """The memo key of a call (CuPy arrays of the right dimensions only; never with an
-    ``overwrite_*`` flag: a failed in-place run could not be repeated)."""
-    if getattr(a, "ndim", 0) < ndims[0] or (b is not None and getattr(b, "ndim", 0) < ndims[1]):
-        return None
-    try:
-        hash(options)
-    except TypeError:
-        return None
-    return cupy_key(op, a, b, options)
 
 
 @_dispatch.front_door("decomp.solve")
@@ -134,7 +96,7 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
     """
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
     options = (bool(lower), bool(check_finite), assume_a, bool(transposed))
-    key = None if overwrite_a or overwrite_b else _key("decomp.solve", a, b, options)
+    key = None if overwrite_a or overwrite_b else memo_key("decomp.solve", a, b, options)
     return _dispatch.dispatch(_plan_solve, a, b, lower, overwrite_a, overwrite_b, check_finite,
                               assume_a, transposed, key is not None, key=key, lead=(a, b))
 
@@ -144,9 +106,9 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
     if assume_a not in SOLVE_STRUCTURES:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     defer = bool(check_finite) and (_arrays.on_gpu(a) or _arrays.on_gpu(b))
-    a, dtype_a = prepare(_atleast(a, 2), square=True,
+    a, dtype_a = prepare(atleast(a, 2), square=True,
                          check_finite=bool(check_finite) and not defer)
-    b, dtype_b = prepare(_atleast(b, 1), "b", min_ndim=1,
+    b, dtype_b = prepare(atleast(b, 1), "b", min_ndim=1,
                          check_finite=bool(check_finite) and not defer)
     dtype = _v.float_dtype(dtype_a, dtype_b)
     kind = structure(assume_a, SOLVE_STRUCTURES, dtype)
@@ -172,11 +134,11 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
                             nbytes=2 * nbytes_of((bshape, dtype)), flops=math.prod(bshape),
                             like=b)
     k = bshape[-1]
-    flops = _flops_lu(batch + (n, n), dtype) + 2 * math.prod(batch) * n * n * k
+    flops = flops_lu(batch + (n, n), dtype) + 2 * math.prod(batch) * n * n * k
     return _dispatch.Op("decomp.solve", _lu_cuda.solve, _lu_host.solve,
                         (a, b, kind, bool(lower), overwrite_a, overwrite_b, bool(transposed),
                          dtype, defer),
-                        nbytes=_lu_bytes(batch + (n, n), (bshape, shape, batch + (n, 4)), dtype),
+                        nbytes=lu_bytes(batch + (n, n), (bshape, shape, batch + (n, 4)), dtype),
                         flops=flops, like=b, same_package=cupy_only)
 
 
@@ -222,7 +184,7 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
     ('int32', True)
     """
     overwrite_a = flag(overwrite_a, "overwrite_a")
-    key = None if overwrite_a else _key("decomp.lu_factor", a, None, (bool(check_finite),))
+    key = None if overwrite_a else memo_key("decomp.lu_factor", a, None, (bool(check_finite),))
     return _dispatch.dispatch(_plan_lu_factor, a, overwrite_a, check_finite, key is not None,
                               key=key, lead=(a,))
 
@@ -230,7 +192,7 @@ def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> t
 def _plan_factor(a, check_finite):
     """``(a, dtype, defer)`` of a factorization's validation."""
     defer = bool(check_finite) and _arrays.on_gpu(a)
-    a = _atleast(a)
+    a = atleast(a)
     if a.ndim < 2:
         raise ValueError("The input array must be at least two-dimensional, got shape "
                          f"{tuple(a.shape)}.")
@@ -246,8 +208,8 @@ def _plan_lu_factor(a, overwrite_a, check_finite, cupy_only):
         return _dispatch.shortcut("decomp.lu_factor", tuple(empty_result(
             a, (tuple(a.shape), _v._np_dtype(a)), piv)))
     return _dispatch.Op("decomp.lu_factor", _lu_cuda.lu_factor, _lu_host.lu_factor,
-                        (a, overwrite_a, dtype, defer), nbytes=_lu_bytes(a.shape, (), dtype),
-                        flops=_flops_lu(a.shape, dtype), same_package=cupy_only)
+                        (a, overwrite_a, dtype, defer), nbytes=lu_bytes(a.shape, (), dtype),
+                        flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
 @_dispatch.front_door("decomp.lu_solve")
@@ -295,22 +257,15 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: Literal[0, 1, 2] = 0,
     >>> bool(np.allclose(a.T @ x, b))
     True
     """
-    lu, piv = _lu_pair(lu_and_piv)
+    lu, piv = lu_pair(lu_and_piv)
     overwrite_b = flag(overwrite_b, "overwrite_b")
     key = None
     cupy = sys.modules.get("cupy")
     if cupy is not None and type(piv) is cupy.ndarray and not overwrite_b:
-        key = _key("decomp.lu_solve", lu, b, (trans, bool(check_finite), piv.shape,
+        key = memo_key("decomp.lu_solve", lu, b, (trans, bool(check_finite), piv.shape,
                                               piv.strides, piv.dtype, piv.data.device_id))
     return _dispatch.dispatch(_plan_lu_solve, lu, piv, b, trans, overwrite_b, check_finite,
                               key is not None, key=key, lead=(lu, piv, b))
-
-
-def _lu_pair(lu_and_piv):
-    if not isinstance(lu_and_piv, (tuple, list)) or len(lu_and_piv) != 2:
-        raise TypeError("lu_and_piv must be the pair (lu, piv) returned by lu_factor, got "
-                        f"{type(lu_and_piv).__name__}")
-    return lu_and_piv
 
 
 def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
@@ -318,8 +273,8 @@ def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
             or int(trans) not in (0, 1, 2):
         raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
     defer = bool(check_finite) and any(_arrays.on_gpu(x) for x in (lu, piv, b))
-    lu, dtype_lu = prepare(_atleast(lu, 0, "lu"), "lu", square=True, check_finite=bool(check_finite) and not defer)
-    b, dtype_b = prepare(_atleast(b, 1), "b", min_ndim=1,
+    lu, dtype_lu = prepare(atleast(lu, 0, "lu"), "lu", square=True, check_finite=bool(check_finite) and not defer)
+    b, dtype_b = prepare(atleast(b, 1), "b", min_ndim=1,
                          check_finite=bool(check_finite) and not defer)
     piv = _v.as_array(piv, "piv", min_ndim=1)
     dtype = _v.float_dtype(dtype_lu, dtype_b)
@@ -385,7 +340,7 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
     (True, (3, 3), (3, 4))
     """
     overwrite_a = flag(overwrite_a, "overwrite_a")
-    key = None if overwrite_a else _key("decomp.lu", a, None, (bool(permute_l),
+    key = None if overwrite_a else memo_key("decomp.lu", a, None, (bool(permute_l),
                                                                bool(check_finite),
                                                                bool(p_indices)))
     return _dispatch.dispatch(_plan_lu, a, permute_l, overwrite_a, check_finite, p_indices,
@@ -404,24 +359,8 @@ def _plan_lu(a, permute_l, overwrite_a, check_finite, p_indices, cupy_only):
         return _dispatch.shortcut("decomp.lu", tuple(empty_result(a, *parts)))
     return _dispatch.Op("decomp.lu", _lu_cuda.lu, _lu_host.lu,
                         (a, bool(permute_l), overwrite_a, bool(p_indices), dtype, defer),
-                        nbytes=_lu_bytes(a.shape, (nd + (m, m), nd + (m, m)), dtype),
-                        flops=_flops_lu(a.shape, dtype), same_package=cupy_only)
-
-
-def _square(a, name="a", error=ValueError):
-    a = _atleast(a, 0, name) if _arrays.kind_of(a) is not None else _lapack(np.asarray(a))
-    if a.ndim < 2:
-        raise error(f"The input array must be at least two-dimensional, got {name}.shape="
-                    f"{tuple(a.shape)}.")
-    if a.shape[-1] != a.shape[-2]:
-        raise error(f"Last 2 dimensions of the array must be square but received shape "
-                    f"{tuple(a.shape)}.")
-    return a
-
-
-def _scalar(res):
-    """A 0-d NumPy result as NumPy's scalar (SciPy's ``det`` of one matrix is a float)."""
-    return res[()] if isinstance(res, np.ndarray) and res.ndim == 0 else res
+                        nbytes=lu_bytes(a.shape, (nd + (m, m), nd + (m, m)), dtype),
+                        flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
 @_dispatch.front_door("decomp.det")
@@ -458,10 +397,10 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     -2.0
     """
     overwrite_a = flag(overwrite_a, "overwrite_a")
-    key = None if overwrite_a else _key("decomp.det", a, None, (bool(check_finite),))
+    key = None if overwrite_a else memo_key("decomp.det", a, None, (bool(check_finite),))
     res = _dispatch.dispatch(_plan_det, a, overwrite_a, check_finite, key is not None, key=key,
                              lead=(a,))
-    return _scalar(res)
+    return scalar(res)
 
 
 def _plan_det(a, overwrite_a, check_finite, cupy_only):
@@ -469,7 +408,7 @@ def _plan_det(a, overwrite_a, check_finite, cupy_only):
     raw = a if _arrays.kind_of(a) is not None else np.asarray(a)
     if _v._np_dtype(raw).kind not in "biufc":
         raise TypeError(f"The dtype {_v._np_dtype(raw)} cannot be cast to float(32, 64).")
-    a = _square(raw, "array")
+    a = square(raw, "array")
     a, dtype = prepare(a, "array", square=True, check_finite=bool(check_finite) and not defer)
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
     if a.shape[-1] == 0:
@@ -477,8 +416,8 @@ def _plan_det(a, overwrite_a, check_finite, cupy_only):
                               _arrays.kind_of(a) or _arrays.Kind.NUMPY, a)
         return _dispatch.shortcut("decomp.det", one)
     return _dispatch.Op("decomp.det", _lu_cuda.det, _lu_host.det,
-                        (a, overwrite_a, dtype, defer), nbytes=_lu_bytes(a.shape, (), dtype),
-                        flops=_flops_lu(a.shape, dtype), same_package=cupy_only)
+                        (a, overwrite_a, dtype, defer), nbytes=lu_bytes(a.shape, (), dtype),
+                        flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
 @_dispatch.front_door("decomp.slogdet")
@@ -519,13 +458,13 @@ def slogdet(a: Any) -> SlogdetResult:
     >>> float(sign), bool(np.isclose(logabsdet, np.log(2.0)))
     (-1.0, True)
     """
-    key = _key("decomp.slogdet", a, None, ())
+    key = memo_key("decomp.slogdet", a, None, ())
     sign, logabs = _dispatch.dispatch(_plan_slogdet, a, key is not None, key=key, lead=(a,))
-    return SlogdetResult(_scalar(sign), _scalar(logabs))
+    return SlogdetResult(scalar(sign), scalar(logabs))
 
 
 def _plan_slogdet(a, cupy_only):
-    a, dtype = prepare(_square(a, error=LinAlgError), square=True, check_finite=False)
+    a, dtype = prepare(square(a, error=LinAlgError), square=True, check_finite=False)
     real = np.empty(0, dtype).real.dtype
     if a.shape[-1] == 0:
         batch = tuple(a.shape[:-2])
@@ -533,7 +472,7 @@ def _plan_slogdet(a, cupy_only):
                                a)
         return _dispatch.shortcut("decomp.slogdet", (sign, empty_result(a, (batch, real))[0]))
     return _dispatch.Op("decomp.slogdet", _lu_cuda.slogdet, _lu_host.slogdet, (a, dtype),
-                        nbytes=_lu_bytes(a.shape, (), dtype), flops=_flops_lu(a.shape, dtype),
+                        nbytes=lu_bytes(a.shape, (), dtype), flops=flops_lu(a.shape, dtype),
                         same_package=cupy_only)
 
 
@@ -591,7 +530,7 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, *,
     """
     overwrite_a = flag(overwrite_a, "overwrite_a")
     options = (bool(check_finite), assume_a, bool(lower))
-    key = None if overwrite_a else _key("decomp.inv", a, None, options)
+    key = None if overwrite_a else memo_key("decomp.inv", a, None, options)
     return _dispatch.dispatch(_plan_inv, a, overwrite_a, check_finite, assume_a, lower,
                               key is not None, key=key, lead=(a,))
 
@@ -601,7 +540,7 @@ def _plan_inv(a, overwrite_a, check_finite, assume_a, lower, cupy_only):
         raise UnknownStructure(f"{assume_a} is not a recognized matrix structure for inv: "
                                f"{sorted(k for k in INV_STRUCTURES if k)}")
     defer = bool(check_finite) and _arrays.on_gpu(a)
-    a = _atleast(a)
+    a = atleast(a)
     if a.ndim < 2:
         raise ValueError(f"Expected at least ndim=2, got a1.ndim={a.ndim}")
     if a.shape[-1] != a.shape[-2]:
@@ -613,6 +552,6 @@ def _plan_inv(a, overwrite_a, check_finite, assume_a, lower, cupy_only):
     n = a.shape[-1]
     return _dispatch.Op("decomp.inv", _lu_cuda.inv, _lu_host.inv,
                         (a, kind, bool(lower), overwrite_a, dtype, defer),
-                        nbytes=_lu_bytes(a.shape, (a.shape, a.shape), dtype),
-                        flops=_flops_lu(a.shape, dtype) + 2 * math.prod(a.shape) * n,
+                        nbytes=lu_bytes(a.shape, (a.shape, a.shape), dtype),
+                        flops=flops_lu(a.shape, dtype) + 2 * math.prod(a.shape) * n,
                         same_package=cupy_only)

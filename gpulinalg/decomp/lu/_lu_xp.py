@@ -10,6 +10,7 @@ import numpy as np
 
 from ..._runtime.arrays import to_host
 from ..._runtime.validation import namespace
+from ._lu_rules import singular_error
 
 __all__ = ["permutation", "swaps", "det_from_factor", "slogdet_from_factor", "assemble",
            "inv_norm1_estimate", "scalar_solve", "structured"]
@@ -120,8 +121,6 @@ def inv_norm1_estimate(solve, nb, n, dtype, xp, steps=2):
 def scalar_solve(a, b, vec, dtype):
     """SciPy's solve with a single-entry ``a`` (any batch of ones): ``b / a``, broadcast;
     a zero raises (``ValueError`` never: any ``b`` shape goes, as in SciPy)."""
-    from ._lu_rules import singular_error
-    xp = namespace(b)
     a1 = a.reshape(()).astype(dtype)
     if bool(a1 == 0):
         raise singular_error([0], ())
