@@ -3,33 +3,15 @@ the GPU engine (:mod:`gpulinalg.decomp.lu._lu_cuda`) over the emulated cuSOLVER/
 device provider hands the engine emulated device arrays (tests/support/cusolver_emulator.py),
 under ``backend="gpu"``. No GPU needed; the real libraries run in the ``gpu``-marked tests."""
 
-import numpy as np
 import pytest
 
 import gpulinalg
 from gpulinalg import decomp, testing
-from gpulinalg._runtime import device as _device
 
 from tests.conformance.test_scipy_lu_solve import xfail_in_place
-from tests.support.cusolver_emulator import dev, emulated_gpu
+from tests.decomp.lu.conftest import EmulatedDevice
+from tests.support.cusolver_emulator import emulated_gpu
 from tests.support.swap import load
-
-
-class EmulatedDevice:
-    """A device provider whose GPU functions receive emulated CuPy arrays."""
-
-    info = _device.GPUInfo(0, "Emulated GPU", (9, 0), 32 << 30)
-    memory = (16 << 30, 32 << 30)
-
-    def before_run(self, op):
-        pass
-
-    def to_device(self, x):
-        return dev(x) if isinstance(x, np.ndarray) else x
-
-    def stream(self):
-        import contextlib
-        return contextlib.nullcontext()
 
 
 @pytest.fixture(autouse=True)
