@@ -28,7 +28,8 @@ from tests.support.cusolver_emulator import CALLS, dev, plain
 ROUTES = {"potrf": ("batched", "looped", "fused", "stream", "blocked"),
           "trsm": ("batched", "looped", "fused", "stream", "wide"),
           "geqrf": ("batched", "looped", "fused"),
-          "gesvd": ("batched", "jacobi", "looped", "fused")}
+          "gesvd": ("batched", "jacobi", "looped", "fused"),
+          "getrf": ("batched", "looped")}
 
 
 def spd_stack(rng, batch, n, dtype):
