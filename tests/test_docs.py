@@ -74,7 +74,8 @@ def test_coming_from_index_lists_the_page():
 
 
 SHARED_WITH_SCIPY = ("qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
-                     "eigh", "eigvalsh", "lstsq", "pinv")
+                     "eigh", "eigvalsh", "lstsq", "pinv", "solve", "lu_factor", "lu_solve", "lu",
+                     "det", "inv")
 
 
 def test_coming_from_lists_the_names_shared_with_scipy():
