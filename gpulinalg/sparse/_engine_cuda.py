@@ -1,6 +1,6 @@
 """GPU entry points: the library :func:`factor_class` picks, then the shared factor logic.
 
-The library comes from ``gpulinalg.config(sparse_gpu_solver=...)``
+The library comes from ``gpulinalg.set_config(sparse_gpu_solver=...)``
 (:attr:`~gpulinalg._runtime.config.Settings.sparse_gpu_solver`): ``"auto"`` takes cuDSS when it
 loads and cuSOLVER-Sp otherwise, ``"cudss"`` insists on cuDSS, ``"cusolversp"`` takes
 cuSOLVER-Sp. ``method="qr"`` always runs on cuSOLVER-Sp (cuDSS has no QR).
@@ -30,7 +30,7 @@ def factor_class(method):
         if choice is SparseGPUSolver.CUDSS:
             if not _cudss_cuda.available():
                 raise GPUUnavailableError(
-                    "gpulinalg.config(sparse_gpu_solver='cudss') but cuDSS cannot be loaded "
+                    "gpulinalg.set_config(sparse_gpu_solver='cudss') but cuDSS cannot be loaded "
                     "(install nvidia-cudss-cu12 or -cu13 with nvmath-python, or set "
                     "sparse_gpu_solver='auto' or 'cusolversp')")
             return _cudss_cuda.CuDSSFactor

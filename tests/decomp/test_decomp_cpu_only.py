@@ -34,7 +34,7 @@ CALLS = {
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_backend_cpu_imports_no_cupy(name):
     code = ("import sys, numpy as np, gpulinalg; import gpulinalg.decomp as d; "
-            f"gpulinalg.config(backend='cpu'); {CALLS[name]}; "
+            f"gpulinalg.set_config(backend='cpu'); {CALLS[name]}; "
             "print(gpulinalg.last_run().backend, 'cupy' in sys.modules, "
             "'nvmath' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
