@@ -487,7 +487,7 @@ def test_first_sticky_error_warns_once(fake_gpu):
 
 
 def test_report_renders_the_figures():
-    from benchmarks.faults_report import render
+    from benchmarks.studies.faults_report import render
     trials = [_faults.Trial(1, "cpu", True, "fallback", 0, []),
               _faults.Trial(1, "raise", True, "clean_error", 0, []),
               _faults.Trial(2, "cpu", True, "bad", 64, ["device bytes in use grew by 64"])]
