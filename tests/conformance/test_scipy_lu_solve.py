@@ -35,7 +35,8 @@ def expects_in_place(node):
     params = getattr(getattr(node, "callspec", None), "params", {})
     if name == "test_overwrite_args":
         a_in = params["overwrite_kw"].get("overwrite_a", False) and \
-            params["a_dtype"] is not int and params["a_order"] == "F"
+            params["a_dtype"] is not int and params["a_order"] == "F" and \
+            params.get("assume_a") != "banded"  # SciPy 1.18: banded ignores overwrite_a
         b_in = params["overwrite_b_kw"].get("overwrite_b", False) and \
             params["b_dtype"] is not int and (params["b_order"] == "F" or params["b_ndim"] == 1)
         return bool(a_in or b_in)
@@ -51,10 +52,23 @@ def xfail_in_place(node):
         node.add_marker(pytest.mark.xfail(reason=_NOT_OVERWRITTEN, strict=True))
 
 
+#: Expected failures on a real GPU only (strict): cuSOLVER's rounding, where a test compares
+#: an entry that is zero in exact arithmetic with ``rtol`` alone.
+XFAIL_GPU = {
+    ("TestLUFactor", name): "an entry of U that is zero in exact arithmetic (the 3 x 4 matrix "
+                            "has rank 2) is rounding noise: cuSOLVER's 3e-16 against LAPACK's "
+                            "-1.8e-15, compared with rtol=1e-7, atol=0"
+    for name in ("test_hrectangular", "test_hrectangular_complex")}
+
+
 @pytest.fixture(autouse=True)
 def _xfail_gpu(request):
     if BACKEND == "gpu":
         xfail_in_place(request.node)
+        node = request.node
+        reason = XFAIL_GPU.get((getattr(node.cls, "__name__", ""), node.name))
+        if reason:
+            node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
     yield
 
 basic = load("scipy.linalg.tests.test_basic", SWAPPED, xfail=XFAIL_BASIC)

@@ -76,7 +76,7 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
     -----
     The GPU engine factors ``a`` with cuSOLVER ``Xgetrf`` and solves with ``Xgetrs`` (stacks
     of small matrices: cuBLAS ``getrfBatched``/``getrsBatched``), then estimates ``||A^-1||_1``
-    with five solves through the factor (Hager and Higham's estimator, LAPACK's ``?gecon``
+    with three solves through the factor (Hager and Higham's estimator, LAPACK's ``?gecon``
     on the CPU) for SciPy's ill-conditioning warning. Unlike SciPy's, it detects no structure
     for ``assume_a=None``, and solves "sym", "her", "tridiagonal" and "banded" systems by LU
     of the matrix SciPy's solver reads (the named triangle mirrored; the three diagonals),

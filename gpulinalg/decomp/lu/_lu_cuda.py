@@ -153,14 +153,15 @@ def _norm1(a, transposed):
 def _judge(step, anorm, batch, n, trans, dtype):
     """SciPy's rule (:func:`._lu_rules.judge_rcond`) on ``1 / (||op(A)||_1 est)`` per matrix
     of the batch ``batch``: ``anorm`` their norms (device), ``est`` the 1-norm estimate of
-    ``op(A)^-1`` through ``step(y, trans)`` (the system's solve; ``y`` of ``batch + (n, 1)``)
+    ``op(A)^-1`` through ``step(y, trans)`` (the system's solve; ``y`` of ``batch + (n, k)``)
     by :func:`._lu_xp.inv_norm1_estimate`; one read-back."""
     import cupy
     nb = math.prod(batch)
     adjoint = 2 if np.dtype(dtype).kind == "c" else (0 if trans else 1)
 
     def through(x, adj):
-        return step(x.reshape(batch + (n, 1)), adjoint if adj else trans).reshape(nb, n, 1)
+        k = x.shape[-1]
+        return step(x.reshape(batch + (n, k)), adjoint if adj else trans).reshape(nb, n, k)
     est = inv_norm1_estimate(through, nb, n, dtype, cupy)
     with np.errstate(divide="ignore", invalid="ignore"):
         judge_rcond(1.0 / to_host(anorm * est), dtype, batch)
