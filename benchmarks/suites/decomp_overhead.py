@@ -95,8 +95,8 @@ def stand_in():
 
     from gpulinalg._runtime import budget, device, dispatch, kernels
     from gpulinalg._runtime.config import config_context
-    from gpulinalg.decomp._kernels import (_fused_cuda, _scalars_cuda, _stream_trsm_cuda,
-                                           _wide_trsm_cuda)
+    from gpulinalg.decomp._kernels import (_fused_cuda, _policy_cuda, _scalars_cuda,
+                                           _stream_trsm_cuda, _wide_trsm_cuda)
     from gpulinalg.decomp.triangular import _triangular_cuda
     summ = cupy_array(np.zeros(8, np.uint64))
     totals = _Totals()
@@ -112,6 +112,7 @@ def stand_in():
     patch(budget, "_pool_limit_left", lambda: None)
     attribute = (lambda name, default=None: _ATTRIBUTES.get(name, default))
     patch(device, "attribute", attribute)
+    patch(_policy_cuda, "compute_capability", lambda: (9, 0))  # the stand-in device's
     patch(_stream_trsm_cuda, "attribute", attribute)
     patch(kernels, "raw_kernel", lambda *args, **kwargs: _StubKernel())
     from cupy_backends.cuda.api import driver
