@@ -7,7 +7,8 @@ float64 and float32 (torch.linalg.solve, cupy.linalg.solve on the same data); a 
 float64 (torch.linalg.det/inv, cupy.linalg.det/inv). gpulinalg runs on NumPy, CuPy and torch
 inputs, each row with its cold first call and warm median (:func:`benchmarks._harness.timed_sync`)
 and an accuracy figure: for solves the normwise backward error
-``||b - A x||_inf / (||A||_inf ||x||_inf)``, for ``inv`` ``||A X - I||_inf / (||A||_inf ||X||_inf)``,
+``||b - A x||_inf / (||A||_inf ||x||_inf)``, for ``inv``
+``||A X - I||_inf / (||A||_inf ||X||_inf)``,
 for ``det`` the relative difference from ``slogdet``'s value in float64. gpulinalg's rows include
 its conditioning estimate (three solves through the factor: SciPy's ill-conditioning warning),
 which the peers do not make; ``check_finite=False`` as the peers do not check. Without a GPU

@@ -273,7 +273,8 @@ def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
             or int(trans) not in (0, 1, 2):
         raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
     defer = bool(check_finite) and any(_arrays.on_gpu(x) for x in (lu, piv, b))
-    lu, dtype_lu = prepare(atleast(lu, 0, "lu"), "lu", square=True, check_finite=bool(check_finite) and not defer)
+    lu, dtype_lu = prepare(atleast(lu, 0, "lu"), "lu", square=True,
+                           check_finite=bool(check_finite) and not defer)
     b, dtype_b = prepare(atleast(b, 1), "b", min_ndim=1,
                          check_finite=bool(check_finite) and not defer)
     piv = _v.as_array(piv, "piv", min_ndim=1)

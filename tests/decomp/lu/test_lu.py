@@ -251,7 +251,7 @@ def test_fallback_on_memory_error(fake_gpu, rng):
     assert np.allclose(a @ x, b) and gpulinalg.last_run().fell_back
 
 
-# -- a real GPU: CuPy and torch in, same package out ------------------------------------------------
+# -- a real GPU: CuPy and torch in, same package out -----------------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
