@@ -21,7 +21,8 @@ logging.getLogger("gpulinalg").addHandler(logging.NullHandler())
 _SUBMODULES = ("dense", "decomp", "sparse", "gp", "distributed", "testing")
 
 __all__ = [
-    "__version__", "config", "config_context", "set_config", "get_config", "last_run", "gpu_available", "gpus", "memory_info",
+    "__version__", "config", "config_context", "set_config", "get_config", "last_run",
+    "gpu_available", "gpus", "memory_info",
     "Backend", "Fallback", "SparseGPUSolver", "Settings", "RunRecord", "GPUInfo",
     "LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "GPUUnavailableError",
     "FallbackWarning", "ResidualWarning", "IllConditionedWarning", *_SUBMODULES,

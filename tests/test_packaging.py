@@ -81,7 +81,8 @@ def test_wheel_requires_numpy_and_scipy_only(wheel):
     core = {_name(r) for r in requires if "extra ==" not in r}
     assert core == CORE
     assert {"cuda12", "cuda13", "torch", "sklearn", "dask", "test", "docs"} <= set(extras)
-    cuda = {e: {_name(r) for r in requires if f"extra == \"{e}\"" in r} for e in ("cuda12", "cuda13")}
+    cuda = {e: {_name(r) for r in requires if f"extra == \"{e}\"" in r}
+            for e in ("cuda12", "cuda13")}
     assert "cupy-cuda12x" in cuda["cuda12"] and "cupy-cuda13x" in cuda["cuda13"]
 
 
@@ -89,7 +90,8 @@ def test_wheel_installs_and_runs_in_a_clean_venv(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    site = subprocess.run([str(py), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     # NumPy and SciPy from this environment, and nothing else from it
     core = tmp_path / "core"

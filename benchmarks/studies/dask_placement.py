@@ -1,6 +1,7 @@
 """Where the blocks are and what crosses between workers: the data side of the scaling plan.
 
-    python -m benchmarks.studies.dask_placement [--workers 2] [--gpu] [--cases rsvd,pca] [--json PATH]
+    python -m benchmarks.studies.dask_placement [--workers 2] [--gpu] [--cases rsvd,pca]
+        [--json PATH]
 
 Time is not measured here (``benchmarks.suites.dask`` does that); this module checks, on any number
 of workers, the assumptions two-GPU scaling rests on (``docs/dask.md``, "Two GPUs: the scaling

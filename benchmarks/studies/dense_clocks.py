@@ -1,11 +1,11 @@
 """The GPU's clock while the large dense products run: what bounds the seed workload.
 
-``python -m benchmarks.studies.dense_clocks [--json PATH]`` runs 8192³ and (65536×16384)@(16384×8192)
-fp16 (ours with bias + ReLU + aux, ours without an epilog, torch ``_addmm_activation``) while
-``nvidia-smi`` samples the SM clock, the power draw and the active clock-event reasons every
-50 ms. Each row has TFLOP/s (median of CUDA-event timings), the median SM clock during the
-timed calls, the reasons seen (``0x4`` is the software power cap) and the fp16 dense peak at
-that clock (989 TFLOP/s at the 1980 MHz boost clock, scaled linearly).
+``python -m benchmarks.studies.dense_clocks [--json PATH]`` runs 8192³ and
+(65536×16384)@(16384×8192) fp16 (ours with bias + ReLU + aux, ours without an epilog, torch
+``_addmm_activation``) while ``nvidia-smi`` samples the SM clock, the power draw and the active
+clock-event reasons every 50 ms. Each row has TFLOP/s (median of CUDA-event timings), the median SM
+clock during the timed calls, the reasons seen (``0x4`` is the software power cap) and the fp16
+dense peak at that clock (989 TFLOP/s at the 1980 MHz boost clock, scaled linearly).
 
 Then every algorithm cuBLASLt's heuristic offers for the seed workload's ``RELU_AUX_BIAS``
 product (and the first three with CTA swizzling flipped) is timed under sustained load: a dozen

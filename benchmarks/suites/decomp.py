@@ -1,4 +1,5 @@
-"""``python -m benchmarks decomp``: the dense factorizations, then the low-rank/PCA/out-of-core cases."""
+"""``python -m benchmarks decomp``: the dense factorizations, then the low-rank/PCA/out-of-core
+cases."""
 
 
 def run(quick=False):

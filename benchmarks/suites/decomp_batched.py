@@ -82,9 +82,9 @@ DTYPES = decomp_kernels.DTYPES
 
 def _measured(fn, budget):
     """:func:`~benchmarks._harness.timed_sync` with as many warm runs as a call's warm time
-    allows (:func:`_repeat`): the first call is the row's cold one, the second (warm) sets the count. A first call that
-    compiles kernels took up to seconds, and counting runs from it left sub-millisecond rows
-    with one to three runs."""
+    allows (:func:`_repeat`): the first call is the row's cold one, the second (warm) sets the
+    count. A first call that compiles kernels took up to seconds, and counting runs from it left
+    sub-millisecond rows with one to three runs."""
     _harness.sync()
     t0 = time.perf_counter()
     fn()

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from benchmarks.suites.dense_overhead import (_host_alloc, _host_facts, _idle_entry, _interleaved, cupy_array,
-                             full_dispatches)
+from benchmarks.suites.dense_overhead import (_host_alloc, _host_facts, _idle_entry, _interleaved,
+                                              cupy_array, full_dispatches)
 
 SUITE = "decomp_overhead"
 _OP = "decomp.solve_triangular"

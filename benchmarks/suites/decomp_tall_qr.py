@@ -3,8 +3,8 @@ tall_qr`` says so, Householder QR elsewhere), each of its two routes forced, CuP
 on the same CuPy matrix (standard normal), with each result's backward error
 ``||A - QR||_F / ||A||_F`` and orthogonality ``||I - Q^H Q||_F``.
 
-``python -m benchmarks.suites.decomp_tall_qr [--shapes m:n:dtype,...] [--json out.json]`` (GPU only):
-a cold first call, then the median of ``--repeat`` synchronized calls (``check_finite=True``
+``python -m benchmarks.suites.decomp_tall_qr [--shapes m:n:dtype,...] [--json out.json]`` (GPU
+only): a cold first call, then the median of ``--repeat`` synchronized calls (``check_finite=True``
 for ours, SciPy's default; the peers do not check). Shapes on both sides of
 :data:`gpulinalg.decomp._gpu._batched_plan.TALL_QR`'s limits, so the table can be re-derived.
 """

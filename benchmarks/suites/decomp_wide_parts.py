@@ -1,5 +1,5 @@
-"""Where the time of the wide triangular solve's kernel goes (``decomp._kernels._wide_trsm_cuda``): the
-kernel alone and with one part of it taken out, per order and dtype.
+"""Where the time of the wide triangular solve's kernel goes (``decomp._kernels._wide_trsm_cuda``):
+the kernel alone and with one part of it taken out, per order and dtype.
 
 ``python -m benchmarks.suites.decomp_wide_parts [--sizes 64,1024] [--json out.json]`` (GPU only):
 each variant is the kernel's source with one part removed (:data:`PARTS`), compiled, and

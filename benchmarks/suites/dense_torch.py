@@ -22,8 +22,9 @@
   batch 256/8192 × fp16/bf16 × ReLU/GELU, interleaved as ``layer``; and the kernels of one
   step of each (batch 8192, width 1024, fp16).
 
-``python -m benchmarks dense_torch --json out.json`` (or ``python -m benchmarks.suites.dense_torch``);
-``--quick`` runs tiny sizes (also on a CPU-only torch, timing with perf_counter).
+``python -m benchmarks dense_torch --json out.json`` (or
+``python -m benchmarks.suites.dense_torch``); ``--quick`` runs tiny sizes (also on a CPU-only torch,
+timing with perf_counter).
 """
 
 import statistics

@@ -13,8 +13,8 @@ Peers on the same tiny CPU tensors (so that their kernels cost next to nothing):
 + activation forward + backward, and ``torch._addmm_activation``. Their CPU kernels stand in for
 the CUDA launches that this measurement leaves out of ours.
 
-``python -m benchmarks.suites.dense_torch_host`` prints µs per call / per step (best of runs, process
-CPU time), ``FusedMLP`` (4 layers) against its ``nn.Sequential`` included (``--mlp``: only
+``python -m benchmarks.suites.dense_torch_host`` prints µs per call / per step (best of runs,
+process CPU time), ``FusedMLP`` (4 layers) against its ``nn.Sequential`` included (``--mlp``: only
 those); ``--parts`` takes the forward of one call apart instead; ``--profile`` adds a cProfile
 of the step.
 """

@@ -29,8 +29,8 @@
   products with cuBLAS's GEMMs can reach.
 
 Samples are interleaved as in ``dense_torch`` (order alternating, garbage collection paused).
-``python -m benchmarks.suites.dense_torch_steps [--sections phases,graphed,compiled,wgrad,floor] [--quick]
-[--json F]``;
+``python -m benchmarks.suites.dense_torch_steps [--sections phases,graphed,compiled,wgrad,floor]
+[--quick] [--json F]``;
 ``--quick`` runs tiny sizes (``phases`` also on a CPU-only torch).
 """
 
@@ -40,7 +40,8 @@ import time
 
 import torch
 
-from benchmarks.suites.dense_torch import _cuda, _device, _interleaved, _models, _step, _step_kernels
+from benchmarks.suites.dense_torch import (_cuda, _device, _interleaved, _models, _step,
+                                           _step_kernels)
 from benchmarks._harness import absent, row
 
 SUITE = "dense_torch_steps"

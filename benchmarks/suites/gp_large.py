@@ -1,5 +1,5 @@
-"""``python -m benchmarks.suites.gp_large STEP --out DIR``: the GP rows of issue 16, one step per call
-(each step a separate process, so that each can be bounded by ``timeout`` and starts with
+"""``python -m benchmarks.suites.gp_large STEP --out DIR``: the GP rows of issue 16, one step per
+call (each step a separate process, so that each can be bounded by ``timeout`` and starts with
 empty GPU memory). Writes ``DIR/<step>.json`` and prints a one-line summary per row.
 
 Problem: ``d = 6`` inputs uniform on the unit cube, kernel ``C * RBF(ARD) + White``, float64.

@@ -1,7 +1,7 @@
 """Where one GP log-marginal-likelihood + gradient evaluation spends its time, on the GPU.
 
-``python -m benchmarks.suites.gp_phases [n ...]`` times, for the ``benchmarks.suites.gp`` problem (8-D,
-``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
+``python -m benchmarks.suites.gp_phases [n ...]`` times, for the ``benchmarks.suites.gp`` problem
+(8-D, ``C * RBF(ARD) + White``), each phase of :func:`gpulinalg.gp._fit_xp.lml_body` on its own
 (:func:`lml_phases`: kernel matrix, Cholesky in place, ``alpha``, ``K^-1`` by the engine's
 ``cho_inverse`` (GPU: ``L^-1`` by panelled ``trsm``, then ``gemm``; CPU: ``potri``), ``W`` and the
 gradient contraction), the same for the GPU's fused evaluation (:func:`fused_phases`), the

@@ -103,7 +103,7 @@ def fits(nbytes, device=None):
 
 
 def _available_from_recent_reading(nbytes, device):
-    """What :func:`available_bytes` would say, from a recent reading, for a small job (else None)."""
+    """What :func:`available_bytes` would say from a recent reading, for a small job (else None)."""
     if not _readings or _provided_memory() is not None:
         return None
     reading = _readings.get(_device.current_device() if device is None else device)

@@ -13,8 +13,8 @@ from .._runtime import arrays as _arrays
 from .._runtime import validation as _v
 from .._runtime.validation import check_dask, is_dask  # noqa: F401  (re-exported for the api files)
 
-__all__ = ["prepare", "check_square", "real_dtype", "empty_result", "batch_index", "broadcast_batch",
-           "sub", "flops_scale", "matrix_order", "check_rhs", "flag",
+__all__ = ["prepare", "check_square", "real_dtype", "empty_result", "batch_index",
+           "broadcast_batch", "sub", "flops_scale", "matrix_order", "check_rhs", "flag",
            "is_dask", "check_dask", "cupy_key"]
 
 

@@ -1,10 +1,10 @@
 """``FusedMLP``'s forward and backward (:func:`forward_all`, :func:`backward_all`: the
-products of :mod:`._linear_api`, the cross-layer walk), and both as torch custom ops (``torch.library``), what
-``torch.compile`` records: ``gpulinalg::fused_mlp`` and ``gpulinalg::fused_mlp_backward``,
-opaque to Dynamo (their fake implementations give the shapes), the backward op registered as
-the forward op's derivative. Both run the same functions as the eager ``autograd.Function``
-of :mod:`._mlp_torch`, so a compiled step launches the same products (the cross-layer
-DRELU_BGRAD / DGELU_BGRAD fusion included).
+products of :mod:`._linear_api`, the cross-layer walk), and both as torch custom ops
+(``torch.library``), what ``torch.compile`` records: ``gpulinalg::fused_mlp`` and
+``gpulinalg::fused_mlp_backward``, opaque to Dynamo (their fake implementations give the shapes),
+the backward op registered as the forward op's derivative. Both run the same functions as the eager
+``autograd.Function`` of :mod:`._mlp_torch`, so a compiled step launches the same products (the
+cross-layer DRELU_BGRAD / DGELU_BGRAD fusion included).
 
 The forward op returns ``[out, h_1, ..., h_{L-1}, aux_0, ..., aux_{L-2}, saved]``: the hidden
 outputs (the next layers' inputs), the aux data of the hidden layers (cuBLASLt's layout:

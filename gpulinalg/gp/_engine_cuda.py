@@ -3,8 +3,8 @@ the dispatcher's GPU functions of gp's four operations (:class:`._fit_xp.Operati
 
 ``la`` is this module: decomp's internal CuPy layer (:func:`cholesky`, :func:`cho_solve`,
 :func:`logdet` of :mod:`gpulinalg.decomp.cholesky._cholesky_cuda`, :func:`solve_triangular` of
-:mod:`gpulinalg.decomp.triangular._triangular_cuda`: CuPy arrays on the dispatcher's stream, no second
-validation, dispatch or budget question), :func:`cho_inverse` (cuBLAS ``trsm`` + ``gemm``,
+:mod:`gpulinalg.decomp.triangular._triangular_cuda`: CuPy arrays on the dispatcher's stream, no
+second validation, dispatch or budget question), :func:`cho_inverse` (cuBLAS ``trsm`` + ``gemm``,
 or ``potri``), :func:`keep` and :func:`training`. The CPU twin is :mod:`._engine_host`.
 
 The four operations, given CuPy arrays, run inside

@@ -111,7 +111,8 @@ def factor(la, k, flag):
 
 def inverse(lf):
     """``V = L^-1`` (flat column-major) from the flat column-major factor ``lf``, in a new
-    buffer: ``tril(L)`` copied, then :func:`~gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse`."""
+    buffer: ``tril(L)`` copied, then
+    :func:`~gpulinalg.decomp._kernels._cholinv_cuda.tri_inverse`."""
     import cupy
     n = math.isqrt(lf.size)
     v = cupy.empty(n * n, dtype=np.float64)

@@ -1,19 +1,19 @@
 """The Dask route of :func:`gpulinalg.gp.exact_gp_solve`: a lazy graph on the user's cluster.
 
 The blocked Cholesky, its solves and log-determinant are decomp's Dask engine
-(:mod:`gpulinalg.decomp.cholesky._cholesky_dask`); this module adds a fixed jitter to the diagonal tiles
-and the Gaussian log marginal likelihood as lazy Dask expressions. Nothing is computed here.
+(:mod:`gpulinalg.decomp.cholesky._cholesky_dask`); this module adds a fixed jitter to the diagonal
+tiles and the Gaussian log marginal likelihood as lazy Dask expressions. Nothing is computed here.
 
 Jitter on Dask. A number adds exactly that to the diagonal tiles; ``None`` adds none.
-``"auto"`` retries inside the graph (:func:`gpulinalg.decomp.cholesky._cholesky_dask.cholesky_jitter`):
-only a diagonal tile whose POTRF fails (after the updates of the steps before it) is shifted,
-by the first of ``JITTER_START * eps * mean|diag(K)| * 10**i`` (``i < JITTER_TRIES``, the
-single-GPU schedule) that lets it factor, and only that task is re-run; the factor is then of
-``K + D`` with ``D`` diagonal and constant on each tile's rows (0 on tiles that factored
-as they were), ``logdet`` and the likelihood are those of ``K + D``, and ``jitter`` is a lazy
-0-d array holding the largest shift. Refactoring the whole matrix with one uniform jitter, as
-the single-GPU path does, would recompute every step before the failing tile: the price of
-computing the factorization once more per retry.
+``"auto"`` retries inside the graph
+(:func:`gpulinalg.decomp.cholesky._cholesky_dask.cholesky_jitter`): only a diagonal tile whose POTRF
+fails (after the updates of the steps before it) is shifted, by the first of
+``JITTER_START * eps * mean|diag(K)| * 10**i`` (``i < JITTER_TRIES``, the single-GPU schedule) that
+lets it factor, and only that task is re-run; the factor is then of ``K + D`` with ``D`` diagonal
+and constant on each tile's rows (0 on tiles that factored as they were), ``logdet`` and the
+likelihood are those of ``K + D``, and ``jitter`` is a lazy 0-d array holding the largest shift.
+Refactoring the whole matrix with one uniform jitter, as the single-GPU path does, would recompute
+every step before the failing tile: the price of computing the factorization once more per retry.
 """
 
 from __future__ import annotations

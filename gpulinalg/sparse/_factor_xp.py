@@ -34,9 +34,9 @@ from ._policy import default_tol
 from ._residual_xp import solve_checked
 from ._results import ResidualError, describe
 
-__all__ = ["resolve_method", "build", "checked_slogdet", "checked_solve", "factorize_with", "solve_once_with",
-           "solve_columns", "refactorize", "solve_op", "transposed", "release", "rcond", "parity",
-           "SYMMETRIC_METHODS"]
+__all__ = ["resolve_method", "build", "checked_slogdet", "checked_solve", "factorize_with",
+           "solve_once_with", "solve_columns", "refactorize", "solve_op", "transposed", "release",
+           "rcond", "parity", "SYMMETRIC_METHODS"]
 
 #: methods whose factorization is of a symmetric (Hermitian for complex) matrix: A = Aᴴ
 SYMMETRIC_METHODS = ("cholesky", "ldlt")

@@ -1,7 +1,8 @@
 """SciPy's own tests of ``eigh``, ``eigvalsh`` (``scipy.linalg.tests.test_decomp``: ``TestEigh``,
-which tests ``eigvalsh`` too; SciPy 1.17 has no ``TestEigvalsh``) and ``lstsq``, ``pinv`` (``scipy.linalg.tests.test_basic``: ``TestLstsq``,
-``TestPinv``), run with gpulinalg's functions bound to those names. The other classes of those
-modules test SciPy's own functions and are not collected here.
+which tests ``eigvalsh`` too; SciPy 1.17 has no ``TestEigvalsh``) and ``lstsq``, ``pinv``
+(``scipy.linalg.tests.test_basic``: ``TestLstsq``, ``TestPinv``), run with gpulinalg's functions
+bound to those names. The other classes of those modules test SciPy's own functions and are not
+collected here.
 
 ``GPULINALG_CONFORMANCE_BACKEND=gpu`` (read by :mod:`.test_scipy_cholesky`) runs every swapped
 call under ``gpulinalg.config_context(backend="gpu")``.

@@ -10,7 +10,8 @@ call under ``gpulinalg.config_context(backend="gpu")``; the default is ``cpu``.
 from gpulinalg import decomp
 
 from tests.support.swap import export, load
-from tests.conformance.test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
+# the one GPULINALG_CONFORMANCE_BACKEND switch
+from tests.conformance.test_scipy_cholesky import on_backend
 from tests.conformance.test_scipy_cholesky import _NOT_OVERWRITTEN, SCIPY_1_18, gpu_xfail_fixture
 
 CLASSES = ("TestQR", "TestSVD_GESDD", "TestSVD_GESVD")

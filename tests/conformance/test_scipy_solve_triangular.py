@@ -9,7 +9,8 @@ call under ``gpulinalg.config_context(backend="gpu")``; the default is ``cpu``.
 from gpulinalg import decomp
 
 from tests.support.swap import export, load
-from tests.conformance.test_scipy_cholesky import on_backend  # the one GPULINALG_CONFORMANCE_BACKEND switch
+# the one GPULINALG_CONFORMANCE_BACKEND switch
+from tests.conformance.test_scipy_cholesky import on_backend
 
 CLASSES = ("TestSolveTriangular",)
 

@@ -23,7 +23,8 @@ def _placed(client, a, chunks, where):
     from dask.highlevelgraph import HighLevelGraph
     workers = sorted(client.scheduler_info()["workers"])
     rows = da.core.normalize_chunks(chunks, a.shape)
-    name = f"placed-{dask.base.tokenize(a, rows, [where(i, j) for i in range(9) for j in range(9)])}"
+    name = ("placed-"
+            f"{dask.base.tokenize(a, rows, [where(i, j) for i in range(9) for j in range(9)])}")
     r0 = np.concatenate([[0], np.cumsum(rows[0])])
     c0 = np.concatenate([[0], np.cumsum(rows[1])])
     dsk = {(name, i, j): client.submit(_ident, a[r0[i]:r0[i + 1], c0[j]:c0[j + 1]],

@@ -19,8 +19,8 @@ from gpulinalg.decomp.qr import _qr_cuda
 from gpulinalg.decomp.svd import _svd_cuda
 from gpulinalg.decomp.triangular import _triangular_cuda
 
-from tests.support.cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev, emulated_gpu,
-                                plain, without_fused)
+from tests.support.cusolver_emulator import (CALLS, GESVDP_NOISE, GESVDP_NOISY, FakeDev, dev,
+                                             emulated_gpu, plain, without_fused)
 from tests.support.decomp_dense_ref import DTYPES, backward_ratio, orthogonality_ratio, random, spd
 
 

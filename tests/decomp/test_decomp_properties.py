@@ -17,7 +17,8 @@ import gpulinalg
 from gpulinalg import IllConditionedWarning
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky, qr, solve_triangular, svd
 
-from tests.support.decomp_dense_ref import DTYPES, backward_ratio, eps, host, orthogonality_ratio, solve_ratio
+from tests.support.decomp_dense_ref import (DTYPES, backward_ratio, eps, host, orthogonality_ratio,
+                                            solve_ratio)
 
 SETTINGS = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,7 +1,7 @@
 """Repeats of small GPU calls of cholesky / cho_factor / cho_solve / solve_triangular: the
 first call of a layout validates and dispatches, a repeat skips both (the dispatcher's memo,
-keyed by decomp._checks.cupy_key: the factorizations on the engines' own stream, the solves on the caller's), with
-the same results, errors and records.
+keyed by decomp._checks.cupy_key: the factorizations on the engines' own stream, the solves on the
+caller's), with the same results, errors and records.
 
 The engines run on the CPU emulation of cuSOLVER/cuBLAS (tests/support/cusolver_emulator.py); the
 dispatcher sees a GPU whose arrays are the emulator's (no device provider, as on a real GPU).

@@ -247,7 +247,8 @@ def test_no_plan_is_left_when_an_operand_was_copied(emulated, rng, case):
     bias = _fake(rng.standard_normal(13))[1::2] if case == "misaligned bias" else \
         _fake(rng.standard_normal(6))
     c = _fake(rng.standard_normal((7, 6)))
-    form = "m1" if case == "c copied" else "n"  # (M, 1) plans a column-major C: C-ordered c is copied
+    # (M, 1) plans a column-major C: C-ordered c is copied
+    form = "m1" if case == "c copied" else "n"
     if form == "m1":
         bias = _fake(rng.standard_normal((7, 1)))
     spec = _spec(a, b, None, form, return_aux=False, beta=1.0)

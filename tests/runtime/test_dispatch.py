@@ -211,7 +211,8 @@ def test_note_adds_details(fake_gpu):
 
 
 def test_results_in_tuples_are_converted(fake_gpu):
-    out = _dispatch.dispatch(_dispatch.Op("test.tuple", lambda x: (x, [x], {"a": x}), None, (np.ones(2),)))
+    out = _dispatch.dispatch(_dispatch.Op("test.tuple", lambda x: (x, [x], {"a": x}), None,
+                                          (np.ones(2),)))
     assert isinstance(out[0], np.ndarray) and isinstance(out[1][0], np.ndarray)
 
 
@@ -302,7 +303,8 @@ def _validated_on_gpu(calls):
         calls.append(gpulinalg.get_config().backend.value)
         if gpulinalg.get_config().backend.value != "cpu":
             raise MemoryError("validation ran out of GPU memory")
-        return _dispatch.dispatch(_dispatch.Op("test.front", lambda a: a + 1, lambda a: a + 1, (x,)))
+        return _dispatch.dispatch(_dispatch.Op("test.front", lambda a: a + 1, lambda a: a + 1,
+                                               (x,)))
     return public
 
 
@@ -386,9 +388,11 @@ def test_headroom_is_what_a_gpu_run_may_spend_beyond_its_estimate():
         return x
 
     with fakes.fake_gpu(free=8 << 30):
-        _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20))
+        _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),),
+                                        nbytes=1 << 20))
         assert seen and 0 < seen[0] <= (8 << 30) - (1 << 20)
         assert _dispatch.headroom_bytes() is None  # reset when the run ends
         with gpulinalg.config(backend="cpu"):
-            _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),), nbytes=1 << 20))
+            _dispatch.dispatch(_dispatch.Op("test.headroom", gpu, lambda x: x, (np.ones(2),),
+                                            nbytes=1 << 20))
     assert len(seen) == 1

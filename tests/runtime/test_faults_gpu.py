@@ -10,9 +10,9 @@ fallback recorded and warned) and once under ``fallback="raise"`` (it must raise
 ``MemoryError``). Every trial checks that the inputs are bit-identical afterwards and that the
 device bytes in use (CuPy's pool, and torch's allocator) are back to their level before the call.
 
-``GPULINALG_FAULTS_JSON=path`` writes the figures there; ``python -m benchmarks.studies.faults_report
-path`` renders ``docs/reliability/faults.md`` from them. The tests without the ``gpu`` mark check
-the bookkeeping on a machine without a GPU.
+``GPULINALG_FAULTS_JSON=path`` writes the figures there;
+``python -m benchmarks.studies.faults_report path`` renders ``docs/reliability/faults.md`` from
+them. The tests without the ``gpu`` mark check the bookkeeping on a machine without a GPU.
 """
 
 import json

@@ -16,7 +16,8 @@ from gpulinalg._runtime.config import config_context
 from gpulinalg.sparse import (NotPositiveDefiniteWarning, ResidualError, default_tol,
                               factorize, solve)
 
-from tests.support.sparse_ref import KINDS, berr, pendant, poisson2d, spd, sym_indefinite, unsymmetric
+from tests.support.sparse_ref import (KINDS, berr, pendant, poisson2d, spd, sym_indefinite,
+                                      unsymmetric)
 from tests.support.threads import run_in_threads
 
 

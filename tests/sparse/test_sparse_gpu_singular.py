@@ -15,7 +15,8 @@ import gpulinalg
 from gpulinalg import IllConditionedWarning, SingularMatrixError
 from gpulinalg.sparse import factorize, solve
 
-from tests.support.sparse_ref import graded, neumann1d, numerically_singular, spd, sym_indefinite, unsymmetric
+from tests.support.sparse_ref import (graded, neumann1d, numerically_singular, spd, sym_indefinite,
+                                      unsymmetric)
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,7 @@
 """CPU emulations of decomp's fused and streamed kernels (``gl_small_potrf``, ``gl_small_qr``,
 ``gl_small_trsm``, ``gl_stream_trsm``, ``gl_blocked_panel``): the results, codes and
-summaries the kernels promise, through their raw strides. ``calls``: the counter of ``_cusolver_emulator``, which dispatches the kernels here."""
+summaries the kernels promise, through their raw strides. ``calls``: the counter of
+``_cusolver_emulator``, which dispatches the kernels here."""
 
 import numpy as np
 

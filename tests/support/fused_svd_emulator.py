@@ -1,7 +1,7 @@
 """A CPU emulation of the fused small-stack SVD kernel ``gl_small_svd`` of
-``gpulinalg.decomp._kernels._fused_svd_cuda``, step by step as the kernel (all matrices of the launch in
-lock step, the pairs of a round at once): the load as W = A or A^H, NaN/Inf matrices to NaN,
-the power-of-two scaling, one-sided Jacobi in the round-robin order with the kernel's rotation
+``gpulinalg.decomp._kernels._fused_svd_cuda``, step by step as the kernel (all matrices of the
+launch in lock step, the pairs of a round at once): the load as W = A or A^H, NaN/Inf matrices to
+NaN, the power-of-two scaling, one-sided Jacobi in the round-robin order with the kernel's rotation
 and skip test (double types: float64 / complex128 throughout; single types: columns, rotations
 and their angle in single precision from float64 Gram entries and a float64 ``zeta``), the sweep
 cap, the descending order, the completion

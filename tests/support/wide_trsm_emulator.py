@@ -1,5 +1,5 @@
-"""The wide triangular solve of ``decomp._kernels._wide_trsm_cuda`` on the CPU, block by block in the
-order of their tickets (a schedule the device may run: a block only waits for earlier
+"""The wide triangular solve of ``decomp._kernels._wide_trsm_cuda`` on the CPU, block by block in
+the order of their tickets (a schedule the device may run: a block only waits for earlier
 tickets), with the kernel's index work: the ticket's pass, group and panel, the diagonal
 block reversed for the backward pass and padded with the identity, its inverse built from
 two 32 x 32 inverses and the coupling block, the tiles of the earlier panels, the panels'

@@ -2,8 +2,9 @@
 place, in two launches and a cuBLAS call per block column.
 
 The library route of such stacks is cuSOLVER ``potrfBatched`` (as torch and CuPy), and one
-thread block per matrix lost to it (a streamed kernel, deleted). Here the work of a block column ``j`` of :func:`width` columns is spread over the whole GPU
-for the whole stack at once, right-looking:
+thread block per matrix lost to it (a streamed kernel, deleted). Here the work of a block column
+``j`` of :func:`width` columns is spread over the whole GPU for the whole stack at once,
+right-looking:
 
 1. ``gl_small_potrf`` (:mod:`._fused_cuda`, the matrix in registers) factors every diagonal
    block ``A[j:j+b, j:j+b]`` in place, one thread block each;

@@ -73,7 +73,8 @@ _IDENTITY = {"potrf": (NONE, NONE), "trsm": (0, NONE)}
 _TYPES = KERNEL_TYPES
 
 #: The preambles of the fused kernels (also of :mod:`._stream_trsm_cuda`'s).
-COMMON = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + kernel_source(__package__, "fused_common.cu")
+COMMON = (FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE
+          + kernel_source(__package__, "fused_common.cu"))
 
 _POTRF_SOURCE = COMMON + kernel_source(__package__, "small_potrf.cu")
 

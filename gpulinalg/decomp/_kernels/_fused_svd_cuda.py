@@ -79,7 +79,8 @@ def _layout(dtype):
     single = mode == "single"
     return t, t if single else wide, r, wide, 1 if mode == "double" else 4, single
 
-_SOURCE = FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE + kernel_source(__package__, "small_svd_helpers.cu")
+_SOURCE = (FINITE_PREAMBLE + SCALAR_PREAMBLE + SUMMARY_PREAMBLE
+           + kernel_source(__package__, "small_svd_helpers.cu"))
 
 _KERNEL = kernel_source(__package__, "small_svd.cu")
 

@@ -21,7 +21,8 @@ __all__ = ["SCALAR_PREAMBLE", "SUMMARY_PREAMBLE", "KERNEL_TYPES", "size_class", 
            "MappedReadBack", "mapped_read_back", "summary_buffer", "per_thread"]
 
 #: dtype -> (the kernel's element type ``T``, its real type ``R``).
-KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float64): ("double", "double"),
+KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"),
+                np.dtype(np.float64): ("double", "double"),
                 np.dtype(np.complex64): ("complex<float>", "float"),
                 np.dtype(np.complex128): ("complex<double>", "double")}
 

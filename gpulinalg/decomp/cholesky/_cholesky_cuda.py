@@ -552,8 +552,8 @@ def _cho_solve(c, lower, b, dtype):
 
 
 def tile_potrf(x, offset):
-    """Dask tile task: lower Cholesky factor of the diagonal CuPy tile ``x`` (first row: row ``offset`` of the
-    whole matrix); a failure names the leading minor of the whole matrix."""
+    """Dask tile task: lower Cholesky factor of the diagonal CuPy tile ``x`` (first row: row
+    ``offset`` of the whole matrix); a failure names the leading minor of the whole matrix."""
     if x.shape[0] == 0:
         return x.copy()
     try:

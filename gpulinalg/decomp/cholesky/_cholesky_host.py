@@ -59,8 +59,8 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
 
 
 def tile_potrf(x, offset):
-    """Dask tile task: lower Cholesky factor of the diagonal tile ``x`` whose first row is row ``offset`` of the
-    whole matrix; a failure names the leading minor of the whole matrix."""
+    """Dask tile task: lower Cholesky factor of the diagonal tile ``x`` whose first row is row
+    ``offset`` of the whole matrix; a failure names the leading minor of the whole matrix."""
     from scipy.linalg import get_lapack_funcs
     if x.shape[0] == 0:
         return x.copy()

@@ -156,7 +156,8 @@ def _key(op, a, b, *options):
 
 def _plan(name, a, b, lower, eigvals_only, overwrite_a, overwrite_b, itype, check_finite,
           subset_by_index, subset_by_value, driver):
-    """Validate an :func:`eigh` call in SciPy's order; its :class:`~gpulinalg._runtime.dispatch.Op`."""
+    """Validate an :func:`eigh` call in SciPy's order; its
+    :class:`~gpulinalg._runtime.dispatch.Op`."""
     if driver not in DRIVERS:
         raise ValueError('"{}" is unknown. Possible values are "None", "{}".'.format(
             driver, '", "'.join(DRIVERS[1:])))

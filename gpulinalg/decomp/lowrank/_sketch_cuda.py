@@ -109,7 +109,7 @@ def engine():
 
 
 def tile_gaussian(shape, dtype, seed):
-    """Dask tile task: standard normal CuPy block (complex: circular, unit variance) from the 64-bit ``seed``:
-    the numbers :func:`._sketch_host.tile_gaussian` gives for the same seed."""
+    """Dask tile task: standard normal CuPy block (complex: circular, unit variance) from the 64-bit
+    ``seed``: the numbers :func:`._sketch_host.tile_gaussian` gives for the same seed."""
     with op_stream():
         return complex_gaussian(gaussian_real, shape, dtype, seed)

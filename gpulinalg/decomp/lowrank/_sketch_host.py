@@ -97,5 +97,6 @@ ENGINE = Engine(xp=np, auto_normalizer="LU", gaussian_real=gaussian_real, to_hos
 
 
 def tile_gaussian(shape, dtype, seed):
-    """Dask tile task: standard normal block (complex: circular, unit variance) from the 64-bit ``seed``."""
+    """Dask tile task: standard normal block (complex: circular, unit variance) from the 64-bit
+    ``seed``."""
     return complex_gaussian(gaussian_real, shape, dtype, seed)

@@ -1,7 +1,7 @@
 """Building blocks of the randomized low-rank methods, written once for any array module.
 
-Every helper takes an :class:`~gpulinalg.decomp.lowrank._lowrank_engine.Engine` (``engine.xp`` is NumPy
-or CuPy) and keeps its arrays there; what differs per backend (the Gaussian generator, the
+Every helper takes an :class:`~gpulinalg.decomp.lowrank._lowrank_engine.Engine` (``engine.xp`` is
+NumPy or CuPy) and keeps its arrays there; what differs per backend (the Gaussian generator, the
 Cholesky of the CPU that checks and the GPU's that does not, the fused kernels) is a field of
 the engine. The only host round trip of a GPU run is the ``l x l`` Rayleigh-Ritz step at the
 very end (``l = k + n_oversamples``).

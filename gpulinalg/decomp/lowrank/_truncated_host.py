@@ -12,8 +12,8 @@ __all__ = ["truncated_svd"]
 
 def truncated_svd(a, plan):
     """``a``: a NumPy array, a SciPy (or, after a fallback, CuPy) sparse matrix, or a
-    :class:`~gpulinalg.decomp.lowrank._ooc_source.HostMatrix` (streamed when ``plan`` asks or when it
-    is not in memory)."""
+    :class:`~gpulinalg.decomp.lowrank._ooc_source.HostMatrix` (streamed when ``plan`` asks or when
+    it is not in memory)."""
     if isinstance(a, HostMatrix):
         if plan.out_of_core or (plan.out_of_core is None and not a.in_memory):
             return streamed(NumpyStreamer(a, check_finite=plan.check_finite), plan)

@@ -103,7 +103,8 @@ def _hashable(x):
 
 
 def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
-    """Validate a :func:`lstsq` call in SciPy's order; its :class:`~gpulinalg._runtime.dispatch.Op`."""
+    """Validate a :func:`lstsq` call in SciPy's order; its
+    :class:`~gpulinalg._runtime.dispatch.Op`."""
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
     defer = bool(check_finite) and (on_gpu(a) or on_gpu(b))
     a, dtype_a = prepare(demote_long(a), check_finite=bool(check_finite) and not defer)

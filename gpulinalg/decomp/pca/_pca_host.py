@@ -23,7 +23,8 @@ def arpack(a, mean, k, tol, seed):
 
 def fit(X, cfg):
     """``X``: a NumPy array, a SciPy sparse matrix, or a
-    :class:`~gpulinalg.decomp.lowrank._ooc_source.HostMatrix` (streamed when it is not in memory)."""
+    :class:`~gpulinalg.decomp.lowrank._ooc_source.HostMatrix` (streamed when it is not in
+    memory)."""
     if isinstance(X, HostMatrix):
         if not X.in_memory:
             return _pca_xp.fit_streamed(NumpyStreamer(X), X, cfg)

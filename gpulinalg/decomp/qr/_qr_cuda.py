@@ -97,7 +97,8 @@ def _finish(sv, finite, nb):
 
 
 def tile_qr(x):
-    """Dask tile task: reduced QR of the CuPy block ``x`` (m, n): ``(Q (m, k), R (k, n))``, ``k = min(m, n)``."""
+    """Dask tile task: reduced QR of the CuPy block ``x`` (m, n): ``(Q (m, k), R (k, n))``,
+    ``k = min(m, n)``."""
     import cupy
     m, n = x.shape
     k = min(m, n)

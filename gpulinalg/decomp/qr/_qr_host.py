@@ -31,7 +31,8 @@ def qr(a, mode, pivoting, lwork, overwrite_a, dtype, finite=False):
 
 
 def tile_qr(x):
-    """Dask tile task: reduced QR of the block ``x`` (m, n): ``(Q (m, k), R (k, n))``, ``k = min(m, n)``."""
+    """Dask tile task: reduced QR of the block ``x`` (m, n): ``(Q (m, k), R (k, n))``,
+    ``k = min(m, n)``."""
     m, n = x.shape
     k = min(m, n)
     if k == 0:

@@ -128,9 +128,9 @@ def judge_bound(cond, dtype, squared=False, estimate=None):
     """The end of :func:`judge` on the bound ``cond`` (a float: the largest lower bound on the
     condition number over the stack, NaN when a figure or the solution was not finite): note
     ``rcond_bound`` and warn below the epsilon of ``dtype``. ``estimate`` (a callable giving a
-    sharper reciprocal condition number, as :func:`._triangular_host.trcon`) runs when the bound is below
-    ``sqrt(eps)`` and is noted as ``rcond_estimate``. The fused GPU solves work ``cond`` out on
-    the device (:mod:`._fused_cuda`) and call this alone."""
+    sharper reciprocal condition number, as :func:`._triangular_host.trcon`) runs when the bound is
+    below ``sqrt(eps)`` and is noted as ``rcond_estimate``. The fused GPU solves work ``cond`` out
+    on the device (:mod:`._fused_cuda`) and call this alone."""
     finite = cond == cond and cond != float("inf")
     rcond = (1.0 / cond if cond > 0 else float("inf")) if finite else 0.0
     _dispatch.note(rcond_bound=rcond)

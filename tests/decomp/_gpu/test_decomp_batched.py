@@ -1,5 +1,5 @@
-"""Stacks of matrices: every route of the table in ``decomp._gpu._batched_plan`` gives the results of
-the per-matrix calls, and a failing slice is named by its batch index.
+"""Stacks of matrices: every route of the table in ``decomp._gpu._batched_plan`` gives the results
+of the per-matrix calls, and a failing slice is named by its batch index.
 
 Three layers: the table itself; the GPU engines on the CPU emulation of cuSOLVER/cuBLAS (each
 route forced in turn, compared with the per-matrix CPU engine); and ``gpu``-marked tests on the

@@ -1,6 +1,6 @@
-"""The fused small-stack route of ``decomp._gpu._batched_plan`` (``decomp._kernels._fused_cuda``: one launch
-and one read-back per call) on the CPU emulation, and on the device (``gpu``-marked): results
-equal the per-matrix ones, a failing slice is named, NaN/Inf and singular inputs raise, the
+"""The fused small-stack route of ``decomp._gpu._batched_plan`` (``decomp._kernels._fused_cuda``:
+one launch and one read-back per call) on the CPU emulation, and on the device (``gpu``-marked):
+results equal the per-matrix ones, a failing slice is named, NaN/Inf and singular inputs raise, the
 conditioning rule warns as on the other routes."""
 
 import warnings

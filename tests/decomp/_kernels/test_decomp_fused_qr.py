@@ -1,5 +1,5 @@
-"""The fused small-stack QR (``decomp._kernels._fused_qr_cuda``, route ``fused`` of ``geqrf``): on the
-CPU emulation (the route taken, layouts, modes, results equal LAPACK's per matrix) and on the
+"""The fused small-stack QR (``decomp._kernels._fused_qr_cuda``, route ``fused`` of ``geqrf``): on
+the CPU emulation (the route taken, layouts, modes, results equal LAPACK's per matrix) and on the
 device (``gpu``-marked): per matrix against NumPy/SciPy, Q orthonormal, R upper triangular,
 ``Q R = A``, R's signs as LAPACK's and as the library route's, every mode, NaN input as on the
 other routes (``check_finite`` raises; without it, NaN stays in its own slice)."""

@@ -1,5 +1,5 @@
-"""The fused small-stack SVD (``decomp._kernels._fused_svd_cuda``, route ``fused`` of ``gesvd``): on the
-CPU emulation (the route taken, one read-back, every dtype and ``compute_uv`` /
+"""The fused small-stack SVD (``decomp._kernels._fused_svd_cuda``, route ``fused`` of ``gesvd``): on
+the CPU emulation (the route taken, one read-back, every dtype and ``compute_uv`` /
 ``full_matrices`` combination against NumPy per matrix, rank-deficient and repeated singular
 values, layouts, NaN kept in its slice, non-convergence named) and on the device
 (``gpu``-marked): the same checks on CuPy and torch, and equality with the forced library

@@ -1,5 +1,5 @@
-"""The streamed triangular solve (``decomp._kernels._stream_trsm_cuda``: stacks above order 64 with few
-right-hand sides, one launch and one read-back per call) on the CPU emulation and on the device
+"""The streamed triangular solve (``decomp._kernels._stream_trsm_cuda``: stacks above order 64 with
+few right-hand sides, one launch and one read-back per call) on the CPU emulation and on the device
 (``gpu``-marked): results equal the per-matrix ones for every layout, operation and triangle,
 ``cho_solve``'s two substitutions in one launch, failures name their slice, and the
 conditioning rule's bound is the host's."""

@@ -1,5 +1,5 @@
-"""The wide triangular solve (``decomp._kernels._wide_trsm_cuda``: one matrix, a thread block per panel
-of 64 rows, one launch and one read-back per call) on the CPU emulation and on the device
+"""The wide triangular solve (``decomp._kernels._wide_trsm_cuda``: one matrix, a thread block per
+panel of 64 rows, one launch and one read-back per call) on the CPU emulation and on the device
 (``gpu``-marked): results equal SciPy's for every layout, operation and triangle, partial
 panels and groups of right-hand sides, ``cho_solve``'s two passes in one launch, failures name
 the entry, the conditioning rule's bound is the host's, and the workspace is left at rest."""

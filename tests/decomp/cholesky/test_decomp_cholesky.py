@@ -9,7 +9,8 @@ from gpulinalg import FallbackWarning, NotPositiveDefiniteError
 from gpulinalg import testing
 from gpulinalg.decomp import cho_factor, cho_solve, cholesky, logdet_cholesky, solve_triangular
 
-from tests.support.decomp_dense_ref import DTYPES, backward_ratio, eps, host, random, solve_ratio, spd
+from tests.support.decomp_dense_ref import (DTYPES, backward_ratio, eps, host, random, solve_ratio,
+                                            spd)
 
 
 def _conj_t(x):

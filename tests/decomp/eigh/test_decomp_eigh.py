@@ -20,7 +20,8 @@ def hermitian(rng, shape, dtype):
 
 
 def _check(a, w, v, dtype, b=None):
-    """DESIGN's ratios: ||A V - B V diag(w)|| / (n ||A|| eps) <= 50, ||I - V^H B V|| / (n eps) <= 30."""
+    """DESIGN's ratios: ||A V - B V diag(w)|| / (n ||A|| eps) <= 50,
+    ||I - V^H B V|| / (n eps) <= 30."""
     a, w, v = (host(x).astype(np.complex128) for x in (a, w, v))
     n = a.shape[-1]
     bb = np.eye(n) if b is None else host(b).astype(np.complex128)

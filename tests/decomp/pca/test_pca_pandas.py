@@ -89,7 +89,8 @@ def test_set_output_pandas(frame):
 ], ids=["mixed_dtypes", "nullable_Float64"])
 def test_column_dtypes_as_sklearn(rng, make):
     df = make(rng.standard_normal((30, 3)))
-    ours, theirs = PCA(n_components=2).fit_transform(df), SklearnPCA(n_components=2).fit_transform(df)
+    ours, theirs = (PCA(n_components=2).fit_transform(df),
+                    SklearnPCA(n_components=2).fit_transform(df))
     assert ours.dtype == theirs.dtype == np.float64
     np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)
 

@@ -9,8 +9,8 @@ from gpulinalg import FallbackWarning
 from gpulinalg import testing
 from gpulinalg.decomp import QRResult, qr
 
-from tests.support.decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, host, orthogonality_ratio,
-                               random, with_singular_values)
+from tests.support.decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, host,
+                                            orthogonality_ratio, random, with_singular_values)
 
 SHAPES = [(40, 12), (12, 40), (25, 25)]
 

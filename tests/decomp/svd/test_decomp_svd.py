@@ -9,8 +9,9 @@ from gpulinalg import testing
 from gpulinalg.decomp import SVDResult, svd
 from gpulinalg.decomp.svd._svd_drivers import resolve_driver
 
-from tests.support.decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, eps, host, orthogonality_ratio,
-                               random, spectrum, with_singular_values)
+from tests.support.decomp_dense_ref import (DTYPES, SPECTRA, backward_ratio, eps, host,
+                                            orthogonality_ratio, random, spectrum,
+                                            with_singular_values)
 
 SHAPES = [(60, 15), (15, 60), (30, 30), (40, 36)]
 
