@@ -80,8 +80,9 @@ def _stub(suite, out, why):
         f.write(f"# Benchmark: {suite}\n\nThis page was not generated in this build: {why}\n")
 
 
-def build_benchmark_pages(out=os.path.join(HERE, "benchmarks")):
+def build_benchmark_pages(out=None):
     """Write docs/benchmarks/<suite>.md (and .png) for every suite; never raises."""
+    out = os.path.join(HERE, "benchmarks") if out is None else out
     os.makedirs(out, exist_ok=True)
     have_mpl = importlib.util.find_spec("matplotlib") is not None
     if not have_mpl:

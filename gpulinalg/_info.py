@@ -226,7 +226,7 @@ def collect():
     driver = driver_cuda_version()
     return {"gpulinalg": versions["gpulinalg"], "python": versions["python"],
             "platform": f"{platform.system()} {platform.machine()}", "versions": versions,
-            "blas": blas_info(), "driver_cuda": None if driver is None else "%d.%d" % driver,
+            "blas": blas_info(), "driver_cuda": None if driver is None else "{}.{}".format(*driver),
             "gpus": _gpus(), "libraries": libraries,
             "auto_backend": "gpu" if status.usable else "cpu",
             "gpu_status": status.line, "gpu_case": status.case, "hint": status.hint,

@@ -11,7 +11,6 @@
   submodules; ``backend="cpu"`` never imports CuPy.
 """
 
-import ast
 import pathlib
 import re
 import subprocess

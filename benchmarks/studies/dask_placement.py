@@ -91,7 +91,6 @@ def moved(client, build):
 
 
 def case(client, name, kind):
-    import dask.array as da
 
     from gpulinalg import decomp
     grid, block, gpu_case = GRIDS[name]

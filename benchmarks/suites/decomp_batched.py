@@ -253,7 +253,7 @@ def _paired_case(cp, torch, op, batch, n, dtype, rng, budget, rows, rounds=15, c
                 out = f()  # noqa: F841 - kept until the next run returns
                 _harness.sync()
             samples[name].append((time.perf_counter() - t0) / calls)
-        out = None
+        out = None  # noqa: F841 - the last result goes before the next engine runs
     for name, xs in samples.items():
         if not xs:
             rows.append(absent(SUITE, case, name, "time budget spent"))

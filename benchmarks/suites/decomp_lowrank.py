@@ -182,7 +182,6 @@ def _pca_rows(m, n, k, quick):
 
 
 def _ooc_rows(quick):
-    import cupy
 
     import gpulinalg
     from gpulinalg.decomp import truncated_svd

@@ -95,7 +95,7 @@ def stand_in():
 
     from gpulinalg._runtime import budget, device, dispatch, kernels
     from gpulinalg._runtime.config import config_context
-    from gpulinalg.decomp._kernels import (_fused_cuda, _policy_cuda, _scalars_cuda,
+    from gpulinalg.decomp._kernels import (_policy_cuda, _scalars_cuda,
                                            _stream_trsm_cuda, _wide_trsm_cuda)
     from gpulinalg.decomp.triangular import _triangular_cuda
     summ = cupy_array(np.zeros(8, np.uint64))

@@ -13,7 +13,8 @@ import functools
 import logging
 import sys
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
+from collections.abc import Callable
 
 from . import arrays as _arrays
 from . import budget as _budget
@@ -165,7 +166,8 @@ def dispatch(op, *plan_args, key=None, lead=()):
                     and _gpu_state["disabled"] is None:  # the repeat road, inline (hot)
                 local = _local
                 start = _clock()
-                local.details = details = {}  # what the engine notes (note()) goes in the record
+                details: dict = {}  # what the engine notes (note()) goes in the record
+                local.details = details
                 try:
                     if kept.own_stream:
                         with _op_stream():

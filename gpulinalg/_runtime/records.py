@@ -9,6 +9,7 @@ dataclass costs a microsecond to build, more than a small product); :func:`last_
 
 import dataclasses
 import threading
+from typing import Any
 
 __all__ = ["RunRecord", "last_run", "note", "granted_bytes", "headroom_bytes"]
 
@@ -27,10 +28,11 @@ class RunRecord:
 
 
 class _Local(threading.local):
-    record = None  # class defaults: lookups on the hot path never raise AttributeError
-    details = None
-    granted = None
-    headroom = None
+    # class defaults: lookups on the hot path never raise AttributeError
+    record: Any = None
+    details: Any = None
+    granted: Any = None
+    headroom: Any = None
 
 
 #: The calling thread's slot: ``record`` (the fields of its last :class:`RunRecord`, as a

@@ -14,7 +14,6 @@ last layer's GELU pre-activation (empty otherwise).
 
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 
@@ -97,7 +96,7 @@ def _last(last):
 
 @torch.library.custom_op("gpulinalg::fused_mlp", mutates_args=())
 def fused_mlp(x: torch.Tensor, weights: list[torch.Tensor],
-              biases: list[Optional[torch.Tensor]], activation: str, last_activation: str
+              biases: list[torch.Tensor | None], activation: str, last_activation: str
               ) -> list[torch.Tensor]:
     params = [p for pair in zip(weights, biases) for p in pair]
     out, hs, auxes, z, _ = forward_all(x, params, activation, _last(last_activation))

@@ -22,7 +22,6 @@ engine). Per training step on CUDA (``FusedLinear`` with bias):
 
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 
@@ -60,7 +59,7 @@ _gelu_backward = getattr(torch.ops.aten.gelu_backward.default, "_op",
 
 
 @torch.library.custom_op("gpulinalg::fused_linear", mutates_args=())
-def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+def fused_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                  activation: str, need_saved: bool) -> tuple[torch.Tensor, torch.Tensor]:
     out, z = forward(x, weight, bias, activation, need_saved)  # .contiguous(): no-ops but for
     return out.contiguous(), (x.new_empty(0) if z is None else z.contiguous())  # odd layouts

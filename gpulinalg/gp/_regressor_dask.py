@@ -160,8 +160,8 @@ def fit(est: Any, X: Any, y: Any) -> Any:
     X = _prepared(X)
     n = X.shape[0]
     if n == 0:
-        raise ValueError("Found array with 0 sample(s) (shape=(0, %d)) while a minimum of 1 is "
-                         "required." % X.shape[1])
+        raise ValueError(f"Found array with 0 sample(s) (shape=(0, {X.shape[1]})) while a minimum "
+                         "of 1 is required.")
     shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
     if len(shape) not in (1, 2) or shape[0] != n:
         raise ValueError(f"y must be (n,) or (n, t) with n = {n}, got shape {shape}")
@@ -268,7 +268,6 @@ def _diag_block(x, kernel):
 
 def _blockwise(est, X, return_std, return_cov):
     """``est.predict`` (in memory, or the prior) over the row blocks of the Dask ``X``."""
-    import dask.array as da
     X = X.rechunk({1: -1})
     if return_cov:
         return est.predict(X.compute(), return_cov=True)

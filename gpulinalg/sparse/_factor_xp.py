@@ -303,6 +303,7 @@ def solve_once_with(factor_cls, csr_matrix, indptr, indices, data, b, *, n, meth
                                   what=f"sparse.solve ({factor.method})")
     finally:
         release(factor)
+    assert report is not None  # at least one block of columns was solved
     report["method_fallback"] = why
     return x, report
 
@@ -320,7 +321,10 @@ def solve_columns(factorize, indptr, indices, data, b_indptr, b_indices, b_data,
     xp = xp_of(data)
     factor, why = factorize(indptr, indices, data, n=n, method=method)
     width = max(1, min(k, COLUMN_BLOCK_BYTES // max(1, n * factor.dtype.itemsize)))
-    rows, cols, vals, report = [], [], [], None
+    rows: list = []
+    cols: list = []
+    vals: list = []
+    report: dict | None = None
     try:
         for j0 in range(0, k, width):
             j1 = min(k, j0 + width)
@@ -335,11 +339,13 @@ def solve_columns(factorize, indptr, indices, data, b_indptr, b_indices, b_data,
             cols.append(c + j0)
             vals.append(x[r, c])
             if report is None or rep["backward_error"] > report["backward_error"]:
-                report = {**rep, "warning": (report or {}).get("warning") or rep.get("warning"),
-                          "ill_conditioned": (report or {}).get("ill_conditioned")
+                seen: dict = report or {}
+                report = {**rep, "warning": seen.get("warning") or rep.get("warning"),
+                          "ill_conditioned": seen.get("ill_conditioned")
                           or rep.get("ill_conditioned")}
     finally:
         release(factor)
+    assert report is not None  # at least one block of columns was solved
     report["method_fallback"] = why
     return xp.concatenate(rows), xp.concatenate(cols), xp.concatenate(vals), report
 

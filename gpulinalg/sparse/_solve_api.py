@@ -7,7 +7,7 @@ SuperLU) of the same signature, and hands the result back in the caller's packag
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,11 +18,11 @@ from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
 from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
-
-_factor_xp.use_host_lu(_superlu_host.host_twin)  # re-checks perturbed GPU factors
 from ._input_xp import as_csr, check_values
 from ._policy import check_method, emit, validate_policy, warn_fallback
 from ._results import LogDetResult, NotPositiveDefiniteWarning, describe
+
+_factor_xp.use_host_lu(_superlu_host.host_twin)  # re-checks perturbed GPU factors
 
 __all__ = ["solve", "factorize", "SparseFactorization", "LogDetResult",
            "NotPositiveDefiniteWarning"]
@@ -34,7 +34,7 @@ FLOPS_PER_N15 = 200.0
 
 Method = Literal["auto", "cholesky", "ldlt", "lu", "qr"]
 Check = Literal["raise", "warn", "ignore"]
-Refine = Union[Literal["auto"], bool, int]
+Refine = Literal["auto"] | bool | int
 Trans = Literal["N", "T", "H"]
 TRANS = ("N", "T", "H")
 

@@ -11,7 +11,7 @@ call under ``gpulinalg.config_context(backend="gpu")``.
 from gpulinalg import decomp
 
 from tests.conformance.test_scipy_cholesky import on_backend
-from tests.support.swap import export, load
+from tests.support.swap import load
 
 SKIP_DECOMP = {}
 XFAIL_DECOMP = {

@@ -65,7 +65,6 @@ def test_no_workspace_query_unless_the_gpu_is_considered(monkeypatch, rng, backe
 
 
 def test_workspace_estimate_made_when_the_gpu_is_considered(monkeypatch, rng):
-    from gpulinalg import testing
     asked = []
     monkeypatch.setattr(_qr_api, "workspace_bytes", lambda *a: asked.append(a[0]) or 1 << 50)
     with fakes.fake_gpu(), gpulinalg.config(backend="gpu"):

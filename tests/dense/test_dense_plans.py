@@ -108,7 +108,6 @@ def test_repeated_calls_reuse_their_plan_through_evictions_and_clears(rng):
     after that plan was evicted or the cache cleared it plans again, and every answer is right."""
     import cupy
 
-    from gpulinalg.dense import _calls
     clear_plan_cache()
     a = [cupy.asarray(rng.standard_normal((24, 16 + i)).astype(np.float32)) for i in range(2)]
     b = [cupy.asarray(rng.standard_normal((16 + i, 8)).astype(np.float32)) for i in range(2)]
@@ -260,7 +259,7 @@ def test_one_plan_on_two_streams_keeps_a_workspace_per_stream(rng):
              rng.standard_normal(2048).astype(np.float16)) for _ in range(2)]
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
     outs = []
-    for rep in range(3):
+    for _ in range(3):
         for (a, b, bias), s in zip(host, streams):
             with s:
                 outs.append(matmul(*(cupy.asarray(x) for x in (a, b)),

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from benchmarks.suites import dense_torch_host as harness  # noqa: E402
 from gpulinalg import config_context, get_config  # noqa: E402
 from gpulinalg._runtime import memo as _memo  # noqa: E402
-from gpulinalg.dense import _calls, _linear_torch, _plans_cuda  # noqa: E402
+from gpulinalg.dense import _linear_torch, _plans_cuda  # noqa: E402
 from gpulinalg.dense import plan_cache_info  # noqa: E402
 
 

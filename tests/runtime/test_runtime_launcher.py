@@ -69,8 +69,8 @@ def test_threads_have_their_own_parameter_blocks(launches):
 
 def test_a_kernel_without_a_driver_handle_is_called_as_cupys(launches):
     calls = []
-    stand_in = lambda grid, block, args, shared_mem=0: calls.append((grid, block, args,
-                                                                     shared_mem))
+    def stand_in(grid, block, args, shared_mem=0):
+        calls.append((grid, block, args, shared_mem))
     a = _array(5)
     Launcher(stand_in, (3,), (64,), (POINTER, np.int32(4), INT32), shared=8).launch(0, a, 1)
     assert calls == [((3,), (64,), (a, np.int32(4), 1), 8)] and not launches

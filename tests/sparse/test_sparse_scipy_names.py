@@ -2,7 +2,6 @@
 SciPy's semantics, on both backends, compared with SciPy on the same inputs."""
 
 import inspect
-import warnings
 
 import numpy as np
 import pytest

@@ -16,7 +16,8 @@ import sys
 import threading
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -8,7 +8,8 @@ solvers) they call a field of the engine: ``_sketch_host.ENGINE`` on the CPU,
 """
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 __all__ = ["Engine"]
 

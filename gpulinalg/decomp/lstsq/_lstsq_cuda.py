@@ -10,7 +10,6 @@ SVD engine, then one product.
 CuPy arrays in, on the dispatcher's stream; no validation, no dispatch.
 """
 
-import math
 
 import numpy as np
 

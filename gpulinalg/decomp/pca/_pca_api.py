@@ -23,7 +23,7 @@ from ._pca_input import _check_shape, validate, validate_projections
 from ._pca_solvers import FitConfig, resolve_solver
 from ..lowrank._sketch_options import seed_of
 
-__all__ = ["PCA"]
+__all__ = ["PCA"]  # noqa: F822  (made on first use by the module's __getattr__)
 
 
 class _PCA:

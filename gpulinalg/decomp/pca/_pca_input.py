@@ -123,7 +123,7 @@ def _as_float_array(X):
     target = np.float32 if dt == np.float32 else np.float64
     if dt != target:
         X = X.astype(target) if k is not _arrays.Kind.TORCH else \
-            X.to(getattr(sys.modules["torch"], "float64"))
+            X.to(sys.modules["torch"].float64)
     return X
 
 

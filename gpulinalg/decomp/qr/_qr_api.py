@@ -13,10 +13,10 @@ from . import _qr_host
 from . import _qr_cuda, _tsqr_dask
 from .._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare
 from .._gpu._cusolver_cuda import workspace_bytes
+from .._results import QRResult
 
 #: Why ``pivoting=True`` runs on the CPU (the reason :func:`gpulinalg.last_run` records).
 PIVOTING_ON_CPU = "column-pivoted QR (LAPACK geqp3) has no cuSOLVER routine: ran on the CPU"
-from .._results import QRResult
 
 __all__ = ["qr"]
 

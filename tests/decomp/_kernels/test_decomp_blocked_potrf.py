@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from gpulinalg import NotPositiveDefiniteError
-from gpulinalg.decomp._gpu import _batched_plan
 from gpulinalg.decomp._kernels import _blocked_potrf_cuda, _policy_cuda
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.cholesky import _cholesky_host

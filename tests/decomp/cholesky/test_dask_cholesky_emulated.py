@@ -12,7 +12,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-from gpulinalg.decomp.cholesky import _cholesky_dask
+from gpulinalg.decomp.cholesky import _cholesky_dask  # noqa: E402
 from gpulinalg.decomp._tiles import _tiles_cuda, _tiles_xp  # noqa: E402
 
 from tests.support.cusolver_emulator import CALLS, FakeDev, emulated_gpu, view  # noqa: E402
@@ -80,7 +80,7 @@ def test_panel_graph_on_emulated_gpu_kernels(emu, rng, dtype, lower):
     CALLS.clear()
     got = dask.get(dsk, [("L", i, j) for i in range(nb) for j in range(i + 1)])
     L = np.zeros((n, n), dtype)
-    for (i, j), tile in zip([(i, j) for i in range(nb) for j in range(i + 1)], got):
+    for (i, j), tile in zip([(r, c) for r in range(nb) for c in range(r + 1)], got):
         L[i * t:i * t + tile.shape[0], j * t:j * t + tile.shape[1]] = tile
     hi = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     ref = np.linalg.cholesky(a.astype(hi))
