@@ -32,7 +32,10 @@ $(VENV)/.torch: | $(BIN)/python
 		|| echo "torch not installed: its tests skip"
 	touch $@
 
+# The linters first (ruff: pyproject's [tool.ruff]; mypy: [tool.mypy]), then the tests.
 test: $(VENV)/.installed-test $(VENV)/.torch
+	$(BIN)/python -m ruff check gpulinalg tests benchmarks conftest.py docs/conf.py
+	$(BIN)/python -m mypy --no-incremental
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Without a GPU: small sizes, under a minute on 2 cores. With one: the full tour.
