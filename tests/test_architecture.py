@@ -7,8 +7,8 @@
   ``_host`` (SciPy/NumPy engine), ``_xp`` (any array module), ``_api`` (front door: validate,
   one dispatch), ``_torch`` (a torch layer), ``_dask`` (lazy Dask graphs whose tasks call the
   engines); files without a role hold no GPU code.
-* No module over 600 lines; no test machinery or engine-picking environment variable in the
-  submodules; ``backend="cpu"`` never imports CuPy.
+* No module past 800 lines (one meaning a file); no test machinery or engine-picking
+  environment variable in the submodules; ``backend="cpu"`` never imports CuPy.
 """
 
 import pathlib
@@ -154,9 +154,10 @@ def test_imports_agree_with_roles(graph):
     assert wrong == []
 
 
-def test_no_module_over_600_lines():
+def test_no_module_outgrows_one_meaning():
+    """A file holds one meaning; past 800 lines it holds more than one (docs/architecture.md)."""
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 600}
+            if (n := len(p.read_text().splitlines())) > 800}
     assert long == {}
 
 
