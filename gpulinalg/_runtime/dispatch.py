@@ -329,7 +329,9 @@ def front_door(op):
     are freed, then under ``fallback="cpu"`` the whole call runs again on host copies on the
     CPU (results back in the caller's package and device, a :class:`FallbackWarning`, recorded
     as a fallback); under ``fallback="raise"`` the ``MemoryError`` propagates, recorded. A
-    ``MemoryError`` the dispatcher already handled passes through untouched.
+    ``MemoryError`` the dispatcher already handled passes through untouched. A call refused
+    before anything ran (invalid input) is recorded too, with backend ``"none"``: the previous
+    call's record never stands for it.
 
     Examples
     --------
@@ -342,12 +344,19 @@ def front_door(op):
     def wrap(fn):
         @functools.wraps(fn)
         def call(*args, **kwargs):
+            before = _local.record
             try:
                 return fn(*args, **kwargs)
             except MemoryError as exc:
                 if getattr(exc, "_gpulinalg_recorded", False):
                     raise
                 return _front_door_fallback(op, fn, args, kwargs, exc)
+            except Exception as exc:
+                if _local.record is before:  # refused before anything ran: recorded all the same
+                    _local.record = (op, "none", "cpu", False,
+                                     f"raised before running: {type(exc).__name__}: {exc}", 0.0,
+                                     {"raised": f"{type(exc).__name__}: {exc}"})
+                raise
         return call
     return wrap
 

@@ -108,7 +108,11 @@ def float_dtype(*dtypes, allowed=SOLVER_DTYPES):
     >>> float_dtype(np.int64), float_dtype(np.float32, np.complex64), float_dtype(np.float16)
     (dtype('float64'), dtype('complex64'), dtype('float32'))
     """
-    dt = np.result_type(*[np.dtype(d) for d in dtypes])
+    given = [np.dtype(d) for d in dtypes]
+    if any(d.kind == "V" for d in given):  # bfloat16 (torch's, or ml_dtypes'): no promotion
+        raise TypeError("bfloat16 input is not supported by this function (it computes in "
+                        "float32, float64 or complex); cast it to float32 first")
+    dt = np.result_type(*given)
     if dt.kind in "biu":
         dt = np.dtype(np.float64)
     if dt not in [np.dtype(t) for t in allowed]:

@@ -262,6 +262,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = self.alpha
         if np.iterable(alpha):
             alpha = np.asarray(alpha, dtype=np.float64)
+            if not np.all(np.isfinite(alpha)):  # named here, not as the kernel matrix's NaN
+                raise ValueError("alpha must not contain infs or NaNs")
             if alpha.shape[0] == 1:
                 alpha = float(alpha[0])
             elif alpha.shape != (n,):

@@ -287,10 +287,19 @@ def _dask_logdet(c, lower):
 
 
 def _pair(c_and_lower):
+    """``(c, lower)`` of a :func:`cho_factor` result; SciPy's batched ``cho_factor`` gives
+    ``lower`` as an array (one flag per matrix), taken here when its flags agree."""
     if not isinstance(c_and_lower, (tuple, list)) or len(c_and_lower) != 2:
         raise TypeError("c_and_lower must be the pair (c, lower) returned by cho_factor, "
                         f"got {type(c_and_lower).__name__}")
-    return c_and_lower
+    c, lower = c_and_lower
+    flags = np.asarray(lower)
+    if flags.ndim:
+        if flags.size == 0 or not (flags == flags.flat[0]).all():
+            raise ValueError("lower must be one flag for every matrix of the stack, got "
+                             f"{flags.tolist()}")
+        lower = flags.flat[0]
+    return c, bool(lower)
 
 
 @_dispatch.front_door("decomp.logdet_cholesky")

@@ -1,0 +1,50 @@
+"""Calls refused before anything runs say so clearly and are recorded: a refused call never
+leaves the previous call's record standing, and its error names what was wrong."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import gpulinalg
+from gpulinalg import decomp
+
+
+def test_refused_call_is_recorded_not_the_previous_one():
+    decomp.qr(np.ones((3, 2)))
+    with pytest.raises(TypeError):
+        decomp.svd(np.ones((2, 2), dtype=object))
+    rec = gpulinalg.last_run()
+    assert rec.op == "decomp.svd" and rec.backend == "none"
+    assert "TypeError" in rec.details["raised"]
+
+
+def test_scipy_batched_cho_factor_feeds_cho_solve_and_logdet(backend):
+    a = np.stack([np.eye(3) * 2 + 0.1, np.eye(3) * 3 + 0.2])
+    factor = scipy.linalg.cho_factor(a)
+    b = np.ones((2, 3, 1))
+    np.testing.assert_allclose(decomp.cho_solve(factor, b), np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(decomp.logdet_cholesky(factor), np.linalg.slogdet(a)[1],
+                               rtol=1e-12)
+
+
+def test_mixed_lower_flags_are_refused():
+    c = np.stack([np.eye(2), np.eye(2)])
+    with pytest.raises(ValueError, match="one flag"):
+        decomp.cho_solve((c, np.array([True, False])), np.ones((2, 2, 1)))
+
+
+def test_bfloat16_is_refused_by_name():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="bfloat16"):
+        decomp.qr(np.ones((3, 3), dtype=ml_dtypes.bfloat16))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="bfloat16"):
+        decomp.svd(torch.ones(3, 3, dtype=torch.bfloat16))
+
+
+def test_gpr_alpha_with_nan_is_named():
+    pytest.importorskip("sklearn")
+    from gpulinalg.gp import GaussianProcessRegressor
+    with pytest.raises(ValueError, match="alpha must not contain"):
+        GaussianProcessRegressor(alpha=np.array([np.nan, 1.0, 1.0])).fit(
+            np.arange(3.0)[:, None], np.ones(3))
