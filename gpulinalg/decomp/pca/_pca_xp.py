@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..._runtime.dispatch import note
+from ..._runtime.errors import warn as _warn
 from ..lowrank._ooc_xp import streamed_gram, streamed_moments, streamed_svd
 from ._pca_solvers import infer_dimension
 from ..lowrank._randomized_xp import LinearOperator, randomized_svd
@@ -125,16 +126,34 @@ def _full(engine, xc, cfg):
     return {"U": U, "S": S, "S_u": S, "Vt": Vt, "ev": ev, "total": ev.sum(), "all": True}
 
 
+#: Covariances below this are taken to have underflowed (data near 1e-160 and smaller): the
+#: Gram matrix is made again from the data scaled by a power of two (exact), once.
+TINY_COVARIANCE = 1e-300
+
+
+def _centered_gram(engine, xd, mean, m):
+    g = (xd.T.tocsr() @ xd).toarray() if is_sparse(xd) else hermitian(xd) @ xd
+    c = engine.xp.asarray(g) - m * engine.xp.outer(mean, mean)
+    c /= max(m - 1, 1)
+    return c
+
+
 def _covariance(engine, X, mean, cfg):
     m = X.shape[0]
     xd = X.astype(np.float64)
-    if is_sparse(xd):
-        g = (xd.T.tocsr() @ xd).toarray()
-    else:
-        g = hermitian(xd) @ xd
-    c = engine.xp.asarray(g) - m * engine.xp.outer(mean, mean)
-    c /= max(m - 1, 1)
-    return _from_covariance(engine, c, m, cfg)
+    mean = mean.astype(np.float64)
+    c = _centered_gram(engine, xd, mean, m)
+    top = float(abs(xd).max()) if c.size and float(engine.xp.abs(c).max()) < TINY_COVARIANCE \
+        else 0.0
+    if not 0 < top < math.inf:
+        return _from_covariance(engine, c, m, cfg)
+    scale = 2.0 ** math.floor(math.log2(top))  # the variances' ratios survive the scaling
+    out = _from_covariance(engine, _centered_gram(engine, xd / scale, mean / scale, m), m, cfg)
+    out["ratio"] = out["ev"] / out["total"] if float(out["total"]) > 0 else None
+    out["S"] = (out["S"] * scale).astype(cfg.dtype)
+    out["ev"] = (out["ev"] * scale * scale).astype(cfg.dtype)
+    out["total"] = out["ev"].sum()
+    return out
 
 
 def _from_covariance(engine, c, m, cfg):
@@ -186,6 +205,22 @@ def _pick_k(engine, out, ratio, m, cfg):
     return int(min(np.searchsorted(cum, cfg.select, side="right") + 1, out["ev"].shape[0]))
 
 
+def _underflowed_ratio(engine, out):
+    """The variance ratios when the total variance is 0: zeros for data without variance; for
+    data so small that its variances underflow (``X * 1e-200``), the ratios of the scaled
+    singular values where all of them are known, else NaN with a warning (never silent 0)."""
+    xp, S = engine.xp, out["S"]
+    top = float(xp.max(S)) if S.shape[0] else 0.0
+    if top == 0:
+        return xp.zeros_like(out["ev"])
+    if out["all"]:
+        w = (S / top) ** 2
+        return (w / w.sum()).astype(out["ev"].dtype)
+    _warn("gpulinalg: PCA: the total variance underflows at this data's scale; "
+          "explained_variance_ratio_ is NaN (rescale X)", RuntimeWarning)
+    return xp.full_like(out["ev"], float("nan"))
+
+
 def _finish(engine, out, mean, m, n, cfg):
     """Pick ``k`` (variance fraction, MLE), and the attributes scikit-learn's PCA exposes.
 
@@ -193,7 +228,9 @@ def _finish(engine, out, mean, m, n, cfg):
     streamed run), which the scores are scaled by."""
     xp = engine.xp
     ev, total = out["ev"], out["total"]
-    ratio = ev / total if float(total) > 0 else xp.zeros_like(ev)
+    ratio = out.get("ratio")  # made before the variances were scaled back (and underflowed)
+    if ratio is None:
+        ratio = ev / total if float(total) > 0 else _underflowed_ratio(engine, out)
     k = _pick_k(engine, out, ratio, m, cfg) if cfg.k is None else cfg.k
     small = min(m, n)
     if out["all"]:
