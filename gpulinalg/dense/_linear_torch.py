@@ -163,7 +163,11 @@ class FusedLinear(nn.Module):
             weight, bias = cast(torch.Tensor, params["weight"]), params["bias"]
         else:  # parametrized (torch.nn.utils.parametrize): the attributes
             weight, bias = self.weight, self.bias
-        kind = "cuda" if x.is_cuda else x.device.type
+        try:
+            kind = "cuda" if x.is_cuda else x.device.type
+        except AttributeError:  # as torch.nn.Linear: a tensor, not an array
+            raise TypeError(f"FusedLinear takes a torch.Tensor, got {type(x).__name__} "
+                            "(torch.as_tensor converts a NumPy array)") from None
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
             x, weight = x.to(dt), weight.to(dt)

@@ -173,7 +173,11 @@ class FusedMLP(nn.Module):
                 params += (p["weight"], p["bias"])
             else:  # parametrized: the attributes
                 params += (layer.weight, layer.bias)
-        kind = "cuda" if x.is_cuda else x.device.type
+        try:
+            kind = "cuda" if x.is_cuda else x.device.type
+        except AttributeError:  # as torch.nn.Linear: a tensor, not an array
+            raise TypeError(f"FusedMLP takes a torch.Tensor, got {type(x).__name__} "
+                            "(torch.as_tensor converts a NumPy array)") from None
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
             x = x.to(dt)

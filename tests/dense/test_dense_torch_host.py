@@ -7,6 +7,7 @@ forward's settings, also on another thread (torch's autograd worker thread for C
 
 import threading
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -90,3 +91,11 @@ def test_measure_parts_names_every_part():
     assert {"engine launch", "FusedLinear forward", "FusedLinear forward, no grad",
             "empty autograd.Function", "torch nn.Linear + ReLU forward"} <= set(parts)
     assert all(0 < us < float("inf") for us in parts.values())
+
+
+@pytest.mark.parametrize("make", ["linear", "mlp"])
+def test_numpy_input_is_a_clear_type_error(make):
+    from gpulinalg.dense import FusedLinear, FusedMLP
+    layer = FusedLinear(4, 3) if make == "linear" else FusedMLP([4, 3, 2])
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        layer(np.ones((2, 4), dtype=np.float32))
