@@ -232,3 +232,19 @@ def rel_err(cp, num, den):
 def as_cupy(cp, x):
     """``x`` as a CuPy array (a torch tensor through DLPack)."""
     return x if isinstance(x, cp.ndarray) else cp.from_dlpack(x.contiguous())
+
+
+def run_sections(suite, sections, cp):
+    """Rows of every ``(name, section)`` (a callable returning rows): a section that raises
+    becomes an absent row (one broken case must not hide the others' figures); the device is
+    synchronized and CuPy's pool emptied after each."""
+    rows = []
+    for name, section in sections:
+        try:
+            rows += section()
+        except Exception as exc:
+            rows.append(absent(suite, name, "all", f"failed: {type(exc).__name__}: {exc}"))
+        cp.cuda.Device().synchronize()
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+

@@ -15,7 +15,7 @@ median (:func:`benchmarks._harness.timed_sync`) and an accuracy figure: for eigh
 H100; ``--quick``: small sizes).
 """
 
-from benchmarks._harness import absent, gpu_libraries, row, timed_sync
+from benchmarks._harness import absent, gpu_libraries, row, run_sections, timed_sync
 
 SUITE = "decomp_eigh_lstsq"
 
@@ -32,15 +32,7 @@ def run(quick=False):
                 ("eigh batched", lambda: _batched_rows(cupy, torch, 2000 if quick else 20000)),
                 ("eigh subset", lambda: _subset_rows(cupy, nbig)),
                 ("lstsq", lambda: _lstsq_rows(cupy, torch, m, k, quick)))
-    rows = []
-    for name, section in sections:
-        try:
-            rows += section()
-        except Exception as exc:  # one broken case must not hide the others' figures
-            rows.append(absent(SUITE, name, "all", f"failed: {type(exc).__name__}: {exc}"))
-        cupy.cuda.Device().synchronize()
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
+    return run_sections(SUITE, sections, cupy)
 
 
 def _symmetric(cupy, shape, dtype, seed=0):

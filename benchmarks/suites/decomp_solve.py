@@ -21,7 +21,7 @@ every row is absent.
 import argparse
 import sys
 
-from benchmarks._harness import absent, gpu_libraries, row, timed_sync, write_rows
+from benchmarks._harness import absent, gpu_libraries, row, run_sections, timed_sync, write_rows
 
 SUITE = "decomp_solve"
 CASES = ("solve", "solve batched", "det", "inv")
@@ -37,15 +37,7 @@ def run(quick=False):
                 ("solve batched", lambda: _batched_rows(cupy, torch, 1000 if quick else 10000)),
                 ("det", lambda: _det_rows(cupy, torch, n_small)),
                 ("inv", lambda: _inv_rows(cupy, torch, n_small)))
-    rows = []
-    for name, section in sections:
-        try:
-            rows += section()
-        except Exception as exc:  # one broken case must not hide the others' figures
-            rows.append(absent(SUITE, name, "all", f"failed: {type(exc).__name__}: {exc}"))
-        cupy.cuda.Device().synchronize()
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
+    return run_sections(SUITE, sections, cupy)
 
 
 def _system(cupy, batch, n, k, dtype, seed=0):

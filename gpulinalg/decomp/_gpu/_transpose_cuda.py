@@ -2,8 +2,8 @@
 
 Cholesky factors in a column-major working copy (see
 :func:`gpulinalg.decomp.cholesky._cholesky_cuda._work_copy`); CuPy's strided assignment makes it
-with uncoalesced writes (28 ms for a 32768 x 32768 float64 matrix on the H200, against 4 ms for a
-plain copy). Here each 32 x 32 tile goes through shared memory, so reads and writes are both
+with uncoalesced writes, several times a plain copy's time (docs/performance-log.md, "the
+transposing copy"). Here each 32 x 32 tile goes through shared memory, so reads and writes are both
 coalesced, and the triangle the factorization leaves alone can be zeroed in the same pass without
 being read. SciPy's ``check_finite`` of the source can ride along (``flag``): then every entry is
 read once, the zeroed triangle too, and a non-finite one sets the flag (one pass where a separate

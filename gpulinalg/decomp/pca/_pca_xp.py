@@ -126,7 +126,7 @@ def _full(engine, xc, cfg):
     return {"U": U, "S": S, "S_u": S, "Vt": Vt, "ev": ev, "total": ev.sum(), "all": True}
 
 
-#: Covariances below this are taken to have underflowed (data near 1e-160 and smaller): the
+#: A total variance below this is taken to have underflowed (data near 1e-150 and smaller): the
 #: Gram matrix is made again from the data scaled by a power of two (exact), once.
 TINY_COVARIANCE = 1e-300
 
@@ -142,11 +142,11 @@ def _covariance(engine, X, mean, cfg):
     m = X.shape[0]
     xd = X.astype(np.float64)
     mean = mean.astype(np.float64)
-    c = _centered_gram(engine, xd, mean, m)
-    top = float(abs(xd).max()) if c.size and float(engine.xp.abs(c).max()) < TINY_COVARIANCE \
-        else 0.0
+    out = _from_covariance(engine, _centered_gram(engine, xd, mean, m), m, cfg)
+    # the total variance (read by _finish anyway) says whether the variances underflowed
+    top = float(abs(xd).max()) if float(out["total"]) < TINY_COVARIANCE else 0.0
     if not 0 < top < math.inf:
-        return _from_covariance(engine, c, m, cfg)
+        return out
     scale = 2.0 ** math.floor(math.log2(top))  # the variances' ratios survive the scaling
     out = _from_covariance(engine, _centered_gram(engine, xd / scale, mean / scale, m), m, cfg)
     out["ratio"] = out["ev"] / out["total"] if float(out["total"]) > 0 else None
