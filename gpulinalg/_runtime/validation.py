@@ -28,7 +28,8 @@ def namespace(x):
     return np
 
 
-def _np_dtype(x):
+def np_dtype(x):
+    """NumPy's dtype of the array ``x`` of any supported package (a torch dtype mapped)."""
     if kind_of(x) is Kind.TORCH:
         import torch
         if x.dtype == torch.bfloat16:
@@ -53,7 +54,7 @@ def as_array(a, name="a", *, min_ndim=0, max_ndim=None):
             a = np.asarray(a)
         except Exception as exc:
             raise TypeError(f"{name} cannot be converted to an array: {exc}") from None
-    dt = _np_dtype(a)
+    dt = np_dtype(a)
     if dt.kind not in "biufcV":
         raise TypeError(f"{name} must be numeric, got dtype {dt}")
     if a.ndim < min_ndim or (max_ndim is not None and a.ndim > max_ndim):
@@ -70,7 +71,7 @@ def check_square(a, name="a"):
 
 def check_finite(a, name="a"):
     """Raise ``ValueError`` if ``a`` holds NaN or Inf (one reduction, on ``a``'s device)."""
-    if a.size == 0 or _np_dtype(a).kind in "biu":
+    if a.size == 0 or np_dtype(a).kind in "biu":
         return
     if kind_of(a) is Kind.CUPY and a.ndim >= 2:
         ok = _cupy_all_finite(a)

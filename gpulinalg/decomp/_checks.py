@@ -49,7 +49,7 @@ def prepare(a, name="a", *, square=False, check_finite=True, min_ndim=2):
     _v.as_array(a, name, min_ndim=min_ndim)  # the ndim rule, once the shape is square
     if check_finite:
         _v.check_finite(a, name)
-    return a, _v.float_dtype(_v._np_dtype(a))
+    return a, _v.float_dtype(_v.np_dtype(a))
 
 
 def check_square(a, name="a"):

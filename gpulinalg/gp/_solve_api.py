@@ -134,8 +134,8 @@ def _dask_checked(a, name, ndim):
 
 
 def _gp_dtype(*arrays):
-    from .._runtime.validation import _np_dtype
-    dt = float_dtype(*[_np_dtype(a) for a in arrays], allowed=(np.float32, np.float64))
+    from .._runtime.validation import np_dtype
+    dt = float_dtype(*[np_dtype(a) for a in arrays], allowed=(np.float32, np.float64))
     if dt == np.float32:
         warn("gpulinalg.gp: computing in float32 as asked; kernel matrices are often too ill "
              "conditioned for single precision (expect jitter or large errors); pass float64 "

@@ -207,6 +207,8 @@ class CuDSSFactor:
         self.perturbed, self.solver, self.multithreaded = 0, None, False
         #: smallest/largest |pivot| (LU, LDLᵀ; not read for Cholesky, which fails instead)
         self.pivot_ratio = self.rcond_floor = None
+        #: why the last slogdet came from a host LU (checked there), or None
+        self.logdet_from_host = None
         self._per_column, self._factor_nnz = False, None
         #: cuDSS replaces pivots below this times ||A||_inf: 500 eps (1.1e-13 in fp64)
         self.pivot_eps = float(PIVOT_EPS_ULPS * np.finfo(self.dtype).eps)
@@ -340,7 +342,7 @@ class CuDSSFactor:
         d = _data_get(self.solver, cudss.DataParam.DIAG, self.dtype, self.n)
         if self.method == "cholesky":
             return 1.0, float(2.0 * np.log(abs(d)).sum())
-        untrusted = self._untrusted_diagonal(d)
+        untrusted = self.logdet_from_host = self._untrusted_diagonal(d)
         if untrusted:
             return self._host_slogdet(untrusted)
         if d.size and not d.all():
@@ -376,10 +378,10 @@ class CuDSSFactor:
         """``(sign, log|det|)`` from SuperLU's LU (partial pivoting) of a host copy of the
         matrix, noted as ``last_run().details["logdet"] = "superlu"``."""
         from .._runtime.dispatch import note
-        from ._factor_xp import host_lu
+        from ._factor_xp import checked_slogdet, host_lu
         host = host_lu()(self, "lu")
-        try:
-            sign, logabs = host.slogdet()
+        try:  # the condition rule on the host LU: this factor's solves are of a nearby matrix
+            sign, logabs = checked_slogdet(host, *host.slogdet())
         finally:
             host.free()
         note(logdet="superlu", logdet_reason=reason)

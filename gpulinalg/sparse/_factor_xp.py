@@ -161,8 +161,9 @@ def rcond(factor):
 def checked_slogdet(factor, sign, logabs):
     """``(sign, logabsdet)`` of ``factor``, or ``(0, -inf)`` when the condition rule finds it
     numerically singular: a pivot of rounding size gives a finite log-determinant that means
-    nothing (the rcond estimate runs only when the pivots point at trouble)."""
-    if math.isinf(logabs):
+    nothing (the rcond estimate runs only when the pivots point at trouble). A determinant
+    the engine took from a host LU (``logdet_from_host``) was checked on that LU."""
+    if math.isinf(logabs) or getattr(factor, "logdet_from_host", None):
         return sign, logabs
     if not triggered(None, getattr(factor, "pivot_ratio", None) or 0.0, factor.dtype):
         return sign, logabs

@@ -23,7 +23,7 @@ from .._runtime import dispatch as _dispatch
 from .._runtime.config import config_context
 from .._runtime.dispatch import Op, dispatch, note, shortcut
 from .._runtime.errors import SingularMatrixError, warn
-from .._runtime.validation import _np_dtype, as_array, check_finite
+from .._runtime.validation import np_dtype, as_array, check_finite
 from . import _csr_cuda, _engine_cuda, _factor_xp, _superlu_host, _triangular_cuda
 from ._input_xp import as_csr, check_values, xp_of
 from ._policy import DEFAULT_REFINE_STEPS, emit
@@ -162,7 +162,7 @@ def spsolve(A: Any, b: Any, permc_spec: str | None = None, use_umfpack: bool = T
     csr = as_csr(A)
     check_values(csr.data)
     dtype = _fp_dtype(np.promote_types(_fp_dtype(csr.data.dtype),
-                                       b.dtype if sparse_b else _np_dtype(b)))
+                                       b.dtype if sparse_b else np_dtype(b)))
     data = csr.data.astype(dtype, copy=False)
     vector = b.ndim == 1 or b.shape[1] == 1
     if sparse_b and not vector:
@@ -275,7 +275,7 @@ class SparseLU:
         if trans not in ("N", "T", "H"):
             raise ValueError("trans must be N, T, or H")
         b = as_array(rhs, "rhs")
-        dtype, bt = self.dtype, _np_dtype(b)
+        dtype, bt = self.dtype, np_dtype(b)
         if not np.can_cast(bt, dtype, "safe"):  # SciPy's order: dtype, depth, size
             raise TypeError(f"Cannot cast array data from {bt!r} to {dtype!r} according to the "
                             "rule 'safe'")
@@ -558,7 +558,7 @@ def spsolve_triangular(A: Any, b: Any, lower: bool = True, overwrite_A: bool = F
                          f"shape of b is {tuple(b.shape)}.")
     check_finite(b, "b")
     dtype = _fp_dtype(np.promote_types(np.promote_types(csr.data.dtype, np.float32),
-                                       _np_dtype(b)))
+                                       np_dtype(b)))
     if csr.n == 0 or b.size == 0:
         return shortcut("sparse.spsolve_triangular", _full(tuple(b.shape), 0, dtype, b))
     nrhs = 1 if b.ndim == 1 else b.shape[1]

@@ -16,7 +16,7 @@ from .._runtime.dispatch import Op, front_door
 from .._runtime import arrays as _arrays
 from .._runtime.config import config_context
 from .._runtime.dispatch import dispatch, note, shortcut
-from .._runtime.validation import _np_dtype, as_array, check_finite, float_dtype
+from .._runtime.validation import np_dtype, as_array, check_finite, float_dtype
 from . import _engine_cuda, _factor_xp, _superlu_host
 from ._input_xp import as_csr, check_values
 from ._policy import check_method, emit, validate_policy, warn_fallback
@@ -143,7 +143,7 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
     steps = validate_policy(check, tol, refine)
     csr = as_csr(A)
     b = _rhs(b, csr.n)
-    dtype = float_dtype(np.dtype(csr.data.dtype), _np_dtype(b))
+    dtype = float_dtype(np.dtype(csr.data.dtype), np_dtype(b))
     check_values(csr.data)
     if csr.n == 0 or b.size == 0:
         return _empty_result("sparse.solve", b, dtype)
@@ -347,7 +347,7 @@ class SparseFactorization:
             raise ValueError(f"trans must be one of {TRANS}, got {trans!r}")
         steps = validate_policy(check, tol, refine)
         b = _rhs(b, factor.n)
-        dtype = float_dtype(factor.dtype, _np_dtype(b))
+        dtype = float_dtype(factor.dtype, np_dtype(b))
         if factor.n == 0 or b.size == 0:
             return _empty_result("sparse.SparseFactorization.solve", b, dtype)
         op = {"N": "", "T": "ᵀ", "H": "ᴴ"}[trans]

@@ -23,4 +23,4 @@ def triangular_solve(indptr, indices, data, b, *, n, lower, unit_diagonal):
     rhs = b.astype(data.dtype, copy=False)
     x = cspla.spsolve_triangular(m, rhs.reshape(n, -1), lower=lower,
                                  unit_diagonal=unit_diagonal)
-    return x.reshape(b.shape)
+    return x.reshape(b.shape).astype(data.dtype, copy=False)  # CuPy solves float32 in float64

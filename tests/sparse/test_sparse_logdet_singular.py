@@ -32,3 +32,24 @@ def test_regular_factor_logdet_matches_numpy(backend, method):
     ref = np.linalg.slogdet(a.toarray())
     assert sign == ref.sign
     assert np.isclose(logabsdet, ref.logabsdet, rtol=1e-10)
+
+
+class _PerturbedFactor:
+    """An engine's factor whose pivots point at trouble and whose solves must not be used."""
+    pivot_ratio, dtype, n, method = 0.0, np.dtype(np.float64), 3, "lu"
+    m = sp.identity(3, format="csr")
+
+    def solve_raw(self, b):
+        raise AssertionError("the condition estimate ran on the engine's own solves")
+
+
+def test_determinant_from_a_host_lu_is_judged_there():
+    """cuDSS with perturbed pivots takes the determinant from a host LU (checked on that LU):
+    the estimate through its own solves, of a nearby matrix, would call a regular matrix
+    singular."""
+    from gpulinalg.sparse import _factor_xp
+    factor = _PerturbedFactor()
+    with pytest.raises(AssertionError, match="estimate ran"):
+        _factor_xp.checked_slogdet(factor, -1.0, 3.0)
+    factor.logdet_from_host = "1 pivot(s) perturbed by cuDSS"
+    assert _factor_xp.checked_slogdet(factor, -1.0, 3.0) == (-1.0, 3.0)

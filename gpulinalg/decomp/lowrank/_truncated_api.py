@@ -175,7 +175,7 @@ def _classify(a):
 def _dtype_of(a):
     if isinstance(a, HostMatrix):
         return a.dtype
-    return _v.float_dtype(_v._np_dtype(a))
+    return _v.float_dtype(_v.np_dtype(a))
 
 
 def _estimate(m, n, plan, host):

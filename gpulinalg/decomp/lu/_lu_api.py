@@ -206,7 +206,7 @@ def _plan_lu_factor(a, overwrite_a, check_finite, cupy_only):
     if math.prod(a.shape) == 0:
         piv = (tuple(a.shape[:-2]) + (min(m, n),), np.int32)
         return _dispatch.shortcut("decomp.lu_factor", tuple(empty_result(
-            a, (tuple(a.shape), _v._np_dtype(a)), piv)))
+            a, (tuple(a.shape), _v.np_dtype(a)), piv)))
     return _dispatch.Op("decomp.lu_factor", _lu_cuda.lu_factor, _lu_host.lu_factor,
                         (a, overwrite_a, dtype, defer), nbytes=lu_bytes(a.shape, (), dtype),
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
@@ -407,8 +407,8 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
 def _plan_det(a, overwrite_a, check_finite, cupy_only):
     defer = bool(check_finite) and _arrays.on_gpu(a)
     raw = a if _arrays.kind_of(a) is not None else np.asarray(a)
-    if _v._np_dtype(raw).kind not in "biufc":
-        raise TypeError(f"The dtype {_v._np_dtype(raw)} cannot be cast to float(32, 64).")
+    if _v.np_dtype(raw).kind not in "biufc":
+        raise TypeError(f"The dtype {_v.np_dtype(raw)} cannot be cast to float(32, 64).")
     a = square(raw, "array")
     a, dtype = prepare(a, "array", square=True, check_finite=bool(check_finite) and not defer)
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)

@@ -170,7 +170,7 @@ class _PCA:
         solver, k = resolve_solver(self.svd_solver, X.shape, self.n_components,
                                    sparse=kind == "sparse")
         cfg = FitConfig(solver, k, int(self.n_oversamples), self.iterated_power,
-                        seed_of(self.random_state), np.dtype(X.dtype), bool(want_scores),
+                        seed_of(self.random_state), _v.np_dtype(X), bool(want_scores),
                         bool(self.whiten), select=self.n_components if k is None else None,
                         normalizer=self.power_iteration_normalizer, tol=float(self.tol))
         host = kind == "host"

@@ -116,7 +116,7 @@ def _as_float_array(X):
         if X.dtype.kind in "OUS":
             X = X.astype(np.float64)  # NumPy's TypeError/ValueError name the bad entry
         k = _arrays.Kind.NUMPY
-    dt = _v._np_dtype(X)
+    dt = _v.np_dtype(X)
     if dt.kind == "c":
         raise ValueError("Complex data not supported")
     X = _v.as_array(X, "X")
