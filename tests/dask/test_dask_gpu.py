@@ -255,3 +255,28 @@ def test_regressor_fit_predict_on_cupy_chunks(cuda_client):
     mr, sr = ref.predict(Xq, return_std=True)
     np.testing.assert_allclose(mean.get(), mr, atol=1e-8)
     np.testing.assert_allclose(std.get(), sr, atol=1e-8)
+
+
+@pytest.mark.parametrize("driver", [None, "gelsy"])
+def test_public_lstsq_and_solve_pos(cuda_client, driver):
+    """``lstsq`` (one TSQR of ``[a | b]``, the root on decomp's GPU engine) and
+    ``solve(assume_a="pos")`` (the blocked Cholesky) on CuPy chunks match the single-GPU calls."""
+    import cupy
+    from gpulinalg import decomp
+    rng = np.random.default_rng(14)
+    a, b = rng.standard_normal((20000, 64)), rng.standard_normal((20000, 3))
+    res = decomp.lstsq(_cupy_chunks(a, (2500, 64)), _cupy_chunks(b, (2500, 3)),
+                       lapack_driver=driver)
+    _dask_run(res.x, res.rank)
+    x, rank = cuda_client.compute([res.x, res.rank], sync=True)
+    assert _is_cupy(x)
+    ref = decomp.lstsq(cupy.asarray(a), cupy.asarray(b), lapack_driver=driver)
+    assert float(abs(x - ref.x).max()) <= 1e-10 * float(abs(ref.x).max())
+    assert int(rank) == 64
+    g = rng.standard_normal((1024, 1024))
+    spd = g @ g.T + 1024 * np.eye(1024)
+    sol = decomp.solve(_cupy_chunks(spd, 256), _cupy_chunks(b[:1024], (256, 3)), assume_a="pos")
+    _dask_run(sol)
+    got = cuda_client.compute(sol, sync=True)
+    assert _is_cupy(got)
+    assert float(abs(got - cupy.asarray(np.linalg.solve(spd, b[:1024]))).max()) <= 1e-10

@@ -10,10 +10,10 @@ import numpy as np
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
-from . import _lstsq_cuda
-from . import _lstsq_host
-from .._checks import (broadcast_batch, cupy_key, demote_long, empty_result, flag, flops_scale,
-                       prepare, real_dtype)
+from ..._runtime.validation import as_array
+from . import _lstsq_cuda, _lstsq_dask, _lstsq_host
+from .._checks import (broadcast_batch, check_dask, cupy_key, demote_long, empty_result, flag,
+                       flops_scale, is_dask, prepare, real_dtype)
 from .._gpu._cusolver_cuda import workspace_bytes
 from .._results import LstsqResult
 
@@ -79,7 +79,8 @@ def lstsq(a: Any, b: Any, cond: float | None = None, overwrite_a: bool = False,
     of R otherwise; without column pivoting (cuSOLVER has none) that check can miss a rank
     deficiency R's diagonal hides, where LAPACK's pivoted ``gelsy`` would see it. A matrix
     with ``M < N`` goes through the SVD of ``a``. In a batch, ``residues`` are returned when
-    every matrix has them.
+    every matrix has them. A tall Dask ``a`` (``M >= N``) is reduced by one TSQR of
+    ``[a | b]`` on the cluster, results lazy (``docs/dask.md``).
 
     Examples
     --------
@@ -106,6 +107,8 @@ def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
     """Validate a :func:`lstsq` call in SciPy's order; its
     :class:`~gpulinalg._runtime.dispatch.Op`."""
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
+    if is_dask(a, b):
+        return _dask_op(a, b, cond, lapack_driver)
     defer = bool(check_finite) and (on_gpu(a) or on_gpu(b))
     a, dtype_a = prepare(demote_long(a), check_finite=bool(check_finite) and not defer)
     b, dtype_b = prepare(demote_long(b), "b", min_ndim=1,
@@ -135,6 +138,35 @@ def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
         (a, b, cond, driver, dtype, overwrite_a, overwrite_b, defer), flops=flops,
         nbytes=lambda: arrays + workspace_bytes("geqrf", max(m, n), p, dtype)
         + workspace_bytes("gesvd", p, p, dtype))
+
+
+def _dask_op(a, b, cond, lapack_driver):
+    """The :class:`~gpulinalg._runtime.dispatch.Op` of the Dask route (a tall ``a``, ``m >= n``:
+    one TSQR of ``[a | b]``); an operand that is not a Dask array is wrapped as one."""
+    from .._tiles._graph_dask import dask_array
+    da = dask_array()
+    a, b = (x if is_dask(x) else as_array(x, nm) for x, nm in ((a, "a"), (b, "b")))
+    if len(a.shape) == 2 and len(b.shape) in (1, 2) and a.shape[0] != b.shape[0]:
+        raise ValueError("Shape mismatch: a and b should have the same number"
+                         f" of rows ({a.shape[0]} != {b.shape[0]}).")
+    if not is_dask(a):
+        a = da.from_array(a, chunks=(b.chunks[0], -1), asarray=False)
+    if not is_dask(b):
+        b = da.from_array(b, chunks=(a.chunks[0],) + (-1,) * (b.ndim - 1), asarray=False)
+    check_dask(a, "a")
+    check_dask(b, "b", ndim=(1, 2))
+    m, n = (int(d) for d in a.shape)
+    driver = "gelsd" if lapack_driver is None else lapack_driver
+    if driver not in LAPACK_DRIVERS:
+        raise ValueError(f'LAPACK driver "{driver}" is not found')
+    if m < n:
+        raise ValueError(f"lstsq of a Dask array needs a tall a (m >= n, reduced by TSQR); got "
+                         f"shape {(m, n)}: for a short-and-fat system use a NumPy or CuPy array")
+    if n == 0 or (b.ndim == 2 and b.shape[1] == 0):
+        raise ValueError(f"lstsq of a Dask array needs n >= 1 and k >= 1; got a {(m, n)} and "
+                         f"b {tuple(b.shape)}")
+    return _dispatch.Op("decomp.lstsq", _lstsq_cuda.lstsq, _lstsq_host.lstsq,
+                        (a, b, cond, driver), dask_fn=_lstsq_dask.lstsq)
 
 
 def _empty(a, b, xshape, batch, n, vec, dtype):

@@ -15,7 +15,7 @@ from ..._runtime.budget import nbytes_of
 from ..._runtime.errors import LinAlgError
 from .._checks import broadcast_batch, empty_result, flag, flops_scale, prepare
 from .._results import SlogdetResult
-from . import _lu_cuda, _lu_host
+from . import _lu_cuda, _lu_dask, _lu_host
 from ._lu_input import atleast, flops_lu, lu_bytes, lu_pair, memo_key, scalar, square
 from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, UnknownStructure, structure
 from ._lu_xp import scalar_solve
@@ -83,7 +83,8 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
     not with ``?sysv``/``?hesv``/``?gttrs``/``?gbsv``: the same solution, LU's cost. "pos"
     runs the Cholesky engine of :func:`cho_factor` and :func:`cho_solve`, the triangles
     :func:`solve_triangular`'s engine (their conditioning rule, which warns
-    :class:`gpulinalg.IllConditionedWarning` only).
+    :class:`gpulinalg.IllConditionedWarning` only). Dask arrays: ``assume_a="pos"``, by the
+    blocked Cholesky on the cluster, lazy (``docs/dask.md``).
 
     Examples
     --------
@@ -105,6 +106,8 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
                 cupy_only):
     if assume_a not in SOLVE_STRUCTURES:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    if _v.is_dask(a, b):
+        return _dask_solve_op(a, b, lower, assume_a, transposed)
     defer = bool(check_finite) and (_arrays.on_gpu(a) or _arrays.on_gpu(b))
     a, dtype_a = prepare(atleast(a, 2), square=True,
                          check_finite=bool(check_finite) and not defer)
@@ -140,6 +143,34 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
                          dtype, defer),
                         nbytes=lu_bytes(batch + (n, n), (bshape, shape, batch + (n, 4)), dtype),
                         flops=flops, like=b, same_package=cupy_only)
+
+
+def _dask_solve_op(a, b, lower, assume_a, transposed):
+    """The :class:`~gpulinalg._runtime.dispatch.Op` of :func:`solve`'s Dask route:
+    ``assume_a="pos"`` only (the blocked Cholesky); an operand that is not a Dask array is
+    wrapped as one, tiled as the other."""
+    from .._tiles._graph_dask import dask_array, work_dtype
+    da = dask_array()
+    a, b = (x if _v.is_dask(x) else _v.as_array(x, nm) for x, nm in ((a, "a"), (b, "b")))
+    if len(a.shape) == 2 and len(b.shape) in (1, 2) and b.shape[0] != a.shape[-1]:
+        raise ValueError(f"incompatible shapes: a.shape={tuple(a.shape)} and "
+                         f"b.shape={tuple(b.shape)}")
+    if not _v.is_dask(a):
+        a = da.from_array(a, chunks=(b.chunks[0], b.chunks[0]), asarray=False)
+    if not _v.is_dask(b):
+        b = da.from_array(b, chunks=(a.chunks[0],) + (-1,) * (b.ndim - 1), asarray=False)
+    _v.check_dask(a, "a", square=True)
+    _v.check_dask(b, "b", ndim=(1, 2))
+    if SOLVE_STRUCTURES[assume_a] != "pos":
+        raise NotImplementedError(
+            f"solve of a Dask array supports assume_a='pos' (a Hermitian positive-definite "
+            f"matrix, by the blocked Cholesky factorization), got assume_a={assume_a!r}; a "
+            "general matrix: dask.array.linalg.solve, or a NumPy or CuPy array")
+    if transposed and work_dtype(a).kind == "c":
+        raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
+                                  "a^H x = b for complex matrices.")
+    return _dispatch.Op("decomp.solve", _lu_cuda.solve, _lu_host.solve, (a, b, bool(lower)),
+                        dask_fn=_lu_dask.solve_pos)
 
 
 @_dispatch.front_door("decomp.lu_factor")
