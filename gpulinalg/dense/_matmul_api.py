@@ -12,6 +12,7 @@ import numpy as np
 from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
 from .._runtime.dispatch import Op, dispatch, shortcut
+from .._runtime.gradients import differentiable
 from .._runtime.validation import check_finite as _check_finite
 from . import _calls, _matmul_cuda, _matmul_host, _tensors_cuda
 from ._results import Gradients, MatmulAux
@@ -152,6 +153,7 @@ def _size(shape):
     return size
 
 
+@differentiable("dense.matmul")
 def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gelu"] | None = None,
            alpha: float | complex = 1.0, c: Any = None, beta: float | complex = 0.0,
            return_aux: bool = False, compute_type: str | None = None,
@@ -422,6 +424,7 @@ def _host_dtype(a):
     return np.dtype(a.dtype)
 
 
+@differentiable("dense.matmul_backward")
 def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = None,
                     activation: Literal["relu", "gelu"] | None = None,
                     bias: bool | Literal["column"] = False, compute_type: str | None = None,

@@ -11,6 +11,7 @@ from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.errors import IllConditionedWarning, warn
 from .._runtime.validation import as_array, check_finite, check_square, float_dtype, namespace
 from .._runtime.validation import check_dask, is_dask
+from .._runtime.gradients import differentiable
 from . import _engine_cuda, _engine_host, _solve_dask
 from ._results import GPSolveResult
 from ._solve_xp import check_jitter
@@ -18,6 +19,7 @@ from ._solve_xp import check_jitter
 __all__ = ["exact_gp_solve"]
 
 
+@differentiable("gp.exact_gp_solve")
 @_dispatch.front_door("gp.exact_gp_solve")
 def exact_gp_solve(K: Any, y: Any, *,
                    jitter: str | float | None = "auto") -> GPSolveResult:

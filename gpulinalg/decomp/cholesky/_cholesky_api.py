@@ -10,7 +10,9 @@ import numpy as np
 from ..._runtime import arrays as _arrays
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.budget import nbytes_of
+from ..._runtime.gradients import differentiable
 from . import _cholesky_cuda, _cholesky_dask, _cholesky_host
+from . import _cholesky_grad  # noqa: F401  (registers the gradient rules)
 from .._checks import (broadcast_batch, check_dask, check_rhs, cupy_key, empty_result, flag,
                        flops_scale, is_dask, prepare, real_dtype)
 from ._cholesky_xp import logdet_checked
@@ -19,6 +21,7 @@ from .._gpu._cusolver_cuda import workspace_bytes
 __all__ = ["cholesky", "cho_factor", "cho_solve", "logdet_cholesky"]
 
 
+@differentiable("decomp.cholesky")
 @_dispatch.front_door("decomp.cholesky")
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
              check_finite: bool = True) -> Any:
@@ -91,6 +94,7 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
     return _factor("decomp.cholesky", a, lower, overwrite_a, check_finite, clean=True)
 
 
+@differentiable("decomp.cho_factor")
 @_dispatch.front_door("decomp.cho_factor")
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
                check_finite: bool = True) -> tuple[Any, bool]:
@@ -174,6 +178,7 @@ def _plan_factor(op, a, lower, overwrite_a, check_finite, clean, cupy_only):
                         flops=flops, oversize_fn=in_place, same_package=cupy_only)
 
 
+@differentiable("decomp.cho_solve")
 @_dispatch.front_door("decomp.cho_solve")
 def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False,
               check_finite: bool = True) -> Any:
@@ -302,6 +307,7 @@ def _pair(c_and_lower):
     return c, bool(lower)
 
 
+@differentiable("decomp.logdet_cholesky")
 @_dispatch.front_door("decomp.logdet_cholesky")
 def logdet_cholesky(c_and_lower: tuple[Any, bool]) -> Any:
     """``log |det a|`` from the Cholesky factor of ``a``: ``2 * sum(log(diag(c)))``.

@@ -10,8 +10,10 @@ import numpy as np
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
+from ..._runtime.gradients import differentiable
 from . import _eigh_cuda
 from . import _eigh_host
+from . import _eigh_grad  # noqa: F401  (registers the gradient rules)
 from .._checks import (broadcast_batch, cupy_key, demote_long, empty_result, flag, flops_scale,
                        prepare, real_dtype)
 from .._gpu._cusolver_cuda import workspace_bytes
@@ -24,6 +26,7 @@ DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 Driver = Literal["ev", "evd", "evr", "evx", "gv", "gvd", "gvx"] | None
 
 
+@differentiable("decomp.eigh")
 @_dispatch.front_door("decomp.eigh")
 def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = False,
          overwrite_a: bool = False, overwrite_b: bool = False, type: int = 1,
@@ -111,6 +114,7 @@ def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = Fals
         lead=(a,) if b is None else (a, b))
 
 
+@differentiable("decomp.eigvalsh")
 @_dispatch.front_door("decomp.eigvalsh")
 def eigvalsh(a: Any, b: Any = None, *, lower: bool = True, overwrite_a: bool = False,
              overwrite_b: bool = False, type: int = 1, check_finite: bool = True,

@@ -10,6 +10,7 @@ import numpy as np
 from ..._runtime import arrays as _arrays
 from ..._runtime import dispatch as _dispatch
 from ..._runtime import validation as _v
+from ..._runtime.gradients import differentiable
 from . import _randomized_dask, _truncated_cuda, _truncated_host
 from .._checks import check_dask, is_dask
 from ._ooc_source import HostMatrix
@@ -21,6 +22,7 @@ __all__ = ["truncated_svd", "LowRankSVDResult", "LowRankPlan", "resolve_plan",
            "EXACT_MAX_DIM", "EXACT_MIN_FRACTION", "METHODS"]
 
 
+@differentiable("decomp.truncated_svd")
 @_dispatch.front_door("decomp.truncated_svd")
 def truncated_svd(a: Any, k: int, *, method: str = "auto", n_oversamples: int = 10,
                   n_iter: int | str = "auto", power_iteration_normalizer: str = "auto",

@@ -11,6 +11,7 @@ from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
 from ..._runtime.validation import as_array
+from ..._runtime.gradients import differentiable
 from . import _lstsq_cuda, _lstsq_dask, _lstsq_host
 from .._checks import (broadcast_batch, check_dask, cupy_key, demote_long, empty_result, flag,
                        flops_scale, is_dask, prepare, real_dtype)
@@ -22,6 +23,7 @@ __all__ = ["lstsq", "pinv"]
 LAPACK_DRIVERS = ("gelsd", "gelsy", "gelss")
 
 
+@differentiable("decomp.lstsq")
 @_dispatch.front_door("decomp.lstsq")
 def lstsq(a: Any, b: Any, cond: float | None = None, overwrite_a: bool = False,
           overwrite_b: bool = False, check_finite: bool = True,
@@ -180,6 +182,7 @@ def _empty(a, b, xshape, batch, n, vec, dtype):
     return LstsqResult(x, residues, 0, s)
 
 
+@differentiable("decomp.pinv")
 @_dispatch.front_door("decomp.pinv")
 def pinv(a: Any, *, atol: float | None = None, rtol: float | None = None,
          return_rank: bool = False, check_finite: bool = True) -> Any:

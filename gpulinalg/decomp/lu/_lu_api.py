@@ -13,9 +13,11 @@ from ..._runtime import dispatch as _dispatch
 from ..._runtime import validation as _v
 from ..._runtime.budget import nbytes_of
 from ..._runtime.errors import LinAlgError
+from ..._runtime.gradients import differentiable
 from .._checks import broadcast_batch, empty_result, flag, flops_scale, prepare
 from .._results import SlogdetResult
 from . import _lu_cuda, _lu_dask, _lu_host
+from . import _lu_grad  # noqa: F401  (registers the gradient rules)
 from ._lu_input import atleast, flops_lu, lu_bytes, lu_pair, memo_key, scalar, square
 from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, UnknownStructure, structure
 from ._lu_xp import scalar_solve
@@ -23,6 +25,7 @@ from ._lu_xp import scalar_solve
 __all__ = ["solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
 
 
+@differentiable("decomp.solve")
 @_dispatch.front_door("decomp.solve")
 def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
           overwrite_b: bool = False, check_finite: bool = True, assume_a: str | None = None,
@@ -173,6 +176,7 @@ def _dask_solve_op(a, b, lower, assume_a, transposed):
                         dask_fn=_lu_dask.solve_pos)
 
 
+@differentiable("decomp.lu_factor")
 @_dispatch.front_door("decomp.lu_factor")
 def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, Any]:
     """LU factorization with partial pivoting, ``P A = L U``, as ``scipy.linalg.lu_factor``.
@@ -243,6 +247,7 @@ def _plan_lu_factor(a, overwrite_a, check_finite, cupy_only):
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
+@differentiable("decomp.lu_solve")
 @_dispatch.front_door("decomp.lu_solve")
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: Literal[0, 1, 2] = 0,
              overwrite_b: bool = False, check_finite: bool = True) -> Any:
@@ -330,6 +335,7 @@ def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
                         same_package=cupy_only)
 
 
+@differentiable("decomp.lu")
 @_dispatch.front_door("decomp.lu")
 def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True,
        p_indices: bool = False) -> tuple[Any, ...]:
@@ -395,6 +401,7 @@ def _plan_lu(a, permute_l, overwrite_a, check_finite, p_indices, cupy_only):
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
+@differentiable("decomp.det")
 @_dispatch.front_door("decomp.det")
 def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Determinant of a square matrix (or of each of a batch), as ``scipy.linalg.det``.
@@ -452,6 +459,7 @@ def _plan_det(a, overwrite_a, check_finite, cupy_only):
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
+@differentiable("decomp.slogdet")
 @_dispatch.front_door("decomp.slogdet")
 def slogdet(a: Any) -> SlogdetResult:
     """Sign and natural log of the absolute determinant, as ``numpy.linalg.slogdet``.
@@ -508,6 +516,7 @@ def _plan_slogdet(a, cupy_only):
                         same_package=cupy_only)
 
 
+@differentiable("decomp.inv")
 @_dispatch.front_door("decomp.inv")
 def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, *,
         assume_a: str | None = None, lower: bool = False) -> Any:

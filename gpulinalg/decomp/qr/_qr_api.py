@@ -9,6 +9,7 @@ from ..._runtime import arrays as _arrays
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.errors import warn
 from ..._runtime.budget import nbytes_of
+from ..._runtime.gradients import differentiable
 from . import _qr_host
 from . import _qr_cuda, _tsqr_dask
 from .._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare
@@ -37,6 +38,7 @@ _LWORK_WARNS: list = []  # [bool] once SciPy's version is read
 _NUMPY_MODES = {"reduced": "economic", "complete": "full"}
 
 
+@differentiable("decomp.qr")
 @_dispatch.front_door("decomp.qr")
 def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GIVEN,
        mode: Literal["full", "r", "economic", "raw"] = "full", pivoting: bool = False,

@@ -9,8 +9,10 @@ import numpy as np
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
+from ..._runtime.gradients import differentiable
 from . import _svd_host
 from . import _svd_cuda
+from . import _svd_grad  # noqa: F401  (registers the gradient rules)
 from ..qr import _tsqr_dask
 from .._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare, real_dtype
 from .._gpu._cusolver_cuda import workspace_bytes
@@ -22,6 +24,7 @@ __all__ = ["svd"]
 LAPACK_DRIVERS = ("gesdd", "gesvd")
 
 
+@differentiable("decomp.svd")
 @_dispatch.front_door("decomp.svd")
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
         check_finite: bool = True, lapack_driver: Literal["gesdd", "gesvd"] = "gesdd", *,

@@ -9,15 +9,17 @@ import numpy as np
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.arrays import on_gpu
 from ..._runtime.budget import nbytes_of
+from ..._runtime.gradients import differentiable
 from . import _triangular_host
 from . import _triangular_cuda
+from ._triangular_grad import TRANS as _TRANS
 from .._checks import broadcast_batch, check_rhs, cupy_key, empty_result, flops_scale, prepare
 
 __all__ = ["solve_triangular"]
 
-_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
 
 
+@differentiable("decomp.solve_triangular")
 @_dispatch.front_door("decomp.solve_triangular")
 def solve_triangular(a: Any, b: Any, trans: Literal[0, 1, 2, "N", "T", "C"] = 0,
                      lower: bool = False, unit_diagonal: bool = False,

@@ -1,0 +1,186 @@
+"""Gradients of torch tensors through ``gpulinalg.decomp``: ``gradcheck`` (and
+``gradgradcheck``) in float64 and complex128 for every function with a rule, the same loss
+through torch.linalg giving the same gradients, batches, CUDA tensors (``gpu``-marked), and the
+rule that a result is never silently detached: a call without a rule raises."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.autograd import gradcheck, gradgradcheck  # noqa: E402
+
+import gpulinalg  # noqa: E402
+from gpulinalg import decomp, dense  # noqa: E402
+
+N = 5
+DTYPES = [torch.float64, torch.complex128]
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA build of torch and a GPU")
+    return request.param
+
+
+def _rand(*shape, dtype, device, grad=True):
+    g = torch.Generator().manual_seed(sum(shape) + (7 if dtype.is_complex else 0))
+    x = torch.randn(*shape, dtype=dtype, generator=g).to(device)
+    return x.requires_grad_(grad)
+
+
+def _spd(x):
+    return x @ x.mH + x.shape[-1] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+
+
+def _well(x):
+    return x + x.shape[-1] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+
+
+CHECKS = {  # name: (function of the inputs, input shapes)
+    "cholesky": (lambda x: decomp.cholesky(_spd(x)), [(N, N)]),
+    "cholesky_lower": (lambda x: decomp.cholesky(_spd(x), lower=True), [(N, N)]),
+    "cho_factor": (lambda x: decomp.cho_factor(_spd(x))[0], [(N, N)]),
+    "cho_solve": (lambda x, b: decomp.cho_solve(decomp.cho_factor(_spd(x), lower=True), b),
+                  [(N, N), (N, 2)]),
+    "logdet_cholesky": (lambda x: decomp.logdet_cholesky(decomp.cho_factor(_spd(x))),
+                        [(N, N)]),
+    "solve_triangular": (lambda x, b: decomp.solve_triangular(_well(x), b, lower=True),
+                         [(N, N), (N, 2)]),
+    "solve_triangular_trans": (lambda x, b: decomp.solve_triangular(_well(x), b[:, 0], trans=1,
+                                                                   unit_diagonal=True),
+                               [(N, N), (N, 2)]),
+    "solve": (lambda x, b: decomp.solve(_well(x), b), [(N, N), (N, 2)]),
+    "solve_pos": (lambda x, b: decomp.solve(_spd(x), b, assume_a="pos"), [(N, N), (N, 2)]),
+    "solve_upper": (lambda x, b: decomp.solve(_well(x), b, assume_a="upper triangular"),
+                    [(N, N), (N,)]),
+    "solve_batch_vector": (lambda x, b: decomp.solve(_well(x), b), [(3, N, N), (N,)]),
+    "inv": (lambda x: decomp.inv(_well(x)), [(N, N)]),
+    "det": (lambda x: decomp.det(_well(x)), [(N, N)]),
+    "slogdet": (lambda x: decomp.slogdet(_well(x)).logabsdet, [(2, N, N)]),
+    "eigvalsh": (lambda x: decomp.eigvalsh(x + x.mH), [(N, N)]),
+    "eigh": (lambda x: (lambda w, v: (v * w[..., None, :]) @ v.mH)(*decomp.eigh(x + x.mH)),
+             [(N, N)]),
+    "svdvals": (lambda x: decomp.svd(x, compute_uv=False), [(6, 4)]),
+    "svd": (lambda x: (lambda u, s, vh: u @ vh)(*decomp.svd(x, full_matrices=False)),
+            [(4, 6)]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_gradcheck(name, dtype, device):
+    fn, shapes = CHECKS[name]
+    inputs = tuple(_rand(*s, dtype=dtype, device=device) for s in shapes)
+    out = fn(*inputs)
+    assert out.grad_fn is not None  # carries the graph
+    assert gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("name", ["cholesky", "cho_solve", "solve", "det", "eigvalsh",
+                                  "svdvals", "solve_triangular"])
+def test_gradgradcheck(name, device):
+    fn, shapes = CHECKS[name]
+    inputs = tuple(_rand(*s, dtype=torch.float64, device=device) for s in shapes)
+    assert gradgradcheck(fn, inputs)
+
+
+def _loss(*outs):
+    return sum((o.abs() ** 3).sum() for o in outs)
+
+
+SAME_AS_TORCH = {  # name: (gpulinalg, torch.linalg), the same function of one input
+    "cholesky": (lambda x: decomp.cholesky(_spd(x), lower=True),
+                 lambda x: torch.linalg.cholesky(_spd(x))),
+    "cho_solve_logdet": (
+        lambda x: (lambda c: (decomp.cho_solve(c, x[:, :2]), decomp.logdet_cholesky(c)))(
+            decomp.cho_factor(_spd(x), lower=True)),
+        lambda x: (lambda c: (torch.cholesky_solve(x[:, :2], c),
+                              2 * c.diagonal().real.log().sum()))(torch.linalg.cholesky(_spd(x)))),
+    "solve": (lambda x: decomp.solve(_well(x), x[:, :2]),
+              lambda x: torch.linalg.solve(_well(x), x[:, :2])),
+    "inv_det": (lambda x: (decomp.inv(_well(x)), decomp.det(_well(x))),
+                lambda x: (torch.linalg.inv(_well(x)), torch.linalg.det(_well(x)))),
+    "eigh": (lambda x: tuple(decomp.eigh(x + x.mH)), lambda x: tuple(torch.linalg.eigh(x + x.mH))),
+    "svd": (lambda x: tuple(decomp.svd(x, full_matrices=False)),
+            lambda x: tuple(torch.linalg.svd(x, full_matrices=False))),
+    "solve_triangular": (
+        lambda x: decomp.solve_triangular(_well(x), x[:, :2], lower=True),
+        lambda x: torch.linalg.solve_triangular(_well(x).tril(), x[:, :2], upper=False)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
+@pytest.mark.parametrize("name", sorted(SAME_AS_TORCH))
+def test_same_gradients_as_torch_linalg(name, dtype, device):
+    ours, theirs = SAME_AS_TORCH[name]
+    x = _rand(N, N, dtype=dtype, device=device)
+    out = ours(x)
+    g_ours, = torch.autograd.grad(_loss(*(out if isinstance(out, tuple) else (out,))), x)
+    out = theirs(x)
+    g_theirs, = torch.autograd.grad(_loss(*(out if isinstance(out, tuple) else (out,))), x)
+    assert torch.allclose(g_ours, g_theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_float32_gradient_keeps_its_dtype(device):
+    x = _rand(N, N, dtype=torch.float32, device=device)
+    out = decomp.solve(_well(x), torch.ones(N, device=device))
+    g, = torch.autograd.grad(out.sum(), x)
+    assert g.dtype == torch.float32 and torch.isfinite(g).all()
+
+
+def test_scalar_results_are_tensors_on_the_input_device(device):
+    x = _rand(N, N, dtype=torch.float64, device=device)
+    d = decomp.det(_well(x))
+    assert isinstance(d, torch.Tensor) and d.device == x.device and d.grad_fn is not None
+
+
+UNSUPPORTED = {  # calls that have no gradient rule (yet): they must refuse, never detach
+    "qr": lambda x: decomp.qr(x),
+    "lstsq": lambda x: decomp.lstsq(x, x[:, 0]),
+    "pinv": lambda x: decomp.pinv(x),
+    "lu_factor": lambda x: decomp.lu_factor(x),
+    "lu": lambda x: decomp.lu(x),
+    "truncated_svd": lambda x: decomp.truncated_svd(x, 2),
+    "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1]),
+    "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach())),
+    "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
+    "matmul": lambda x: dense.matmul(x, x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_no_rule_refuses_instead_of_detaching(name):
+    x = _rand(N, N, dtype=torch.float64, device="cpu")
+    with pytest.raises(NotImplementedError, match="not supported|no gradient"):
+        UNSUPPORTED[name](x)
+    with torch.no_grad():  # without a graph to keep, the call runs
+        UNSUPPORTED[name](x)
+    UNSUPPORTED[name](x.detach())
+
+
+@pytest.mark.parametrize("name", [n for n in decomp.__all__
+                                  if callable(getattr(decomp, n)) and n[0].islower()])
+def test_every_public_function_is_guarded(name):
+    """A public function either has a gradient rule or refuses: never a detached result."""
+    from gpulinalg._runtime import gradients
+    guard = gradients.differentiable("x")(lambda: None).__code__
+    assert getattr(decomp, name).__code__ is guard, name
+
+
+def test_numpy_inputs_take_no_part(rng):
+    """NumPy arrays next to a tensor that requires grad: the tensor's gradient only."""
+    a = rng.standard_normal((N, N)) + N * np.eye(N)
+    b = _rand(N, dtype=torch.float64, device="cpu")
+    x = decomp.solve(a, b)
+    g, = torch.autograd.grad(x.sum(), b)
+    np.testing.assert_allclose(g.numpy(), np.linalg.solve(a.T, np.ones(N)), rtol=1e-12)
+    assert gpulinalg.last_run().op == "decomp.solve"
+
+
+def test_gp_solve_refuses_instead_of_detaching():
+    k = _spd(_rand(N, N, dtype=torch.float64, device="cpu"))
+    with pytest.raises(NotImplementedError, match="gp.exact_gp_solve"):
+        gpulinalg.gp.exact_gp_solve(k, torch.ones(N, dtype=torch.float64))
+    assert gpulinalg.gp.exact_gp_solve(k.detach(), torch.ones(N, dtype=torch.float64)) is not None
