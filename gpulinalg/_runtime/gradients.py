@@ -18,10 +18,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["differentiable", "rule", "needs_grad", "call", "RULES"]
+__all__ = ["differentiable", "rule", "needs_grad", "call", "RULES", "FUNCTIONS"]
 
 #: Gradient rules by the public function's name: ``rule(fn, *args, **kwargs)``.
 RULES: dict[str, Callable[..., Any]] = {}
+#: The guarded public functions by name (a rule's backward calls another through this table,
+#: not by importing its module).
+FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 
 def rule(op: str) -> Callable:
@@ -80,6 +83,7 @@ def differentiable(op: str) -> Callable:
                     "not carry any; call it on tensors that do not require grad (x.detach(), or "
                     "under torch.no_grad()) or use torch.linalg (docs/decomp.md, 'Gradients')")
             return grad_rule(guarded, *args, **kwargs)  # its backward's calls record again
+        FUNCTIONS[op] = guarded
         return guarded
     return wrap
 

@@ -13,6 +13,7 @@ from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
 from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.gradients import differentiable
+from . import _matmul_grad  # noqa: F401  (registers the gradient rule)
 from .._runtime.validation import check_finite as _check_finite
 from . import _calls, _matmul_cuda, _matmul_host, _tensors_cuda
 from ._results import Gradients, MatmulAux

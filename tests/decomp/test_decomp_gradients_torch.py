@@ -146,7 +146,7 @@ UNSUPPORTED = {  # calls that have no gradient rule (yet): they must refuse, nev
     "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1]),
     "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach())),
     "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
-    "matmul": lambda x: dense.matmul(x, x),
+    "matmul_alpha": lambda x: dense.matmul(x, x, alpha=2.0),
 }
 
 

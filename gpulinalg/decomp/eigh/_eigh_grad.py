@@ -5,7 +5,7 @@
 The standard problem of the whole spectrum only: the generalized problem (``b``) and the
 subsets raise ``NotImplementedError`` when grad is required."""
 
-from ..._runtime.gradients import bound, call, rule
+from ..._runtime.gradients import FUNCTIONS, bound, call, rule
 from .._results import EighResult
 
 __all__ = ["eigh_backward"]
@@ -59,5 +59,4 @@ def _eigh(fn, *args, **kwargs):
 
 @rule("decomp.eigvalsh")
 def _eigvalsh(fn, *args, **kwargs):
-    from ._eigh_api import eigh
-    return _run(eigh, bound(fn, args, kwargs), True)
+    return _run(FUNCTIONS["decomp.eigh"], bound(fn, args, kwargs), True)

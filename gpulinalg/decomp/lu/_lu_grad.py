@@ -6,7 +6,7 @@ inverses on this family's own engines.
 structure the entries the call reads; "pos", "her" and "sym" a Hermitian (symmetric) gradient,
 as torch.linalg differentiates over Hermitian matrices."""
 
-from ..._runtime.gradients import as_tensor, bound, call, rule, unbroadcast
+from ..._runtime.gradients import FUNCTIONS, as_tensor, bound, call, rule, unbroadcast
 from ..triangular._triangular_grad import outer, stacked_vector
 from ._lu_rules import SOLVE_STRUCTURES
 
@@ -106,8 +106,7 @@ def _inv(fn, *args, **kwargs):
 
 def _inverse_h(a):
     """``a^-H`` through :func:`inv`'s engine (differentiable again)."""
-    from ._lu_api import inv
-    return inv(a).mH
+    return FUNCTIONS["decomp.inv"](a).mH
 
 
 @rule("decomp.det")

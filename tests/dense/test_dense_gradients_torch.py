@@ -1,0 +1,58 @@
+"""Gradients of torch tensors through ``dense.matmul`` (bias, ReLU, GELU; the backward on
+``matmul_backward``): ``gradcheck`` in float64 on CPU tensors and CUDA tensors (``gpu``)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.autograd import gradcheck  # noqa: E402
+
+from gpulinalg import dense  # noqa: E402
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA build of torch and a GPU")
+    return request.param
+
+
+def _rand(*shape, device):
+    g = torch.Generator().manual_seed(sum(shape))
+    return torch.randn(*shape, dtype=torch.float64, generator=g).to(device).requires_grad_()
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bias_shape", [None, (5,), (4, 1)])
+def test_matmul_gradcheck(device, activation, bias_shape):
+    a, b = _rand(4, 3, device=device), _rand(3, 5, device=device)
+    inputs = (a, b) + (() if bias_shape is None else (_rand(*bias_shape, device=device),))
+    out = dense.matmul(*inputs[:2], bias=inputs[2] if len(inputs) == 3 else None,
+                       activation=activation)
+    assert out.grad_fn is not None
+    assert gradcheck(lambda a, b, *c: dense.matmul(a, b, bias=c[0] if c else None,
+                                                   activation=activation), inputs)
+
+
+def test_matmul_broadcast_batch_gradcheck(device):
+    a, b = _rand(2, 4, 3, device=device), _rand(3, 5, device=device)
+    assert gradcheck(lambda a, b: dense.matmul(a, b, activation="relu"), (a, b))
+
+
+def test_matmul_same_gradients_as_torch(device):
+    a, b, bias = _rand(6, 3, device=device), _rand(3, 5, device=device), _rand(5, device=device)
+    out = dense.matmul(a, b, bias=bias, activation="gelu")
+    ours = torch.autograd.grad((out ** 2).sum(), (a, b, bias))
+    ref = torch.nn.functional.gelu(a @ b + bias, approximate="tanh")
+    theirs = torch.autograd.grad((ref ** 2).sum(), (a, b, bias))
+    for x, y in zip(ours, theirs):
+        assert torch.allclose(x, y, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs", [dict(alpha=2.0), dict(c="ones", beta=1.0)])
+def test_matmul_unsupported_refuses(kwargs):
+    a, b = _rand(4, 3, device="cpu"), _rand(3, 5, device="cpu")
+    if kwargs.get("c") == "ones":
+        kwargs = dict(kwargs, c=torch.ones(4, 5, dtype=torch.float64))
+    with pytest.raises(NotImplementedError, match="alpha"):
+        dense.matmul(a, b, **kwargs)
