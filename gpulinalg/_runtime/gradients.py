@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 __all__ = ["differentiable", "rule", "needs_grad", "call", "RULES", "FUNCTIONS"]
 
 #: Gradient rules by the public function's name: ``rule(fn, *args, **kwargs)``.
@@ -103,8 +105,9 @@ def _function():
             forward, backward = spec
             like = next(x for x in inputs if isinstance(x, torch.Tensor))
             # a scalar result (a float for one matrix) becomes a 0-d tensor that carries grad
-            outs = tuple(o if isinstance(o, torch.Tensor) else
-                         torch.as_tensor(o, device=like.device) for o in forward(*inputs))
+            outs = tuple(o if isinstance(o, torch.Tensor) else  # NumPy keeps a float's float64
+                         torch.as_tensor(np.asarray(o), device=like.device)
+                         for o in forward(*inputs))
             ctx.backward_fn, ctx.n_in = backward, len(inputs)
             ctx.set_materialize_grads(False)
             ctx.save_for_backward(*inputs, *outs)
@@ -139,6 +142,12 @@ def as_tensor(x: Any, like: Any) -> Any:
     """``x`` as a torch tensor on ``like``'s device (a tensor is returned as it is)."""
     import torch
     return x if isinstance(x, torch.Tensor) else torch.as_tensor(x, device=like.device)
+
+
+def as_tensors(a: Any, b: Any) -> tuple:
+    """``a`` and ``b`` as torch tensors on the device of the one that is a tensor."""
+    a = as_tensor(a, b if hasattr(b, "device") else a)
+    return a, as_tensor(b, a)
 
 
 def unbroadcast(g: Any, shape: tuple) -> Any:

@@ -13,6 +13,7 @@ from .._runtime.validation import as_array, check_finite, check_square, float_dt
 from .._runtime.validation import check_dask, is_dask
 from .._runtime.gradients import differentiable
 from . import _engine_cuda, _engine_host, _solve_dask
+from . import _solve_grad  # noqa: F401  (registers the gradient rule)
 from ._results import GPSolveResult
 from ._solve_xp import check_jitter
 

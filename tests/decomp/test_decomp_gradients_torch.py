@@ -65,6 +65,13 @@ CHECKS = {  # name: (function of the inputs, input shapes)
     "svdvals": (lambda x: decomp.svd(x, compute_uv=False), [(6, 4)]),
     "svd": (lambda x: (lambda u, s, vh: u @ vh)(*decomp.svd(x, full_matrices=False)),
             [(4, 6)]),
+    "qr_tall": (lambda x: tuple(decomp.qr(x, mode="economic")), [(6, 4)]),
+    "qr_wide": (lambda x: tuple(decomp.qr(x)), [(4, 6)]),
+    "qr_r": (lambda x: decomp.qr(x, mode="r")[0], [(5, 5)]),
+    "pinv": (lambda x: decomp.pinv(x), [(6, 4)]),
+    "lstsq": (lambda x, b: tuple(decomp.lstsq(x, b))[:2], [(7, 4), (7, 2)]),
+    "lstsq_wide_s": (lambda x, b: (decomp.lstsq(x, b).x, decomp.lstsq(x, b).s), [(4, 7), (4,)]),
+    "lstsq_batch_vector": (lambda x, b: tuple(decomp.lstsq(x, b))[:2], [(3, 6, 4), (6,)]),
 }
 
 
@@ -74,7 +81,7 @@ def test_gradcheck(name, dtype, device):
     fn, shapes = CHECKS[name]
     inputs = tuple(_rand(*s, dtype=dtype, device=device) for s in shapes)
     out = fn(*inputs)
-    assert out.grad_fn is not None  # carries the graph
+    assert all(o.grad_fn is not None for o in (out if isinstance(out, tuple) else (out,)))
     assert gradcheck(fn, inputs)
 
 
@@ -136,10 +143,10 @@ def test_scalar_results_are_tensors_on_the_input_device(device):
     assert isinstance(d, torch.Tensor) and d.device == x.device and d.grad_fn is not None
 
 
-UNSUPPORTED = {  # calls that have no gradient rule (yet): they must refuse, never detach
-    "qr": lambda x: decomp.qr(x),
-    "lstsq": lambda x: decomp.lstsq(x, x[:, 0]),
-    "pinv": lambda x: decomp.pinv(x),
+UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never detach
+    "qr_pivoting": lambda x: decomp.qr(x, pivoting=True),
+    "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
+    "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
     "lu_factor": lambda x: decomp.lu_factor(x),
     "lu": lambda x: decomp.lu(x),
     "truncated_svd": lambda x: decomp.truncated_svd(x, 2),
@@ -179,8 +186,27 @@ def test_numpy_inputs_take_no_part(rng):
     assert gpulinalg.last_run().op == "decomp.solve"
 
 
-def test_gp_solve_refuses_instead_of_detaching():
-    k = _spd(_rand(N, N, dtype=torch.float64, device="cpu"))
-    with pytest.raises(NotImplementedError, match="gp.exact_gp_solve"):
-        gpulinalg.gp.exact_gp_solve(k, torch.ones(N, dtype=torch.float64))
-    assert gpulinalg.gp.exact_gp_solve(k.detach(), torch.ones(N, dtype=torch.float64)) is not None
+@pytest.mark.parametrize("cols", [None, 2])
+def test_gp_solve_gradcheck(device, cols):
+    x = _rand(N, N, dtype=torch.float64, device=device)
+    y = _rand(N, *(() if cols is None else (cols,)), dtype=torch.float64, device=device)
+
+    def fn(x, y):
+        return tuple(gpulinalg.gp.exact_gp_solve(_spd(x), y, jitter=None))[:4]
+    assert gradcheck(fn, (x, y))
+    assert gradgradcheck(lambda x, y: fn(x, y)[3], (x, y))
+
+
+def test_gp_solve_same_gradients_as_torch(device):
+    import math
+    x = _rand(N, N, dtype=torch.float64, device=device)
+    y = _rand(N, 2, dtype=torch.float64, device=device)
+    res = gpulinalg.gp.exact_gp_solve(_spd(x), y, jitter=None)
+    ours = torch.autograd.grad(res.log_marginal_likelihood + res.alpha.sum(), (x, y))
+    low = torch.linalg.cholesky(_spd(x))
+    alpha = torch.cholesky_solve(y, low)
+    lml = (-0.5 * (y * alpha).sum() - 2 * low.diagonal().log().sum()
+           - N * math.log(2 * math.pi))
+    theirs = torch.autograd.grad(lml + alpha.sum(), (x, y))
+    for u, v in zip(ours, theirs):
+        assert torch.allclose(u, v, rtol=1e-10, atol=1e-10)

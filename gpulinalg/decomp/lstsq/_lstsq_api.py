@@ -13,6 +13,7 @@ from ..._runtime.budget import nbytes_of
 from ..._runtime.validation import as_array
 from ..._runtime.gradients import differentiable
 from . import _lstsq_cuda, _lstsq_dask, _lstsq_host
+from . import _lstsq_grad  # noqa: F401  (registers the gradient rules)
 from .._checks import (broadcast_batch, check_dask, cupy_key, demote_long, empty_result, flag,
                        flops_scale, is_dask, prepare, real_dtype)
 from .._gpu._cusolver_cuda import workspace_bytes

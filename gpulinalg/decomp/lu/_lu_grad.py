@@ -6,7 +6,7 @@ inverses on this family's own engines.
 structure the entries the call reads; "pos", "her" and "sym" a Hermitian (symmetric) gradient,
 as torch.linalg differentiates over Hermitian matrices."""
 
-from ..._runtime.gradients import FUNCTIONS, as_tensor, bound, call, rule, unbroadcast
+from ..._runtime.gradients import FUNCTIONS, as_tensors, bound, call, rule, unbroadcast
 from ..triangular._triangular_grad import outer, stacked_vector
 from ._lu_rules import SOLVE_STRUCTURES
 
@@ -51,9 +51,7 @@ def _band(a, width):
 @rule("decomp.solve")
 def _solve(fn, *args, **kwargs):
     p = bound(fn, args, kwargs)
-    b = p["b"]
-    a = as_tensor(p["a"], b if hasattr(b, "device") else p["a"])
-    b = as_tensor(b, a)
+    a, b = as_tensors(p["a"], p["b"])
     assume, lower, transposed = p["assume_a"], bool(p["lower"]), bool(p["transposed"])
     kind = SOLVE_STRUCTURES.get(assume, "gen")
     opts = dict(check_finite=p["check_finite"])
@@ -101,7 +99,7 @@ def _inv(fn, *args, **kwargs):
         if gx is None:
             return (None,)
         return (project(-(x.mH @ gx @ x.mH), kind, a),)
-    return call(forward, backward, as_tensor(p["a"], p["a"]))[0]
+    return call(forward, backward, p["a"])[0]
 
 
 def _inverse_h(a):

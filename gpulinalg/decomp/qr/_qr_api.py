@@ -12,6 +12,7 @@ from ..._runtime.budget import nbytes_of
 from ..._runtime.gradients import differentiable
 from . import _qr_host
 from . import _qr_cuda, _tsqr_dask
+from . import _qr_grad  # noqa: F401  (registers the gradient rule)
 from .._checks import check_dask, empty_result, flag, flops_scale, is_dask, prepare
 from .._gpu._cusolver_cuda import workspace_bytes
 from .._results import QRResult

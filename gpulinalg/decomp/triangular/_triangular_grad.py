@@ -2,7 +2,7 @@
 :mod:`gpulinalg._runtime.gradients`): torch.linalg.solve_triangular's formula, its solves on
 this family's own engine."""
 
-from ..._runtime.gradients import as_tensor, bound, call, rule, unbroadcast
+from ..._runtime.gradients import as_tensors, bound, call, rule, unbroadcast
 
 __all__ = ["TRANS", "outer", "triangle", "stacked_vector"]
 
@@ -35,9 +35,7 @@ def triangle(g, lower, unit_diagonal=False):
 def _solve_triangular(fn, *args, **kwargs):
     p = bound(fn, args, kwargs)
     trans, lower, unit = TRANS[p["trans"]], bool(p["lower"]), bool(p["unit_diagonal"])
-    b = p["b"]
-    a = as_tensor(p["a"], b if hasattr(b, "device") else p["a"])
-    b = as_tensor(b, a)
+    a, b = as_tensors(p["a"], p["b"])
     opts = dict(lower=lower, unit_diagonal=unit, check_finite=p["check_finite"])
 
     def forward(a, b):
