@@ -72,6 +72,12 @@ CHECKS = {  # name: (function of the inputs, input shapes)
     "lstsq": (lambda x, b: tuple(decomp.lstsq(x, b))[:2], [(7, 4), (7, 2)]),
     "lstsq_wide_s": (lambda x, b: (decomp.lstsq(x, b).x, decomp.lstsq(x, b).s), [(4, 7), (4,)]),
     "lstsq_batch_vector": (lambda x, b: tuple(decomp.lstsq(x, b))[:2], [(3, 6, 4), (6,)]),
+    "lu_factor": (lambda x: decomp.lu_factor(x)[0], [(2, N, N)]),
+    "lu_solve": (lambda x, b: decomp.lu_solve(decomp.lu_factor(x), b), [(N, N), (N, 2)]),
+    "lu_solve_trans": (lambda x, b: decomp.lu_solve(decomp.lu_factor(x), b, trans=1),
+                       [(2, N, N), (N,)]),
+    "lu": (lambda x: decomp.lu(x)[1:], [(N, N)]),
+    "lu_permute_l": (lambda x: decomp.lu(x, permute_l=True), [(N, N)]),
 }
 
 
@@ -86,7 +92,7 @@ def test_gradcheck(name, dtype, device):
 
 
 @pytest.mark.parametrize("name", ["cholesky", "cho_solve", "solve", "det", "eigvalsh",
-                                  "svdvals", "solve_triangular"])
+                                  "svdvals", "solve_triangular", "qr_tall", "pinv", "lu_solve"])
 def test_gradgradcheck(name, device):
     fn, shapes = CHECKS[name]
     inputs = tuple(_rand(*s, dtype=torch.float64, device=device) for s in shapes)
@@ -112,6 +118,7 @@ SAME_AS_TORCH = {  # name: (gpulinalg, torch.linalg), the same function of one i
     "eigh": (lambda x: tuple(decomp.eigh(x + x.mH)), lambda x: tuple(torch.linalg.eigh(x + x.mH))),
     "svd": (lambda x: tuple(decomp.svd(x, full_matrices=False)),
             lambda x: tuple(torch.linalg.svd(x, full_matrices=False))),
+    "lu": (lambda x: decomp.lu(x)[1:], lambda x: torch.linalg.lu(x)[1:]),
     "solve_triangular": (
         lambda x: decomp.solve_triangular(_well(x), x[:, :2], lower=True),
         lambda x: torch.linalg.solve_triangular(_well(x).tril(), x[:, :2], upper=False)),
@@ -147,8 +154,7 @@ UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never deta
     "qr_pivoting": lambda x: decomp.qr(x, pivoting=True),
     "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
     "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
-    "lu_factor": lambda x: decomp.lu_factor(x),
-    "lu": lambda x: decomp.lu(x),
+    "lu_rectangular": lambda x: decomp.lu(x[:, :3]),
     "truncated_svd": lambda x: decomp.truncated_svd(x, 2),
     "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1]),
     "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach())),

@@ -142,3 +142,138 @@ def _slogdet(fn, *args, **kwargs):
         return (g[..., None, None] * _inverse_h(a),)
     sign, logabs = call(forward, backward, p["a"])
     return SlogdetResult(sign, logabs)
+
+
+def _rows(piv):
+    """``perm`` with ``a[perm] = L U`` from LAPACK's row interchanges ``piv`` (0-based, as
+    SciPy's ``lu_factor``), on ``piv``'s device."""
+    import numpy as np
+    import torch
+    p = piv.detach().cpu().numpy().reshape(-1, piv.shape[-1])
+    perm = np.tile(np.arange(p.shape[-1]), (len(p), 1))
+    for k, row in enumerate(p):
+        for i, j in enumerate(row):
+            perm[k, i], perm[k, j] = perm[k, j], perm[k, i]
+    return torch.as_tensor(perm.reshape(piv.shape), device=piv.device)
+
+
+def _unpermute(x, perm):
+    """``g`` with ``g[perm] = x`` (rows; batched)."""
+    inverse = perm.argsort(dim=-1)
+    return x.gather(-2, inverse[..., :, None].expand(x.shape))
+
+
+def _permute(x, perm):
+    return x.gather(-2, perm[..., :, None].expand(x.shape))
+
+
+def _rows_of(p_indices):
+    """``perm`` with ``a[perm] = L U`` from ``lu``'s ``p_indices`` (``a = L[p_indices] U``)."""
+    return p_indices.long().argsort(dim=-1)
+
+
+def _factor_grad(low, up, gl, gu):
+    """The gradient of ``P^T a`` from those of its unit lower ``L`` and upper ``U`` factors
+    (square): ``L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H``, torch.linalg.lu's."""
+    solve = FUNCTIONS["decomp.solve_triangular"]
+    x = 0
+    if gl is not None:
+        x = x + (low.mH @ gl).tril(-1)
+    if gu is not None:
+        x = x + (gu @ up.mH).triu()
+    x = solve(up, x.mH, lower=False, check_finite=False).mH
+    return solve(low, x, trans=2, lower=True, unit_diagonal=True, check_finite=False)
+
+
+def _split(lu):
+    import torch
+    eye = torch.eye(lu.shape[-1], dtype=lu.dtype, device=lu.device)
+    return lu.tril(-1) + eye, lu.triu()
+
+
+def _square(a, op):
+    if a.shape[-1] != a.shape[-2]:
+        raise NotImplementedError(f"{op}: gradients of a non-square LU are not supported; "
+                                  "call it on tensors that do not require grad")
+
+
+@rule("decomp.lu_factor")
+def _lu_factor(fn, *args, **kwargs):
+    p = bound(fn, args, kwargs)
+    _square(p["a"], "decomp.lu_factor")
+    kept = {}
+
+    def forward(a):
+        lu, piv = fn(a, check_finite=p["check_finite"])
+        kept["piv"] = piv
+        return (lu,)
+
+    def backward(ins, outs, grads):
+        (lu,), (g,) = outs, grads
+        if g is None:
+            return (None,)
+        low, up = _split(lu)
+        return (_unpermute(_factor_grad(low, up, g.tril(-1), g.triu()), _rows(kept["piv"])),)
+    return call(forward, backward, p["a"])[0], kept["piv"]
+
+
+@rule("decomp.lu_solve")
+def _lu_solve(fn, *args, **kwargs):
+    p = bound(fn, args, kwargs)
+    lu, piv = p["lu_and_piv"]
+    lu, b = as_tensors(lu, p["b"])
+    trans = {0: 0, 1: 1, 2: 2}[int(p["trans"])]
+    check = p["check_finite"]
+
+    def forward(lu, b):
+        return (fn((lu, piv), b, trans=trans, check_finite=check),)
+
+    def backward(ins, outs, grads):
+        lu, b = ins
+        (x,), (gx,) = outs, grads
+        if gx is None:
+            return None, None
+        vec = stacked_vector(b, x)
+        if vec:
+            gx, x = gx[..., None], x[..., None]
+        if trans == 1:  # op(a)^H = conj(a)
+            gb = fn((lu, piv), gx.conj(), trans=0, check_finite=False).conj()
+        else:
+            gb = fn((lu, piv), gx, trans=2 if trans == 0 else 0, check_finite=False)
+        gop = -outer(gb, x)
+        ga = gop if trans == 0 else gop.mT if trans == 1 else gop.mH
+        low, up = _split(lu)
+        g = _permute(ga, _rows(piv))  # the gradient of P^T a = L U
+        g_lu = (g @ up.mH).tril(-1) + (low.mH @ g).triu()
+        gb = gb[..., 0] if vec else gb
+        return unbroadcast(g_lu, lu.shape), unbroadcast(gb, b.shape)
+    return call(forward, backward, lu, b)[0]
+
+
+@rule("decomp.lu")
+def _lu(fn, *args, **kwargs):
+    p = bound(fn, args, kwargs)
+    _square(p["a"], "decomp.lu")
+    permute_l, p_indices = bool(p["permute_l"]), bool(p["p_indices"])
+    kept = {}
+
+    def forward(a):
+        perm_idx, low, up = fn(a, check_finite=p["check_finite"], p_indices=True)
+        kept["perm"] = perm_idx
+        return low, up
+
+    def backward(ins, outs, grads):
+        (low, up), (gl, gu) = outs, grads
+        if gl is None and gu is None:
+            return (None,)
+        g = _factor_grad(low, up, None if gl is None else gl.tril(-1), gu)
+        return (_unpermute(g, _rows_of(kept["perm"])),)
+    low, up = call(forward, backward, p["a"])
+    perm = _rows_of(kept["perm"])
+    if permute_l:
+        return _unpermute(low, perm), up
+    if p_indices:
+        return kept["perm"], low, up
+    import torch
+    eye = torch.eye(low.shape[-1], dtype=low.dtype, device=low.device)
+    return _unpermute(eye.expand(low.shape).contiguous(), perm), low, up
