@@ -7,7 +7,7 @@ over Hermitian matrices), though the forward reads one triangle as SciPy's does.
 
 from ..._runtime.gradients import as_tensor, bound, call, rule, unbroadcast
 from ..triangular._triangular_api import solve_triangular
-from ..triangular._triangular_grad import outer, stacked_vector
+from ..triangular._triangular_grad import solve_backward
 
 __all__ = ["factor_backward"]
 
@@ -78,14 +78,9 @@ def _cho_solve(fn, *args, **kwargs):
         (x,), (gx,) = outs, grads
         if gx is None:
             return None, None
-        vec = stacked_vector(b, x)
-        if vec:
-            gx, x = gx[..., None], x[..., None]
-        gb = fn((c, lower), gx, check_finite=False)
-        sym = outer(gb, x)
-        sym = -(sym + sym.mH)
+        gb, gop = solve_backward(x, b, gx, lambda g: fn((c, lower), g, check_finite=False))
+        sym = gop + gop.mH
         gc = (sym @ c.tril()).tril() if lower else (c.triu() @ sym).triu()
-        gb = gb[..., 0] if vec else gb
         return unbroadcast(gc, c.shape), unbroadcast(gb, b.shape)
     return call(forward, backward, c, b)[0]
 

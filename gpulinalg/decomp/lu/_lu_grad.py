@@ -7,7 +7,7 @@ structure the entries the call reads; "pos", "her" and "sym" a Hermitian (symmet
 as torch.linalg differentiates over Hermitian matrices."""
 
 from ..._runtime.gradients import FUNCTIONS, as_tensors, bound, call, rule, unbroadcast
-from ..triangular._triangular_grad import outer, stacked_vector
+from ..triangular._triangular_grad import by_trans, from_op, solve_backward
 from ._lu_rules import SOLVE_STRUCTURES
 
 __all__ = ["project"]
@@ -74,13 +74,8 @@ def _solve(fn, *args, **kwargs):
         (x,), (gx,) = outs, grads
         if gx is None:
             return None, None
-        vec = stacked_vector(b, x)
-        if vec:
-            gx, x = gx[..., None], x[..., None]
-        gb = adjoint_solve(a, gx)
-        gop = -outer(gb, x)
+        gb, gop = solve_backward(x, b, gx, lambda g: adjoint_solve(a, g))
         ga = project(gop.mT if transposed else gop, kind, a)
-        gb = gb[..., 0] if vec else gb
         return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
     return call(forward, backward, a, b)[0]
 
@@ -233,19 +228,11 @@ def _lu_solve(fn, *args, **kwargs):
         (x,), (gx,) = outs, grads
         if gx is None:
             return None, None
-        vec = stacked_vector(b, x)
-        if vec:
-            gx, x = gx[..., None], x[..., None]
-        if trans == 1:  # op(a)^H = conj(a)
-            gb = fn((lu, piv), gx.conj(), trans=0, check_finite=False).conj()
-        else:
-            gb = fn((lu, piv), gx, trans=2 if trans == 0 else 0, check_finite=False)
-        gop = -outer(gb, x)
-        ga = gop if trans == 0 else gop.mT if trans == 1 else gop.mH
+        solve = by_trans(lambda g, t: fn((lu, piv), g, trans=t, check_finite=False), trans)
+        gb, gop = solve_backward(x, b, gx, solve)
         low, up = _split(lu)
-        g = _permute(ga, _rows(piv))  # the gradient of P^T a = L U
+        g = _permute(from_op(gop, trans), _rows(piv))  # the gradient of P^T a = L U
         g_lu = (g @ up.mH).tril(-1) + (low.mH @ g).triu()
-        gb = gb[..., 0] if vec else gb
         return unbroadcast(g_lu, lu.shape), unbroadcast(gb, b.shape)
     return call(forward, backward, lu, b)[0]
 

@@ -4,7 +4,8 @@ this family's own engine."""
 
 from ..._runtime.gradients import as_tensors, bound, call, rule, unbroadcast
 
-__all__ = ["TRANS", "outer", "triangle", "stacked_vector"]
+__all__ = ["TRANS", "outer", "triangle", "stacked_vector", "solve_backward", "by_trans",
+           "from_op"]
 
 #: SciPy's ``trans`` values: 0 ``a``, 1 ``a.T``, 2 ``a.H``.
 TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2, "n": 0, "t": 1, "c": 2}
@@ -21,6 +22,28 @@ def stacked_vector(b, x):
     """Whether ``x`` is a stack of vectors solved for one 1-D ``b`` (SciPy's rule: one
     right-hand side for every matrix); the backward then works on columns ``x[..., None]``."""
     return b.dim() == 1 and x.dim() > 1
+
+
+def solve_backward(x, b, gx, adjoint_solve):
+    """``(g_b, g_op)`` of ``x = op(A)^-1 b``: ``g_b = op(A)^-H g_x`` by ``adjoint_solve``, and
+    ``g_op = -g_b x^H``, the gradient of ``op(A)`` (a 1-D ``b`` of a stack as columns)."""
+    vec = stacked_vector(b, x)
+    if vec:
+        gx, x = gx[..., None], x[..., None]
+    gb = adjoint_solve(gx)
+    return (gb[..., 0] if vec else gb), -outer(gb, x)
+
+
+def by_trans(solve, trans):
+    """``op(A)^-H g`` from ``solve(g, trans)`` (``op`` named by ``trans``, 0, 1 or 2)."""
+    if trans == 1:  # op(a)^H = conj(a)
+        return lambda g: solve(g.conj(), 0).conj()
+    return lambda g: solve(g, 2 if trans == 0 else 0)
+
+
+def from_op(g, trans):
+    """The gradient of ``A`` from that of ``op(A)``."""
+    return g if trans == 0 else g.mT if trans == 1 else g.mH
 
 
 def triangle(g, lower, unit_diagonal=False):
@@ -46,15 +69,7 @@ def _solve_triangular(fn, *args, **kwargs):
         (x,), (gx,) = outs, grads
         if gx is None:
             return None, None
-        vec = stacked_vector(b, x)
-        if vec:
-            gx, x = gx[..., None], x[..., None]
-        if trans == 1:  # op(a)^H = conj(a)
-            gb = fn(a, gx.conj(), 0, **opts).conj()
-        else:
-            gb = fn(a, gx, 2 if trans == 0 else 0, **opts)
-        gop = -outer(gb, x)
-        ga = gop if trans == 0 else gop.mT if trans == 1 else gop.mH
-        gb = gb[..., 0] if vec else gb
-        return unbroadcast(triangle(ga, lower, unit), a.shape), unbroadcast(gb, b.shape)
+        gb, gop = solve_backward(x, b, gx, by_trans(lambda g, t: fn(a, g, t, **opts), trans))
+        ga = triangle(from_op(gop, trans), lower, unit)
+        return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
     return call(forward, backward, a, b)[0]
