@@ -27,6 +27,9 @@ RULES: dict[str, Callable[..., Any]] = {}
 #: The guarded public functions by name (a rule's backward calls another through this table,
 #: not by importing its module).
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
+#: ``torch.compiler.is_compiling`` once torch is seen (a plain read under torch.compile, which
+#: cannot trace a look-up in ``sys.modules``).
+_COMPILING: list = [sys.modules["torch"].compiler.is_compiling] if "torch" in sys.modules else []
 
 
 def rule(op: str) -> Callable:
@@ -64,9 +67,11 @@ def needs_grad(*values: Any) -> bool:
     False
     """
     torch = sys.modules.get("torch")
-    if torch is None or not torch.is_grad_enabled():
+    if torch is None:
         return False
-    return _any_requires_grad(values)
+    if not _COMPILING:
+        _COMPILING.append(torch.compiler.is_compiling)
+    return torch.is_grad_enabled() and _any_requires_grad(values)
 
 
 def differentiable(op: str) -> Callable:
@@ -76,6 +81,8 @@ def differentiable(op: str) -> Callable:
     def wrap(fn):
         @functools.wraps(fn)
         def guarded(*args, **kwargs):
+            if _COMPILING and _COMPILING[0]():  # torch.compile: a graph break, run eagerly
+                return _eager(guarded)(*args, **kwargs)
             if not needs_grad(*args, *kwargs.values()):
                 return fn(*args, **kwargs)
             grad_rule = RULES.get(op)
@@ -88,6 +95,19 @@ def differentiable(op: str) -> Callable:
         FUNCTIONS[op] = guarded
         return guarded
     return wrap
+
+
+_EAGER: dict = {}
+
+
+def _eager(fn):
+    """``fn`` wrapped by ``torch.compiler.disable``: torch.compile runs it as it is, outside its
+    graph (the call dispatches, synchronizes and may fall back: nothing to trace)."""
+    eager = _EAGER.get(fn)
+    if eager is None:
+        import torch
+        eager = _EAGER[fn] = torch.compiler.disable(fn, recursive=True)
+    return eager
 
 
 _FUNCTION: list = []

@@ -216,3 +216,17 @@ def test_gp_solve_same_gradients_as_torch(device):
     theirs = torch.autograd.grad(lml + alpha.sum(), (x, y))
     for u, v in zip(ours, theirs):
         assert torch.allclose(u, v, rtol=1e-10, atol=1e-10)
+
+
+def test_torch_compile_breaks_the_graph_at_gpulinalg_calls():
+    """torch.compile runs gpulinalg's calls eagerly (a graph break), gradients included."""
+    def f(x):
+        a = _spd(x)
+        return (decomp.logdet_cholesky(decomp.cho_factor(a, lower=True))
+                + decomp.solve(a, x[:, 0]).sum())
+    x = _rand(N, N, dtype=torch.float64, device="cpu")
+    compiled = torch.compile(f, backend="eager")
+    g_compiled, = torch.autograd.grad(compiled(x), x)
+    g_eager, = torch.autograd.grad(f(x), x)
+    assert torch.allclose(g_compiled, g_eager, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(compiled(x), f(x))
