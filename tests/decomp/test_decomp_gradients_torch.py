@@ -78,6 +78,10 @@ CHECKS = {  # name: (function of the inputs, input shapes)
                        [(2, N, N), (N,)]),
     "lu": (lambda x: decomp.lu(x)[1:], [(N, N)]),
     "lu_permute_l": (lambda x: decomp.lu(x, permute_l=True), [(N, N)]),
+    "eigvalsh_subset": (lambda x: decomp.eigvalsh(x + x.mH, subset_by_index=[1, 3]), [(N, N)]),
+    "eigvalsh_generalized": (lambda x, y: decomp.eigh(x + x.mH, _spd(y), subset_by_index=[0, 2])[0],
+                             [(N, N), (N, N)]),
+    "truncated_svd_values": (lambda x: decomp.truncated_svd(x, 3, random_state=0).S, [(30, 8)]),
 }
 
 
@@ -155,9 +159,7 @@ UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never deta
     "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
     "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
     "lu_rectangular": lambda x: decomp.lu(x[:, :3]),
-    "truncated_svd": lambda x: decomp.truncated_svd(x, 2),
-    "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1]),
-    "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach())),
+    "eigh_type_2": lambda x: decomp.eigh(x + x.mT, _spd(x.detach()), type=2),
     "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
     "matmul_alpha": lambda x: dense.matmul(x, x, alpha=2.0),
 }
@@ -171,6 +173,22 @@ def test_no_rule_refuses_instead_of_detaching(name):
     with torch.no_grad():  # without a graph to keep, the call runs
         UNSUPPORTED[name](x)
     UNSUPPORTED[name](x.detach())
+
+
+VECTORS_REFUSED = {  # the values have a gradient, the vectors refuse in the backward
+    "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1])[1],
+    "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach()))[1],
+    "truncated_svd": lambda x: decomp.truncated_svd(x, 2).U,
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS_REFUSED))
+def test_vectors_without_a_gradient_refuse_in_the_backward(name):
+    x = _rand(N, N, dtype=torch.float64, device="cpu")
+    vectors = VECTORS_REFUSED[name](x)
+    assert vectors.grad_fn is not None
+    with pytest.raises(NotImplementedError, match="no gradient"):
+        (vectors.abs() ** 2).sum().backward()
 
 
 @pytest.mark.parametrize("name", [n for n in decomp.__all__

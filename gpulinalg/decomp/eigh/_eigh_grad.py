@@ -2,8 +2,9 @@
 :mod:`gpulinalg._runtime.gradients`): torch.linalg.eigh's formula,
 ``V (diag(gw) + skew(V^H gV) / E) V^H`` with ``E_ij = w_j - w_i``, a Hermitian gradient.
 
-The standard problem of the whole spectrum only: the generalized problem (``b``) and the
-subsets raise ``NotImplementedError`` when grad is required."""
+The generalized problem (``b``, ``type=1``) and the subsets give the eigenvalues' gradient
+(``dw_i = v_i^H (dA - w_i dB) v_i``); a loss of their eigenvectors raises ``NotImplementedError``
+in the backward (that gradient needs the whole spectrum)."""
 
 from ..._runtime.gradients import FUNCTIONS, bound, call, rule
 from .._results import EighResult
@@ -26,28 +27,36 @@ def eigh_backward(w, v, gw, gv):
     return v @ inner @ v.mH
 
 
-def _refuse_unsupported(p, op):
-    if p["b"] is not None or p["subset_by_index"] is not None or \
-            p["subset_by_value"] is not None:
-        raise NotImplementedError(
-            f"{op}: gradients of the generalized problem (b=) and of a subset of the spectrum "
-            "are not supported; call it on tensors that do not require grad, or use "
-            "torch.linalg.eigh on the whole spectrum")
-
-
 def _run(fn, p, eigvals_only):
-    _refuse_unsupported(p, "decomp.eigvalsh" if eigvals_only else "decomp.eigh")
-    lower, check = bool(p["lower"]), p["check_finite"]
+    op = "decomp.eigvalsh" if eigvals_only else "decomp.eigh"
+    if int(p["type"]) != 1:
+        raise NotImplementedError(f"{op}: gradients of type={p['type']} generalized problems "
+                                  "are not supported (type=1 is)")
+    b = p["b"]
+    partial = b is not None or p["subset_by_index"] is not None or \
+        p["subset_by_value"] is not None
+    options = dict(lower=bool(p["lower"]), check_finite=p["check_finite"], driver=p["driver"],
+                   subset_by_index=p["subset_by_index"], subset_by_value=p["subset_by_value"])
 
-    def forward(a):  # the eigenvectors are needed for the gradient either way
-        return tuple(fn(a, lower=lower, check_finite=check, driver=p["driver"]))
+    def forward(a, *rest):  # the eigenvectors are needed for the gradient either way
+        return tuple(fn(a, rest[0] if rest else None, **options))
 
     def backward(ins, outs, grads):
         (w, v), (gw, gv) = outs, grads
         if gw is None and gv is None:
-            return (None,)
-        return (eigh_backward(w, v, gw, gv),)
-    w, v = call(forward, backward, p["a"])
+            return (None,) * len(ins)
+        if not partial:
+            return (eigh_backward(w, v, gw, gv),)
+        if gv is not None:
+            raise NotImplementedError(
+                f"{op}: the eigenvectors of a generalized problem (b=) or of a subset of the "
+                "spectrum have no gradient here (only the eigenvalues have); use the whole "
+                "standard problem for a loss of the eigenvectors")
+        ga = (v * gw[..., None, :]) @ v.mH  # dw_i = v_i^H (dA - w_i dB) v_i, v^H B v = I
+        if len(ins) == 1:
+            return (ga,)
+        return ga, -(v * (gw * w)[..., None, :]) @ v.mH
+    w, v = call(forward, backward, p["a"], *(() if b is None else (b,)))
     return w if eigvals_only else EighResult(w, v)
 
 

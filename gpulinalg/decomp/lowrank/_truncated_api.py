@@ -12,6 +12,7 @@ from ..._runtime import dispatch as _dispatch
 from ..._runtime import validation as _v
 from ..._runtime.gradients import differentiable
 from . import _randomized_dask, _truncated_cuda, _truncated_host
+from . import _truncated_grad  # noqa: F401  (registers the gradient rule)
 from .._checks import check_dask, is_dask
 from ._ooc_source import HostMatrix
 from .._results import SVDResult
