@@ -286,8 +286,21 @@ def _outcome(call, inputs):
     return out
 
 
-def run(function, cls, target, backend, side):
-    """The outcome of one side (``"ours"`` or ``"scipy"``) of a case, in the isolated worker."""
+def _in_package(x, package):
+    """``x`` as an array of ``package`` ("numpy", "torch", "torch-cuda", "cupy"); what that
+    package cannot hold (masked, object, string, list, scalar operands) stays as it is."""
+    if package == "numpy" or type(x) is not np.ndarray or x.dtype.kind not in "biufc":
+        return x
+    if package == "cupy":
+        import cupy
+        return cupy.asarray(x)
+    import torch
+    return torch.as_tensor(x, device="cuda" if package == "torch-cuda" else "cpu")
+
+
+def run(function, cls, target, backend, side, package="numpy"):
+    """The outcome of one side (``"ours"`` or ``"scipy"``) of a case, in the isolated worker;
+    ours with the operands in ``package``."""
     if function == "crash":  # the harness's own test: the worker dies as a segfault kills it
         import signal
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -297,6 +310,7 @@ def run(function, cls, target, backend, side):
     if side == "scipy":
         return _outcome(lambda: theirs(a, b, w), (a, b))
     import gpulinalg
+    a, b = _in_package(a, package), _in_package(b, package)
     with gpulinalg.config_context(backend=backend):
         return _outcome(lambda: ours(gpulinalg, a, b, w), (a, b))
 

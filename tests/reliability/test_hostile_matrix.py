@@ -26,13 +26,14 @@ def worker():
             json.dump(_COUNTS, f, indent=1, sort_keys=True)
 
 
-def _case(worker, backend, function, cls, target):
-    record = {side: worker.run(function, cls, target, backend, side)
-              for side in ("ours", "scipy")}
+def _case(worker, backend, function, cls, target, package="numpy"):
+    record = {"ours": worker.run(function, cls, target, backend, "ours", package),
+              "scipy": worker.run(function, cls, target, backend, "scipy")}
     record["operands"] = hostile_cases.plain_operands(function, cls, target)
     result, why = hostile_cases.verdict(function, record)
-    _COUNTS.setdefault(backend, {}).setdefault(result, 0)
-    _COUNTS[backend][result] += 1
+    key = backend if package == "numpy" else f"{backend}-{package}"
+    _COUNTS.setdefault(key, {}).setdefault(result, 0)
+    _COUNTS[key][result] += 1
     assert result != "FAIL", f"{function} / {cls} in {target}: {why}; ours: " \
         f"{ {k: v for k, v in record['ours'].items() if k != 'value'} }"
 
@@ -42,10 +43,17 @@ def test_hostile_input_cpu(worker, function, cls, target):
     _case(worker, "cpu", function, cls, target)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("function, cls, target", CASES)
-def test_hostile_input_gpu(worker, function, cls, target):
-    _case(worker, "gpu", function, cls, target)
+def test_hostile_input_cpu_torch(worker, function, cls, target):
+    pytest.importorskip("torch")
+    _case(worker, "cpu", function, cls, target, "torch")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("package", ["numpy", "cupy", "torch-cuda"])
+@pytest.mark.parametrize("function, cls, target", CASES)
+def test_hostile_input_gpu(worker, function, cls, target, package):
+    _case(worker, "gpu", function, cls, target, package)
 
 
 def test_a_crash_is_a_failed_case_and_the_worker_comes_back(worker):
@@ -72,11 +80,14 @@ def test_the_verdict_fails_what_it_must():
 
 def test_docs_table_has_the_cpu_counts():
     """docs/reliability.md quotes this suite's CPU counts (run last: the module's cases first)."""
-    counts = _COUNTS.get("cpu", {})
-    if sum(counts.values()) != len(CASES):
-        pytest.skip("not every CPU case ran in this session")
     path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
-    row = next(line for line in open(path) if line.startswith("| CPU"))
-    cells = [c.strip() for c in row.strip().strip("|").split("|")]
-    assert cells[1:] == [str(len(CASES)), str(counts.get("correct", 0)),
-                         str(counts.get("warning", 0)), str(counts.get("clear error", 0)), "0"]
+    rows = {"cpu": "| CPU (", "cpu-torch": "| CPU, torch"}
+    for key, start in rows.items():
+        counts = _COUNTS.get(key, {})
+        if sum(counts.values()) != len(CASES):
+            pytest.skip(f"not every {key} case ran in this session")
+        row = next(line for line in open(path) if line.startswith(start))
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        assert cells[1:] == [str(len(CASES)), str(counts.get("correct", 0)),
+                             str(counts.get("warning", 0)), str(counts.get("clear error", 0)),
+                             "0"], key
