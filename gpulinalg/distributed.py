@@ -60,15 +60,20 @@ def local_cluster(gpu: bool | None = None, **kwargs: Any) -> Any:
         if has_gpu:
             try:
                 from dask_cuda import LocalCUDACluster
-            except ImportError:
+            except ImportError as exc:
                 if gpu:
-                    raise
+                    raise ImportError(f"local_cluster(gpu=True) needs dask_cuda ({exc}): "
+                                      "pip install 'gpulinalg[dask-cuda]'") from exc
                 log.warning("local_cluster: a GPU is present but dask_cuda is not installed; "
                             "starting a CPU LocalCluster (pip install gpulinalg[dask-cuda])")
             else:
                 log.info("local_cluster: LocalCUDACluster, one worker per GPU")
                 return LocalCUDACluster(**kwargs)
-    from distributed import LocalCluster
+    try:
+        from distributed import LocalCluster
+    except ImportError as exc:
+        raise ImportError(f"local_cluster needs Dask's distributed ({exc}): "
+                          "pip install 'gpulinalg[dask]'") from exc
     log.info("local_cluster: LocalCluster (CPU workers)")
     return LocalCluster(**kwargs)
 

@@ -62,12 +62,28 @@ class GPUInfo:
     total_memory: int
 
 
+def _why_not(detail):
+    """The diagnosis's line and what to do (``gpulinalg info`` says the same), then the
+    runtime's own ``detail``."""
+    import os
+    import platform
+
+    from .diagnosis import classify, cupy_cuda_major, driver_cuda_version
+    driver = driver_cuda_version()
+    cupy_major, problem = cupy_cuda_major() if driver is not None else (None, None)
+    status = classify(driver, cupy_major, problem, (), None, [], detail=detail,
+                      visible=os.environ.get("CUDA_VISIBLE_DEVICES"), system=platform.system())
+    line = status.line.removeprefix("no GPU: ").replace("; running on the CPU (NumPy/SciPy)", "")
+    hint = f"; {status.hint}" if status.hint else ""
+    return f"{line}{hint} [{detail}]"
+
+
 def _probe():
     try:
         import cupy
         from cupy.cuda import runtime
     except Exception as exc:  # ImportError, or a broken CUDA install raising anything at all
-        return (), f"cupy is not importable ({type(exc).__name__}: {exc})"
+        return (), _why_not(f"cupy is not importable ({type(exc).__name__}: {exc})")
     try:
         count = runtime.getDeviceCount()
         found = []
@@ -77,9 +93,9 @@ def _probe():
             found.append(GPUInfo(i, name.decode() if isinstance(name, bytes) else str(name),
                                  (props["major"], props["minor"]), int(props["totalGlobalMem"])))
     except Exception as exc:  # CUDARuntimeError without a driver / device
-        return (), f"no CUDA device ({type(exc).__name__}: {exc})"
+        return (), _why_not(f"{type(exc).__name__}: {exc}")
     if not found:
-        return (), "no CUDA device"
+        return (), _why_not("no CUDA device")
     del cupy
     return tuple(found), None
 

@@ -29,7 +29,8 @@ RULES: dict[str, Callable[..., Any]] = {}
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
 #: ``torch.compiler.is_compiling`` once torch is seen (a plain read under torch.compile, which
 #: cannot trace a look-up in ``sys.modules``).
-_COMPILING: list = [sys.modules["torch"].compiler.is_compiling] if "torch" in sys.modules else []
+_COMPILING: list = [c.is_compiling for c in [getattr(sys.modules.get("torch"), "compiler", None)]
+                    if c is not None]
 
 
 def rule(op: str) -> Callable:
@@ -69,7 +70,7 @@ def needs_grad(*values: Any) -> bool:
     torch = sys.modules.get("torch")
     if torch is None:
         return False
-    if not _COMPILING:
+    if not _COMPILING and hasattr(torch, "compiler"):
         _COMPILING.append(torch.compiler.is_compiling)
     return torch.is_grad_enabled() and _any_requires_grad(values)
 

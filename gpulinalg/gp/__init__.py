@@ -14,7 +14,13 @@ __all__ = ["GaussianProcessRegressor", "exact_gp_solve", "GPSolveResult"]
 
 def __getattr__(name):
     if name == "GaussianProcessRegressor":
-        from ._regressor_api import GaussianProcessRegressor
+        try:
+            from ._regressor_api import GaussianProcessRegressor
+        except ImportError as exc:
+            if "sklearn" not in str(exc):
+                raise
+            raise ImportError(f"gpulinalg.gp.GaussianProcessRegressor needs scikit-learn "
+                              f"({exc}): pip install 'gpulinalg[sklearn]'") from exc
         globals()[name] = GaussianProcessRegressor
         return GaussianProcessRegressor
     raise AttributeError(f"module 'gpulinalg.gp' has no attribute {name!r}")
