@@ -55,7 +55,8 @@ def timed(fn):
 
 def _median_runs(fn):
     """Time warm calls of ``fn`` (at least one; more while the tour's time per side lasts);
-    return ``(last output, median seconds, number of runs)``."""
+    return ``(last output, median seconds, number of runs, spread)``, the spread the runs'
+    range over their median (``None`` from one run)."""
     most, budget = _RUNS[_tour.size]
     times = []
     while True:
@@ -63,7 +64,9 @@ def _median_runs(fn):
         times.append(t)
         if len(times) >= most or sum(times) + statistics.median(times) > budget:
             break
-    return out, statistics.median(times), len(times)
+    median = statistics.median(times)
+    spread = (max(times) - min(times)) / median if len(times) > 1 and median > 0 else None
+    return out, median, len(times), spread
 
 
 def where(rec=None):
@@ -80,7 +83,7 @@ def where(rec=None):
     return text
 
 
-def compare(name, ours, reference, reference_name, check, place=None):
+def compare(name, ours, reference, reference_name, check, place=None, own_cpu_engine=False):
     """One row of the tour: run ``ours`` cold, then warm; ``reference`` warm; check the outputs.
 
     Parameters
@@ -93,15 +96,21 @@ def compare(name, ours, reference, reference_name, check, place=None):
         ``check(our_output, reference_output) -> bool``.
     place : callable, optional
         Called right after the cold call; returns the row's ``where`` (default :func:`where`).
+    own_cpu_engine : bool
+        The CPU run is gpulinalg's own algorithm, not the reference's library under it: only
+        then does a CPU row print a ratio (else it names the engine the two share).
     """
     _, cold = timed(ours)
     here = (place or where)()
-    got, seconds, runs = _median_runs(ours)
+    got, seconds, runs, spread = _median_runs(ours)
     expected, ref_seconds = timed(reference)  # the reference's warm-up...
+    ref_spread = None
     if ref_seconds <= _RUNS[_tour.size][1]:  # ...untimed, unless one call outlasts the budget
-        expected, ref_seconds, _ = _median_runs(reference)
+        expected, ref_seconds, _, ref_spread = _median_runs(reference)
+    noise = None if spread is None or ref_spread is None else spread + ref_spread
     return dict(step=name, where=here, seconds=seconds, cold_seconds=cold, runs=runs,
-                reference=reference_name, reference_seconds=ref_seconds,
+                reference=reference_name, reference_seconds=ref_seconds, noise=noise,
+                same_engine=here.startswith("cpu") and not own_cpu_engine,
                 check=bool(check(got, expected)))
 
 
@@ -168,11 +177,15 @@ def _fmt_time(seconds):
     return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def ratio(seconds, reference_seconds, reference):
-    """``"3.2× faster than scipy.linalg.svd"`` or ``"1.4× slower than ..."``, from warm medians."""
+def ratio(seconds, reference_seconds, reference, noise=None):
+    """``"3.2× faster than scipy.linalg.svd"`` or ``"1.4× slower than ..."``, from warm medians;
+    ``"as fast as ..."`` where the ratio is within ``noise``, the runs' relative spread (a re-run
+    could flip such a ratio, so none is printed)."""
     if not seconds or not reference_seconds:
         return ""
     r = reference_seconds / seconds
+    if noise is not None and max(r, 1 / r) <= 1 + noise:
+        return f"as fast as {reference} (within the runs' spread, {noise:.0%})"
     return f"{r:.1f}× faster than {reference}" if r >= 1 else \
         f"{1 / r:.1f}× slower than {reference}"
 
@@ -184,9 +197,12 @@ def format_row(row):
     """One printed line; a second one when where the step ran needs explaining."""
     short, _, note = row["where"].partition(" (")
     cold = row.get("cold_seconds")
+    versus = ratio(row["seconds"], row.get("reference_seconds"), row.get("reference"),
+                   row.get("noise"))
+    if row.get("same_engine") and versus:  # a ratio of one engine with itself is noise
+        versus = f"the same engine as {row['reference']} on the CPU"
     line = (f"  {'ok' if row['check'] else 'FAILED':<6} {row['step']:<42} {short:<12} "
-            f"{_fmt_time(row['seconds']):>9} {_fmt_time(cold) if cold else '':>10}  "
-            f"{ratio(row['seconds'], row.get('reference_seconds'), row.get('reference'))}")
+            f"{_fmt_time(row['seconds']):>9} {_fmt_time(cold) if cold else '':>10}  {versus}")
     if note and not note.startswith("no GPU"):  # without a GPU, the reason heads the tour
         line += f"\n{'':9}({note}"
     return line.rstrip()

@@ -120,6 +120,12 @@ def test_ratio_is_labelled_and_the_right_way_round(ours, ref, text):
     assert _demo.ratio(ours, ref, "X") == text
 
 
+def test_ratio_within_the_spread_of_the_runs_is_not_printed():
+    assert _demo.ratio(1.0, 1.2, "X", noise=0.3) == "as fast as X (within the runs' spread, 30%)"
+    assert _demo.ratio(1.0, 1.5, "X", noise=0.3) == "1.5× faster than X"
+    assert _demo.ratio(1.5, 1.0, "X", noise=0.6) == "as fast as X (within the runs' spread, 60%)"
+
+
 def test_compare_times_warm_runs_after_a_cold_one(monkeypatch):
     monkeypatch.setattr(_demo._tour, "size", "small")
     calls = {"ours": 0, "ref": 0}
@@ -136,6 +142,13 @@ def test_compare_times_warm_runs_after_a_cold_one(monkeypatch):
     assert row["runs"] == most  # instant calls: the most runs the size allows
     assert calls == {"ours": 1 + most, "ref": 1 + most}  # a cold (ours) / warm-up (ref) call each
     assert row["check"] and row["cold_seconds"] > 0 and row["reference_seconds"] > 0
+    assert row["same_engine"]  # on the CPU the engine is the reference's library
+    assert "the same engine as X on the CPU" in _demo.format_row(row)
+    own = _demo.compare("step", ours, ref, "X", lambda a, b: True, place=lambda: "cpu",
+                        own_cpu_engine=True)
+    assert not own["same_engine"]
+    gpu = _demo.compare("step", ours, ref, "X", lambda a, b: True, place=lambda: "gpu")
+    assert not gpu["same_engine"] and "same engine" not in _demo.format_row(gpu)
 
 
 def test_format_row_keeps_the_no_gpu_reason_off_the_rows():

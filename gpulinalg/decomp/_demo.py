@@ -83,7 +83,7 @@ def pca_step(small):
     return compare(f"PCA {X.shape[0]}x{X.shape[1]} fp32, 16 components",
                    lambda: PCA(16, svd_solver="randomized", random_state=0).fit(X),
                    lambda: SkPCA(16, svd_solver="randomized", random_state=0).fit(X),
-                   "sklearn PCA", check)
+                   "sklearn PCA", check, own_cpu_engine=True)
 
 
 #: The rows of this module's demo step, in order; other families append their own functions.

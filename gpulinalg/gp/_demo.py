@@ -37,13 +37,15 @@ def step(small):
                                                                    atol=1e-6)
     rows = [compare(f"GP log-likelihood + gradient n={n}",
                     lambda: ours.log_marginal_likelihood(theta, eval_gradient=True),
-                    lambda: ref.log_marginal_likelihood(theta, True), REFERENCE, same_lml)]
+                    lambda: ref.log_marginal_likelihood(theta, True), REFERENCE, same_lml,
+                    own_cpu_engine=True)]
     rows.append(compare(
         f"GP fit (L-BFGS-B) n={n}",
         lambda: GaussianProcessRegressor(k, random_state=0).fit(x, y),
         lambda: SKGPR(k, random_state=0).fit(x, y), REFERENCE,
         lambda got, r: np.isclose(got.log_marginal_likelihood_value_,
-                                  r.log_marginal_likelihood_value_, rtol=1e-6)))
+                                  r.log_marginal_likelihood_value_, rtol=1e-6),
+        own_cpu_engine=True))
     fitted = GaussianProcessRegressor(k, random_state=0).fit(x, y)
     fitted_ref = SKGPR(fitted.kernel_, optimizer=None).fit(x, y)  # the same kernel on both
     queries = 500 if small else 5000
@@ -55,5 +57,5 @@ def step(small):
     rows.append(compare(f"GP predict with std, {queries} points",
                         lambda: fitted.predict(xq, return_std=True),
                         lambda: fitted_ref.predict(xq, return_std=True), REFERENCE,
-                        same_prediction))
+                        same_prediction, own_cpu_engine=True))
     return rows
