@@ -66,6 +66,27 @@ _threshold_backward = _raw(torch.ops.aten.threshold_backward.default)
 _gelu_backward = _raw(torch.ops.aten.gelu_backward.default)
 
 
+def on_torch_cpu():
+    """Whether a layer given CPU tensors runs torch's own ops: nothing to fuse on the CPU, so
+    at torch's speed (not under ``torch.compile``, where the custom op keeps one graph, nor
+    with ``backend="gpu"``, which sends host inputs to the GPU)."""
+    return not _is_compiling() and get_config().backend.value != "gpu"
+
+
+def torch_layer(x, weight, bias, act):
+    """``act(x @ weight.T + bias)`` by torch's own ops (``nn.Linear`` and its activation; GELU
+    in its tanh form, as the fused epilog): the CPU route of the layers."""
+    if x.shape[-1] != weight.shape[-1]:  # the GPU route's message, not torch's "mat1 and mat2"
+        raise ValueError(f"linear layer: x has K={x.shape[-1]} (shape {tuple(x.shape)}) but the "
+                         f"weight has K={weight.shape[-1]} (shape {tuple(weight.shape)})")
+    out = torch.nn.functional.linear(x, weight, bias)
+    if act == "relu":
+        return torch.relu(out)
+    if act == "gelu":
+        return torch.nn.functional.gelu(out, approximate="tanh")
+    return out
+
+
 def activation_grad(act, grad_out, saved):
     """The gradient at the pre-activation, contiguous: ``grad_out`` through ``act``'s
     derivative, given what the forward saved for it (the output for ReLU, the pre-activation
@@ -172,6 +193,8 @@ class FusedLinear(nn.Module):
             dt = torch.get_autocast_dtype(kind)
             x, weight = x.to(dt), weight.to(dt)
             bias = None if bias is None else bias.to(dt)
+        if kind == "cpu" and on_torch_cpu():
+            return torch_layer(x, weight, bias, self.activation)
         flat = x.dim() == 2  # the common case: no reshapes
         x2 = x if flat else x.reshape(-1, x.shape[-1])
         act = self.activation

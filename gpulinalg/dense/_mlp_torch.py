@@ -24,7 +24,7 @@ from torch import nn
 
 from .._runtime.config import get_config, settings_in_force
 from . import _linear_api, _mlp_ops_torch
-from ._linear_torch import FusedLinear
+from ._linear_torch import FusedLinear, on_torch_cpu, torch_layer
 from ._mlp_ops_torch import backward_all, forward_all
 
 __all__ = ["FusedMLP"]
@@ -182,10 +182,14 @@ class FusedMLP(nn.Module):
             dt = torch.get_autocast_dtype(kind)
             x = x.to(dt)
             params = [None if p is None else p.to(dt) for p in params]
-        flat = x.dim() == 2
-        x2 = x if flat else x.reshape(-1, x.shape[-1])
         act = self.activation
         last = act if self.last_activation else None
+        if kind == "cpu" and on_torch_cpu():  # nothing to fuse: torch's ops, at its speed
+            for i in range(0, len(params), 2):
+                x = torch_layer(x, params[i], params[i + 1], act if i < len(params) - 2 else last)
+            return x
+        flat = x.dim() == 2
+        x2 = x if flat else x.reshape(-1, x.shape[-1])
         if _is_compiling():  # the whole MLP as two custom ops (Dynamo records one call)
             out = torch.ops.gpulinalg.fused_mlp(x2, params[0::2], params[1::2], act,
                                                 last or _mlp_ops_torch.NONE)[0]

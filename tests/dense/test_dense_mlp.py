@@ -406,3 +406,17 @@ def test_gpu_compile_default_backend():
     tol = dict(rtol=30 * EPS[torch.float16], atol=30 * EPS[torch.float16])
     torch.testing.assert_close(y, ref(x.detach()), **tol)
     assert all(p.grad is not None for p in mlp.parameters()) and x.grad is not None
+
+
+def test_cpu_tensors_take_torchs_own_ops():
+    """On CPU tensors the layers are torch's ops (nothing to fuse there): the same values and
+    gradients as the nn.Sequential, and its autograd nodes."""
+    torch.manual_seed(5)
+    mlp, ref = _pair([8, 16, 16, 4], "gelu")
+    x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    out, want = mlp(x), ref(x)
+    torch.testing.assert_close(out, want)
+    assert "GpulinalgCall" not in type(out.grad_fn).__name__
+    g, = torch.autograd.grad(out.sum(), x)
+    g_ref, = torch.autograd.grad(want.sum(), x)
+    torch.testing.assert_close(g, g_ref)

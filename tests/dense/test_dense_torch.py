@@ -83,7 +83,8 @@ def test_nothing_to_differentiate_makes_no_autograd_node(monkeypatch, device, ac
     assert applied == [] and y.grad_fn is None and not y.requires_grad
     torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-5)
     layer.requires_grad_(True)  # and a layer that needs its gradients does make one
-    assert layer(x).grad_fn is not None and len(applied) == 1
+    # (on the CPU torch's own ops, whose nodes are torch's: nothing fused to apply)
+    assert layer(x).grad_fn is not None and len(applied) == (0 if device == "cpu" else 1)
 
 
 def test_repr_and_bad_activation():

@@ -47,9 +47,10 @@ def test_step_reuses_its_memo_and_plans(activation, first):
         assert ours.weight.grad is not None and ours.bias.grad is not None
 
 
-def test_backward_runs_under_the_forward_settings():
+def test_backward_runs_under_the_forward_settings(monkeypatch):
     """A backward pass on another thread (where the forward's config_context is not in force)
-    sees the forward's settings object."""
+    sees the forward's settings object (the fused route on CPU tensors)."""
+    monkeypatch.setattr(_linear_torch, "on_torch_cpu", lambda: False)
     seen = []
     inner = _linear_torch._backward
 
