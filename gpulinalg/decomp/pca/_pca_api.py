@@ -65,12 +65,12 @@ class _PCA:
 
     Attributes
     ----------
-    components_ : (n_components_, n_features) array
-    explained_variance_, explained_variance_ratio_, singular_values_ : (n_components_,) arrays
+    components_ : (n_components, n_features) array
+    explained_variance_, explained_variance_ratio_, singular_values_ : (n_components,) arrays
     mean_ : (n_features,) array
     n_components_, n_samples_, n_features_in_ : int
     noise_variance_ : float
-    feature_names_in_ : (n_features_in_,) array of str
+    feature_names_in_ : (n_features,) array of str
         Only when ``X`` had string column names (a pandas DataFrame).
     fit_svd_solver_ : str
         The solver ``svd_solver="auto"`` resolved to (also ``_fit_svd_solver``, as
