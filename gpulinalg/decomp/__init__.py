@@ -19,7 +19,8 @@ from .svd._svd_api import svd
 from .triangular._triangular_api import solve_triangular
 
 #: The low-rank family lives in its own files and loads on first use.
-_LAZY = {"truncated_svd": ".lowrank._truncated_api", "PCA": ".pca._pca_api"}
+_LAZY = {"truncated_svd": ".lowrank._truncated_api", "PCA": ".pca._pca_api",
+         "TruncatedSVD": ".pca._truncated_svd_api"}
 
 __all__ = ["qr", "svd", "cholesky", "cho_factor", "cho_solve", "solve_triangular",
            "logdet_cholesky", "QRResult", "SVDResult", "eigh", "eigvalsh", "lstsq", "pinv",

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build", "validate_params", "check_feature_names", "not_fitted", "wrap_output",
+__all__ = ["build", "truncated_svd_constraints", "validate_params", "check_feature_names",
+           "not_fitted", "wrap_output",
            "KNOWN_VERSIONS", "INSTALL_HINT"]
 
 #: scikit-learn releases (major, minor) whose private names used here were checked.
@@ -37,14 +38,30 @@ def _constraints() -> dict:
     }
 
 
-def build(body: type, name: str, module: str) -> type:
+def truncated_svd_constraints() -> dict:
+    """``sklearn.decomposition.TruncatedSVD``'s parameter constraints (its own names; the
+    ``CholQR`` normalizer and NumPy Generators as gpulinalg's extras)."""
+    from sklearn.utils._param_validation import Interval, StrOptions
+    return {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "algorithm": [StrOptions({"arpack", "randomized"})],
+        "n_iter": [Interval(numbers.Integral, 0, None, closed="left")],
+        "n_oversamples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "power_iteration_normalizer": [StrOptions({"auto", "QR", "LU", "none",
+                                                   "CholQR"})],
+        "random_state": ["random_state", np.random.Generator],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+    }
+
+
+def build(body: type, name: str, module: str, constraints: Any = None) -> type:
     """``body`` made a scikit-learn estimator (``BaseEstimator`` with the transformer mixins,
     as ``sklearn.decomposition.PCA``); without scikit-learn, a class whose construction raises
     an ImportError naming the extra to install."""
     try:
         from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin,
                                   TransformerMixin)
-        constraints = _constraints()
+        constraints = (constraints or _constraints)()
     except ImportError as exc:
         return _unavailable(name, module, exc)
     # transform/fit_transform stay on ``body``: scikit-learn's set_output wrapper (applied

@@ -1,0 +1,139 @@
+"""``TruncatedSVD``: scikit-learn's estimator (``sklearn.decomposition.TruncatedSVD``) on
+decomp's :func:`~gpulinalg.decomp.truncated_svd` (the randomized range finder, dispatched: GPU
+or CPU, dense or sparse input); ``algorithm="arpack"`` is SciPy's ``svds``, as scikit-learn's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..lowrank._truncated_api import truncated_svd
+from . import _pca_sklearn
+
+__all__ = ["TruncatedSVD"]  # noqa: F822  (made on first use by the module's __getattr__)
+
+
+class _TruncatedSVD:
+    """Dimensionality reduction by a truncated SVD, as ``sklearn.decomposition.TruncatedSVD``
+    (no centring: it works on sparse matrices as they are).
+
+    Parameters
+    ----------
+    n_components : int, default 2
+    algorithm : {"randomized", "arpack"}, default "randomized"
+        ``"randomized"``: :func:`gpulinalg.decomp.truncated_svd` (on the GPU where it pays);
+        ``"arpack"``: SciPy's ``svds`` on the CPU.
+    n_iter : int, default 5
+        Power iterations of the randomized solver.
+    n_oversamples : int, default 10
+    power_iteration_normalizer : {"auto", "QR", "LU", "none", "CholQR"}, default "auto"
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+    tol : float, default 0.0
+        ARPACK's tolerance (the randomized solver ignores it).
+
+    Attributes
+    ----------
+    components_ : (n_components, n_features) array
+    explained_variance_, explained_variance_ratio_, singular_values_ : (n_components,) arrays
+    n_features_in_ : int
+    feature_names_in_ : (n_features,) array of str
+        Only when ``X`` had string column names (a pandas DataFrame).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpulinalg.decomp import TruncatedSVD
+    >>> X = np.random.default_rng(0).standard_normal((50, 8))
+    >>> svd = TruncatedSVD(3, random_state=0).fit(X)
+    >>> svd.components_.shape, svd.transform(X).shape
+    ((3, 8), (50, 3))
+    """
+
+    def __init__(self, n_components: int = 2, *, algorithm: str = "randomized",
+                 n_iter: int = 5, n_oversamples: int = 10,
+                 power_iteration_normalizer: str = "auto", random_state: Any = None,
+                 tol: float = 0.0) -> None:
+        self.n_components = n_components
+        self.algorithm = algorithm
+        self.n_iter = n_iter
+        self.n_oversamples = n_oversamples
+        self.power_iteration_normalizer = power_iteration_normalizer
+        self.random_state = random_state
+        self.tol = tol
+
+    def fit(self, X: Any, y: Any = None) -> Any:
+        """Fit on ``X`` (dense or sparse, (n_samples, n_features))."""
+        self.fit_transform(X)
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit, and return ``U * S`` (the projections, from the same SVD)."""
+        from sklearn.utils.extmath import svd_flip
+        from sklearn.utils.validation import validate_data
+        self._validate_params()  # type: ignore[attr-defined]
+        original = X
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
+        if self.algorithm == "arpack":
+            from scipy.sparse.linalg import svds
+            from sklearn.utils import check_random_state
+            from sklearn.utils._arpack import _init_arpack_v0
+            v0 = _init_arpack_v0(min(X.shape), check_random_state(self.random_state))
+            u, s, vt = svds(X, k=self.n_components, tol=self.tol, v0=v0)
+            s = s[::-1]
+            u, vt = svd_flip(u[:, ::-1], vt[::-1], u_based_decision=False)
+        else:
+            if self.n_components > X.shape[1]:
+                raise ValueError(f"n_components({self.n_components}) must be <= "
+                                 f"n_features({X.shape[1]}).")
+            # the signs: the largest entry of each row of vt positive, as svd_flip's v-based rule
+            u, s, vt = truncated_svd(
+                X, self.n_components, method="randomized", n_iter=self.n_iter,
+                n_oversamples=self.n_oversamples,
+                power_iteration_normalizer=self.power_iteration_normalizer,
+                random_state=self.random_state, check_finite=False)
+        self.components_ = vt
+        projected = u * s
+        self.explained_variance_ = variance = np.var(projected, axis=0)
+        if sp.issparse(X):
+            from sklearn.utils.sparsefuncs import mean_variance_axis
+            full = mean_variance_axis(X, axis=0)[1].sum()
+        else:
+            full = np.var(X, axis=0).sum()
+        self.explained_variance_ratio_ = variance / full
+        self.singular_values_ = s
+        return _pca_sklearn.wrap_output(self, projected, original)
+
+    def transform(self, X: Any) -> Any:
+        """``X @ components_.T``."""
+        from sklearn.utils.extmath import safe_sparse_dot
+        from sklearn.utils.validation import check_is_fitted, validate_data
+        check_is_fitted(self)
+        original = X
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)
+        return _pca_sklearn.wrap_output(self, safe_sparse_dot(X, self.components_.T), original)
+
+    def inverse_transform(self, X: Any) -> Any:
+        """``X @ components_``: back to the original space (the part the components span)."""
+        from sklearn.utils.validation import check_array
+        return np.asarray(check_array(X)) @ self.components_
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        return int(self.components_.shape[0])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TruncatedSVD":
+        cls = _pca_sklearn.build(_TruncatedSVD, "TruncatedSVD", __name__,
+                                 _pca_sklearn.truncated_svd_constraints)
+        globals()["TruncatedSVD"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
