@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..lowrank._truncated_api import truncated_svd
-from . import _pca_sklearn
+from . import _pca_sklearn, _truncated_svd_host
 
 __all__ = ["TruncatedSVD"]  # noqa: F822  (made on first use by the module's __getattr__)
 
@@ -70,19 +69,13 @@ class _TruncatedSVD:
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit, and return ``U * S`` (the projections, from the same SVD)."""
-        from sklearn.utils.extmath import svd_flip
         from sklearn.utils.validation import validate_data
         self._validate_params()  # type: ignore[attr-defined]
         original = X
         X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
         if self.algorithm == "arpack":
-            from scipy.sparse.linalg import svds
-            from sklearn.utils import check_random_state
-            from sklearn.utils._arpack import _init_arpack_v0
-            v0 = _init_arpack_v0(min(X.shape), check_random_state(self.random_state))
-            u, s, vt = svds(X, k=self.n_components, tol=self.tol, v0=v0)
-            s = s[::-1]
-            u, vt = svd_flip(u[:, ::-1], vt[::-1], u_based_decision=False)
+            u, s, vt = _truncated_svd_host.arpack(X, self.n_components, self.tol,
+                                                  self.random_state)
         else:
             if self.n_components > X.shape[1]:
                 raise ValueError(f"n_components({self.n_components}) must be <= "
@@ -96,12 +89,7 @@ class _TruncatedSVD:
         self.components_ = vt
         projected = u * s
         self.explained_variance_ = variance = np.var(projected, axis=0)
-        if sp.issparse(X):
-            from sklearn.utils.sparsefuncs import mean_variance_axis
-            full = mean_variance_axis(X, axis=0)[1].sum()
-        else:
-            full = np.var(X, axis=0).sum()
-        self.explained_variance_ratio_ = variance / full
+        self.explained_variance_ratio_ = variance / _truncated_svd_host.total_variance(X)
         self.singular_values_ = s
         return _pca_sklearn.wrap_output(self, projected, original)
 
