@@ -16,6 +16,8 @@ import time
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
+import numpy as _np
+
 from . import arrays as _arrays
 from . import budget as _budget
 from . import device as _device
@@ -524,6 +526,22 @@ def _decide(op, settings, args, kwargs, kind=None):
     return _Route("cpu", why, fell_back=True)
 
 
+def _fp_error(kind, flag):
+    """NumPy's ``errstate`` callback of a CPU run: the kind of floating-point error, kept."""
+    errors = _local.fp_errors
+    if errors is None:
+        errors = _local.fp_errors = set()
+    errors.add(kind)
+
+
+def _tell_fp_errors(op):
+    """One ``RuntimeWarning`` at the caller's line for the floating-point errors of ``op``'s
+    CPU run (NumPy's own would point inside the library or SciPy)."""
+    errors, _local.fp_errors = _local.fp_errors, None
+    _warn(f"{op}: {', '.join(sorted(errors))} encountered in floating-point arithmetic",
+          RuntimeWarning)
+
+
 def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
          own_stream=True, dev="cpu"):
     _local.details = details = {}
@@ -531,8 +549,15 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
     if route == "cpu":
         dev = "cpu"
     try:
-        if route == "cpu":
-            result = _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
+        if route == "cpu":  # NumPy's overflow/invalid warnings: collected, told at the caller
+            outer, _local.fp_errors = _local.fp_errors, None  # a run inside a run: its own
+            try:
+                with _np.errstate(call=_fp_error, over="call", divide="call", invalid="call"):
+                    result = _call_moved(fn, args, kwargs, _arrays.to_host if convert else None)
+                if _local.fp_errors:
+                    _tell_fp_errors(op)
+            finally:
+                _local.fp_errors = outer
         else:
             prov = _installed.provider
             if prov is not None:  # a device provider installed by the caller (a test)

@@ -33,11 +33,13 @@ class _Local(threading.local):
     details: Any = None
     granted: Any = None
     headroom: Any = None
+    fp_errors: Any = None
 
 
 #: The calling thread's slot: ``record`` (the fields of its last :class:`RunRecord`, as a
 #: tuple until :func:`last_run` makes the record), ``details`` (the dict :func:`note` fills
-#: during a run), ``granted`` and ``headroom`` (see :func:`granted_bytes`).
+#: during a run), ``granted`` and ``headroom`` (see :func:`granted_bytes`), ``fp_errors``
+#: (NumPy's floating-point errors of a CPU run, told once at the caller's line).
 local = _Local()
 
 
