@@ -9,7 +9,7 @@ import numpy as np
 from ..._runtime import arrays as _arrays
 from ..._runtime import validation as _v
 
-__all__ = ["dask_array", "tiles_for", "work_dtype", "meta_of", "new_array",
+__all__ = ["dask_array", "pair_tiled", "tiles_for", "work_dtype", "meta_of", "new_array",
            "tokenize", "persist", "compute", "block_owners"]
 
 
@@ -17,6 +17,20 @@ def dask_array():
     """``dask.array`` (imported on first use)."""
     import dask.array as da
     return da
+
+
+def pair_tiled(a, b, a_square):
+    """``(a, b)`` as Dask arrays when one of them is: the other wrapped (not copied), its rows
+    chunked as the Dask one's rows (``a`` in square tiles where ``a_square``, else one column of
+    blocks; ``b``'s columns in one block)."""
+    from ..._runtime.validation import is_dask
+    da = dask_array()
+    if not is_dask(a):
+        rows = b.chunks[0]
+        a = da.from_array(a, chunks=(rows, rows) if a_square else (rows, -1), asarray=False)
+    if not is_dask(b):
+        b = da.from_array(b, chunks=(a.chunks[0],) + (-1,) * (b.ndim - 1), asarray=False)
+    return a, b
 
 
 def on_gpu(a):

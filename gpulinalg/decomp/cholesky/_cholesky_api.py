@@ -267,14 +267,9 @@ def _dask_solve(c, lower, b):
     """The :class:`~gpulinalg._runtime.dispatch.Op` of :func:`cho_solve`'s Dask route: a factor
     or right-hand side that is not a Dask array is wrapped as one (tiled as the other), then
     the blocked substitutions."""
-    from .._tiles._graph_dask import dask_array
-    da = dask_array()
-    if not is_dask(c):
-        c = da.from_array(c, chunks=(b.chunks[0], b.chunks[0]), asarray=False)
+    from .._tiles._graph_dask import pair_tiled
+    c, b = pair_tiled(c, b, a_square=True)
     check_dask(c, "c", square=True)
-    if not is_dask(b):
-        b = da.from_array(b, chunks=(c.chunks[0],) + tuple(-1 for _ in b.shape[1:]),
-                          asarray=False)
     check_dask(b, "b", ndim=(1, 2))
     if b.shape[0] != c.shape[-1]:
         raise ValueError(f"incompatible dimensions: a is {tuple(c.shape)}, "

@@ -106,12 +106,8 @@ def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = Fals
     >>> eigh(a, subset_by_index=[1, 1]).eigenvectors.shape
     (2, 1)
     """
-    return _dispatch.dispatch(
-        _plan, "decomp.eigh", a, b, lower, eigvals_only, overwrite_a, overwrite_b, type,
-        check_finite, subset_by_index, subset_by_value, driver,
-        key=_key("decomp.eigh", a, b, lower, eigvals_only, overwrite_a, overwrite_b, type,
-                 check_finite, subset_by_index, subset_by_value, driver),
-        lead=(a,) if b is None else (a, b))
+    return _dispatched("decomp.eigh", a, b, lower, eigvals_only, overwrite_a, overwrite_b,
+                       type, check_finite, subset_by_index, subset_by_value, driver)
 
 
 @differentiable("decomp.eigvalsh")
@@ -139,12 +135,14 @@ def eigvalsh(a: Any, b: Any = None, *, lower: bool = True, overwrite_a: bool = F
     >>> bool(np.allclose(eigvalsh(np.diag([3.0, 1.0, 2.0])), [1.0, 2.0, 3.0]))
     True
     """
-    return _dispatch.dispatch(
-        _plan, "decomp.eigvalsh", a, b, lower, True, overwrite_a, overwrite_b, type,
-        check_finite, subset_by_index, subset_by_value, driver,
-        key=_key("decomp.eigvalsh", a, b, lower, True, overwrite_a, overwrite_b, type,
-                 check_finite, subset_by_index, subset_by_value, driver),
-        lead=(a,) if b is None else (a, b))
+    return _dispatched("decomp.eigvalsh", a, b, lower, True, overwrite_a, overwrite_b, type,
+                       check_finite, subset_by_index, subset_by_value, driver)
+
+
+def _dispatched(op, a, b, *options):
+    """One dispatch of ``op`` (``eigh``'s parameters after ``a`` and ``b``, in order)."""
+    return _dispatch.dispatch(_plan, op, a, b, *options, key=_key(op, a, b, *options),
+                              lead=(a,) if b is None else (a, b))
 
 
 def _key(op, a, b, *options):

@@ -146,16 +146,12 @@ def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
 def _dask_op(a, b, cond, lapack_driver):
     """The :class:`~gpulinalg._runtime.dispatch.Op` of the Dask route (a tall ``a``, ``m >= n``:
     one TSQR of ``[a | b]``); an operand that is not a Dask array is wrapped as one."""
-    from .._tiles._graph_dask import dask_array
-    da = dask_array()
+    from .._tiles._graph_dask import pair_tiled
     a, b = (x if is_dask(x) else as_array(x, nm) for x, nm in ((a, "a"), (b, "b")))
     if len(a.shape) == 2 and len(b.shape) in (1, 2) and a.shape[0] != b.shape[0]:
         raise ValueError("Shape mismatch: a and b should have the same number"
                          f" of rows ({a.shape[0]} != {b.shape[0]}).")
-    if not is_dask(a):
-        a = da.from_array(a, chunks=(b.chunks[0], -1), asarray=False)
-    if not is_dask(b):
-        b = da.from_array(b, chunks=(a.chunks[0],) + (-1,) * (b.ndim - 1), asarray=False)
+    a, b = pair_tiled(a, b, a_square=False)
     check_dask(a, "a")
     check_dask(b, "b", ndim=(1, 2))
     m, n = (int(d) for d in a.shape)

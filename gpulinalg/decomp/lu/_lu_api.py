@@ -152,16 +152,12 @@ def _dask_solve_op(a, b, lower, assume_a, transposed):
     """The :class:`~gpulinalg._runtime.dispatch.Op` of :func:`solve`'s Dask route:
     ``assume_a="pos"`` only (the blocked Cholesky); an operand that is not a Dask array is
     wrapped as one, tiled as the other."""
-    from .._tiles._graph_dask import dask_array, work_dtype
-    da = dask_array()
+    from .._tiles._graph_dask import pair_tiled, work_dtype
     a, b = (x if _v.is_dask(x) else _v.as_array(x, nm) for x, nm in ((a, "a"), (b, "b")))
     if len(a.shape) == 2 and len(b.shape) in (1, 2) and b.shape[0] != a.shape[-1]:
         raise ValueError(f"incompatible shapes: a.shape={tuple(a.shape)} and "
                          f"b.shape={tuple(b.shape)}")
-    if not _v.is_dask(a):
-        a = da.from_array(a, chunks=(b.chunks[0], b.chunks[0]), asarray=False)
-    if not _v.is_dask(b):
-        b = da.from_array(b, chunks=(a.chunks[0],) + (-1,) * (b.ndim - 1), asarray=False)
+    a, b = pair_tiled(a, b, a_square=True)
     _v.check_dask(a, "a", square=True)
     _v.check_dask(b, "b", ndim=(1, 2))
     if SOLVE_STRUCTURES[assume_a] != "pos":

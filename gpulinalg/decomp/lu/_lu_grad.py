@@ -9,6 +9,7 @@ as torch.linalg differentiates over Hermitian matrices."""
 from ..._runtime.gradients import FUNCTIONS, as_tensors, bound, call, rule, unbroadcast
 from ..triangular._triangular_grad import by_trans, from_op, solve_backward
 from ._lu_rules import SOLVE_STRUCTURES
+from ._lu_xp import permutation
 
 __all__ = ["project"]
 
@@ -142,14 +143,8 @@ def _slogdet(fn, *args, **kwargs):
 def _rows(piv):
     """``perm`` with ``a[perm] = L U`` from LAPACK's row interchanges ``piv`` (0-based, as
     SciPy's ``lu_factor``), on ``piv``'s device."""
-    import numpy as np
     import torch
-    p = piv.detach().cpu().numpy().reshape(-1, piv.shape[-1])
-    perm = np.tile(np.arange(p.shape[-1]), (len(p), 1))
-    for k, row in enumerate(p):
-        for i, j in enumerate(row):
-            perm[k, i], perm[k, j] = perm[k, j], perm[k, i]
-    return torch.as_tensor(perm.reshape(piv.shape), device=piv.device)
+    return torch.as_tensor(permutation(piv), device=piv.device)
 
 
 def _unpermute(x, perm):

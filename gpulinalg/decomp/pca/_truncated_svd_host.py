@@ -8,15 +8,13 @@ __all__ = ["arpack", "total_variance"]
 
 
 def arpack(X, k, tol, random_state):
-    """``(U, S, Vt)`` of the ``k`` largest singular values by SciPy's ``svds``, descending,
-    signs by scikit-learn's ``svd_flip`` on the rows of ``Vt`` (its start vector, as its
-    estimator draws it)."""
-    from scipy.sparse.linalg import svds
-    from sklearn.utils import check_random_state
-    from sklearn.utils._arpack import _init_arpack_v0
+    """``(U, S, Vt)`` of the ``k`` largest singular values by SciPy's ``svds`` (PCA's ARPACK
+    route, uncentred), descending, signs by scikit-learn's ``svd_flip`` on the rows of ``Vt``."""
     from sklearn.utils.extmath import svd_flip
-    v0 = _init_arpack_v0(min(X.shape), check_random_state(random_state))
-    u, s, vt = svds(X, k=k, tol=tol, v0=v0)
+
+    from ..lowrank._sketch_options import seed_of
+    from ._pca_host import arpack as pca_arpack
+    u, s, vt = pca_arpack(X, None, k, tol, seed_of(random_state))  # no centring
     u, vt = svd_flip(u[:, ::-1], vt[::-1], u_based_decision=False)
     return u, s[::-1], vt
 
