@@ -14,7 +14,7 @@ import os
 import gpulinalg
 from gpulinalg import decomp
 
-from tests.support.swap import export, load
+from tests.support.swap import differs, export, load
 
 BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
 
@@ -36,46 +36,49 @@ def _scipy_at_least(major, minor):
     return tuple(int(x) for x in scipy.__version__.split(".")[:2]) >= (major, minor)
 
 
-#: SciPy 1.18 added the tests listed in the XFAIL_GPU tables (they do not exist in 1.17).
+#: SciPy 1.18 added the tests listed in the DIFFERS_GPU tables (they do not exist in 1.17).
 SCIPY_1_18 = _scipy_at_least(1, 18)
 
 
-def gpu_xfail_fixture(table):
-    """An autouse fixture marking, under ``GPULINALG_CONFORMANCE_BACKEND=gpu`` only, the
-    parametrizations of ``table`` (``"Class::test": ({id glob, ...}, reason)``) as strict
-    expected failures. Per parametrization, which ``_swap.load``'s ``xfail`` cannot do: the
-    same upstream test passes for its other parameters (strict would then fail them)."""
+def gpu_divergence_fixture(table):
+    """An autouse fixture applying, under ``GPULINALG_CONFORMANCE_BACKEND=gpu`` only, the
+    documented divergences of ``table`` (``"Class::test": ({id glob, ...}, differs(...))``) to
+    the matching parametrizations (:meth:`tests.support.swap.Divergence.apply`). Per
+    parametrization, which ``swap.load``'s ``divergences`` cannot do: the same upstream test
+    passes for its other parameters (the divergence would then fail them)."""
     import fnmatch
 
     import pytest
 
     @pytest.fixture(autouse=True)
-    def _xfail_gpu(request):
+    def _gpu_divergences(request):
         if BACKEND == "gpu":
             node = request.node
             owner = getattr(node.cls, "__name__", None)
             name = getattr(node, "originalname", node.name)
             key = f"{owner}::{name}" if owner else name
             spec = getattr(node, "callspec", None)
-            globs, reason = table.get(key, ((), None))
-            if reason and any(fnmatch.fnmatchcase(spec.id if spec else "", g) for g in globs):
-                node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
+            globs, divergence = table.get(key, ((), None))
+            if divergence and any(fnmatch.fnmatchcase(spec.id if spec else "", g)
+                                  for g in globs):
+                divergence.apply(node)
         yield
-    return _xfail_gpu
+    return _gpu_divergences
 
 
-_NOT_OVERWRITTEN = ("GPU: overwrite_a=True is honoured on the CPU only; a NumPy input is copied "
-                    "to the device and the result comes back in a new host array, so the input "
-                    "is never overwritten (docs/conformance/scipy_linalg.md)")
+_NOT_OVERWRITTEN = differs(
+    "GPU: overwrite_a=True is honoured on the CPU only; a NumPy input is copied to the device "
+    "and the result comes back in a new host array, so the input is never overwritten "
+    "(docs/conformance/scipy_linalg.md)")
 
-#: Expected failures with the GPU backend only (strict): the parametrizations that fail.
-XFAIL_GPU = {
+#: Documented divergences with the GPU backend only: the parametrizations that differ.
+DIFFERS_GPU = {
     "TestCholesky::test_overwrite_args": (("*-float-True",), _NOT_OVERWRITTEN),
     "TestCholesky::test_overwrite_cleaning": (("*",), _NOT_OVERWRITTEN),
     "TestChoFactor::test_overwrite_args": (("*-float-True",), _NOT_OVERWRITTEN),
 } if SCIPY_1_18 else {}
 
-_xfail_gpu = gpu_xfail_fixture(XFAIL_GPU)
+_gpu_divergences = gpu_divergence_fixture(DIFFERS_GPU)
 
 SKIP = {
     # SciPy's conftest skips `xslow` tests unless SCIPY_XSLOW=1; this runner does not know the

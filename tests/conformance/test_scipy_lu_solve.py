@@ -12,7 +12,7 @@ import pytest
 from gpulinalg import decomp
 
 from tests.conformance.test_scipy_cholesky import BACKEND, on_backend
-from tests.support.swap import export, load
+from tests.support.swap import differs, export, load
 
 SWAPPED = {name: on_backend(getattr(decomp, name))
            for name in ("solve", "inv", "det", "lu", "lu_factor", "lu_solve")}
@@ -20,12 +20,14 @@ SWAPPED = {name: on_backend(getattr(decomp, name))
 #: The classes of test_basic that test the LU family (the module holds many others).
 BASIC_CLASSES = ("TestSolve", "TestInv", "TestDet")
 
-XFAIL_BASIC: dict = {}
-XFAIL_LU: dict = {}
+#: Documented divergences on every backend (tests.support.swap.differs): none.
+DIFFERS_BASIC: dict = {}
+DIFFERS_LU: dict = {}
 
-_NOT_OVERWRITTEN = ("GPU: overwrite_a/overwrite_b are honoured on the CPU only; a NumPy input is "
-                    "copied to the device and the result comes back in a new host array, so the "
-                    "input is never overwritten (docs/conformance/scipy_linalg.md)")
+_NOT_OVERWRITTEN = differs(
+    "GPU: overwrite_a/overwrite_b are honoured on the CPU only; a NumPy input is copied to the "
+    "device and the result comes back in a new host array, so the input is never overwritten "
+    "(docs/conformance/scipy_linalg.md)")
 
 
 def expects_in_place(node):
@@ -46,33 +48,36 @@ def expects_in_place(node):
     return name == "test_overwrite_a" and owner == "TestDet"
 
 
-def xfail_in_place(node):
-    """Mark ``node`` a strict expected failure when it :func:`expects_in_place`."""
+def differs_in_place(node):
+    """Make ``node`` a documented divergence (SciPy's overwrite assertion must fail) when it
+    :func:`expects_in_place`."""
     if expects_in_place(node):
-        node.add_marker(pytest.mark.xfail(reason=_NOT_OVERWRITTEN, strict=True))
+        _NOT_OVERWRITTEN.apply(node)
 
 
-#: Expected failures on a real GPU only (strict): cuSOLVER's rounding, where a test compares
-#: an entry that is zero in exact arithmetic with ``rtol`` alone.
-XFAIL_GPU = {
-    ("TestLUFactor", name): "an entry of U that is zero in exact arithmetic (the 3 x 4 matrix "
-                            "has rank 2) is rounding noise: cuSOLVER's 3e-16 against LAPACK's "
-                            "-1.8e-15, compared with rtol=1e-7, atol=0"
+#: Documented divergences on a real GPU only: cuSOLVER's rounding, where a test compares an
+#: entry that is zero in exact arithmetic with ``rtol`` alone (assert_allclose fails).
+DIFFERS_GPU = {
+    ("TestLUFactor", name): differs("an entry of U that is zero in exact arithmetic (the 3 x 4 "
+                                    "matrix has rank 2) is rounding noise: cuSOLVER's 3e-16 "
+                                    "against LAPACK's -1.8e-15, compared with rtol=1e-7, "
+                                    "atol=0")
     for name in ("test_hrectangular", "test_hrectangular_complex")}
 
 
 @pytest.fixture(autouse=True)
-def _xfail_gpu(request):
+def _gpu_divergences(request):
     if BACKEND == "gpu":
-        xfail_in_place(request.node)
+        differs_in_place(request.node)
         node = request.node
-        reason = XFAIL_GPU.get((getattr(node.cls, "__name__", ""), node.name))
-        if reason:
-            node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
+        divergence = DIFFERS_GPU.get((getattr(node.cls, "__name__", ""), node.name))
+        if divergence:
+            divergence.apply(node)
     yield
 
-basic = load("scipy.linalg.tests.test_basic", SWAPPED, xfail=XFAIL_BASIC)
-lu_tests = load("scipy.linalg.tests.test_decomp_lu", SWAPPED, xfail=XFAIL_LU)
+
+basic = load("scipy.linalg.tests.test_basic", SWAPPED, divergences=DIFFERS_BASIC)
+lu_tests = load("scipy.linalg.tests.test_decomp_lu", SWAPPED, divergences=DIFFERS_LU)
 
 globals().update({name: getattr(basic, name) for name in BASIC_CLASSES})
 globals().update(export(lu_tests))

@@ -12,24 +12,27 @@ from gpulinalg import decomp
 from tests.support.swap import export, load
 # the one GPULINALG_CONFORMANCE_BACKEND switch
 from tests.conformance.test_scipy_cholesky import on_backend
-from tests.conformance.test_scipy_cholesky import _NOT_OVERWRITTEN, SCIPY_1_18, gpu_xfail_fixture
+from tests.conformance.test_scipy_cholesky import (_NOT_OVERWRITTEN, SCIPY_1_18,
+                                                  gpu_divergence_fixture)
 
 CLASSES = ("TestQR", "TestSVD_GESDD", "TestSVD_GESVD")
 
-XFAIL: dict = {}
+#: Documented divergences on every backend (tests.support.swap.differs): none.
+DIFFERS: dict = {}
 
 _SVD_OVERWRITE = (("*-True-2-F-float", "*-True-2-F-complex"), _NOT_OVERWRITTEN)
 
-#: Expected failures with the GPU backend only (strict), per parametrization (SciPy >= 1.18).
-XFAIL_GPU = {
+#: Documented divergences with the GPU backend only, per parametrization (SciPy >= 1.18).
+DIFFERS_GPU = {
     "TestSVD_GESDD::test_overwrite": _SVD_OVERWRITE,
     "TestSVD_GESVD::test_overwrite": _SVD_OVERWRITE,
     "TestQR::test_overwrite_args": (("shape0-F-False-*-float-True",
                                      "shape1-F-False-*-float-True"), _NOT_OVERWRITTEN),
 } if SCIPY_1_18 else {}
 
-_xfail_gpu = gpu_xfail_fixture(XFAIL_GPU)
+_gpu_divergences = gpu_divergence_fixture(DIFFERS_GPU)
 
 upstream = load("scipy.linalg.tests.test_decomp",
-                {"qr": on_backend(decomp.qr), "svd": on_backend(decomp.svd)}, xfail=XFAIL)
+                {"qr": on_backend(decomp.qr), "svd": on_backend(decomp.svd)},
+                divergences=DIFFERS)
 globals().update({k: v for k, v in export(upstream).items() if k in CLASSES})

@@ -3,7 +3,7 @@
 
 The backend is the CPU by default; ``GPULINALG_CONFORMANCE_BACKEND=gpu`` (or ``auto``) runs every
 test inside ``gpulinalg.config(backend=...)``, for the device machine. Only this test reads the
-variable. Expected failures and their reasons: docs/conformance/sklearn_gpr.md.
+variable. Documented divergences and their reasons: docs/conformance/sklearn_gpr.md.
 """
 
 import os
@@ -20,16 +20,17 @@ from sklearn.gaussian_process import \
 import gpulinalg  # noqa: E402
 from gpulinalg.gp import GaussianProcessRegressor  # noqa: E402
 
-from tests.support.swap import export, load  # noqa: E402
+from tests.support.swap import Divergence, export, load  # noqa: E402
 
 BACKEND = os.environ.get("GPULINALG_CONFORMANCE_BACKEND", "cpu")
 if BACKEND not in ("cpu", "gpu", "auto"):
     raise ValueError(f"GPULINALG_CONFORMANCE_BACKEND must be cpu, gpu or auto, got {BACKEND!r}")
 
-#: Upstream tests expected to fail on every backend, with the reason (none: all applicable pass).
-XFAIL: dict[str, str] = {}
-#: Expected failures with the GPU backend only (strict, like XFAIL).
-XFAIL_GPU: dict[str, str] = {}
+#: Documented divergences on every backend (tests.support.swap.differs: the upstream test must
+#: raise the listed exception, and fails once it passes); none: all applicable pass.
+DIFFERS: dict[str, Divergence] = {}
+#: Documented divergences with the GPU backend only (the same mechanism).
+DIFFERS_GPU: dict[str, Divergence] = {}
 #: Upstream tests replaced by a test of the same name below, with the reason.
 REPLACED: dict[str, str] = {
     "test_lml_gradient":
@@ -42,7 +43,7 @@ REPLACED: dict[str, str] = {
 
 upstream = load("sklearn.gaussian_process.tests.test_gpr",
                 {"GaussianProcessRegressor": GaussianProcessRegressor},
-                xfail={**XFAIL, **(XFAIL_GPU if BACKEND == "gpu" else {})})
+                divergences={**DIFFERS, **(DIFFERS_GPU if BACKEND == "gpu" else {})})
 globals().update(export(upstream))
 for _name in REPLACED:
     del globals()[_name]
