@@ -17,10 +17,12 @@ def pytest_addoption(parser):
 @pytest.fixture(autouse=True)
 def _custom_kernels_option(request):
     """``--custom-kernels=off``: the whole test in ``config_context(custom_kernels=False)``;
-    the tests of the kernels themselves skip (the differential tests compare both routes)."""
+    the tests of the kernels themselves (tests/decomp/_kernels, the ``kernels`` marker) skip
+    (the differential tests compare both routes)."""
     if request.config.getoption("--custom-kernels") == "off":
         path = request.node.nodeid.replace("\\", "/")
-        if path.startswith("tests/decomp/_kernels/") and "differential" not in path:
+        if (path.startswith("tests/decomp/_kernels/") and "differential" not in path) or \
+                request.node.get_closest_marker("kernels"):
             pytest.skip("--custom-kernels=off: a test of the hand-written kernels")
         with gpulinalg.config_context(custom_kernels=False):
             yield

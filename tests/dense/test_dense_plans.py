@@ -225,14 +225,14 @@ def test_pool_limit_routes_to_cpu(rng):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_nvmath_execute_path_agrees(rng, activation):
     """Hits through nvmath's reset_operands_unchecked + execute (the benchmark's comparison
-    path, patched in by ``benchmarks.dense``) equal the direct launch."""
+    path, patched in by ``benchmarks.suites.dense``) equal the direct launch."""
     import cupy
     a = cupy.asarray(rng.standard_normal((96, 64)).astype(np.float32))
     b = cupy.asarray(rng.standard_normal((64, 80)).astype(np.float32))
     bias1 = cupy.asarray(rng.standard_normal(80).astype(np.float32))
     bias2 = bias1 + 1
     direct = [matmul(a, b, bias=x, activation=activation, return_aux=True) for x in (bias1, bias2)]
-    from benchmarks.dense import through_nvmath_execute
+    from benchmarks.suites.dense import through_nvmath_execute
     with through_nvmath_execute():
         public = [matmul(a, b, bias=x, activation=activation, return_aux=True)
                   for x in (bias2, bias1)][::-1]

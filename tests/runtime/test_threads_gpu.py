@@ -70,12 +70,14 @@ def _jobs(x):
     }
 
 
-def _run(jobs, order, backend, stream_factory):
+def _run(jobs, order, backend, stream_factory, kernels):
     """Run ``jobs`` in ``order`` on this thread (its own stream), results on the host, and the
-    backend each ran on."""
+    backend each ran on; ``kernels``: the test's ``custom_kernels`` (a new thread starts from
+    the process default, not from the test's ``config_context``)."""
     results, where = {}, {}
     stream = stream_factory()
-    with gpulinalg.config(backend=backend), stream, warnings.catch_warnings():
+    with gpulinalg.config_context(backend=backend, custom_kernels=kernels), stream, \
+            warnings.catch_warnings():
         warnings.simplefilter("error", gpulinalg.FallbackWarning)
         for name in order:
             results[name] = _faults.to_host(jobs[name]())
@@ -98,7 +100,8 @@ def test_threads_give_the_results_of_one_thread(kind):
     xp, csr, stream_factory = _backend(kind)
     jobs = _jobs(_inputs(xp, csr))
     names = list(jobs)
-    alone, where = _run(jobs, names, kind, stream_factory)
+    kernels = gpulinalg.get_config().custom_kernels
+    alone, where = _run(jobs, names, kind, stream_factory, kernels)
     assert set(where.values()) == {kind}, where
     barrier = threading.Barrier(THREADS[kind])
     got: dict = {}
@@ -110,7 +113,7 @@ def test_threads_give_the_results_of_one_thread(kind):
             for r in range(ROUNDS[kind]):  # a different order in every thread and round
                 shift = (i + r * 5) % len(names)
                 order = names[shift:] + names[:shift]
-                got[i, r] = _run(jobs, order, kind, stream_factory)
+                got[i, r] = _run(jobs, order, kind, stream_factory, kernels)
         except BaseException as exc:  # reported below, with the thread
             errors[i] = repr(exc)
 

@@ -339,6 +339,7 @@ def test_fused_cholesky_inverse_kernel(xp_gpu, rng, dtype, order):
 
 
 @pytest.mark.gpu
+@pytest.mark.kernels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("u_based", [False, True])
 def test_svd_flip_sign_kernel_matches_the_generic_route(xp_gpu, rng, dtype, u_based):
