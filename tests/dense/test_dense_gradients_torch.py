@@ -1,12 +1,14 @@
 """Gradients of torch tensors through ``dense.matmul`` (bias, ReLU, GELU; the backward on
-``matmul_backward``): ``gradcheck`` in float64 on CPU tensors and CUDA tensors (``gpu``)."""
+``matmul_backward``, recorded from differentiable pieces for double backward): ``gradcheck`` and
+``gradgradcheck`` in float64 on CPU tensors and CUDA tensors (``gpu``)."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.autograd import gradcheck  # noqa: E402
+from torch.autograd import gradcheck, gradgradcheck  # noqa: E402
 
+import gpulinalg  # noqa: E402
 from gpulinalg import dense  # noqa: E402
 
 
@@ -32,6 +34,43 @@ def test_matmul_gradcheck(device, activation, bias_shape):
     assert out.grad_fn is not None
     assert gradcheck(lambda a, b, *c: dense.matmul(a, b, bias=c[0] if c else None,
                                                    activation=activation), inputs)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bias_shape", [None, (5,), (4, 1)])
+def test_matmul_gradgradcheck(device, activation, bias_shape):
+    a, b = _rand(4, 3, device=device), _rand(3, 5, device=device)
+    inputs = (a, b) + (() if bias_shape is None else (_rand(*bias_shape, device=device),))
+    assert gradgradcheck(lambda a, b, *c: dense.matmul(a, b, bias=c[0] if c else None,
+                                                       activation=activation), inputs)
+
+
+@pytest.mark.parametrize("shapes", [((2, 4, 3), (3, 5)), ((4, 3), (2, 3, 5))])
+def test_matmul_broadcast_batch_gradgradcheck(device, shapes):
+    a, b, bias = _rand(*shapes[0], device=device), _rand(*shapes[1], device=device), \
+        _rand(4, 1, device=device)
+    assert gradgradcheck(lambda a, b, c: dense.matmul(a, b, bias=c, activation="gelu"),
+                         (a, b, bias))
+
+
+def test_matmul_same_second_derivatives_as_torch(device):
+    a, b, bias = _rand(6, 3, device=device), _rand(3, 5, device=device), _rand(5, device=device)
+
+    def hessian_term(out):
+        grads = torch.autograd.grad((out ** 2).sum(), (a, b, bias), create_graph=True)
+        return torch.autograd.grad(sum((g ** 2).sum() for g in grads), (a, b, bias))
+    ours = hessian_term(dense.matmul(a, b, bias=bias, activation="gelu"))
+    theirs = hessian_term(torch.nn.functional.gelu(a @ b + bias, approximate="tanh"))
+    for x, y in zip(ours, theirs):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
+
+
+def test_first_order_backward_stays_fused(device):
+    """Without ``create_graph`` the backward is one ``matmul_backward`` call (the epilogs)."""
+    a, b = _rand(4, 3, device=device), _rand(3, 5, device=device)
+    out = dense.matmul(a, b, activation="gelu")
+    torch.autograd.grad(out.sum(), (a, b))
+    assert gpulinalg.last_run().op == "dense.matmul_backward"
 
 
 def test_matmul_broadcast_batch_gradcheck(device):
