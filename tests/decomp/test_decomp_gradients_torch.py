@@ -38,6 +38,64 @@ def _well(x):
     return x + x.shape[-1] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
+def _projector(w, v):
+    """``v diag(w) v^H``: independent of the eigenvectors' phases."""
+    return (v * w[..., None, :]) @ v.mH
+
+
+def _moduli(*outs):
+    """The factors' entries' squared moduli: independent of the vectors' phases."""
+    return tuple(o.abs() ** 2 for o in outs)
+
+
+def _gaps(h, lo, hi):
+    """A ``subset_by_value`` interval holding eigenvalues ``lo..hi`` of ``h``, its ends halfway
+    between neighbours (the count stays put under gradcheck's steps)."""
+    w = torch.linalg.eigvalsh(h.detach()).cpu()
+    return float(w[lo - 1] + w[lo]) / 2, float(w[hi] + w[hi + 1]) / 2
+
+
+def _shifted(x):
+    """A stack of two Hermitian matrices near ``diag(-3, -2, 1, 2, 3)`` and ``diag(0.5, 1.5, 4,
+    5, 6)``: ``subset_by_value=(0, 2.5)`` keeps columns 2, 3 of the first and 0, 1 of the
+    second."""
+    d = torch.tensor([[-3.0, -2, 1, 2, 3], [0.5, 1.5, 4, 5, 6]], device=x.device)
+    return d.diag_embed().to(x.dtype) + 0.05 * (x + x.mH)
+
+
+def _generalized(itype, subset=None):
+    return lambda x, y: _projector(*decomp.eigh(x + x.mH, _spd(y.mT), type=itype,
+                                                subset_by_index=subset))
+
+
+def _top3(x, k=3):
+    """The top-``k`` triplets' matrix times a fixed matrix: independent of the vectors'
+    phases."""
+    u, s, vh = decomp.truncated_svd(x, k, random_state=0)
+    m = torch.linspace(-1, 1, x.shape[-1] * 2, dtype=x.dtype, device=x.device)
+    return (u * s) @ vh @ m.reshape(x.shape[-1], 2)
+
+
+VECTOR_CHECKS = {  # eigenvectors of subsets and of generalized problems, truncated_svd's vectors
+    "eigh_subset_index": (lambda x: _moduli(*decomp.eigh(x + x.mH, subset_by_index=[1, 3])),
+                          [(N, N)]),
+    "eigh_subset_value": (lambda x: _moduli(*decomp.eigh(x + x.mH,
+                                                         subset_by_value=_gaps(x + x.mH, 1, 2))),
+                          [(N, N)]),
+    "eigh_subset_value_batch": (lambda x: _projector(*decomp.eigh(
+        _shifted(x), subset_by_value=(0.0, 2.5))), [(2, N, N)]),
+    "eigh_subset_vectors_only": (lambda x: decomp.eigh(x + x.mH, subset_by_index=[3, 4])[1]
+                                 .abs() ** 2, [(N, N)]),
+    "eigh_generalized_type2_subset": (_generalized(2, [0, 2]), [(N, N), (N, N)]),
+    "eigh_generalized_type3_moduli": (lambda x, y: _moduli(*decomp.eigh(
+        x + x.mH, _spd(y.mT), type=3)), [(N, N), (N, N)]),
+    "eigvalsh_generalized_type3": (lambda x, y: decomp.eigvalsh(x + x.mH, _spd(y.mT), type=3),
+                                   [(N, N), (N, N)]),
+    "truncated_svd": (_top3, [(8, 5)]),
+    "truncated_svd_wide_moduli": (lambda x: _moduli(*decomp.truncated_svd(x, 2, random_state=0)),
+                                  [(4, 7)]),
+}
+
 CHECKS = {  # name: (function of the inputs, input shapes)
     "cholesky": (lambda x: decomp.cholesky(_spd(x)), [(N, N)]),
     "cholesky_lower": (lambda x: decomp.cholesky(_spd(x), lower=True), [(N, N)]),
@@ -82,6 +140,8 @@ CHECKS = {  # name: (function of the inputs, input shapes)
     "eigvalsh_generalized": (lambda x, y: decomp.eigh(x + x.mH, _spd(y), subset_by_index=[0, 2])[0],
                              [(N, N), (N, N)]),
     "truncated_svd_values": (lambda x: decomp.truncated_svd(x, 3, random_state=0).S, [(30, 8)]),
+    **{f"eigh_generalized_type{t}": (_generalized(t), [(N, N), (N, N)]) for t in (1, 2, 3)},
+    **VECTOR_CHECKS,
 }
 
 
@@ -100,6 +160,16 @@ def test_gradcheck(name, dtype, device):
 def test_gradgradcheck(name, device):
     fn, shapes = CHECKS[name]
     inputs = tuple(_rand(*s, dtype=torch.float64, device=device) for s in shapes)
+    assert gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
+@pytest.mark.parametrize("name", sorted(VECTOR_CHECKS) + ["eigh_generalized_type1"])
+def test_gradgradcheck_of_vectors(name, dtype, device):
+    """The backward through the whole spectrum (subsets, truncated_svd) and the generalized
+    problem's reduction are differentiable again."""
+    fn, shapes = CHECKS[name]
+    inputs = tuple(_rand(*s, dtype=dtype, device=device) for s in shapes)
     assert gradgradcheck(fn, inputs)
 
 
@@ -126,7 +196,34 @@ SAME_AS_TORCH = {  # name: (gpulinalg, torch.linalg), the same function of one i
     "solve_triangular": (
         lambda x: decomp.solve_triangular(_well(x), x[:, :2], lower=True),
         lambda x: torch.linalg.solve_triangular(_well(x).tril(), x[:, :2], upper=False)),
+    "eigh_subset_index": (lambda x: tuple(decomp.eigh(x + x.mH, subset_by_index=[1, 3])),
+                          lambda x: (lambda w, v: (w[1:4], v[:, 1:4]))(
+                              *torch.linalg.eigh(x + x.mH))),
+    "eigh_subset_value": (lambda x: tuple(decomp.eigh(x + x.mH,
+                                                      subset_by_value=_gaps(x + x.mH, 2, 3))),
+                          lambda x: (lambda w, v: (w[2:4], v[:, 2:4]))(
+                              *torch.linalg.eigh(x + x.mH))),
+    **{f"eigh_generalized_type{t}": (
+        lambda x, t=t: tuple(decomp.eigh(x + x.mH, _spd(x.mT), type=t, subset_by_index=[1, 4])),
+        lambda x, t=t: _torch_generalized(x + x.mH, _spd(x.mT), t, slice(1, 5)))
+       for t in (1, 2, 3)},
+    "truncated_svd": (lambda x: tuple(decomp.truncated_svd(x, 3, random_state=0)),
+                      lambda x: (lambda u, s, vh: (u[:, :3], s[:3], vh[:3]))(
+                          *torch.linalg.svd(x, full_matrices=False))),
 }
+
+
+def _torch_generalized(a, b, itype, cols):
+    """``eigh(a, b, type=itype)`` by torch.linalg (Cholesky reduction), eigenpairs ``cols``."""
+    low = torch.linalg.cholesky(b)
+    if itype == 1:
+        c = torch.linalg.solve_triangular(low, torch.linalg.solve_triangular(
+            low, a, upper=False).mH, upper=False)
+    else:
+        c = low.mH @ a @ low
+    w, y = torch.linalg.eigh(c)
+    v = low @ y if itype == 3 else torch.linalg.solve_triangular(low.mH, y, upper=True)
+    return w[cols], v[:, cols]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
@@ -159,7 +256,6 @@ UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never deta
     "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
     "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
     "lu_rectangular": lambda x: decomp.lu(x[:, :3]),
-    "eigh_type_2": lambda x: decomp.eigh(x + x.mT, _spd(x.detach()), type=2),
     "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
     "matmul_alpha": lambda x: dense.matmul(x, x, alpha=2.0),
 }
@@ -175,20 +271,30 @@ def test_no_rule_refuses_instead_of_detaching(name):
     UNSUPPORTED[name](x.detach())
 
 
-VECTORS_REFUSED = {  # the values have a gradient, the vectors refuse in the backward
-    "eigh_subset": lambda x: decomp.eigh(x + x.mT, subset_by_index=[0, 1])[1],
-    "eigh_generalized": lambda x: decomp.eigh(x + x.mT, _spd(x.detach()))[1],
-    "truncated_svd": lambda x: decomp.truncated_svd(x, 2).U,
-}
+@pytest.mark.parametrize("itype", [1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
+def test_generalized_eigh_with_gradients_gives_the_same_values(itype, dtype, device):
+    """The reduction that carries the gradient gives the call's eigenpairs (signs included),
+    reading the ``lower`` triangles of ``a`` and ``b`` only."""
+    x = _rand(2, N, N, dtype=dtype, device=device)
+    a, b = x[0] + x[0].mH, _spd(x[1])
+    for lower, junk in ((True, torch.ones(N, N).triu(1)), (False, torch.ones(N, N).tril(-1))):
+        junk = junk.to(dtype=dtype, device=device)
+        w, v = decomp.eigh(a + junk, b + 2 * junk, type=itype, lower=lower)
+        assert w.grad_fn is not None and v.grad_fn is not None
+        w0, v0 = decomp.eigh(a.detach(), b.detach(), type=itype)
+        assert torch.allclose(w, w0, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(v, v0, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("name", sorted(VECTORS_REFUSED))
-def test_vectors_without_a_gradient_refuse_in_the_backward(name):
-    x = _rand(N, N, dtype=torch.float64, device="cpu")
-    vectors = VECTORS_REFUSED[name](x)
-    assert vectors.grad_fn is not None
-    with pytest.raises(NotImplementedError, match="no gradient"):
-        (vectors.abs() ** 2).sum().backward()
+def test_generalized_gradient_is_hermitian(device):
+    """As torch.linalg's: differentiated over Hermitian ``a`` and ``b``, whichever triangle is
+    read."""
+    x = _rand(2, N, N, dtype=torch.complex128, device=device, grad=False)
+    a, b = (y.requires_grad_() for y in (x[0] + x[0].mH, _spd(x[1])))
+    loss = _projector(*decomp.eigh(a, b, type=2, lower=False)).abs().sum()
+    for g in torch.autograd.grad(loss, (a, b)):
+        assert torch.allclose(g, g.mH, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", [n for n in decomp.__all__
