@@ -102,6 +102,12 @@ CHECKS = {  # name: (function of the inputs, input shapes)
     "cho_factor": (lambda x: decomp.cho_factor(_spd(x))[0], [(N, N)]),
     "cho_solve": (lambda x, b: decomp.cho_solve(decomp.cho_factor(_spd(x), lower=True), b),
                   [(N, N), (N, 2)]),
+    "cho_solve_upper_vector": (
+        lambda x, b: decomp.cho_solve(decomp.cho_factor(_spd(x), lower=False), b[:, 0]),
+        [(N, N), (N, 2)]),
+    "cho_solve_stack_of_b": (
+        lambda x, b: decomp.cho_solve(decomp.cho_factor(_spd(x), lower=True), b),
+        [(N, N), (2, N, 3)]),
     "logdet_cholesky": (lambda x: decomp.logdet_cholesky(decomp.cho_factor(_spd(x))),
                         [(N, N)]),
     "solve_triangular": (lambda x, b: decomp.solve_triangular(_well(x), b, lower=True),
@@ -155,7 +161,8 @@ def test_gradcheck(name, dtype, device):
     assert gradcheck(fn, inputs)
 
 
-@pytest.mark.parametrize("name", ["cholesky", "cho_solve", "solve", "det", "eigvalsh",
+@pytest.mark.parametrize("name", ["cholesky", "cho_solve", "cho_solve_upper_vector", "solve",
+                                  "det", "eigvalsh",
                                   "svdvals", "solve_triangular", "qr_tall", "pinv", "lu_solve"])
 def test_gradgradcheck(name, device):
     fn, shapes = CHECKS[name]

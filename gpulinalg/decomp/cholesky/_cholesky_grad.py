@@ -7,7 +7,6 @@ over Hermitian matrices), though the forward reads one triangle as SciPy's does.
 
 from ..._runtime.gradients import as_tensor, bound, call, rule, unbroadcast
 from ..triangular._triangular_api import solve_triangular
-from ..triangular._triangular_grad import solve_backward
 
 __all__ = ["factor_backward"]
 
@@ -78,10 +77,14 @@ def _cho_solve(fn, *args, **kwargs):
         (x,), (gx,) = outs, grads
         if gx is None:
             return None, None
-        gb, gop = solve_backward(x, b, gx, lambda g: fn((c, lower), g, check_finite=False))
-        sym = gop + gop.mH
-        gc = (sym @ c.tril()).tril() if lower else (c.triu() @ sym).triu()
-        return unbroadcast(gc, c.shape), unbroadcast(gb, b.shape)
+        vec = b.dim() == 1  # one vector, or one for every matrix of a stack: columns
+        xc, gxc = (x[..., None], gx[..., None]) if vec else (x, gx)
+        gbc = fn((c, lower), gxc, check_finite=False)  # a^-H = a^-1: one more solve
+        low = c.tril() if lower else c.triu().mH  # a = low low^H
+        # (g_op + g_op^H) low with g_op = -g_b x^H is of rank 2k: no n x n x n product
+        t = -(gbc @ (xc.mH @ low) + xc @ (gbc.mH @ low))
+        gc = t.tril() if lower else t.mH.triu()
+        return unbroadcast(gc, c.shape), unbroadcast(gbc[..., 0] if vec else gbc, b.shape)
     return call(forward, backward, c, b)[0]
 
 
