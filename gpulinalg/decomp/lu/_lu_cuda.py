@@ -25,6 +25,7 @@ from .._gpu._cusolver_cuda import Solver, fortran_batch
 from .._gpu._finite_cuda import flag_nonfinite, raise_nonfinite
 from ..cholesky import _cholesky_cuda
 from ..triangular import _triangular_cuda
+from ._lu_pivots import row_permutation
 from ._lu_rules import ill_conditioned, judge_rcond, singular_error
 from ._lu_xp import (assemble, det_from_factor, inv_norm1_estimate, slogdet_from_factor,
                      structured)
@@ -41,6 +42,8 @@ class Factor(NamedTuple):
     piv: object
     codes: np.ndarray
     batched: bool
+    #: ``(B, m)`` row permutations of the pivots on the device (:func:`_with_rows`), or None
+    rows: object = None
 
 
 def _batched(m, n, nb):
@@ -93,16 +96,56 @@ def factor(a, dtype, overwrite=False, finite=False):
 
 def _solve_stack(f, x, trans):
     """``x[i] <- op(A_i)^-1 x[i]`` in place for the ``(B, n, k)`` column-major stack ``x``
-    (``len(x) == len(f.w)``)."""
+    (``len(x) == len(f.w)``): ``getrs``, or the two triangles on decomp's own triangular
+    kernels where those take the solve (:func:`_by_triangles`)."""
     if f.batched:
         with Solver(f.w.dtype, 1, params=False) as sv:
             sv.getrs_batched(f.w, f.piv, x, trans)
             sv.done()
         return
+    n, k = x.shape[-2:]
+    if _triangles_route(n, k, f.w.dtype):
+        f = _with_rows(f)
+        left = [i for i in range(len(x)) if not _by_triangles(f, i, x[i], trans)]
+    else:
+        left = range(len(x))
+    if not left:
+        return
     with Solver(f.w.dtype, len(x)) as sv:
-        for i in range(len(x)):
+        for i in left:
             sv.getrs(f.w[i], f.piv[i], x[i], trans, i)
         sv.done()
+
+
+def _triangles_route(n, k, dtype):
+    """Whether decomp's own triangular kernels take an ``n x n`` solve of ``k`` right-hand
+    sides (``getrs``'s cuBLAS trsm was 10x slower than them for few right-hand sides)."""
+    return _triangular_cuda.own_route(n, 1, k, np.dtype(dtype)) in ("fused", "stream", "wide")
+
+
+def _with_rows(f):
+    """``f`` with the row permutations of its pivots (one read-back of the pivots)."""
+    if f.rows is not None:
+        return f
+    import cupy
+    return f._replace(rows=cupy.asarray(row_permutation(to_host(f.piv) - 1, f.w.shape[-2])))
+
+
+def _by_triangles(f, i, x, trans):
+    """``x <- op(A_i)^-1 x`` as ``P``, then the unit lower and the upper triangle of the
+    packed factor, on the triangular engine; ``False`` (``x`` untouched) where ``U`` has a
+    zero on its diagonal (``getrs`` then gives SciPy's inf / NaN)."""
+    w, rows, dt = f.w[i], f.rows[i], f.w.dtype
+    try:
+        if trans == 0:  # A = P^T L U
+            y = _triangular_cuda.solve_triangular(w, x[rows], 0, True, True, False, dt)
+            x[...] = _triangular_cuda.solve_triangular(w, y, 0, False, False, False, dt)
+        else:  # op(A) = op(U) op(L) P
+            y = _triangular_cuda.solve_triangular(w, x, trans, False, False, False, dt)
+            x[rows] = _triangular_cuda.solve_triangular(w, y, trans, True, True, False, dt)
+    except SingularMatrixError:
+        return False
+    return True
 
 
 def _solve_rhs(f, fbatch, b, trans, dtype):
@@ -205,6 +248,8 @@ def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite
         anorm = _norm1(a, transposed)
         f = factor(a, dtype, overwrite_a, False)
         _raise_singular(f, tuple(a.shape[:-2]))
+        if not f.batched and _triangles_route(n, 1, dtype):  # the estimate's solves too
+            f = _with_rows(f)
 
         def step(y, t):
             return _solve_rhs(f, tuple(a.shape[:-2]), y, t, dtype)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..._runtime.arrays import to_host
 from ..._runtime.validation import namespace
+from ._lu_pivots import row_permutation
 from ._lu_rules import singular_error
 
 __all__ = ["permutation", "swaps", "det_from_factor", "slogdet_from_factor", "assemble",
@@ -19,24 +20,8 @@ __all__ = ["permutation", "swaps", "det_from_factor", "slogdet_from_factor", "as
 def permutation(piv):
     """``perm`` (host int64, ``(..., m)``) with ``(P A)[..., i, :] == A[..., perm[i], :]`` for
     the row swaps ``piv`` (``(..., k)``, 0-based) applied in order to ``m`` rows; ``m`` is
-    ``piv``'s length unless given by :func:`assemble`. One host loop over ``k`` steps, each a
-    vectorized swap over the batch."""
-    return _permutation(np.asarray(to_host(piv)), None)
-
-
-def _permutation(piv, m):
-    piv = piv.astype(np.int64, copy=False)
-    k = piv.shape[-1]
-    m = k if m is None else m
-    batch = piv.shape[:-1]
-    perm = np.broadcast_to(np.arange(m, dtype=np.int64), batch + (m,)).copy()
-    p2, v2 = perm.reshape(-1, m), piv.reshape(-1, k)
-    rows = np.arange(len(p2))
-    for i in range(k):
-        j = v2[:, i]
-        a, b = p2[:, i].copy(), p2[rows, j]
-        p2[:, i], p2[rows, j] = b, a
-    return perm
+    ``piv``'s length unless given by :func:`assemble` (:func:`._lu_pivots.row_permutation`)."""
+    return row_permutation(np.asarray(to_host(piv)))
 
 
 def swaps(piv, xp):
@@ -79,7 +64,7 @@ def assemble(lu, piv, permute_l, p_indices, real_dtype):
     k = min(m, n)
     low = xp.tril(lu[..., :, :k], -1) + xp.eye(m, k, dtype=lu.dtype)
     up = xp.triu(lu[..., :k, :])
-    perm = _permutation(np.asarray(to_host(piv)), m)
+    perm = row_permutation(np.asarray(to_host(piv)), m)
     p = np.argsort(perm, axis=-1).astype(np.int32)  # A = L[p] U
     if permute_l:
         idx = xp.asarray(np.broadcast_to(p[..., None], p.shape + (k,)).astype(np.int64))

@@ -218,7 +218,40 @@ def test_emulated_routes(emu, rng, batch):
     assert np.allclose(x, np.linalg.solve(a, b))
     batched = len(batch) and batch[0] > 1  # the route table's getrf rows
     assert CALLS["getrf_batched" if batched else "getrf"] >= 1
-    assert CALLS["getrs_batched" if batched else "getrs"] >= 1
+    if batched:
+        assert CALLS["getrs_batched"] >= 1
+    else:  # decomp's triangular kernels take few right-hand sides; off, getrs does
+        kernels = _lu_cuda._triangles_route(9, 2, np.dtype(np.float64))
+        assert (CALLS["getrs"] == 0) if kernels else (CALLS["getrs"] >= 1)
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_emulated_lu_solve_by_triangles_or_getrs(emu, rng, dtype, trans, kernels):
+    """``lu_solve`` through the permutation and the two triangles of the packed factor (decomp's
+    triangular kernels) equals SciPy's, as ``getrs`` does with the kernels off; a zero on
+    ``U``'s diagonal goes to ``getrs`` (SciPy's inf / NaN, no error)."""
+    a = _well(rng, (9, 9), dtype)
+    a[[0, 5]] = a[[5, 0]]  # pivots that move rows
+    b = random(rng, (9, 3), dtype)
+    lu_, piv = scipy.linalg.lu_factor(a)
+    want = scipy.linalg.lu_solve((lu_, piv), b, trans=trans)
+    with gpulinalg.config_context(custom_kernels=kernels):
+        CALLS.clear()
+        got = plain(_lu_cuda.lu_solve(dev(lu_), dev(piv.astype(np.int32)), dev(b), trans,
+                                      False, np.dtype(dtype), False))
+        by_triangles = _lu_cuda._triangles_route(9, 3, np.dtype(dtype))
+        assert by_triangles is kernels
+        assert CALLS["getrs"] == (0 if by_triangles else 1)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        singular = lu_.copy()
+        singular[4, 4] = 0.0
+        with np.errstate(all="ignore"):
+            want = scipy.linalg.lu_solve((singular, piv), b, trans=trans)
+        got = plain(_lu_cuda.lu_solve(dev(singular), dev(piv.astype(np.int32)), dev(b), trans,
+                                      False, np.dtype(dtype), False))
+        assert not np.isfinite(got).all() and not np.isfinite(want).all()
 
 
 def test_emulated_in_place_and_pivot_check(emu, rng):
