@@ -96,6 +96,19 @@ VECTOR_CHECKS = {  # eigenvectors of subsets and of generalized problems, trunca
                                   [(4, 7)]),
 }
 
+LU_RECTANGULAR = {  # wide and tall: torch's linalg_lu_backward beyond the square case
+    "lu_wide": (lambda x: decomp.lu(x)[1:], [(3, N)]),
+    "lu_tall": (lambda x: decomp.lu(x)[1:], [(N, 3)]),
+    "lu_wide_permute_l": (lambda x: decomp.lu(x, permute_l=True), [(3, N)]),
+    "lu_tall_permute_l": (lambda x: decomp.lu(x, permute_l=True), [(N, 3)]),
+    "lu_wide_p_indices_batch": (lambda x: decomp.lu(x, p_indices=True)[1:], [(2, 3, N)]),
+    "lu_tall_p_indices_batch": (lambda x: decomp.lu(x, p_indices=True)[1:], [(2, N, 3)]),
+    "lu_tall_only_u": (lambda x: decomp.lu(x)[2], [(N, 3)]),
+    "lu_wide_only_l": (lambda x: decomp.lu(x)[1], [(3, N)]),
+    "lu_factor_wide": (lambda x: decomp.lu_factor(x)[0], [(3, N)]),
+    "lu_factor_tall_batch": (lambda x: decomp.lu_factor(x)[0], [(2, N, 3)]),
+}
+
 CHECKS = {  # name: (function of the inputs, input shapes)
     "cholesky": (lambda x: decomp.cholesky(_spd(x)), [(N, N)]),
     "cholesky_lower": (lambda x: decomp.cholesky(_spd(x), lower=True), [(N, N)]),
@@ -142,6 +155,7 @@ CHECKS = {  # name: (function of the inputs, input shapes)
                        [(2, N, N), (N,)]),
     "lu": (lambda x: decomp.lu(x)[1:], [(N, N)]),
     "lu_permute_l": (lambda x: decomp.lu(x, permute_l=True), [(N, N)]),
+    **LU_RECTANGULAR,
     "eigvalsh_subset": (lambda x: decomp.eigvalsh(x + x.mH, subset_by_index=[1, 3]), [(N, N)]),
     "eigvalsh_generalized": (lambda x, y: decomp.eigh(x + x.mH, _spd(y), subset_by_index=[0, 2])[0],
                              [(N, N), (N, N)]),
@@ -171,10 +185,11 @@ def test_gradgradcheck(name, device):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
-@pytest.mark.parametrize("name", sorted(VECTOR_CHECKS) + ["eigh_generalized_type1"])
+@pytest.mark.parametrize("name", sorted(VECTOR_CHECKS) + sorted(LU_RECTANGULAR)
+                         + ["eigh_generalized_type1"])
 def test_gradgradcheck_of_vectors(name, dtype, device):
-    """The backward through the whole spectrum (subsets, truncated_svd) and the generalized
-    problem's reduction are differentiable again."""
+    """The backward through the whole spectrum (subsets, truncated_svd), the generalized
+    problem's reduction and a wide or tall LU's solves are differentiable again."""
     fn, shapes = CHECKS[name]
     inputs = tuple(_rand(*s, dtype=dtype, device=device) for s in shapes)
     assert gradgradcheck(fn, inputs)
@@ -200,6 +215,18 @@ SAME_AS_TORCH = {  # name: (gpulinalg, torch.linalg), the same function of one i
     "svd": (lambda x: tuple(decomp.svd(x, full_matrices=False)),
             lambda x: tuple(torch.linalg.svd(x, full_matrices=False))),
     "lu": (lambda x: decomp.lu(x)[1:], lambda x: torch.linalg.lu(x)[1:]),
+    "lu_wide": (lambda x: decomp.lu(x[:3])[1:], lambda x: torch.linalg.lu(x[:3])[1:]),
+    "lu_tall": (lambda x: decomp.lu(x[:, :3])[1:], lambda x: torch.linalg.lu(x[:, :3])[1:]),
+    "lu_wide_permute_l": (lambda x: decomp.lu(x[:3], permute_l=True),
+                          lambda x: (lambda p, l, u: (p @ l, u))(*torch.linalg.lu(x[:3]))),
+    "lu_tall_permute_l": (lambda x: decomp.lu(x[:, :3], permute_l=True),
+                          lambda x: (lambda p, l, u: (p @ l, u))(*torch.linalg.lu(x[:, :3]))),
+    "lu_tall_p_indices": (lambda x: decomp.lu(x[:, :3], p_indices=True)[1:],
+                          lambda x: torch.linalg.lu(x[:, :3])[1:]),
+    "lu_factor_wide": (lambda x: decomp.lu_factor(x[:3])[0],
+                       lambda x: torch.linalg.lu_factor(x[:3])[0]),
+    "lu_factor_tall": (lambda x: decomp.lu_factor(x[:, :3])[0],
+                       lambda x: torch.linalg.lu_factor(x[:, :3])[0]),
     "solve_triangular": (
         lambda x: decomp.solve_triangular(_well(x), x[:, :2], lower=True),
         lambda x: torch.linalg.solve_triangular(_well(x).tril(), x[:, :2], upper=False)),
@@ -262,7 +289,6 @@ UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never deta
     "qr_pivoting": lambda x: decomp.qr(x, pivoting=True),
     "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
     "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
-    "lu_rectangular": lambda x: decomp.lu(x[:, :3]),
     "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
     "matmul_alpha": lambda x: dense.matmul(x, x, alpha=2.0),
 }
@@ -361,3 +387,18 @@ def test_torch_compile_breaks_the_graph_at_gpulinalg_calls():
     g_eager, = torch.autograd.grad(f(x), x)
     assert torch.allclose(g_compiled, g_eager, rtol=1e-12, atol=1e-12)
     assert torch.allclose(compiled(x), f(x))
+
+
+@pytest.mark.parametrize("shape", [(3, N), (N, 3), (2, N, 3)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "complex128"])
+def test_rectangular_lu_with_gradients_gives_the_same_factors(shape, dtype, device):
+    """The call that carries the gradient returns what the call without one does: ``P`` real
+    and ``m x m``, ``L`` ``m x k``, ``U`` ``k x n``, the same pivots."""
+    x = _rand(*shape, dtype=dtype, device=device)
+    for kwargs in (dict(), dict(p_indices=True), dict(permute_l=True)):
+        ours, plain = decomp.lu(x, **kwargs), decomp.lu(x.detach(), **kwargs)
+        for u, v in zip(ours, plain):
+            assert u.dtype == v.dtype and u.shape == v.shape and torch.equal(u.detach(), v)
+    lu, piv = decomp.lu_factor(x)
+    lu0, piv0 = decomp.lu_factor(x.detach())
+    assert lu.grad_fn is not None and torch.equal(lu.detach(), lu0) and torch.equal(piv, piv0)

@@ -1,15 +1,22 @@
-"""Gradients of the LU family's ``solve``, ``inv``, ``det`` and ``slogdet`` for torch tensors
-(the rules of :mod:`gpulinalg._runtime.gradients`): torch.linalg's formulas, the solves and
-inverses on this family's own engines.
+"""Gradients of the LU family's ``solve``, ``inv``, ``det``, ``slogdet``, ``lu_factor``,
+``lu_solve`` and ``lu`` for torch tensors (the rules of :mod:`gpulinalg._runtime.gradients`):
+torch.linalg's formulas, the solves and inverses on this family's own engines.
+
+``lu`` and ``lu_factor`` take square, wide and tall matrices: torch's ``linalg_lu_backward``
+(and ``lu_factor_ex_backward``'s split of the packed factor), its triangular solves through
+:func:`~gpulinalg.decomp.solve_triangular`, so the backward is differentiable again.
 
 ``assume_a`` decides what the gradient of ``a`` holds: a triangular, diagonal or banded
 structure the entries the call reads; "pos", "her" and "sym" a Hermitian (symmetric) gradient,
 as torch.linalg differentiates over Hermitian matrices."""
 
+import numpy as np
+
+from ..._runtime.arrays import to_host
 from ..._runtime.gradients import FUNCTIONS, as_tensors, bound, call, rule, unbroadcast
 from ..triangular._triangular_grad import by_trans, from_op, solve_backward
 from ._lu_rules import SOLVE_STRUCTURES
-from ._lu_xp import permutation
+from ._lu_pivots import row_permutation
 
 __all__ = ["project"]
 
@@ -140,11 +147,11 @@ def _slogdet(fn, *args, **kwargs):
     return SlogdetResult(sign, logabs)
 
 
-def _rows(piv):
+def _rows(piv, m):
     """``perm`` with ``a[perm] = L U`` from LAPACK's row interchanges ``piv`` (0-based, as
-    SciPy's ``lu_factor``), on ``piv``'s device."""
+    SciPy's ``lu_factor``) applied to ``m`` rows, on ``piv``'s device."""
     import torch
-    return torch.as_tensor(permutation(piv), device=piv.device)
+    return torch.as_tensor(row_permutation(np.asarray(to_host(piv)), m), device=piv.device)
 
 
 def _unpermute(x, perm):
@@ -162,35 +169,71 @@ def _rows_of(p_indices):
     return p_indices.long().argsort(dim=-1)
 
 
-def _factor_grad(low, up, gl, gu):
-    """The gradient of ``P^T a`` from those of its unit lower ``L`` and upper ``U`` factors
-    (square): ``L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H``, torch.linalg.lu's."""
+def _right_solve_h(up, x):
+    """``x U^-H`` (``U`` upper triangular) through ``solve_triangular``."""
     solve = FUNCTIONS["decomp.solve_triangular"]
-    x = 0
-    if gl is not None:
-        x = x + (low.mH @ gl).tril(-1)
-    if gu is not None:
-        x = x + (gu @ up.mH).triu()
-    x = solve(up, x.mH, lower=False, check_finite=False).mH
+    return solve(up, x.mH, lower=False, check_finite=False).mH
+
+
+def _left_solve_h(low, x):
+    """``L^-H x`` (``L`` unit lower triangular) through ``solve_triangular``."""
+    solve = FUNCTIONS["decomp.solve_triangular"]
     return solve(low, x, trans=2, lower=True, unit_diagonal=True, check_finite=False)
 
 
-def _split(lu):
+def _factor_grad(low, up, gl, gu):
+    """The gradient of ``P^T a`` (``m x n``) from those of its unit lower ``L`` (``m x k``) and
+    upper ``U`` (``k x n``) factors, ``k = min(m, n)``: torch's ``linalg_lu_backward``. Square:
+    ``L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H``. Wide (``U = (U1 | U2)``):
+    ``L^-H ((tril(L^H gL - triu(gU) U^H, -1) U1^-H + triu(gU1)) | gU2)``. Tall
+    (``L = (L1; L2)``): ``((L1^-H triu(gU U^H - L^H tril(gL, -1)) + tril(gL1, -1)); gL2)
+    U^-H``. ``gl`` or ``gu`` may be ``None`` (not both)."""
     import torch
-    eye = torch.eye(lu.shape[-1], dtype=lu.dtype, device=lu.device)
-    return lu.tril(-1) + eye, lu.triu()
+    m, n = low.shape[-2], up.shape[-1]
+    k = min(m, n)
+    if m == n:
+        x = 0
+        if gl is not None:
+            x = x + (low.mH @ gl).tril(-1)
+        if gu is not None:
+            x = x + (gu @ up.mH).triu()
+        return _left_solve_h(low, _right_solve_h(up, x))
+    if m < n:  # wide: the extra columns U2 take gU2 through L^-H only
+        x = low.mH @ gl if gl is not None else 0
+        if gu is not None:
+            x = x - gu.triu() @ up.mH
+        x = _right_solve_h(up[..., :k], x.tril(-1))
+        if gu is not None:
+            x = torch.cat([x + gu[..., :k].triu(), gu[..., k:]], dim=-1)
+        x = _left_solve_h(low, x)
+        if gu is None:
+            x = torch.cat([x, x.new_zeros(x.shape[:-1] + (n - k,))], dim=-1)
+        return x
+    # tall: the extra rows L2 take gL2 through U^-H only
+    x = gu @ up.mH if gu is not None else 0
+    if gl is not None:
+        x = x - low.mH @ gl.tril(-1)
+    x = _left_solve_h(low[..., :k, :], x.triu())
+    if gl is not None:
+        x = torch.cat([x + gl[..., :k, :].tril(-1), gl[..., k:, :]], dim=-2)
+    x = _right_solve_h(up, x)
+    if gl is None:
+        x = torch.cat([x, x.new_zeros(x.shape[:-2] + (m - k, k))], dim=-2)
+    return x
 
 
-def _square(a, op):
-    if a.shape[-1] != a.shape[-2]:
-        raise NotImplementedError(f"{op}: gradients of a non-square LU are not supported; "
-                                  "call it on tensors that do not require grad")
+def _split(lu):
+    """The unit lower ``L`` (``m x k``) and upper ``U`` (``k x n``) packed in ``lu``."""
+    import torch
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    eye = torch.eye(m, k, dtype=lu.dtype, device=lu.device)
+    return lu[..., :k].tril(-1) + eye, lu[..., :k, :].triu()
 
 
 @rule("decomp.lu_factor")
 def _lu_factor(fn, *args, **kwargs):
     p = bound(fn, args, kwargs)
-    _square(p["a"], "decomp.lu_factor")
     kept = {}
 
     def forward(a):
@@ -203,7 +246,9 @@ def _lu_factor(fn, *args, **kwargs):
         if g is None:
             return (None,)
         low, up = _split(lu)
-        return (_unpermute(_factor_grad(low, up, g.tril(-1), g.triu()), _rows(kept["piv"])),)
+        k = min(lu.shape[-2:])  # lu_factor_ex's: L's gradient from the first k columns, U's rows
+        g = _factor_grad(low, up, g[..., :k].tril(-1), g[..., :k, :].triu())
+        return (_unpermute(g, _rows(kept["piv"], lu.shape[-2])),)
     return call(forward, backward, p["a"])[0], kept["piv"]
 
 
@@ -226,7 +271,7 @@ def _lu_solve(fn, *args, **kwargs):
         solve = by_trans(lambda g, t: fn((lu, piv), g, trans=t, check_finite=False), trans)
         gb, gop = solve_backward(x, b, gx, solve)
         low, up = _split(lu)
-        g = _permute(from_op(gop, trans), _rows(piv))  # the gradient of P^T a = L U
+        g = _permute(from_op(gop, trans), _rows(piv, lu.shape[-2]))  # the gradient of P^T a = L U
         g_lu = (g @ up.mH).tril(-1) + (low.mH @ g).triu()
         return unbroadcast(g_lu, lu.shape), unbroadcast(gb, b.shape)
     return call(forward, backward, lu, b)[0]
@@ -235,7 +280,6 @@ def _lu_solve(fn, *args, **kwargs):
 @rule("decomp.lu")
 def _lu(fn, *args, **kwargs):
     p = bound(fn, args, kwargs)
-    _square(p["a"], "decomp.lu")
     permute_l, p_indices = bool(p["permute_l"]), bool(p["p_indices"])
     kept = {}
 
@@ -257,5 +301,6 @@ def _lu(fn, *args, **kwargs):
     if p_indices:
         return kept["perm"], low, up
     import torch
-    eye = torch.eye(low.shape[-1], dtype=low.dtype, device=low.device)
-    return _unpermute(eye.expand(low.shape).contiguous(), perm), low, up
+    m = low.shape[-2]  # P is m x m and real, as the call without grad returns it
+    eye = torch.eye(m, dtype=low.real.dtype, device=low.device)
+    return _unpermute(eye.expand(low.shape[:-1] + (m,)).contiguous(), perm), low, up
