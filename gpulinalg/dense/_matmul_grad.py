@@ -1,14 +1,28 @@
-"""The gradient of :func:`~gpulinalg.dense.matmul` for torch tensors (the rule of
-:mod:`gpulinalg._runtime.gradients`): the backward is :func:`~gpulinalg.dense.matmul_backward`
-(cuBLASLt's DRELU/DGELU and BGRAD epilogs on the GPU) from the forward's aux.
+"""The gradients of :func:`~gpulinalg.dense.matmul` and :func:`~gpulinalg.dense.matmul_backward`
+for torch tensors (the rules of :mod:`gpulinalg._runtime.gradients`).
 
-Real dtypes, ``alpha = 1`` and no ``c``; other calls raise ``NotImplementedError`` when grad is
-required. When the backward is itself recorded (``create_graph=True``: double backward,
-``gradgradcheck``), it is computed from differentiable pieces instead: the pre-activation
-recomputed by :func:`~gpulinalg.dense.matmul`, torch's own activation derivative (ReLU; GELU in
-its tanh form, as cuBLASLt's and the CPU engine's), and the products by ``matmul`` again."""
+``matmul``: the backward is :func:`~gpulinalg.dense.matmul_backward` (cuBLASLt's DRELU/DGELU and
+BGRAD epilogs on the GPU) from the forward's aux. Real dtypes, ``alpha = 1`` and no ``c``; other
+calls raise ``NotImplementedError`` when grad is required. When the backward is itself recorded
+(``create_graph=True``: double backward, ``gradgradcheck``), it is computed from differentiable
+pieces instead: the pre-activation recomputed by :func:`~gpulinalg.dense.matmul`, torch's own
+activation derivative (ReLU; GELU in its tanh form, as cuBLASLt's and the CPU engine's), and the
+products by ``matmul`` again.
 
-from .._runtime.gradients import FUNCTIONS, bound, call, rule, unbroadcast
+``matmul_backward``: its results ``grad_a = dz b^T``, ``grad_b = a^T dz`` and ``grad_bias`` (the
+sums of ``dz``), ``dz = g * act'(z)``, are differentiated with respect to the upstream gradient
+``g`` (or the pair ``(g, w)`` that stands for ``g @ w``), ``a`` and ``b``, the activation's
+derivative ``act'(z)`` read from ``aux`` and held constant (``aux`` is data: ReLU's mask is
+piecewise constant; a GELU pre-activation that requires grad raises). The backward is made of
+``matmul`` products and torch's elementwise operations, so it is differentiable again. Real
+dtypes only, as ``matmul``'s rule."""
+
+import functools
+import operator
+
+from .._runtime.gradients import FUNCTIONS, as_tensor, bound, call, rule, unbroadcast
+from ._epilogs_xp import gelu_grad, preactivation, relu_mask
+from ._results import Gradients
 
 __all__: list[str] = []
 
@@ -73,3 +87,83 @@ def _matmul(fn, *args, **kwargs):
         return (ga, gb) + ((gbias,) if len(ins) == 3 else ())
     out = call(forward, backward, a, b, *(() if bias is None else (bias,)))[0]
     return (out, kept["aux"]) if p["return_aux"] else out
+
+
+def _unpack_bits(packed, rows):
+    """``uint8`` ``(..., C, P)`` -> boolean ``(..., C, rows)`` (least significant bit first,
+    cuBLASLt's order) for a torch tensor."""
+    import torch
+    shifts = torch.arange(8, dtype=torch.uint8, device=packed.device)
+    bits = (packed[..., None] >> shifts) & 1
+    return bits.reshape(*packed.shape[:-1], -1)[..., :rows].bool()
+
+
+def _derivative(aux, act, like):
+    """``act'(z)`` in ``like``'s dtype and on its device, NumPy-shaped ``(..., M, N)``, from the
+    forward's aux (a constant: no graph)."""
+    import torch
+    data = as_tensor(aux.data, like).detach()
+    aux = aux._replace(data=data)
+    if act == "relu":
+        return relu_mask(aux, torch, _unpack_bits).to(like.dtype)
+    z = preactivation(aux, torch)
+    wide = torch.float32 if z.dtype in (torch.float16, torch.bfloat16) else z.dtype
+    return gelu_grad(z.to(wide), torch).to(like.dtype)
+
+
+def _backward_refusal(p):
+    """Why a ``matmul_backward`` call cannot carry gradients (``None`` when it can)."""
+    grad_out, aux, act = p["grad_out"], p["aux"], p["activation"]
+    parts = tuple(grad_out) if isinstance(grad_out, (tuple, list)) else (grad_out,)
+    if any(getattr(x, "is_complex", lambda: False)() for x in (*parts, p["a"], p["b"])):
+        return "complex inputs"
+    if act == "gelu" and getattr(getattr(aux, "data", None), "requires_grad", False):
+        return ("an aux whose GELU pre-activation requires grad (the rule holds aux constant; "
+                "pass aux.data.detach(), or differentiate dense.matmul itself)")
+    return None
+
+
+@rule("dense.matmul_backward")
+def _matmul_backward(fn, *args, **kwargs):
+    p = bound(fn, args, kwargs)
+    why = _backward_refusal(p)
+    if why is not None:
+        raise NotImplementedError(
+            f"dense.matmul_backward: gradients are not supported with {why}; call it on "
+            "tensors that do not require grad")
+    act, aux, bias = p["activation"], p["aux"], p["bias"]
+    options = dict(compute_type=p["compute_type"], autotune=p["autotune"])
+    product = FUNCTIONS["dense.matmul"]
+    g = p["grad_out"]
+    if isinstance(g, (tuple, list)):  # dL/dOut = g @ w: its own product carries (g, w)'s graph
+        g = product(g[0], g[1], **options)
+    like = next(x for x in (g, p["a"], p["b"]) if hasattr(x, "requires_grad"))
+    g, a, b = (as_tensor(x, like) for x in (g, p["a"], p["b"]))
+
+    def forward(g, a, b):
+        grads = fn(g, a, b, aux=aux, activation=act, bias=bias, **options)
+        return tuple(grads) if grads.grad_bias is not None else tuple(grads[:2])
+
+    def backward(ins, outs, grads):
+        g, a, b = ins
+        gga, ggb = grads[:2]
+        ggbias = grads[2] if len(grads) == 3 else None
+        d = None if act is None else _derivative(aux, act, g)
+        dz = g if d is None else g * d
+        # the cotangent of dz: grad_a = dz b^T, grad_b = a^T dz, grad_bias = sum(dz) transposed
+        parts = []
+        if gga is not None:
+            parts.append(product(gga, b, **options))
+        if ggb is not None:
+            parts.append(product(a, ggb, **options))
+        if ggbias is not None:
+            parts.append(ggbias)  # (N,) or (M, 1): broadcast over dz's rows or columns
+        grad_g = None
+        if parts:
+            gdz = functools.reduce(operator.add, parts).expand(g.shape)
+            grad_g = gdz if d is None else gdz * d
+        grad_a = None if ggb is None else unbroadcast(product(dz, ggb.mT, **options), a.shape)
+        grad_b = None if gga is None else unbroadcast(product(gga.mT, dz, **options), b.shape)
+        return grad_g, grad_a, grad_b
+    outs = call(forward, backward, g, a, b)
+    return Gradients(outs[0], outs[1], outs[2] if len(outs) == 3 else None)

@@ -1,6 +1,8 @@
 """Gradients of torch tensors through ``dense.matmul`` (bias, ReLU, GELU; the backward on
-``matmul_backward``, recorded from differentiable pieces for double backward): ``gradcheck`` and
-``gradgradcheck`` in float64 on CPU tensors and CUDA tensors (``gpu``)."""
+``matmul_backward``, recorded from differentiable pieces for double backward) and through
+``dense.matmul_backward`` itself (of the upstream gradient, ``a`` and ``b``, the activation's
+derivative held at the aux): ``gradcheck`` and ``gradgradcheck`` in float64 on CPU tensors and
+CUDA tensors (``gpu``), the same gradients as torch's own linear layer."""
 
 import pytest
 
@@ -102,3 +104,112 @@ def test_matmul_unsupported_refuses(kwargs):
         kwargs = dict(kwargs, c=torch.ones(4, 5, dtype=torch.float64))
     with pytest.raises(NotImplementedError, match="alpha"):
         dense.matmul(a, b, **kwargs)
+
+
+# (bias shape of the forward, matmul_backward's bias flag): bias=True follows the aux's form
+BIASES = {"none": (None, False), "row": ((5,), True), "column": ((4, 1), "column"),
+          "column_from_aux": ((4, 1), True)}
+
+
+def _backward_case(device, activation, bias_name, a_shape=(4, 3), b_shape=(3, 5)):
+    """``(g, a, b)`` that require grad and ``matmul_backward`` of them, the aux made by the
+    forward of detached copies (data, as a training step's)."""
+    bias_shape, flag = BIASES[bias_name]
+    a, b = _rand(*a_shape, device=device), _rand(*b_shape, device=device)
+    bias = None if bias_shape is None else _rand(*bias_shape, device=device).detach()
+    out, aux = dense.matmul(a.detach(), b.detach(), bias=bias, activation=activation,
+                            return_aux=True)
+    g = _rand(*out.shape, device=device)
+
+    def fn(g, a, b):
+        grads = dense.matmul_backward(g, a, b, aux=aux, activation=activation, bias=flag)
+        return tuple(x for x in grads if x is not None)
+    return fn, (g, a, b), bias
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bias_name", sorted(BIASES))
+def test_matmul_backward_gradcheck(device, activation, bias_name):
+    fn, inputs, _ = _backward_case(device, activation, bias_name)
+    assert all(x.grad_fn is not None for x in fn(*inputs))
+    assert gradcheck(fn, inputs)
+    assert gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("shapes", [((2, 4, 3), (3, 5)), ((4, 3), (2, 3, 5))])
+def test_matmul_backward_broadcast_batch_gradgradcheck(device, shapes):
+    fn, inputs, _ = _backward_case(device, "gelu", "column", *shapes)
+    assert gradcheck(fn, inputs)
+    assert gradgradcheck(fn, inputs)
+
+
+def test_matmul_backward_pair_gradcheck(device):
+    """``grad_out=(g, w)`` stands for ``g @ w``: gradients of ``g`` and ``w`` too."""
+    fn, (_, a, b), _ = _backward_case(device, "relu", "row")
+    g, w = _rand(4, 2, device=device), _rand(2, 5, device=device)
+    assert gradcheck(lambda g, w, a, b: fn((g, w), a, b), (g, w, a, b))
+    assert gradgradcheck(lambda g, w, a, b: fn((g, w), a, b), (g, w, a, b))
+
+
+def _torch_backward(g, a, b, bias, activation, held):
+    """The gradients of torch's own ``act(a @ b + bias)`` linear layer (GELU's tanh form),
+    recorded: torch's activation backward at the pre-activation, which ``held`` detaches (the
+    derivative a given aux fixes) or keeps a function of ``a`` and ``b`` (torch's full double
+    backward)."""
+    if bias is not None:  # its gradient is a result, not a leaf of the loss
+        bias = bias.detach().requires_grad_()
+    inputs = (a, b) + (() if bias is None else (bias,))
+    z = a @ b + (0 if bias is None else bias)
+    if held:
+        z = z.detach().requires_grad_()
+        inputs = (z,)
+    out = z if activation is None else (torch.relu(z) if activation == "relu" else
+                                        torch.nn.functional.gelu(z, approximate="tanh"))
+    grads = torch.autograd.grad(out, inputs, g, create_graph=True)
+    if not held:
+        return grads
+    dz, = grads
+    gbias = () if bias is None else (dz.sum(0) if bias.dim() == 1 else dz.sum(1, keepdim=True),)
+    return (dz @ b.mT, a.mT @ dz) + gbias
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bias_name", ["none", "row", "column"])
+def test_matmul_backward_same_gradients_as_torch(device, activation, bias_name):
+    """The gradients of a loss of ``matmul_backward``'s results: those of torch's linear
+    layer's backward with the activation's derivative held (of ``g``, ``a``, ``b``); of ``g``
+    those of torch's full double backward too (the derivative does not depend on ``g``)."""
+    fn, (g, a, b), bias = _backward_case(device, activation, bias_name)
+
+    def loss(grads):
+        return sum((x ** 2).sum() for x in grads)
+    ours = torch.autograd.grad(loss(fn(g, a, b)), (g, a, b))
+    held = torch.autograd.grad(loss(_torch_backward(g, a, b, bias, activation, True)), (g, a, b))
+    for x, y in zip(ours, held):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
+    full = torch.autograd.grad(loss(_torch_backward(g, a, b, bias, activation, False)), g)[0]
+    ours_g = torch.autograd.grad(loss(fn(g, a, b)), g)[0]
+    assert torch.allclose(ours_g, full, rtol=1e-10, atol=1e-10 * float(full.abs().max()))
+
+
+def test_matmul_backward_refuses_a_pre_activation_that_requires_grad(device):
+    """GELU's aux holds ``z``, on which ``matmul_backward``'s results depend: its gradient is
+    not computed, so the call refuses instead of dropping it."""
+    fn, (g, a, b), _ = _backward_case(device, "gelu", "row")
+    _, aux = dense.matmul(a, b, bias=torch.ones(5, dtype=a.dtype, device=device),
+                          activation="gelu", return_aux=True)
+    live = aux._replace(data=aux.data.detach().requires_grad_())
+    with pytest.raises(NotImplementedError, match="pre-activation requires grad"):
+        dense.matmul_backward(g, a, b, aux=live, activation="gelu", bias=True)
+    grads = dense.matmul_backward(g, a, b, aux=live._replace(data=live.data.detach()),
+                                  activation="gelu", bias=True)
+    assert grads.grad_a.grad_fn is not None
+
+
+def test_matmul_backward_complex_refuses():
+    a = _rand(4, 3, device="cpu").detach().to(torch.complex128).requires_grad_()
+    b = torch.ones(3, 5, dtype=torch.complex128)
+    with pytest.raises(NotImplementedError, match="complex"):
+        dense.matmul_backward(torch.ones(4, 5, dtype=torch.complex128), a, b)
+    with torch.no_grad():  # without a graph to keep, the call runs
+        dense.matmul_backward(torch.ones(4, 5, dtype=torch.complex128), a, b)
