@@ -54,7 +54,7 @@ def _any_requires_grad(values) -> bool:
     for v in values:
         if getattr(v, "requires_grad", False) is True:
             return True
-        if type(v) in (tuple, list) and _any_requires_grad(v):
+        if isinstance(v, (tuple, list)) and _any_requires_grad(v):  # NamedTuples (aux) too
             return True
     return False
 

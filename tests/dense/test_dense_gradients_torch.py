@@ -204,6 +204,10 @@ def test_matmul_backward_refuses_a_pre_activation_that_requires_grad(device):
     grads = dense.matmul_backward(g, a, b, aux=live._replace(data=live.data.detach()),
                                   activation="gelu", bias=True)
     assert grads.grad_a.grad_fn is not None
+    with pytest.raises(NotImplementedError, match="pre-activation requires grad"):
+        # the aux alone requires grad: seen inside its NamedTuple, refused as well
+        dense.matmul_backward(g.detach(), a.detach(), b.detach(), aux=live,
+                              activation="gelu", bias=True)
 
 
 def test_matmul_backward_complex_refuses():
