@@ -67,6 +67,7 @@ SINGLE = [("qr", 100000, 500), ("cholesky", 1, 8192)]
 ROUTES = [("potrf", 200, 512), ("potrf", 8, 1024), ("potrf", 8, 2048), ("potrf", 64, 128),
           ("potrf", 64, 256), ("potrf", 16, 1024), ("potrf", 16, 768), ("potrf", 8, 512),
           ("potrf", 512, 128), ("potrf", 1024, 32), ("potrf", 4096, 64), ("potrf", 4096, 8),
+          ("potrf", 256, 128), ("potrf", 384, 128), ("potrf", 1024, 128),  # fused to batched
           ("trsm", 4096, 64), ("trsm", 4096, 8),
           ("trsm", 200, 512), ("trsm", 8, 1024), ("trsm", 8, 2048), ("trsm", 64, 256),
           ("trsm", 2, 2048), ("trsm", 16, 4096),
@@ -217,8 +218,8 @@ def _case(cp, torch, op, batch, n, dtype, rng, budget, rows):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-#: Rows of the paired section: the grid rows whose runs moved the most between runs, and the
-#: stacks of order 128 on either side of the table's fused-to-blocked limits (133 and 384).
+#: Rows of the paired section: the grid rows whose runs moved the most between runs, and
+#: stacks of order 128 around the table's fused-to-batched limits (265 and 529 matrices).
 PAIRED = [("cholesky", 64, 256), ("cholesky", 512, 128), ("cholesky", 8, 512),
           ("cholesky", 160, 128), ("cholesky", 1024, 128)]
 
@@ -310,25 +311,18 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
     fn = _calls(cp, api, inputs, None)["ours (no check)"]
     saved = _batched_plan.TABLE[op]
     # decomp's own kernels are timed also where no row takes them yet
-    own = {"potrf": ("fused", "stream", "blocked"), "trsm": ("fused", "stream")}.get(op, ())
+    own = {"potrf": ("fused", "stream"), "trsm": ("fused", "stream")}.get(op, ())
     names = sorted({r[2] for r in saved} | {"batched", "looped"} | set(own))
     if batch == 1:  # a single matrix reads the "wide" rows only
         names = ["looped"] + (["wide"] if op == "trsm" else [])
     else:
         names = [name for name in names if name != "wide"]
-    from gpulinalg.decomp._kernels import _blocked_potrf_cuda
-    width = _blocked_potrf_cuda.BLOCK
-    # the blocked Cholesky with each width of its block columns
-    variants = [(name, width) for name in names] + (
-        [("blocked", w) for w in _blocked_potrf_cuda.BLOCKS if w != width]
-        if "blocked" in names else [])
     try:
-        for name, block in variants:
+        for name in names:
             if budget.left() <= 0:
                 break
             _batched_plan.TABLE[op] = ((float("inf"), 1, name),)
-            _blocked_potrf_cuda.BLOCK = block
-            label = f"route={name}" + (f" (block {block})" if block != width else "")
+            label = f"route={name}"
             try:
                 timing, _ = _measured(fn, budget)
                 rows.append(row(SUITE, f"route {op} {batch}x{n}^2 {dtype}", label,
@@ -338,7 +332,6 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
                                    f"failed: {type(exc).__name__}: {exc}"[:300]))
     finally:
         _batched_plan.TABLE[op] = saved
-        _blocked_potrf_cuda.BLOCK = width
     from gpulinalg.decomp.cholesky import _cholesky_cuda
     from gpulinalg.decomp.triangular import _triangular_cuda
     if op == "trsm":
@@ -347,7 +340,7 @@ def _route_case(cp, op, batch, n, dtype, rng, budget, rows):
         table_route = _cholesky_cuda.own_route(n, batch, dtype)
     else:
         table_route = _batched_plan.route(op, n, batch, dtype=dtype)
-    for r in rows[-len(variants):]:
+    for r in rows[-len(names):]:
         if r.get("impl", "").startswith("route=") and r.get("op") == op:
             r["table_route"] = table_route
     cp.get_default_memory_pool().free_all_blocks()

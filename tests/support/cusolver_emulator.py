@@ -114,12 +114,9 @@ class _Raw:
         _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
                         "gl_flag_flat", "gl_stream_trsm", "gl_wide_trsm",
-                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd",
-                        "gl_blocked_panel"):
+                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
-        self.defines = dict(o[2:].split("=", 1) for o in options
-                            if o.startswith("-D") and "=" in o)
 
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_potrf_codes":
@@ -138,9 +135,6 @@ class _Raw:
             return self._signs(grid, block, args)
         if self.name == "gl_small_potrf":
             return _fused_emulator.small_potrf(CALLS, grid, args)
-        if self.name == "gl_blocked_panel":
-            return _fused_emulator.blocked_panel(CALLS, grid, block, args,
-                                                 int(self.defines["NB"]))
         if self.name == "gl_small_trsm":
             return _fused_emulator.small_trsm(CALLS, grid, args)
         if self.name == "gl_stream_trsm":
@@ -663,7 +657,6 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "getrf_batched", _lu().getrf_batched(dt))
             setattr(self, p + "getrs_batched", _lu().getrs_batched(dt))
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
-            setattr(self, p + "gemm_strided_batched", self._gemm_strided_batched(dt))
             setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))
             setattr(self, p + "gemm", self._gemm(dt))
 
@@ -754,18 +747,6 @@ def _gemm(dtype):
     return gemm
 
 
-def _gemm_strided_batched(dtype):
-    def gemm_strided_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
-                             sc, batch):
-        CALLS["gemm_strided_batched"] += 1
-        size = np.dtype(dtype).itemsize
-        al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
-        for i in range(batch):
-            _product_into(dtype, ta, tb, m, n, k, al, a + i * sa * size, lda,
-                          b + i * sb * size, ldb, be, c + i * sc * size, ldc)
-    return gemm_strided_batched
-
-
 def _geqrf_batched(dtype):
     def geqrf_batched(h, m, n, aarray, lda, tauarray, info, batch):
         CALLS["geqrf_batched"] += 1
@@ -779,7 +760,6 @@ def _geqrf_batched(dtype):
 
 
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
-FakeCublas._gemm_strided_batched = staticmethod(_gemm_strided_batched)
 FakeCublas._rank_k = staticmethod(_rank_k)
 FakeCublas._gemm = staticmethod(_gemm)
 
@@ -791,18 +771,6 @@ def without_fused(monkeypatch):
     for op, rows in list(_batched_plan.TABLE.items()):
         monkeypatch.setitem(_batched_plan.TABLE, op,
                             tuple(r for r in rows if r[2] not in ("fused", "stream")))
-
-
-def medium_potrf_route(monkeypatch, name):
-    """Every Cholesky stack above the fused kernel's orders takes the route ``name`` of the
-    table (``"blocked"``, past the orders of its rows) where it fits, ``potrfBatched``
-    elsewhere, for one test."""
-    import math
-
-    from gpulinalg.decomp._gpu import _batched_plan
-    monkeypatch.setitem(_batched_plan.TABLE, "potrf", ((64, 2, "fused"), (math.inf, 2, name),
-                                                       (math.inf, 2, "batched"),
-                                                       (math.inf, 1, "looped")))
 
 
 def dev(x):

@@ -1,7 +1,7 @@
 """CPU emulations of decomp's fused and streamed kernels (``gl_small_potrf``, ``gl_small_qr``,
-``gl_small_trsm``, ``gl_stream_trsm``, ``gl_blocked_panel``): the results, codes and
-summaries the kernels promise, through their raw strides. ``calls``: the counter of
-``_cusolver_emulator``, which dispatches the kernels here."""
+``gl_small_trsm``, ``gl_stream_trsm``): the results, codes and summaries the kernels promise,
+through their raw strides. ``calls``: the counter of ``_cusolver_emulator``, which dispatches
+the kernels here."""
 
 import numpy as np
 
@@ -179,25 +179,3 @@ def stream_trsm(calls, grid, block, args, shared_mem):
     assert block in ((256,), (512,)) and grid[0] % groups == 0 and 1 <= kg <= 4
     assert shared_mem == n * kg * head[2].itemsize
     small_trsm(calls, (grid[0] // groups,), (*head, checks))
-
-
-def blocked_panel(calls, grid, block, args, width):
-    """The panel step of the blocked Cholesky (``_blocked_potrf_cuda``), block column ``j``
-    of ``width`` columns (the kernel's ``NB``): every panel row solves ``x L11^H =
-    a[r, j:j+width]`` against the lower triangle of the diagonal block (a zero or NaN pivot
-    gives inf/NaN, never an exception); with ``zero``, the block row right of the diagonal
-    block is zeroed."""
-    a, n, j, zero = (int(x) if np.isscalar(x) else x for x in args)
-    calls["blocked_panel"] += 1
-    nb, chunks = grid
-    rows = block[0]
-    e = j + width
-    assert block == (128,) and chunks == -(-(n - e) // rows) and 0 < e < n
-    m = _strided(a, (nb, n, n), (n * n, 1, n))
-    for b in range(nb):
-        low = np.tril(np.array(m[b, j:e, j:e]))
-        with np.errstate(all="ignore"):
-            m[b, e:, j:e] = np.linalg.solve(low.conj(), np.array(m[b, e:, j:e]).T).T \
-                if np.isfinite(low).all() and np.diag(low).all() else np.nan
-        if zero:
-            m[b, j:e, e:] = 0

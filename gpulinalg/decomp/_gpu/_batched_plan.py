@@ -49,10 +49,10 @@ Examples
 'batched'
 >>> route("potrf", 64, 4096, dtype="float64"), route("potrf", 128, 512, dtype="float32")
 ('fused', 'fused')
+>>> route("potrf", 128, 264, dtype="float64"), route("potrf", 128, 265, dtype="float64")
+('fused', 'batched')
 >>> route("potrf", 256, 64), route("potrf", 1024, 16), route("potrf", 1024, 8)
 ('batched', 'batched', 'looped')
->>> route("potrf", 256, 64, blocked=True), route("potrf", 1024, 4, blocked=True)
-('blocked', 'looped')
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
 >>> route("trsm", 4096, 1, wide=True), route("trsm", 4096, 1), route("trsm", 32768, 1, wide=True)
@@ -68,13 +68,13 @@ __all__ = ["TABLE", "LANES", "FUSED_RHS", "TALL_QR", "route", "lanes", "tall_qr"
 #: dtype is one of them) gives the route; a single matrix (``batch == 1``) is always
 #: ``"looped"`` (one call of the per-matrix routine).
 TABLE: dict[str, tuple[tuple, ...]] = {
-    # fused to 64 (128 where it beat potrfBatched), blocked 65-1024 where it fits, batched,
-    # then per-matrix Xpotrf on lanes; measured:
-    # benchmarks/results/h200-decomp-batched-2026-12-02j.json
-    "potrf": ((64, 2, "fused"), (128, 384, "blocked", ("float32",)),
-              (128, 2, "fused", ("float32", "complex64")),
-              (128, 133, "blocked"), (128, 2, "fused", ("float64",)),
-              (768, 2, "blocked"), (1024, 8, "blocked"),
+    # fused to 64, and to 128 below the stacks where potrfBatched overtook it (the kernel's
+    # time grows by a wave per 132 matrices: float64 from its third wave, float32 from its
+    # fifth), batched, then per-matrix Xpotrf on lanes; measured:
+    # benchmarks/results/h200-decomp-batched-2026-12-02h.json, -02i.json and -02j.json
+    "potrf": ((64, 2, "fused"), (128, 265, "batched", ("float64",)),
+              (128, 529, "batched", ("float32",)),
+              (128, 2, "fused", ("float32", "float64", "complex64")),
               (768, 2, "batched"), (1024, 16, "batched"), (math.inf, 1, "looped")),
     # fused to 64, streamed to 2048 (it lost at 16 x 4096^2), trsmBatched; a single matrix:
     # the wide kernel to 16384 (the largest timed); measured:
@@ -148,8 +148,7 @@ FUSED_RHS = 64
 
 
 def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
-          dtype: object = None, stream: bool = False, wide: bool = False,
-          blocked: bool = False) -> str:
+          dtype: object = None, stream: bool = False, wide: bool = False) -> str:
     """The route of ``op`` for ``batch`` matrices whose larger dimension is ``n`` (see the
     module docstring); ``"looped"`` for a single matrix. ``fused``: whether a fused kernel
     exists for the stack's order and dtype (:func:`._fused_cuda.fits`); ``rhs``: how many
@@ -158,8 +157,7 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
     streamed triangular solve takes the stack (:func:`._stream_trsm_cuda.fits`; rows
     ``"stream"`` apply only then); ``wide``: whether the wide triangular
     solve takes the single matrix (:func:`._wide_trsm_cuda.fits`; rows ``"wide"`` are the
-    only ones a single matrix reads); ``blocked``: whether the blocked Cholesky takes the
-    stack (:func:`._blocked_potrf_cuda.fits`; rows ``"blocked"`` apply only then)."""
+    only ones a single matrix reads)."""
     name_of = None if dtype is None else str(getattr(dtype, "name", dtype))
     for row in TABLE[op]:
         max_order, min_batch, name = row[:3]
@@ -167,7 +165,7 @@ def route(op: str, n: int, batch: int, fused: bool = True, rhs: int = 0,
             continue
         if name == "fused" and (not fused or rhs > FUSED_RHS):
             continue
-        if (name == "stream" and not stream) or (name == "blocked" and not blocked):
+        if name == "stream" and not stream:
             continue
         if len(row) > 3 and name_of not in row[3]:
             continue

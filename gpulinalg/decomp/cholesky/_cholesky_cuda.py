@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._runtime.kernels import POINTER, Launcher, elementwise_kernel, kernel_source, raw_kernel
 from ..._runtime.streams import op_stream
-from .._kernels import _blocked_potrf_cuda, _fused_cuda, _policy_cuda
+from .._kernels import _fused_cuda, _policy_cuda
 from .._gpu import _transpose_cuda
 from .._checks import batch_index, matrix_order, sub
 from ._cholesky_xp import failure, logdet
@@ -52,9 +52,6 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     way = plan.way if plan is not None else own_route(n, batch, dtype)
     if way == "fused":
         return _fused_factor(a, lower, overwrite_a, clean, dtype, finite)
-    if way == "blocked":
-        return _blocked_factor(a, lower, overwrite_a, clean, dtype, finite,
-                               None if plan is None else plan.copies)
     info = cupy.zeros(batch + 1, dtype=np.int32)
     slot = info[batch:] if finite else None
     w, order, zeroed, flagged = _work_copy(a, dtype, lower, overwrite_a, clean, slot)
@@ -68,37 +65,7 @@ def own_route(n, batch, dtype):
     (none where :func:`._policy_cuda.enabled` is false)."""
     on = _policy_cuda.enabled()
     return route("potrf", n, batch, fused=on and _fused_cuda.fits(n, dtype, "potrf"),
-                 dtype=dtype, blocked=on and _blocked_potrf_cuda.fits(n, dtype))
-
-
-def _blocked_factor(a, lower, overwrite_a, clean, dtype, finite, copies=None):
-    """:func:`cholesky` of a stack by the blocked factorization of :mod:`._blocked_potrf_cuda`:
-    the working copy of :func:`_work_copy` (or of the layout's kept transposing copy,
-    ``copies``: :func:`_blocked_copies`), factored in place column-major, the other
-    triangle zeroed on the way (``clean``) or, after it (the trailing updates write there),
-    given ``a``'s entries back, as the other routes leave it; one read-back. With
-    ``overwrite_a`` a ``clean`` factor takes the input's memory where its layout allows;
-    ``cho_factor``'s always goes to a copy (the input's other triangle is what it keeps)."""
-    # a clean factor's copy also flags NaN or Inf of a (SciPy's check) in the same pass
-    slot = _blocked_potrf_cuda.flag_slot(a.data.device_id) if finite and clean else None
-    if copies is not None:
-        w, order, flagged = _kept_copy(a, copies, dtype, lower, slot)
-    else:
-        w, order, _, flagged = _work_copy(a, dtype, lower, overwrite_a and clean, clean, slot)
-    m = w if order == "F" else w.swapaxes(-1, -2)  # column-major: its lower triangle
-    n = a.shape[-1]
-    block = _blocked_potrf_cuda.width(n, len(w), dtype)
-    back = _blocked_potrf_cuda.potrf(m, NONFINITE, a if finite and not flagged else None,
-                                     clean, block)
-    if not clean:
-        _restore_other_triangle(a.reshape(len(w), n, n), w, lower)
-    entry, code, flagged = _blocked_potrf_cuda.first_failure(
-        back.get(), n, block)  # the only synchronization
-    if finite and flagged:
-        raise_nonfinite("a")
-    if entry is not None:
-        _raise_failure(a, np.array([code]), lower, _shares(a, w), finite, entry)
-    return w.reshape(a.shape)
+                 dtype=dtype)
 
 
 def _fused_factor(a, lower, overwrite_a, clean, dtype, finite):
@@ -150,14 +117,12 @@ class _Plan(NamedTuple):
     """A layout's plan (:data:`_PLANS`): ``rows``, the table it was made under; ``launcher``,
     the fused or streamed kernel's :class:`~gpulinalg._runtime.kernels.Launcher` with its
     constant arguments (``None``: another route or another code path); ``flag_first``: the
-    finiteness check runs before that launch; ``way``: the route of :func:`own_route`;
-    ``copies``: the blocked route's transposing copies (:func:`_blocked_copies`) or ``None``."""
+    finiteness check runs before that launch; ``way``: the route of :func:`own_route`."""
     cupy: object
     rows: tuple
     launcher: object
     flag_first: bool
     way: str
-    copies: object
 
 
 def _layout_plan(cupy, a, lower, clean, dtype):
@@ -195,13 +160,11 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     n = a.shape[-1]
     nb = math.prod(a.shape[:-2])
     way = own_route(n, nb, dtype)
-    if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream", "blocked"):
-        return _Plan(cupy, rows, None, False, way, None)
+    if a.dtype != dtype or a.ndim < 3 or way not in ("fused", "stream"):
+        return _Plan(cupy, rows, None, False, way)
     a3 = a.reshape(nb, n, n)
     if a3.data.ptr != a.data.ptr:  # not one view: the general path copies it
-        return _Plan(cupy, rows, None, False, way, None)
-    if way == "blocked":
-        return _Plan(cupy, rows, None, False, way, _blocked_copies(cupy, a, lower, clean, dtype))
+        return _Plan(cupy, rows, None, False, way)
     w = cupy.empty(a.shape, dtype=dtype)
     if lower:
         w = w.swapaxes(-1, -2)
@@ -209,37 +172,7 @@ def _factor_plan(cupy, a, lower, clean, dtype):
     kern, grid, block, strides = _fused_cuda.launch_args("gl_small_potrf", w3, n, nb, a3, w3)
     args = (POINTER, POINTER, POINTER, np.int32(n), np.int64(nb), *strides,
             np.int32(bool(lower)), np.int32(bool(clean)), np.int32(NONFINITE))
-    return _Plan(cupy, rows, Launcher(kern, grid, block, args), way == "stream", way, None)
-
-
-def _blocked_copies(cupy, a, lower, clean, dtype):
-    """The working copy of :func:`_work_copy` for ``a``'s layout as kept launches, where it
-    is the tiled transposing one (``a``'s matrices contiguous in the other order than the
-    factorization's): ``(launcher, launcher that also flags NaN or Inf)`` of
-    :func:`._transpose_cuda.launcher`, else ``None``. A repeat then makes no views and
-    converts no arguments (about 10 us of a 0.2 ms call on the H200 host)."""
-    if not clean and _stack_view(a, "F" if lower else "C") is not None:
-        return None  # cho_factor's contiguous copy (_work_copy)
-    w = _new_work(cupy, math.prod(a.shape[:-2]), a.shape[-1], dtype, lower)
-    pair = _transposing_pair(a, w, lower)
-    if pair is None:
-        return None
-    return tuple(_transpose_cuda.launcher(*pair, zero_above=clean, flag=flag)
-                 for flag in (False, True))
-
-
-def _kept_copy(a, copies, dtype, lower, slot):
-    """``(w, order, flagged)`` of :func:`_work_copy` by the layout's kept copies (``slot``:
-    the NaN flag's int32 device slot, or ``None``)."""
-    import cupy
-    n = a.shape[-1]
-    w = _new_work(cupy, math.prod(a.shape[:-2]), n, dtype, lower)
-    stream = cupy.cuda.get_current_stream().ptr
-    if slot is None:
-        copies[0].launch(stream, a, w)
-    else:
-        copies[1].launch(stream, a, w, slot)
-    return w, "F" if lower else "C", slot is not None
+    return _Plan(cupy, rows, Launcher(kern, grid, block, args), way == "stream", way)
 
 
 def _transposing_pair(a, w, lower):
@@ -466,18 +399,6 @@ _COPY_BODY = {name.replace("zero_triangle", "copy_zero"): body.replace(
     "{ x = T(0); }", "{ x = T(0); } else { x = (T)a; }") for name, body in _ZERO_BODY.items()}
 _COPY_FLAG_BODY = {name: "if (!gl_fin(a)) flag[0] = 1; " + body
                    for name, body in _COPY_BODY.items()}
-#: The restoring kernels' bodies: the zeroing kernel's, with ``a``'s entry instead of zero.
-_RESTORE_BODY = {name.replace("zero_triangle", "restore_other"): body.replace(
-    "{ x = T(0); }", "{ x = (T)a; }") for name, body in _ZERO_BODY.items()}
-
-
-def _restore_other_triangle(src, w, lower):
-    """``w``'s strict upper (``lower=True``) or lower triangle set to ``src``'s entries there
-    (``(B, n, n)`` stacks, any strides and dtypes), its own triangle left alone: one kernel."""
-    w, lower, src = _contiguous(w, lower, src)
-    name = _sized("gpulinalg_restore_other", w)
-    kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _RESTORE_BODY[name], name)
-    kernel(src, w.shape[-1], lower, w)
 
 
 def _zero_triangle(w, lower):

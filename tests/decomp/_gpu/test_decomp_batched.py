@@ -25,7 +25,7 @@ from gpulinalg.decomp import cho_factor, cho_solve, cholesky, qr, solve_triangul
 
 from tests.support.cusolver_emulator import CALLS, dev, plain
 
-ROUTES = {"potrf": ("batched", "looped", "fused", "stream", "blocked"),
+ROUTES = {"potrf": ("batched", "looped", "fused", "stream"),
           "trsm": ("batched", "looped", "fused", "stream", "wide"),
           "geqrf": ("batched", "looped", "fused"),
           "gesvd": ("batched", "jacobi", "looped", "fused"),
@@ -73,27 +73,30 @@ def test_table_rows_name_known_routes():
 
 
 @pytest.mark.parametrize("n, batch, want", [(8, 4096, "fused"), (32, 2, "fused"),
-                                            (64, 2, "fused"), (65, 512, "fused"),
-                                            (128, 512, "fused"), (129, 4096, "batched"),
+                                            (64, 2, "fused"), (65, 264, "fused"),
+                                            (128, 264, "fused"), (65, 265, "batched"),
+                                            (128, 512, "batched"), (129, 2, "batched"),
+                                            (129, 4096, "batched"), (256, 64, "batched"),
                                             (512, 200, "batched"), (768, 2, "batched"),
                                             (1024, 8, "looped"), (1024, 16, "batched"),
                                             (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
-    """The table where the blocked factorization does not fit (its rows in
-    ``test_decomp_blocked_potrf``)."""
     assert _batched_plan.route("potrf", n, batch, dtype=np.dtype("float64")) == want
 
 
 def test_potrf_fused_to_128_but_complex128():
-    assert _batched_plan.route("potrf", 128, 512, dtype="complex64", blocked=True) == "fused"
-    # float32: the fused kernel below 384 matrices, the blocked one from there
-    assert _batched_plan.route("potrf", 128, 383, dtype="float32", blocked=True) == "fused"
-    assert _batched_plan.route("potrf", 128, 384, dtype="float32", blocked=True) == "blocked"
-    assert _batched_plan.route("potrf", 64, 4096, dtype="float32", blocked=True) == "fused"
-    # float64: the fused kernel up to one wave of matrices, the blocked one above
-    assert _batched_plan.route("potrf", 128, 132, dtype="float64", blocked=True) == "fused"
-    assert _batched_plan.route("potrf", 128, 133, dtype="float64", blocked=True) == "blocked"
+    assert _batched_plan.route("potrf", 128, 4096, dtype="complex64") == "fused"
+    # float32: the fused kernel up to its fourth wave of matrices, potrfBatched from its fifth
+    assert _batched_plan.route("potrf", 128, 528, dtype="float32") == "fused"
+    assert _batched_plan.route("potrf", 128, 529, dtype="float32") == "batched"
+    assert _batched_plan.route("potrf", 64, 4096, dtype="float32") == "fused"
+    # float64: the fused kernel up to its second wave, potrfBatched from its third
+    assert _batched_plan.route("potrf", 128, 264, dtype="float64") == "fused"
+    assert _batched_plan.route("potrf", 128, 265, dtype="float64") == "batched"
+    assert _batched_plan.route("potrf", 64, 4096, dtype="float64") == "fused"
     assert _batched_plan.route("potrf", 128, 512, dtype="complex128") == "batched"
+    # without the kernels (or their fit) the same stacks take potrfBatched
+    assert _batched_plan.route("potrf", 128, 100, fused=False, dtype="float32") == "batched"
 
 
 def test_potrf_fused_limit_follows_the_kernel():
@@ -105,7 +108,7 @@ def test_potrf_fused_limit_follows_the_kernel():
         fits = _fused_cuda.fits(top + 1, dtype, "potrf")
         assert _batched_plan.route("potrf", top + 1, 4096, fused=fits, dtype=dtype) == "batched"
         fused_top = 64 if dtype == "complex128" else 128  # the table's choice
-        assert _batched_plan.route("potrf", fused_top, 4096, fused=True, dtype=dtype) == "fused"
+        assert _batched_plan.route("potrf", fused_top, 264, fused=True, dtype=dtype) == "fused"
     assert _fused_cuda.fits(64, "float32") and not _fused_cuda.fits(65, "float32")
     assert _fused_cuda.fits(32, "complex128") and not _fused_cuda.fits(33, "complex128")
 

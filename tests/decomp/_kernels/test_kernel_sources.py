@@ -14,9 +14,9 @@ from tests.support import nvrtc as _nvrtc
 from tests.support.cusolver_emulator import dev, emulated_gpu
 from gpulinalg._runtime.kernels import kernel_code
 from gpulinalg.decomp._gpu import _finite_cuda, _transpose_cuda
-from gpulinalg.decomp._kernels import (_blocked_potrf_cuda, _cholinv_cuda, _fused_cuda,
-                                       _fused_qr_cuda, _fused_svd_cuda, _ritz_cuda,
-                                       _stream_trsm_cuda, _wide_trsm_cuda)
+from gpulinalg.decomp._kernels import (_cholinv_cuda, _fused_cuda, _fused_qr_cuda,
+                                       _fused_svd_cuda, _ritz_cuda, _stream_trsm_cuda,
+                                       _wide_trsm_cuda)
 from gpulinalg.decomp._kernels._scalars_cuda import KERNEL_TYPES
 from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.lowrank import _sketch_cuda
@@ -80,11 +80,6 @@ def _kernels():
         add("gl_wide_trsm", _wide_trsm_cuda._SOURCE, _tt(dt),
             (*STD, f"-DNT={_wide_trsm_cuda.THREADS}", f"-DMAXK={_wide_trsm_cuda.MAX_RHS}"),
             tag=f"-{dt}")
-    for dt in ALL[:3]:
-        for block in _blocked_potrf_cuda.BLOCKS:
-            add("gl_blocked_panel", _blocked_potrf_cuda._PANEL_SOURCE, _tt(dt),
-                (*STD, f"-DNB={block}", f"-DROWS={_blocked_potrf_cuda.ROWS}"),
-                tag=f"-{dt}-{block}")
     add("gl_tri_inv_leaves", _cholinv_cuda._LEAF_SOURCE, {}, ())
     for kind in sorted(set(FUSED_KINDS.values())):
         for d in (1, FUSED_MAX_D):

@@ -202,9 +202,6 @@ EMULATED = {  # name: (inputs, engine call on device arrays, the emulation's cou
     "small_potrf": (lambda r, dt: (_spd(r, (16,), 32, dt),),
                     lambda a, dt: _cholesky_cuda.cholesky(a, True, False, True, dt, True),
                     "small_potrf"),
-    "blocked_panel": (lambda r, dt: (_spd(r, (8,), 300, dt),),
-                      lambda a, dt: _cholesky_cuda.cholesky(a, True, False, True, dt, True),
-                      "blocked_panel"),
     "small_trsm": (lambda r, dt: (_triangle(r, (16,), 32, dt),
                                   r.standard_normal((16, 32, 3)).astype(dt)),
                    lambda a, b, dt: _triangular_cuda.solve_triangular(
@@ -229,8 +226,6 @@ EMULATED = {  # name: (inputs, engine call on device arrays, the emulation's cou
 def test_emulation_matches_the_kernel(cp, rng, monkeypatch, name, dtype):
     make, call, counter = EMULATED[name]
     dt = np.dtype(dtype)
-    if name == "blocked_panel" and dt == np.complex128:
-        pytest.skip("the blocked route takes no complex128")
     args = make(rng, dt)
     with op_stream():  # engine functions run where the dispatcher runs them: its stream
         real = call(*(cp.asarray(x) for x in args), dt)

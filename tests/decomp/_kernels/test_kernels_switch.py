@@ -22,7 +22,7 @@ from tests.support.cusolver_emulator import CALLS, DEVICE_ATTRIBUTES, dev, emula
 
 #: The hand-written kernels (decomp's _kernels and gp's fused likelihood).
 HAND_WRITTEN = {"gl_small_potrf", "gl_small_trsm", "gl_stream_trsm", "gl_wide_trsm",
-                "gl_small_qr", "gl_small_svd", "gl_blocked_panel", "gl_chol_inv",
+                "gl_small_qr", "gl_small_svd", "gl_chol_inv",
                 "gl_tri_inv_leaves", "gl_flip_signs", "gl_lift", "gl_gp_build", "gl_gp_contract"}
 
 
@@ -66,7 +66,6 @@ def _svd(a, dtype):
 
 CASES = {  # name: (inputs, call, the kernel the route takes with the kernels on)
     "cholesky fused": (lambda r: (_spd(r, (8,), 16, "f8"),), _cholesky, "gl_small_potrf"),
-    "cholesky blocked": (lambda r: (_spd(r, (8,), 300, "f8"),), _cholesky, "gl_blocked_panel"),
     "solve fused": (lambda r: (np.tril(_spd(r, (8,), 16, "f8")), r.standard_normal((8, 16, 2))),
                     _solve, "gl_small_trsm"),
     "solve stream": (lambda r: (np.tril(_spd(r, (4,), 200, "f8")),
@@ -90,7 +89,7 @@ def test_custom_kernels_false_takes_the_library_route(built, rng, case):
         off = call(*args, "f8")
     assert not HAND_WRITTEN & set(built), built
     assert not {"small_potrf", "small_trsm", "stream_trsm", "wide_trsm", "small_qr",
-                "small_svd", "blocked_panel"} & {k for k, v in CALLS.items() if v}
+                "small_svd"} & {k for k, v in CALLS.items() if v}
     for x, y in zip(on if isinstance(on, tuple) else (on,),
                     off if isinstance(off, tuple) else (off,)):
         if case.startswith("svd"):  # deterministic signs: the same factors
