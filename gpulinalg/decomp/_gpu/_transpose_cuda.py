@@ -12,10 +12,10 @@ check made another).
 
 import numpy as np
 
-from ..._runtime.kernels import POINTER, Launcher, kernel_source, raw_kernel
+from ..._runtime.kernels import kernel_source, raw_kernel
 from ._finite_cuda import FINITE_PREAMBLE
 
-__all__ = ["transpose_copy", "launcher", "applies", "MIN_ORDER", "MAX_BATCH"]
+__all__ = ["transpose_copy", "applies", "MIN_ORDER", "MAX_BATCH"]
 
 #: Smaller matrices are copied by CuPy (a 32 x 32 tile per tiny matrix would idle threads).
 MIN_ORDER = 64
@@ -48,16 +48,6 @@ def transpose_copy(src, dst, zero_above=False, flag=None):
     kern, grid, block, args = _launch_args(src, dst, zero_above)
     kern(grid, block, (src, dst, *args, np.uint64(0) if flag is None else flag))
     return dst
-
-
-def launcher(src, dst, zero_above=False, flag=False):
-    """A :class:`~gpulinalg._runtime.kernels.Launcher` of :func:`transpose_copy` for every
-    pair laid out as ``src`` and ``dst``: ``launch(stream, src, dst)``, or with ``flag``,
-    ``launch(stream, src, dst, slot)`` (the arrays give their addresses alone; the constant
-    arguments are packed once)."""
-    kern, grid, block, args = _launch_args(src, dst, zero_above)
-    return Launcher(kern, grid, block,
-                    (POINTER, POINTER, *args, POINTER if flag else np.uint64(0)))
 
 
 def _launch_args(src, dst, zero_above):
