@@ -11,7 +11,7 @@ import numpy as np
 
 from .._runtime import arrays as _arrays
 from .._runtime.config import get_config
-from .._runtime.dispatch import Op, dispatch, shortcut
+from .._runtime.dispatch import Op, dispatch, front_door, shortcut
 from .._runtime.gradients import differentiable
 from . import _matmul_grad  # noqa: F401  (registers the gradient rule)
 from .._runtime.validation import check_finite as _check_finite
@@ -155,6 +155,7 @@ def _size(shape):
 
 
 @differentiable("dense.matmul")
+@front_door("dense.matmul")
 def matmul(a: Any, b: Any, *, bias: Any = None, activation: Literal["relu", "gelu"] | None = None,
            alpha: float | complex = 1.0, c: Any = None, beta: float | complex = 0.0,
            return_aux: bool = False, compute_type: str | None = None,
@@ -426,6 +427,7 @@ def _host_dtype(a):
 
 
 @differentiable("dense.matmul_backward")
+@front_door("dense.matmul_backward")
 def matmul_backward(grad_out: Any, a: Any, b: Any, *, aux: MatmulAux | None = None,
                     activation: Literal["relu", "gelu"] | None = None,
                     bias: bool | Literal["column"] = False, compute_type: str | None = None,

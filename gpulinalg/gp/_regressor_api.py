@@ -269,8 +269,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             elif alpha.shape != (n,):
                 raise ValueError("alpha must be a scalar or an array with same number of "
                                  f"entries as y. ({alpha.shape[0]} != {n})")
-        elif not float(alpha) >= 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha!r}")
+        elif not 0 <= float(alpha) < np.inf:  # inf: not reported as the kernel matrix (a)
+            raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
         return alpha if np.iterable(alpha) else float(alpha)
 
     @_dispatch.front_door("gp.GaussianProcessRegressor.fit")

@@ -48,3 +48,31 @@ def test_gpr_alpha_with_nan_is_named():
     with pytest.raises(ValueError, match="alpha must not contain"):
         GaussianProcessRegressor(alpha=np.array([np.nan, 1.0, 1.0])).fit(
             np.arange(3.0)[:, None], np.ones(3))
+
+
+def test_det_names_bfloat16_not_its_stand_in():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="bfloat16") as info:
+        decomp.det(torch.eye(3, dtype=torch.bfloat16))
+    assert "V2" not in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: gpulinalg.dense.matmul(m, np.ones((3, 3))),
+    lambda m: gpulinalg.dense.matmul_backward(np.ones((3, 3)), m, np.ones((3, 3))),
+], ids=["matmul", "matmul_backward"])
+def test_dense_refused_masked_call_is_recorded(call):
+    decomp.qr(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="masked arrays are not supported"):
+        call(np.ma.masked_array(np.ones((3, 3)), mask=np.eye(3, dtype=bool)))
+    rec = gpulinalg.last_run()
+    assert rec.op.startswith("dense.matmul") and rec.backend == "none"
+    assert "masked" in rec.details["raised"]
+
+
+@pytest.mark.parametrize("alpha", [np.inf, -np.inf, np.nan, -1.0])
+def test_gpr_scalar_alpha_not_finite_is_named(alpha):
+    pytest.importorskip("sklearn")
+    from gpulinalg.gp import GaussianProcessRegressor
+    with pytest.raises(ValueError, match="alpha must be finite and >= 0"):
+        GaussianProcessRegressor(alpha=alpha).fit(np.arange(3.0)[:, None], np.ones(3))

@@ -441,8 +441,11 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
 def _plan_det(a, overwrite_a, check_finite, cupy_only):
     defer = bool(check_finite) and _arrays.on_gpu(a)
     raw = a if _arrays.kind_of(a) is not None else np.asarray(a)
-    if _v.np_dtype(raw).kind not in "biufc":
-        raise TypeError(f"The dtype {_v.np_dtype(raw)} cannot be cast to float(32, 64).")
+    dt = _v.np_dtype(raw)
+    if dt.kind == "V":
+        _v.float_dtype(dt)  # bfloat16: the shared refusal, not NumPy's name for its stand-in
+    if dt.kind not in "biufc":
+        raise TypeError(f"The dtype {dt} cannot be cast to float(32, 64).")
     a = square(raw, "array")
     a, dtype = prepare(a, "array", square=True, check_finite=bool(check_finite) and not defer)
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
