@@ -38,6 +38,7 @@ BENCHMARK_RESULTS = {
     "decomp_overhead": "h200-decomp-overhead-2026-12-02d.json",
     "decomp_tall_qr": "h200-decomp-tall-qr-2026-12-02.json",
     "decomp_wide_parts": "h200-decomp-wide-parts-2026-12-02b.json",
+    "decomp_gradients": "h100-decomp-gradients-2026-12-06.json",
     "sparse": "h200-sparse-2026-12-01.json",
     "gp": "h200-gp-2026-12-01.json",
     "gp_large": "h200-gp-large-2026-12-02c.json",
