@@ -88,8 +88,8 @@ def _distinct(a):
     """``a`` without the repeats of its broadcast axes (stride 0: every index reads the same
     entries, so index 0 alone holds all of its values): a 200000^2 view of one row is read as
     that row, not as 4e10 entries."""
-    strides = a.stride() if kind_of(a) is Kind.TORCH else a.strides
-    if all(strides) or a.ndim == 0:
+    strides = a.stride() if kind_of(a) is Kind.TORCH else getattr(a, "strides", None)
+    if strides is None or all(strides) or a.ndim == 0:
         return a
     return a[tuple(slice(None) if s else slice(0, 1) for s in strides)]
 
