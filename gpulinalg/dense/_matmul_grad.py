@@ -2,8 +2,9 @@
 for torch tensors (the rules of :mod:`gpulinalg._runtime.gradients`).
 
 ``matmul``: the backward is :func:`~gpulinalg.dense.matmul_backward` (cuBLASLt's DRELU/DGELU and
-BGRAD epilogs on the GPU) from the forward's aux. Real dtypes, ``alpha = 1`` and no ``c``; other
-calls raise ``NotImplementedError`` when grad is required. When the backward is itself recorded
+BGRAD epilogs on the GPU) from the forward's aux for real dtypes, ``alpha = 1`` and no ``c``;
+with ``alpha``, ``c`` or complex inputs, torch.addmm's gradients from ``matmul`` products and
+torch's activation derivative (:func:`_scaled_matmul`). When the backward is itself recorded
 (``create_graph=True``: double backward, ``gradgradcheck``), it is computed from differentiable
 pieces instead: the pre-activation recomputed by :func:`~gpulinalg.dense.matmul`, torch's own
 activation derivative (ReLU; GELU in its tanh form, as cuBLASLt's and the CPU engine's), and the
@@ -32,9 +33,12 @@ def _dz(g, z, act):
     import torch
     if act == "relu":
         return g * (z > 0).to(g.dtype)
+    recorded = torch.is_grad_enabled()  # the outer backward is recorded (double backward)
     with torch.enable_grad():
+        if not z.requires_grad:  # a first-order backward: the derivative alone
+            z = z.detach().requires_grad_()
         out = torch.nn.functional.gelu(z, approximate="tanh")
-    return torch.autograd.grad(out, z, g, create_graph=True)[0]
+        return torch.autograd.grad(out, z, g, create_graph=recorded)[0]
 
 
 def _recorded_backward(g, a, b, bias, act, column, options):
@@ -57,12 +61,10 @@ def _matmul(fn, *args, **kwargs):
     p = bound(fn, args, kwargs)
     a, b, bias, act = p["a"], p["b"], p["bias"], p["activation"]
     complex_in = any(getattr(x, "is_complex", lambda: False)() for x in (a, b))
-    if p["alpha"] != 1 or (p["c"] is not None and p["beta"] != 0) or complex_in:
-        raise NotImplementedError(
-            "dense.matmul: gradients are not supported with alpha != 1, c, or complex inputs; "
-            "use FusedLinear, or torch for this product")
     column = bias is not None and len(bias.shape) == 2
     options = dict(compute_type=p["compute_type"], autotune=p["autotune"])
+    if p["alpha"] != 1 or (p["c"] is not None and p["beta"] != 0) or complex_in:
+        return _scaled_matmul(fn, p, column, options)
     kept = {}
 
     def forward(a, b, *rest):
@@ -86,6 +88,59 @@ def _matmul(fn, *args, **kwargs):
             gbias = gbias.reshape(ins[2].shape)
         return (ga, gb) + ((gbias,) if len(ins) == 3 else ())
     out = call(forward, backward, a, b, *(() if bias is None else (bias,)))[0]
+    return (out, kept["aux"]) if p["return_aux"] else out
+
+
+def _adjoint(x):
+    """``x^H`` as a plain tensor (a conjugate view cannot be handed over by DLPack)."""
+    return x.mT.conj().resolve_conj() if x.is_complex() else x.mT
+
+
+def _scaled_matmul(fn, p, column, options):
+    """The rule of ``act(alpha a b + beta c + bias)`` with ``alpha != 1``, a ``c`` that is read,
+    or complex inputs (no activation then): torch.addmm's gradients, ``conj(alpha) g b^H``,
+    ``conj(alpha) a^H g`` and ``conj(beta) g``, from ``matmul`` products and torch's activation
+    derivative (no fused epilog computes them), so double backward works too."""
+    a, b, act = p["a"], p["b"], p["activation"]
+    alpha, beta = p["alpha"], p["beta"]
+    bias = None if p["bias"] is None else as_tensor(p["bias"], a)
+    c = as_tensor(p["c"], a) if p["c"] is not None and p["beta"] != 0 else None
+    product = FUNCTIONS["dense.matmul"]
+    kept = {}
+
+    def split(rest):
+        rest = list(rest)
+        return (rest.pop(0) if bias is not None else None), (rest.pop(0) if c is not None else None)
+
+    def forward(a, b, *rest):
+        bias_, c_ = split(rest)
+        res = fn(a, b, bias=bias_, activation=act, alpha=alpha, c=c_, beta=beta,
+                 return_aux=p["return_aux"], check_finite=p["check_finite"], **options)
+        if p["return_aux"]:
+            res, kept["aux"] = res
+        return (res,)
+
+    def backward(ins, outs, grads):
+        (g,) = grads
+        if g is None:
+            return (None,) * len(ins)
+        a, b = ins[:2]
+        bias_, c_ = split(ins[2:])
+        dz = g
+        if act is not None:
+            dz = _dz(g, product(a, b, bias=bias_, alpha=alpha, c=c_, beta=beta, **options), act)
+        scale = alpha.conjugate()
+        out = [unbroadcast(scale * product(dz, _adjoint(b), **options), a.shape),
+               unbroadcast(scale * product(_adjoint(a), dz, **options), b.shape)]
+        if bias_ is not None:
+            gbias = dz.sum(dim=tuple(range(dz.dim() - 1))) if not column else \
+                dz.sum(dim=tuple(range(dz.dim() - 2)) + (-1,))
+            out.append(gbias.reshape(bias_.shape))
+        if c_ is not None:
+            out.append(unbroadcast(beta.conjugate() * dz, c_.shape))
+        return tuple(out)
+    extra = tuple(x for x in (bias, c) if x is not None)
+    out = call(forward, backward, a, b, *extra)[0]
     return (out, kept["aux"]) if p["return_aux"] else out
 
 

@@ -97,13 +97,82 @@ def test_matmul_same_gradients_as_torch(device):
         assert torch.allclose(x, y, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("kwargs", [dict(alpha=2.0), dict(c="ones", beta=1.0)])
-def test_matmul_unsupported_refuses(kwargs):
-    a, b = _rand(4, 3, device="cpu"), _rand(3, 5, device="cpu")
-    if kwargs.get("c") == "ones":
-        kwargs = dict(kwargs, c=torch.ones(4, 5, dtype=torch.float64))
-    with pytest.raises(NotImplementedError, match="alpha"):
-        dense.matmul(a, b, **kwargs)
+SCALED = {  # name: (kwargs of matmul, whether a c of (4, 5) is passed)
+    "alpha": (dict(alpha=0.5), False),
+    "c_beta": (dict(beta=2.0), True),
+    "alpha_c_relu": (dict(alpha=-1.5, beta=0.5, activation="relu"), True),
+    "alpha_c_gelu_bias": (dict(alpha=2.0, beta=-1.0, activation="gelu", bias="row"), True),
+}
+
+
+def _scaled_inputs(name, dtype, device):
+    kwargs, with_c = SCALED[name]
+    g = torch.Generator().manual_seed(len(name))
+
+    def rand(*shape):
+        return torch.randn(*shape, dtype=dtype, generator=g).to(device).requires_grad_()
+    inputs = [rand(4, 3), rand(3, 5)]
+    if kwargs.get("bias") == "row":
+        kwargs = {k: v for k, v in kwargs.items() if k != "bias"}
+        inputs.append(rand(5))
+    if with_c:
+        inputs.append(rand(4, 5))
+    return kwargs, with_c, tuple(inputs)
+
+
+def _scaled(kwargs, with_c):
+    def fn(a, b, *rest):
+        rest = list(rest)
+        c = rest.pop() if with_c else None
+        return dense.matmul(a, b, bias=rest[0] if rest else None, c=c, **kwargs)
+    return fn
+
+
+def _addmm(kwargs, with_c):
+    """The same function written with torch: ``act(alpha a b + beta c + bias)``."""
+    def fn(a, b, *rest):
+        rest = list(rest)
+        z = kwargs.get("alpha", 1.0) * (a @ b)
+        if with_c:
+            z = z + kwargs.get("beta", 0.0) * rest.pop()
+        if rest:
+            z = z + rest[0]
+        act = kwargs.get("activation")
+        if act == "relu":
+            return torch.relu(z)
+        return torch.nn.functional.gelu(z, approximate="tanh") if act == "gelu" else z
+    return fn
+
+
+@pytest.mark.parametrize("name", sorted(SCALED))
+def test_scaled_matmul_gradients(name, device):
+    """alpha, c and beta take torch.addmm's gradients, differentiable again."""
+    kwargs, with_c, inputs = _scaled_inputs(name, torch.float64, device)
+    assert gradcheck(_scaled(kwargs, with_c), inputs)
+    assert gradgradcheck(_scaled(kwargs, with_c), inputs)
+    ours = torch.autograd.grad((_scaled(kwargs, with_c)(*inputs) ** 2).sum(), inputs)
+    theirs = torch.autograd.grad((_addmm(kwargs, with_c)(*inputs) ** 2).sum(), inputs)
+    for x, y in zip(ours, theirs):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(alpha=0.5 - 2j, beta=1 + 1j)])
+def test_complex_matmul_gradients(kwargs, device):
+    """Complex products (no activation: ReLU and GELU are real) with conj(alpha), conj(beta)."""
+    g = torch.Generator().manual_seed(3)
+    a, b, bias, c = (torch.randn(*s, dtype=torch.complex128, generator=g).to(device)
+                     .requires_grad_() for s in ((4, 3), (3, 5), (5,), (4, 5)))
+    with_c = "beta" in kwargs
+
+    def fn(a, b, bias, c):
+        return dense.matmul(a, b, bias=bias, c=c if with_c else None, **kwargs)
+    assert gradcheck(fn, (a, b, bias, c))
+    assert gradgradcheck(fn, (a, b, bias, c))
+    ours = torch.autograd.grad(fn(a, b, bias, c).abs().pow(2).sum(), (a, b, bias))
+    ref = kwargs.get("alpha", 1) * (a @ b) + bias + (kwargs["beta"] * c if with_c else 0)
+    theirs = torch.autograd.grad(ref.abs().pow(2).sum(), (a, b, bias))
+    for x, y in zip(ours, theirs):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-10)
 
 
 # (bias shape of the forward, matmul_backward's bias flag): bias=True follows the aux's form
