@@ -328,6 +328,16 @@ class _Product(_Sum):
                 + self.k2.contract(blk, m * self.k1.value(blk)))
 
 
+def _noise_free_diag(node, x):
+    """The diagonal of ``node``'s ``k(x, x)`` (``WhiteKernel`` zero), shape ``(n,)``."""
+    if isinstance(node, _Sum):  # _Product included
+        a, b = _noise_free_diag(node.k1, x), _noise_free_diag(node.k2, x)
+        return a * b if isinstance(node, _Product) else a + b
+    if isinstance(node, _White):
+        return namespace(x).zeros(x.shape[0], dtype=x.dtype)
+    return node.diag(x)
+
+
 _MATERN = {0.5: _Matern05, 1.5: _Matern15, 2.5: _Matern25, math.inf: _RBF}
 
 
@@ -416,9 +426,11 @@ class KernelPlan:
             out[i0:i1] = xp.broadcast_to(xp.asarray(block, dtype=x.dtype), (i1 - i0, n)) @ v
         return out
 
-    def diag(self, x):
-        """The diagonal of ``k(x)``, shape ``(n,)``."""
-        return self.root.diag(x)
+    def diag(self, x, white=True):
+        """The diagonal of ``k(x)``, shape ``(n,)``; with ``white=False`` that of the
+        cross-kernel ``k(x, x)``, where ``WhiteKernel`` is zero (scikit-learn's convention):
+        the noise-free part that a low-rank preconditioner factors."""
+        return self.root.diag(x) if white else _noise_free_diag(self.root, x)
 
     def contract(self, x, w_rows, shift=None):
         """``g_k = sum_ij W_ij dK_ij/dlog(theta_k)`` for ``K = k(x)``, shape ``(n_theta,)``.

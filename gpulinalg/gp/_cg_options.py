@@ -1,0 +1,98 @@
+"""The options of the matrix-free solver (``GaussianProcessRegressor(solver="cg",
+cg_options=...)``): one frozen, validated record, and the rule that resolves ``solver="auto"``.
+No array computation here."""
+
+import dataclasses
+import numbers
+from typing import Any
+
+__all__ = ["CGOptions", "SOLVERS", "cg_options", "resolve_solver"]
+
+#: The values of ``GaussianProcessRegressor(solver=...)``.
+SOLVERS = ("auto", "cholesky", "cg")
+
+
+@dataclasses.dataclass(frozen=True)
+class CGOptions:
+    """Tolerances and sizes of the matrix-free solver.
+
+    Attributes
+    ----------
+    tol : float, default 1e-6
+        Conjugate gradients stop once every right-hand side's residual is at most ``tol``
+        times its norm (``||b - K x|| <= tol ||b||``), the targets and the probes alike.
+    max_iter : int, default 1000
+        Most iterations (one kernel-matrix product each); reaching it warns
+        (:class:`~gpulinalg.IllConditionedWarning`).
+    precond_rank : int, default 100
+        Rank of the pivoted-Cholesky preconditioner (0: none; it stops earlier where the
+        kernel's own rank is exhausted).
+    n_probes : int, default 32
+        Random probe vectors of the stochastic Lanczos quadrature (log-determinant) and of the
+        trace terms of the gradient.
+    seed : int, default 0
+        Seed of the probes: the same vectors at every evaluation, so that the optimizer sees
+        one smooth objective.
+
+    Examples
+    --------
+    >>> CGOptions(tol=1e-8).tol
+    1e-08
+    >>> CGOptions(n_probes=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: cg_options['n_probes'] must be an int >= 1, got 0
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 1000
+    precond_rank: int = 100
+    n_probes: int = 32
+    seed: int = 0
+
+    def __post_init__(self):
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
+            raise ValueError(f"cg_options['tol'] must be a number in (0, 1), got {tol!r}")
+        for name, low in (("max_iter", 1), ("precond_rank", 0), ("n_probes", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"cg_options[{name!r}] must be an int >= {low}, got {value!r}")
+
+
+def cg_options(options: Any) -> CGOptions:
+    """The :class:`CGOptions` of a ``cg_options`` parameter (``None``, a dict or a
+    :class:`CGOptions`); unknown keys raise ``ValueError`` naming the known ones.
+
+    >>> cg_options({"precond_rank": 20}).precond_rank
+    20
+    >>> cg_options({"rank": 20})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown cg_options key(s) ['rank']; known: ['max_iter', 'n_probes', ...]
+    """
+    if options is None:
+        return CGOptions()
+    if isinstance(options, CGOptions):
+        return options
+    if not isinstance(options, dict):
+        raise TypeError(f"cg_options must be a dict or None, got {options!r}")
+    known = {f.name for f in dataclasses.fields(CGOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown cg_options key(s) {unknown}; known: {sorted(known)}")
+    return CGOptions(**options)
+
+
+def resolve_solver(solver: str) -> str:
+    """``"cholesky"`` or ``"cg"`` for the ``solver`` parameter.
+
+    ``"auto"`` is the Cholesky path everywhere for now: it will pick ``"cg"`` past the
+    Cholesky path's memory once the matrix-free GPU path is measured (issue 43).
+
+    >>> resolve_solver("auto"), resolve_solver("cg")
+    ('cholesky', 'cg')
+    """
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    return "cholesky" if solver == "auto" else solver
