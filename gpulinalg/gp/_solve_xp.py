@@ -106,4 +106,10 @@ def solve_body(la, k, y, *, jitter, symmetric=False):
     logdet = float(la.logdet(L, L.dtype))
     y2 = y.reshape(y.shape[0], -1)
     lml = gaussian_lml(y2, alpha.reshape(y2.shape), logdet)
+    if not math.isfinite(lml):  # alpha (or y^T alpha) overflowed, or a NaN came through
+        part = "alpha = K^-1 y" if not bool(namespace(alpha).isfinite(alpha).all()) else \
+            "the log marginal likelihood"
+        warn(f"gpulinalg.gp.exact_gp_solve: {part} is not finite (overflow or NaN): K is too "
+             "ill conditioned or too badly scaled for its dtype; rescale K and y, or add jitter",
+             IllConditionedWarning)
     return GPSolveResult(alpha, L, logdet, lml, float(used))

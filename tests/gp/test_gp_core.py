@@ -168,3 +168,20 @@ def test_cupy_in_cupy_out(rng, xp_gpu):
     assert gpulinalg.last_run().backend == "gpu"
     check(type(res)(res.alpha.get(), res.L.get(), res.logdet, res.log_marginal_likelihood,
                     res.jitter), K, y)
+
+
+@pytest.mark.parametrize("scale, y", [(1e-310, np.ones(3)), (1.0, np.full(3, 1e300))],
+                         ids=["subnormal-K", "overflowing-lml"])
+def test_non_finite_result_warns(backend, scale, y):
+    """A K scaled to 1e-310 gives alpha = K^-1 y of inf/NaN; a y of 1e300 overflows y^T alpha:
+    either is told by an IllConditionedWarning, never returned silently."""
+    with pytest.warns(gpulinalg.IllConditionedWarning, match="is not finite") as rec:
+        res = exact_gp_solve(np.eye(3) * scale, y, jitter=None)
+    assert not np.isfinite(res.log_marginal_likelihood)
+    assert rec[0].filename == __file__
+
+
+def test_finite_result_does_not_warn(rng):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exact_gp_solve(spd(rng, 20), rng.standard_normal(20))
