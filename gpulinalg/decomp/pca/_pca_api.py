@@ -96,11 +96,13 @@ class _PCA:
     input takes CuPy's thick-restart Lanczos ``svds`` on the implicitly centered operator, one
     Rayleigh-Ritz step and a residual check, and is densified on the device for the exact
     route where ``n_components > min(shape) - 3`` or the check fails. ``covariance_eigh``
-    forms the covariance in float64 also for float32 input. Float32 input gives float32
-    attributes and projections; other dtypes are fitted in float64. A host matrix that is not
-    in memory (``np.memmap``, an h5py or zarr dataset) is fitted and transformed out of core,
-    streamed in row panels; so is one larger than the GPU budget (``arpack`` then takes the
-    exact covariance route).
+    centers the covariance in float64 also for float32 input: from scikit-learn's float32
+    Gram matrix ``X^T X`` where the column means are small against their spreads, else from
+    the data centered in float64 (no cancellation for data far from the origin). Float32
+    input gives float32 attributes and projections; other dtypes are fitted in float64. A host
+    matrix that is not in memory (``np.memmap``, an h5py or zarr dataset) is fitted and
+    transformed out of core, streamed in row panels; so is one larger than the GPU budget
+    (``arpack`` then takes the exact covariance route).
     Fitted attributes are arrays of the package ``fit`` was given (NumPy, CuPy or torch).
 
     A Dask array (chunked in any way) is fitted on its cluster by the randomized solver

@@ -51,7 +51,12 @@ def fit(engine, X, cfg, arpack=None):
             out = _arpack(engine, xc, None, cfg, arpack, _total(xc))
         else:
             out = _randomized(engine, xc, cfg)
-    return _finish(engine, out, mean, m, n, cfg)
+    res = _finish(engine, out, mean, m, n, cfg)
+    if cfg.want_scores and "scores" not in res:  # covariance_eigh: one projection of X
+        scale = whiten_scale(engine.xp, res["explained_variance"], cfg.dtype) if cfg.whiten \
+            else None
+        res["scores"] = project(X, res["components"], res["mean"], scale)
+    return res
 
 
 def centered_operator(xp, LinearOperator, a, mean):
@@ -108,10 +113,21 @@ def ritz_converged(xp, a, U, S, Vt, rtol):
     return bool(xp.isfinite(res).all()) and float(res.max()) <= rtol * max(smax, 1e-300)
 
 
+#: Rows summed in the input's precision before the partial sums are added in float64 (a
+#: float64 mean at the speed of a float32 pass: no float64 copy of the rows is made).
+MEAN_PANEL_ROWS = 1024
+
+
 def _column_mean(xp, X, sparse):
     if sparse:
         return xp.asarray(X.sum(axis=0, dtype=np.float64)).reshape(-1) / X.shape[0]
-    return X.mean(axis=0, dtype=np.float64)
+    m = X.shape[0]
+    if X.dtype != np.float32 or m <= MEAN_PANEL_ROWS:
+        return X.mean(axis=0, dtype=np.float64)
+    total = xp.zeros(X.shape[1], dtype=np.float64)
+    for start in range(0, m, MEAN_PANEL_ROWS):
+        total += X[start:start + MEAN_PANEL_ROWS].sum(axis=0)
+    return total / m
 
 
 def _total(xc):
@@ -138,9 +154,42 @@ def _centered_gram(engine, xd, mean, m):
     return c
 
 
+#: The float32 Gram matrix of uncentered data is centered in float64 only while no column's
+#: squared mean exceeds this many times its variance (the cancellation then costs at most about
+#: this factor times float32's epsilon); otherwise the data are centered in float64 first.
+GRAM_MEAN_RATIO = 64.0
+#: ... and while its smallest nonzero diagonal entry is above this (far from float32 underflow).
+GRAM_MIN_DIAGONAL = 1e-20
+
+
+def _single_gram(engine, X, mean, m):
+    """The covariance from the float32 Gram matrix ``X^T X`` (scikit-learn's product, no
+    float64 copy of ``X``) centered in float64; ``None`` when the column means dominate the
+    variances (cancellation) or the products come near float32's underflow."""
+    if is_sparse(X) or X.dtype != np.float32:
+        return None
+    xp = engine.xp
+    g = (hermitian(X) @ X).astype(np.float64)
+    diag = xp.diagonal(g).copy()
+    c = g - m * xp.outer(mean, mean)
+    c /= max(m - 1, 1)
+    var = xp.diagonal(c)
+    msq = mean * mean
+    live = diag > 0
+    if bool(((diag < GRAM_MIN_DIAGONAL) & live).any()) or \
+            bool((msq > GRAM_MEAN_RATIO * xp.maximum(var, 0) * (m - 1) / m).any()):
+        return None
+    return c
+
+
 def _covariance(engine, X, mean, cfg):
     m = X.shape[0]
-    xd = X.astype(np.float64)
+    c = _single_gram(engine, X, mean.astype(np.float64), m)
+    if c is not None:
+        return _from_covariance(engine, c, m, cfg)
+    xd = X.astype(np.float64, copy=False)
+    if not is_sparse(X):
+        mean = xd.mean(axis=0)  # the float64 Gram matrix is centered by the exact mean
     mean = mean.astype(np.float64)
     out = _from_covariance(engine, _centered_gram(engine, xd, mean, m), m, cfg)
     # the total variance (read by _finish anyway) says whether the variances underflowed
@@ -284,11 +333,12 @@ def project(X, comp, mean, scale=None):
     """``(X - mean) @ comp.T`` (times ``scale`` per column); a sparse ``X`` stays sparse."""
     if X.dtype != comp.dtype:
         X = X.astype(comp.dtype)
-    if is_sparse(X):
-        out = X @ comp.T - (mean @ comp.T)[None, :]
-    else:
-        out = (X - mean) @ comp.T
-    return out * scale[None, :] if scale is not None else out
+    # scikit-learn's product: no centered copy of X (sparse X stays sparse)
+    out = X @ comp.T
+    out -= (mean @ comp.T)[None, :]
+    if scale is not None:
+        out *= scale[None, :]
+    return out
 
 
 def back_project(xp, X, comp, mean, explained_variance=None):
