@@ -29,7 +29,7 @@ __all__ = ["solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
 @_dispatch.front_door("decomp.solve")
 def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
           overwrite_b: bool = False, check_finite: bool = True, assume_a: str | None = None,
-          transposed: bool = False) -> Any:
+          transposed: bool = False, *, precision: Literal["full", "mixed"] = "full") -> Any:
     """Solve ``a @ x = b`` for a square ``a`` (or a batch), as ``scipy.linalg.solve``.
 
     Parameters
@@ -50,6 +50,15 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
         ``None``: SciPy detects the structure (the GPU runs LU).
     transposed : bool, default False
         Solve ``a.T @ x = b`` (real ``a`` only: ``NotImplementedError`` for complex, as SciPy).
+    precision : {"full", "mixed"}, default "full"
+        "mixed" (not in SciPy): a float64 or complex128 system (general, "sym", "her" or
+        "pos") is factored in single precision and refined to double-precision accuracy, as
+        LAPACK's ``dsgesv``/``dsposv``; when the single-precision factor's condition estimate
+        says refinement cannot converge (``cond_1(a) * 2**-24 > 0.1``), or a step stops
+        shrinking the residual, the double-precision solve answers instead. Single-precision
+        systems and other structures solve as with "full". ``last_run().details`` has
+        ``precision`` (which one answered), ``mixed_fallback`` (why not mixed), the condition
+        estimate, ``refinement_steps`` and ``residual_history``.
 
     Returns
     -------
@@ -99,14 +108,17 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
     True
     """
     overwrite_a, overwrite_b = flag(overwrite_a, "overwrite_a"), flag(overwrite_b, "overwrite_b")
-    options = (bool(lower), bool(check_finite), assume_a, bool(transposed))
+    if precision not in ("full", "mixed"):
+        raise ValueError(f"precision must be 'full' or 'mixed', got {precision!r}")
+    options = (bool(lower), bool(check_finite), assume_a, bool(transposed), precision)
     key = None if overwrite_a or overwrite_b else memo_key("decomp.solve", a, b, options)
     return _dispatch.dispatch(_plan_solve, a, b, lower, overwrite_a, overwrite_b, check_finite,
-                              assume_a, transposed, key is not None, key=key, lead=(a, b))
+                              assume_a, transposed, key is not None, precision, key=key,
+                              lead=(a, b))
 
 
 def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed,
-                cupy_only):
+                cupy_only, precision="full"):
     if assume_a not in SOLVE_STRUCTURES:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     if _v.is_dask(a, b):
@@ -141,7 +153,9 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
                             like=b)
     k = bshape[-1]
     flops = flops_lu(batch + (n, n), dtype) + 2 * math.prod(batch) * n * n * k
-    return _dispatch.Op("decomp.solve", _lu_cuda.solve, _lu_host.solve,
+    mixed = precision == "mixed"
+    return _dispatch.Op("decomp.solve", _lu_cuda.solve_mixed if mixed else _lu_cuda.solve,
+                        _lu_host.solve_mixed if mixed else _lu_host.solve,
                         (a, b, kind, bool(lower), overwrite_a, overwrite_b, bool(transposed),
                          dtype, defer),
                         nbytes=lu_bytes(batch + (n, n), (bshape, shape, batch + (n, 4)), dtype),

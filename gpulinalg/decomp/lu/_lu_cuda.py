@@ -30,7 +30,7 @@ from ._lu_rules import ill_conditioned, judge_rcond, singular_error
 from ._lu_xp import (assemble, det_from_factor, inv_norm1_estimate, slogdet_from_factor,
                      structured)
 
-__all__ = ["factor", "solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
+__all__ = ["factor", "solve", "solve_mixed", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
 
 
 class Factor(NamedTuple):
@@ -256,6 +256,50 @@ def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite
     x = step(b, trans)
     _judge(step, anorm, tuple(a.shape[:-2]), n, trans, dtype)
     return x
+
+
+def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite=False):
+    """:func:`solve` with ``precision="mixed"``: a double-precision system of a structure of
+    :data:`._refine_xp.MIXED_KINDS` factored in single precision (``Xgetrf``, or the Cholesky
+    engine for "pos") and refined (:func:`._refine_xp.refined_solve`); anything else, or a
+    refinement that cannot converge, by :func:`solve` itself."""
+    import cupy
+
+    from ..._runtime.records import note
+    from ._refine_xp import LOWER, MIXED_KINDS, refined_solve, system
+
+    def full():
+        return solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, False)
+    if finite:
+        _triangular_cuda.check_finite_pair(a, b, ("a", "b"))
+    if np.dtype(dtype) not in LOWER or kind not in MIXED_KINDS:
+        note(precision="full", mixed_fallback=f"{np.dtype(dtype)} {kind or 'general'} systems "
+             "solve in their own precision")
+        return full()
+    m, rhs, shape = system(cupy, a.astype(dtype, copy=False), b.astype(dtype, copy=False),
+                           kind, lower, transposed)
+    low = LOWER[np.dtype(dtype)]
+    nb = len(m)
+
+    if kind == "pos":
+        def factor_low(x):
+            try:
+                return _cholesky_cuda.cholesky(x, True, True, False, low, False)
+            except NotPositiveDefiniteError:
+                return None
+
+        def solve_low(c, x, adjoint):  # a Hermitian system: its adjoint is itself
+            return _cholesky_cuda.cho_solve(c, True, x, False, low, False, False)
+    else:
+        def factor_low(x):
+            f = factor(x, low, True, False)
+            return None if (f.codes > 0).any() else _with_rows(f) if \
+                _triangles_route(f.w.shape[-1], 1, low) and not f.batched else f
+
+        def solve_low(f, x, adjoint):
+            trans = (2 if np.dtype(low).kind == "c" else 1) if adjoint else 0
+            return _solve_rhs(f, (nb,), x, trans, low)
+    return refined_solve(cupy, m, rhs, factor_low, solve_low, full).reshape(shape)
 
 
 def _cholesky(a, lower, overwrite_a, dtype, finite):

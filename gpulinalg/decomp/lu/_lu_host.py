@@ -11,7 +11,7 @@ from ..._runtime.validation import check_finite
 from .._checks import over_batch, writable
 from ._lu_rules import ill_conditioned
 
-__all__ = ["solve", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
+__all__ = ["solve", "solve_mixed", "lu_factor", "lu_solve", "lu", "det", "slogdet", "inv"]
 
 _SCIPY_NAMES = {None: None, "gen": "gen", "diagonal": "diagonal", "tridiagonal": "tridiagonal",
                 "banded": "banded", "upper triangular": "upper triangular",
@@ -44,6 +44,45 @@ def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite
     return _ours(scipy.linalg.solve, a, b, lower=bool(lower),
                  overwrite_a=writable(a, overwrite_a), overwrite_b=writable(b, overwrite_b),
                  check_finite=False, assume_a=_SCIPY_NAMES[kind], transposed=bool(transposed))
+
+
+def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite=False):
+    """:func:`solve` with ``precision="mixed"``: a double-precision system of a structure of
+    :data:`._refine_xp.MIXED_KINDS` factored in single precision by LAPACK (``getrf`` or
+    ``potrf``) and refined (:func:`._refine_xp.refined_solve`); anything else, or a refinement
+    that cannot converge, by :func:`solve` itself."""
+    from scipy.linalg import get_lapack_funcs
+
+    from ..._runtime.records import note
+    from ._refine_xp import LOWER, MIXED_KINDS, refined_solve, system
+
+    def full():
+        return solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, False)
+    _finite(finite, (a, "a"), (b, "b"))
+    if np.dtype(dtype) not in LOWER or kind not in MIXED_KINDS:
+        note(precision="full", mixed_fallback=f"{np.dtype(dtype)} {kind or 'general'} systems "
+             "solve in their own precision")
+        return full()
+    a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
+    m, rhs, shape = system(np, a, b, kind, lower, transposed)
+    pos = kind == "pos"
+    names = ("potrf", "potrs") if pos else ("getrf", "getrs")
+    fac, sol = get_lapack_funcs(names, dtype=LOWER[np.dtype(dtype)])
+
+    def factor(low):
+        out = []
+        for one in low:
+            *f, info = fac(one, lower=True) if pos else fac(one)
+            if info != 0:
+                return None
+            out.append(f)
+        return out
+
+    def solve_low(f, x, adjoint):
+        trans = (2 if x.dtype.kind == "c" else 1) if adjoint else 0
+        return np.stack([(sol(f[i][0], x[i], lower=True) if pos else
+                          sol(f[i][0], f[i][1], x[i], trans=trans))[0] for i in range(len(f))])
+    return refined_solve(np, m, rhs, factor, solve_low, full).reshape(shape)
 
 
 def lu_factor(a, overwrite_a, dtype, finite=False):
