@@ -109,7 +109,7 @@ def solve_body(la, k, y, *, jitter, symmetric=False):
     if not math.isfinite(lml):  # alpha (or y^T alpha) overflowed, or a NaN came through
         part = "alpha = K^-1 y" if not bool(namespace(alpha).isfinite(alpha).all()) else \
             "the log marginal likelihood"
-        warn(f"gpulinalg.gp.exact_gp_solve: {part} is not finite (overflow or NaN): K is too "
+        warn(f"gpulinalg.gp: {part} is not finite (overflow or NaN): K is too "
              "ill conditioned or too badly scaled for its dtype; rescale K and y, or add jitter",
              IllConditionedWarning)
     return GPSolveResult(alpha, L, logdet, lml, float(used))
