@@ -4,12 +4,14 @@
   likelihood gradients on the GPU, factorizations through :mod:`gpulinalg.decomp`. Needs
   scikit-learn (imported when the class is first used).
 * :func:`exact_gp_solve` — the functional core for a kernel matrix you built yourself.
+* :class:`CGOptions` — the options of the matrix-free solver (``solver="cg"``).
 """
 
+from ._cg_options import CGOptions
 from ._results import GPSolveResult
 from ._solve_api import exact_gp_solve
 
-__all__ = ["GaussianProcessRegressor", "exact_gp_solve", "GPSolveResult"]
+__all__ = ["GaussianProcessRegressor", "exact_gp_solve", "GPSolveResult", "CGOptions"]
 
 
 def __getattr__(name):

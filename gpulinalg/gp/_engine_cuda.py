@@ -28,12 +28,14 @@ from ..decomp._engines import custom_kernels_enabled
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._engines import solve_triangular_cuda as solve_triangular
 from . import _fused_cuda
+from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
 from ._fused_cuda import tril_copy
 from ._kernels_xp import fused_form
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
-           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training"]
+           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict"]
 
 _POTRI = {"f": "spotri", "d": "dpotri"}
 
@@ -142,3 +144,6 @@ def _log_marginal_likelihood(x, y, noise, k, k_grad, *, plan, eval_gradient):
 _SELF = sys.modules[__name__]
 exact_gp_solve, log_marginal_likelihood, fit, predict = (_on_op_stream(f) for f in (
     _OPS.exact_gp_solve, _log_marginal_likelihood, _OPS.fit, _OPS.predict))
+_CG = CGOperations(_SELF)  # solver="cg": the matrix-free operations, on the op's stream
+cg_log_marginal_likelihood, cg_fit, cg_predict = (_on_op_stream(f) for f in (
+    _CG.log_marginal_likelihood, _CG.fit, _CG.predict))

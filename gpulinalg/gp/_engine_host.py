@@ -14,10 +14,12 @@ from ..decomp._engines import cho_solve_host as cho_solve
 from ..decomp._engines import cholesky_host as cholesky
 from ..decomp._engines import logdet_host as logdet
 from ..decomp._engines import solve_triangular_host as solve_triangular
+from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
-           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training"]
+           "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict"]
 
 
 def cho_inverse(L):
@@ -46,3 +48,6 @@ def training(train):
 _OPS = Operations(sys.modules[__name__])  # la: this module, read at call time
 exact_gp_solve, log_marginal_likelihood = _OPS.exact_gp_solve, _OPS.log_marginal_likelihood
 fit, predict = _OPS.fit, _OPS.predict
+_CG = CGOperations(sys.modules[__name__])  # solver="cg": the matrix-free operations
+cg_log_marginal_likelihood, cg_fit, cg_predict = _CG.log_marginal_likelihood, _CG.fit, \
+    _CG.predict

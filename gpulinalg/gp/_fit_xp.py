@@ -157,7 +157,8 @@ def _query_rows(m, n, plan):
     return [(i, min(i + step, m)) for i in range(0, m, step)]
 
 
-def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, refine=None):
+def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, refine=None,
+                 spread=None):
     """Posterior mean and, for ``mode`` "std" or "cov", its standard deviation or covariance.
 
     Follows scikit-learn's ``GaussianProcessRegressor.predict`` (undoing ``normalize_y`` and
@@ -168,25 +169,32 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, r
     ``refine`` (a mixed-precision fit's float32 ``L``): the diagonal that the fit added to
     ``k(X)`` (noise plus jitter); the spread then comes from ``K(X*, X) K^-1 K(X, X*)`` to
     float64's accuracy (:func:`._mixed_xp.spread`).
+
+    ``spread`` (instead of ``L``, which may then be ``None``): ``spread(kT, prior, full)``
+    gives ``prior - kT^T K^-1 kT`` (``full``) or its diagonal from ``prior``'s diagonal, for
+    a block ``kT = K(X, X*)``; the matrix-free solver's (:mod:`._cg_fit_xp`).
     """
-    xp = namespace(L)
+    xp = namespace(a)
     if refine is not None:
         op = _mixed_xp.Operator(plan, x, refine if not hasattr(refine, "shape")
                                 else xp.asarray(refine))
+
+        def spread(kT, prior, full=False):
+            return _mixed_xp.spread(la, L, op, kT, prior, full=full)
     m, center = (xq.shape[0] if xq is not None else kq.shape[0]), None
     if plan is not None:
         center = x.mean(axis=0)
     means, variances, vs = [], [], []
-    for i0, i1 in (_query_rows(m, L.shape[0], plan) if mode != "cov" else [(0, m)]):
+    for i0, i1 in (_query_rows(m, a.shape[0], plan) if mode != "cov" else [(0, m)]):
         kt = plan.matrix(xq[i0:i1], x, shift=center) if plan is not None else kq[i0:i1]
         means.append(kt @ a)
         if mode == "mean":
             continue
-        if refine is not None:
+        if spread is not None:
             if mode == "cov":
                 vs.append(kt)
             else:
-                variances.append(_mixed_xp.spread(la, L, op, kt.T, plan.diag(xq[i0:i1])))
+                variances.append(spread(kt.T, plan.diag(xq[i0:i1])))
             continue
         v = la.solve_triangular(L, kt.T, 0, True, False, False, L.dtype)
         if mode == "cov":
@@ -201,8 +209,8 @@ def predict_body(la, xq, x, L, a, scale, shift, kq, kdiag, kqq, *, plan, mode, r
         return mean, None
     if mode == "cov":
         kxx = plan.matrix(xq, shift=center) if plan is not None else kqq
-        if refine is not None:
-            cov = _mixed_xp.spread(la, L, op, vs[0].T, kxx, full=True)
+        if spread is not None:
+            cov = spread(vs[0].T, kxx, full=True)
         else:
             v = vs[0]
             cov = kxx - v.T @ v

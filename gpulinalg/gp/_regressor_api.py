@@ -21,7 +21,8 @@ from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import Op, dispatch, shortcut
 from .._runtime.validation import is_dask
-from . import _engine_cuda, _engine_host, _regressor_dask, _regressor_host
+from . import _cg_api, _engine_cuda, _engine_host, _regressor_dask, _regressor_host
+from ._cg_options import cg_options, resolve_solver
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS, compile_kernel
 from ._solve_xp import check_jitter
 
@@ -40,13 +41,14 @@ class _Training:
     ``L_`` is read. See ``keep`` and ``training`` in :mod:`._engine_host` and
     :mod:`._engine_cuda`. ``refine``: for a mixed-precision fit (float32 ``L``), the diagonal
     it added to ``k(X)`` (noise plus jitter, on the host), which predict's refined solves
-    need; ``None`` otherwise."""
+    need; ``None`` otherwise. ``cg``: for a model fitted by the matrix-free solver (no
+    factor), ``(noise, options)`` for predict's solves; ``None`` otherwise."""
 
-    __slots__ = ("x", "L", "alpha", "device", "keep", "refine")
+    __slots__ = ("x", "L", "alpha", "device", "keep", "refine", "cg")
 
-    def __init__(self, x, L, alpha, keep, refine=None):
+    def __init__(self, x, L, alpha, keep, refine=None, cg=None):
         self.x, self.L, self.alpha, self.device, self.keep = x, L, alpha, None, keep
-        self.refine = refine
+        self.refine, self.cg = refine, cg
 
     @property
     def host(self):
@@ -56,11 +58,12 @@ class _Training:
         return self.x, self.L, self.alpha
 
     def __getstate__(self):  # the host arrays only (GPU copies are not pickled)
-        return self.host, self.keep, self.refine
+        return self.host, self.keep, self.refine, self.cg
 
     def __setstate__(self, state):
         (self.x, self.L, self.alpha), self.keep, *rest = state
         self.refine = rest[0] if rest else None
+        self.cg = rest[1] if len(rest) > 1 else None
         self.device = None
 
 
@@ -156,6 +159,23 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         above); the optimizer's evaluations stay in float64. A memory option, not a speed
         one (at n = 100 000 on an H200: 37.9 s for fit and predict of 10 000 points
         against float64's 10.4 s). See :doc:`/gp`.
+    solver : {"auto", "cholesky", "cg"}, default "auto"
+        gpulinalg's addition. ``"cholesky"``: the exact factorization (all of the above).
+        ``"cg"``: the matrix-free solver (first version): kernel products made tile by tile
+        from the kernel (the ``n x n`` matrix never stored), preconditioned conjugate gradients
+        over the targets and random probes at once, the log-determinant and the gradient's
+        trace terms by stochastic Lanczos quadrature and probes; ``predict``'s mean from
+        ``alpha_`` and its spread by conjugate-gradient solves. Needs a kernel gpulinalg
+        evaluates itself; ``L_`` is then absent. ``"auto"``: the Cholesky path (it will pick
+        ``"cg"`` past the Cholesky path's memory once the GPU path is measured). The choice
+        made is ``solver_``. See :doc:`/gp`, "Matrix-free solver (first version)".
+    cg_options : dict or None, default None
+        Options of ``solver="cg"`` (see :class:`gpulinalg.gp.CGOptions`): ``tol`` (1e-6,
+        relative residual of every right-hand side), ``max_iter`` (1000), ``precond_rank``
+        (100, the pivoted-Cholesky preconditioner's rank), ``n_probes`` (32), ``seed`` (0,
+        the probes' seed: the same probes at every evaluation). Each run reports its
+        iterations, final residuals, probes and rank in
+        :func:`gpulinalg.last_run`'s ``details``.
 
     Attributes
     ----------
@@ -173,6 +193,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     jitter_ : float
         Diagonal jitter the final factorization added on top of ``alpha`` (0.0 unless
         ``jitter`` asked for some).
+    solver_ : str
+        The solver that ran: ``"cholesky"`` or ``"cg"``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` had string column names (a pandas DataFrame).
@@ -219,7 +241,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                  copy_X_train: bool = True, n_targets: int | None = None,
                  random_state: int | np.random.RandomState | None = None,
                  jitter: str | float | None = None,
-                 precision: Literal["float64", "mixed"] = "float64") -> None:
+                 precision: Literal["float64", "mixed"] = "float64",
+                 solver: Literal["auto", "cholesky", "cg"] = "auto",
+                 cg_options: dict | None = None) -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.optimizer = optimizer
@@ -230,6 +254,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.jitter = jitter
         self.precision = precision
+        self.solver = solver
+        self.cg_options = cg_options
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -257,6 +283,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         check_jitter(self.jitter)
         if self.precision not in ("float64", "mixed"):
             raise ValueError(f"precision must be 'float64' or 'mixed', got {self.precision!r}")
+        solver = resolve_solver(self.solver)
+        cg_options(self.cg_options)
+        if solver == "cg" and self.precision != "float64":
+            raise ValueError("solver='cg' computes in float64 and keeps no factor: "
+                             f"precision must be 'float64', got {self.precision!r}")
+        return solver
 
     def _noise(self, n):
         alpha = self.alpha
@@ -287,12 +319,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self : GaussianProcessRegressor
         """
         if is_dask(X, y):  # kernel tiles and the blocked Cholesky on the user's cluster
+            if resolve_solver(self.solver) == "cg":
+                raise ValueError("solver='cg' is not available for Dask arrays yet")
             if self.precision != "float64":
                 raise ValueError("precision='mixed' is not available for Dask arrays: their "
                                  "kernel matrix is tiled over the cluster already")
             return _on_dask("gp.GaussianProcessRegressor.fit", _regressor_dask.fit,
                             (self, X, y), {})
-        self._check_params()
+        self.solver_ = self._check_params()
         self.kernel_ = C() * RBF() if self.kernel is None else clone(self.kernel)
         self._rng = check_random_state(self.random_state)
         vector = self.kernel_.requires_vector_input
@@ -327,6 +361,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         fitted = self.__dict__.get("_fitted")
         if fitted is None:
             raise AttributeError("'GaussianProcessRegressor' object has no attribute 'L_'")
+        if fitted.cg is not None:
+            raise AttributeError("'GaussianProcessRegressor' fitted with solver='cg' has no "
+                                 "Cholesky factor 'L_'")
         return fitted.host[1]
 
     @L_.setter
@@ -381,6 +418,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """One dispatch of ``fit``'s final factorization; the factor lands in ``_fitted``."""
         kernel, y = self.kernel_, self._targets()
         plan, x = self._plan(kernel)
+        if self.solver_ == "cg":
+            return self._factor_cg(plan, x, y)
         mixed = self.precision == "mixed"
         if mixed and plan is None:
             raise ValueError(f"precision='mixed' needs a kernel that gpulinalg evaluates "
@@ -406,6 +445,18 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         train.alpha = res.alpha
         train.refine = noise + res.jitter if mixed else None
         self._fitted = train
+        return res
+
+    def _factor_cg(self, plan, x, y):
+        """``fit``'s final step on the matrix-free solver: ``alpha_`` and the likelihood by one
+        dispatch; a numeric ``jitter`` is added to the diagonal, ``"auto"`` adds none."""
+        if plan is None:
+            raise _cg_api.needs_plan(self.kernel_)
+        jitter = self.jitter if isinstance(self.jitter, numbers.Real) else 0.0
+        noise, options = self._noise(y.shape[0]) + float(jitter), cg_options(self.cg_options)
+        res = _cg_api.fit(x, y, noise, plan, options)
+        res = res._replace(jitter=float(jitter))
+        self._fitted = _Training(x, None, res.alpha, keep=False, cg=(noise, options))
         return res
 
     def log_marginal_likelihood(self, theta: Any = None, eval_gradient: bool = False,
@@ -438,6 +489,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             kernel.theta = theta
         n_theta = len(np.atleast_1d(theta))
         plan, x = self._plan(kernel, n_theta)
+        if resolve_solver(self.solver) == "cg":
+            if plan is None:
+                raise _cg_api.needs_plan(kernel)
+            y = self._targets()
+            lml, grad = _cg_api.log_marginal_likelihood(
+                x, y, self._noise(y.shape[0]), plan, eval_gradient, cg_options(self.cg_options))
+            lml = np.float64(lml)
+            return (lml, np.asarray(grad, dtype=np.float64)) if eval_gradient else lml
         k = kg = None
         if plan is None:
             k, kg = kernel(self.X_train_, eval_gradient=True) if eval_gradient else \
@@ -519,6 +578,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             kdiag = np.asarray(self.kernel_.diag(X), dtype=np.float64) if mode == "std" else None
             kqq = np.asarray(self.kernel_(X), dtype=np.float64) if mode == "cov" else None
         train = self._training()
+        if train.cg is not None:
+            mean, extra = _cg_api.predict(np.asarray(X, dtype=np.float64), train,
+                                          self._y_train_std, self._y_train_mean, plan, mode,
+                                          *train.cg, like=like if like is not None else
+                                          self.alpha_)
+            return mean if mode == "mean" else (mean, extra)
         if train.x is None and x is not None:  # a factor set through L_
             train.x = x
         n, m = self.alpha_.shape[0], (X.shape[0] if hasattr(X, "shape") else len(X))

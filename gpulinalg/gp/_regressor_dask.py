@@ -149,7 +149,7 @@ def fit(est: Any, X: Any, y: Any) -> Any:
     from sklearn.base import clone
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
 
-    est._check_params()
+    est.solver_ = est._check_params()
     est.kernel_ = C() * RBF() if est.kernel is None else clone(est.kernel)
     if est.optimizer is not None and est.kernel_.n_dims > 0:
         raise ValueError("GaussianProcessRegressor.fit with a Dask X does not optimize the "

@@ -1,0 +1,169 @@
+"""The regressor's operations on the matrix-free solver (``solver="cg"``), written once for any
+array module: the log marginal likelihood and its gradient, ``fit``'s ``alpha_`` and
+``predict``.
+
+Nothing ``n x n`` is stored. Every product ``K v`` (``K = k(X) + diag(noise)``) is made from
+the kernel plan row tile by row tile (:class:`._mixed_xp.Operator`); one run of
+:func:`._cg_xp.mbcg` with the pivoted-Cholesky preconditioner ``P`` (:mod:`._precond_xp`)
+solves for the targets ``y`` and ``s`` probes ``z_j ~ N(0, P)`` at once, and gives
+
+* ``alpha = K^-1 y`` and ``y^T alpha``;
+* ``log|K| = log|P| + log|P^-1 K|``, the second term by stochastic Lanczos quadrature from the
+  same run's coefficients (:func:`._cg_xp.logdet_quadrature`);
+* the gradient ``g_k = 1/2 alpha^T dK_k alpha - t/2 tr(K^-1 dK_k)``, with the trace as
+  ``tr(P^-1 dK_k) + 1/s sum_j (K^-1 z_j - P^-1 z_j)^T dK_k P^-1 z_j``: the exact trace of the
+  preconditioner plus an unbiased estimate of what it misses (a control variate, small where
+  ``P`` is close to ``K``). All of it is one weight matrix ``W`` contracted against the
+  kernel's derivatives row block by row block (:meth:`~._kernels_xp.KernelPlan.contract`),
+  its rows made on the fly from ``n x (t + s + r)`` factors.
+
+``predict``'s mean comes from the cached ``alpha``; its standard deviation (or covariance)
+from solves ``K^-1 k(X, X*)`` by the same conjugate gradients, one column per query point.
+"""
+
+import math
+
+import numpy as np
+
+from .._runtime.dispatch import note
+from .._runtime.errors import IllConditionedWarning, warn
+from .._runtime.validation import namespace
+from ._cg_xp import logdet_quadrature, mbcg
+from ._fit_xp import predict_body
+from ._mixed_xp import Operator
+from ._precond_xp import Preconditioner
+from ._results import GPSolveResult
+
+__all__ = ["CGOperations", "cg_lml_body", "cg_fit_body", "cg_predict_body"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _probes(xp, n, options, like):
+    """``(g, h)``: the standard-normal draws behind the probes (``precond_rank x s`` and
+    ``n x s``), the same for every evaluation of one problem (``options.seed``)."""
+    rng = np.random.default_rng(options.seed)
+    g = rng.standard_normal((max(options.precond_rank, 1), options.n_probes))
+    h = rng.standard_normal((n, options.n_probes))
+    return xp.asarray(g, dtype=like.dtype), xp.asarray(h, dtype=like.dtype)
+
+
+def _solve(op, rhs, pre, options, what):
+    """:func:`._cg_xp.mbcg` on ``rhs``, warning when it stopped at ``max_iter``."""
+    res = mbcg(op, rhs, pre.solve, tol=options.tol, max_iter=options.max_iter)
+    if not res.converged:
+        warn(f"conjugate gradients ({what}) stopped after {res.iterations} iterations with a "
+             f"relative residual of {float(res.residual.max()):.3g} > tol = {options.tol:g}; "
+             "raise cg_options['max_iter'] or 'precond_rank', or use solver='cholesky'",
+             IllConditionedWarning)
+    return res
+
+
+def _noted(res, pre, options, t, **extra):
+    note(solver="cg", cg_iterations=res.iterations, cg_converged=res.converged,
+         cg_residual=float(res.residual[:t].max()) if t else 0.0,
+         cg_probe_residual=float(res.residual[t:].max()) if res.residual.size > t else 0.0,
+         n_probes=options.n_probes, precond_rank=pre.rank, tol=options.tol,
+         max_iter=options.max_iter, **extra)
+
+
+def _on(xp, noise):
+    """``noise`` (a number, or one per point) as ``xp`` needs it."""
+    return xp.asarray(noise) if getattr(noise, "ndim", 0) else noise
+
+
+def _likelihood(la, x, y, noise, plan, options):
+    """One mBCG run over ``[y, probes]``: ``(lml, logdet, alpha, u, z, pre, res)``."""
+    xp = namespace(x)
+    noise = _on(xp, noise)
+    y2 = y.reshape(y.shape[0], -1)
+    n, t = y2.shape
+    shift = x.mean(axis=0)
+    pre = Preconditioner(la, plan, x, noise, options.precond_rank, shift=shift)
+    g, h = _probes(xp, n, options, x)
+    z = pre.sample(g, h)
+    op = Operator(plan, x, noise)
+    res = _solve(op, xp.concatenate([y2, z], axis=1), pre, options, "log marginal likelihood")
+    alpha, u = res.x[:, :t], res.x[:, t:]
+    logdet = pre.logdet + logdet_quadrature(res, range(t, t + z.shape[1]), n)
+    lml = -0.5 * float((y2 * alpha).sum()) - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
+    return lml, logdet, alpha, u, z, pre, res
+
+
+def cg_lml_body(la, x, y, noise, *, plan, eval_gradient, options):
+    """The log marginal likelihood (a host float) and, with ``eval_gradient``, its gradient in
+    the log-hyperparameters (``(n_theta,)`` array), by the matrix-free solver. See the module
+    notes for the estimators; ``last_run().details`` gets the iterations, the final
+    residuals, the probes and the preconditioner's rank."""
+    lml, logdet, alpha, u, z, pre, res = _likelihood(la, x, y, noise, plan, options)
+    t = alpha.shape[1]
+    _noted(res, pre, options, t, logdet=logdet)
+    if not eval_gradient:
+        return lml, None
+    xp = namespace(x)
+    v = pre.solve(z)
+    s = z.shape[1]
+    left = xp.concatenate([alpha, (-t / s) * (u - v)], axis=1)
+    right = xp.concatenate([alpha, v], axis=1)
+
+    def w_rows(i0, i1):  # W = alpha alpha^T - t (P^-1 + 1/s (U - V) V^T), a row block
+        w = left[i0:i1] @ right.T
+        w -= t * pre.dense_rows(i0, i1)
+        return w
+
+    return lml, 0.5 * plan.contract(x, w_rows)
+
+
+def cg_fit_body(la, x, y, noise, *, plan, options):
+    """``fit``'s final step: ``alpha_`` (shaped like ``y``), ``log|K|`` and the log marginal
+    likelihood by one mBCG run; no factor (``L`` is ``None``)."""
+    lml, logdet, alpha, _, _, pre, res = _likelihood(la, x, y, noise, plan, options)
+    _noted(res, pre, options, alpha.shape[1], logdet=logdet)
+    return GPSolveResult(alpha.reshape(y.shape), None, logdet, lml, 0.0)
+
+
+def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options):
+    """``predict`` on a model fitted by the matrix-free solver: the mean ``K(X*, X) alpha``,
+    and for ``mode`` "std" or "cov" the spread ``k(X*) - K(X*, X) K^-1 K(X, X*)`` with
+    ``K^-1 K(X, X*)`` by conjugate gradients (one column per query point, in
+    :func:`._fit_xp.predict_body`'s query blocks)."""
+    state = {}
+    noise = _on(namespace(a), noise)
+
+    def spread(kT, prior, full=False):
+        if "pre" not in state:  # built on the first block that needs it
+            state["pre"] = Preconditioner(la, plan, x, noise, options.precond_rank)
+            state["op"], state["iterations"] = Operator(plan, x, noise), 0
+        res = _solve(state["op"], kT, state["pre"], options, "predictive variances")
+        state["iterations"] += res.iterations
+        _noted(res, state["pre"], options, kT.shape[1],
+               cg_iterations_total=state["iterations"])
+        if full:
+            q = kT.T @ res.x
+            return prior - 0.5 * (q + q.T)
+        return prior - (kT * res.x).sum(axis=0)
+
+    if mode == "mean":
+        note(solver="cg")
+    return predict_body(la, xq, x, None, a, scale, shift, None, None, None, plan=plan,
+                        mode=mode, spread=spread)
+
+
+class CGOperations:
+    """The matrix-free operations on one engine ``la`` (:mod:`._engine_host` or
+    :mod:`._engine_cuda`): the dispatcher's CPU or GPU functions for ``solver="cg"``."""
+
+    def __init__(self, la):
+        self.la = la
+
+    def log_marginal_likelihood(self, x, y, noise, *, plan, eval_gradient, options):
+        return cg_lml_body(self.la, x, y, noise, plan=plan, eval_gradient=eval_gradient,
+                           options=options)
+
+    def fit(self, x, y, noise, *, plan, options):
+        return cg_fit_body(self.la, x, y, noise, plan=plan, options=options)
+
+    def predict(self, xq, train, scale, shift, *, plan, mode, noise, options):
+        x, _, a = self.la.training(train)
+        return cg_predict_body(self.la, xq, x, a, scale, shift, plan=plan, mode=mode,
+                               noise=noise, options=options)
