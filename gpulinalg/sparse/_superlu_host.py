@@ -113,15 +113,36 @@ class SuperLUFactor:
         kwargs = {"diag_pivot_thresh": self._thresh, **extra}
         try:
             self.lu = spla.splu(csc, permc_spec=spec, options=options, **kwargs)
-        except RuntimeError as exc:  # SuperLU's only failure: an exactly singular factor
-            raise SingularMatrixError(f"sparse {self.method}: the matrix is singular "
-                                      f"(SuperLU: {exc})") from None
+        except (MemoryError, SystemError, RuntimeError) as exc:
+            raise self._failure(exc) from exc
         self._q = q
         self._udiag = self._ratio = None
         if self.method == "cholesky":
             self._check_positive()
         # SuperLU orders and factors in one call: all of it counts as factorization.
         self.timings["factorization_seconds"] = time.perf_counter() - t0
+
+    def _failure(self, exc):
+        """What SciPy's ``splu`` raising ``exc`` means. SuperLU reports running out of memory
+        three ways: ``MemoryError`` (gstrf's ``info`` > n), ``SystemError`` "called with invalid
+        arguments" (``info`` < 0: the byte count it returns in ``info``, an ``int``, wrapped
+        past 2 GiB; our arguments are valid) and ``RuntimeError`` with its own abort text
+        ("SUPERLU_MALLOC fails for ..."). Only SciPy's "exactly singular" ``RuntimeError`` is a
+        property of the matrix; the text is the one difference SciPy leaves between the two."""
+        if isinstance(exc, RuntimeError) and str(exc) == _SUPERLU_SINGULAR:
+            return SingularMatrixError(f"sparse {self.method}: the matrix is singular "
+                                       f"(SuperLU: {exc})")
+        peak = _peak_resident_bytes()
+        reached = "" if peak is None else \
+            f"; the process's resident memory peaked at {peak} B ({peak / 2 ** 30:.3g} GiB)"
+        message = (
+            f"sparse {self.method}: SuperLU ran out of host memory factoring the "
+            f"{self.n} x {self.n} matrix ({self.m.nnz} stored entries, {self.m.data.nbytes} B of "
+            f"values): its fill-in (the L and U factors) did not fit{reached}. The matrix was "
+            f"not found singular. Options: a GPU (cuDSS), reordering=\"MMD_AT_PLUS_A\" (less "
+            f"fill on 3-D grids), float32, or a smaller problem (SuperLU: "
+            f"{type(exc).__name__}: {str(exc) or 'out of memory'})")
+        return MemoryError(message)
 
     def _diagonal(self):
         """Diagonal of U (the pivots), built once per factorization (``lu.U`` costs O(nnz))."""
@@ -195,6 +216,21 @@ class SuperLUFactor:
 
     def free(self):
         self.lu = None
+
+
+#: SciPy's text for SuperLU's zero pivot (``info`` in 1..n), the one failure of a singular matrix
+_SUPERLU_SINGULAR = "Factor is exactly singular"
+
+
+def _peak_resident_bytes():
+    """The process's peak resident memory in bytes, ``None`` where ``resource`` is missing."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    import sys
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
 
 
 def factorize(indptr, indices, data, *, superlu=None, **kwargs):
