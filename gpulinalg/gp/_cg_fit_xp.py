@@ -94,7 +94,27 @@ def cg_lml_body(la, x, y, noise, *, plan, eval_gradient, options):
     """The log marginal likelihood (a host float) and, with ``eval_gradient``, its gradient in
     the log-hyperparameters (``(n_theta,)`` array), by the matrix-free solver. See the module
     notes for the estimators; ``last_run().details`` gets the iterations, the final
-    residuals, the probes and the preconditioner's rank."""
+    residuals, the probes and the preconditioner's rank.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from gpulinalg.gp import CGOptions, _engine_host, _fit_xp
+    >>> from gpulinalg.gp._kernels_xp import compile_kernel
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(0, 1, (300, 2))
+    >>> y = np.sin(6 * x[:, 0]) + 0.1 * rng.standard_normal(300)
+    >>> plan = compile_kernel(RBF(0.3) + WhiteKernel(0.01), 2)
+    >>> lml, grad = cg_lml_body(_engine_host, x, y, 0.0, plan=plan, eval_gradient=True,
+    ...                         options=CGOptions(precond_rank=100))
+    >>> ref, gref = _fit_xp.lml_body(_engine_host, x, y, 0.0, None, None, plan=plan,
+    ...                              eval_gradient=True)
+    >>> bool(abs(lml - ref) < 1e-3 * abs(ref))
+    True
+    >>> bool(np.abs(grad - gref).max() < 0.05 * np.abs(gref).max())
+    True
+    """
     lml, logdet, alpha, u, z, pre, res = _likelihood(la, x, y, noise, plan, options)
     t = alpha.shape[1]
     _noted(res, pre, options, t, logdet=logdet)

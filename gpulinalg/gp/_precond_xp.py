@@ -69,6 +69,24 @@ class Preconditioner:
         The diagonal added to ``k(x)`` (``alpha`` plus any jitter).
     rank : int
         Largest rank of ``L`` (0: ``P = diag(K)``, Jacobi).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    >>> from gpulinalg.gp import _engine_host
+    >>> from gpulinalg.gp._kernels_xp import compile_kernel
+    >>> x = np.random.default_rng(0).uniform(0, 1, (100, 2))
+    >>> kernel = RBF(0.5) + WhiteKernel(0.01)
+    >>> pre = Preconditioner(_engine_host, compile_kernel(kernel, 2), x, 0.0, 20)
+    >>> P = pre.L @ pre.L.T + np.diag(pre.D)
+    >>> bool(np.allclose(np.diag(P), np.diag(kernel(x))))
+    True
+    >>> v = np.ones((100, 1))
+    >>> bool(np.allclose(pre.solve(v), np.linalg.solve(P, v)))
+    True
+    >>> bool(np.isclose(pre.logdet, np.linalg.slogdet(P)[1]))
+    True
     """
 
     def __init__(self, la, plan, x, noise, rank, shift=None):
