@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .._runtime.config import get_config, settings_in_force
+from .._runtime.dispatch import front_door
 from . import _linear_api, _ops_torch
 
 __all__ = ["FusedLinear"]
@@ -112,6 +113,16 @@ def _apply(x2, weight, bias, activation, need_saved):
                     None if bias is None else _unwrap_if_dead(bias), activation, need_saved)
 
 
+def not_a_tensor(layer, x):
+    """Refuse ``x``, not a tensor (as ``torch.nn.Linear`` does), recorded as the layer's call
+    (:func:`gpulinalg.last_run`), not left to the previous call's record."""
+    @front_door(f"dense.{layer}.forward")
+    def refuse():
+        raise TypeError(f"{layer} takes a torch.Tensor, got {type(x).__name__} "
+                        "(torch.as_tensor converts a NumPy array)") from None
+    refuse()
+
+
 class FusedLinear(nn.Module):
     """A drop-in for ``nn.Linear`` followed by an activation, fused through cuBLASLt.
 
@@ -187,8 +198,7 @@ class FusedLinear(nn.Module):
         try:
             kind = "cuda" if x.is_cuda else x.device.type
         except AttributeError:  # as torch.nn.Linear: a tensor, not an array
-            raise TypeError(f"FusedLinear takes a torch.Tensor, got {type(x).__name__} "
-                            "(torch.as_tensor converts a NumPy array)") from None
+            not_a_tensor("FusedLinear", x)
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
             x, weight = x.to(dt), weight.to(dt)

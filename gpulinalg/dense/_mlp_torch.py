@@ -24,7 +24,7 @@ from torch import nn
 
 from .._runtime.config import get_config, settings_in_force
 from . import _linear_api, _mlp_ops_torch
-from ._linear_torch import FusedLinear, on_torch_cpu, torch_layer
+from ._linear_torch import FusedLinear, not_a_tensor, on_torch_cpu, torch_layer
 from ._mlp_ops_torch import backward_all, forward_all
 
 __all__ = ["FusedMLP"]
@@ -176,8 +176,7 @@ class FusedMLP(nn.Module):
         try:
             kind = "cuda" if x.is_cuda else x.device.type
         except AttributeError:  # as torch.nn.Linear: a tensor, not an array
-            raise TypeError(f"FusedMLP takes a torch.Tensor, got {type(x).__name__} "
-                            "(torch.as_tensor converts a NumPy array)") from None
+            not_a_tensor("FusedMLP", x)
         if torch.is_autocast_enabled(kind):  # as nn.Linear: compute in the autocast dtype
             dt = torch.get_autocast_dtype(kind)
             x = x.to(dt)

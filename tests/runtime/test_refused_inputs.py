@@ -76,3 +76,16 @@ def test_gpr_scalar_alpha_not_finite_is_named(alpha):
     from gpulinalg.gp import GaussianProcessRegressor
     with pytest.raises(ValueError, match="alpha must be finite and >= 0"):
         GaussianProcessRegressor(alpha=alpha).fit(np.arange(3.0)[:, None], np.ones(3))
+
+
+@pytest.mark.parametrize("layer", ["FusedLinear", "FusedMLP"])
+def test_fused_layers_refuse_a_numpy_array_by_name_and_record_it(layer):
+    pytest.importorskip("torch")
+    from gpulinalg import dense
+    module = dense.FusedLinear(4, 3) if layer == "FusedLinear" else dense.FusedMLP([4, 3, 2])
+    decomp.qr(np.ones((3, 2)))
+    with pytest.raises(TypeError, match=f"{layer} takes a torch.Tensor, got ndarray") as info:
+        module(np.ones((2, 4), dtype=np.float32))
+    assert "is_cuda" not in str(info.value) and info.value.__suppress_context__
+    rec = gpulinalg.last_run()
+    assert rec.op == f"dense.{layer}.forward" and rec.backend == "none"
