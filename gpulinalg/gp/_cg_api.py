@@ -59,12 +59,11 @@ def predict(xq, train, scale, shift, plan, mode, noise, options, like):
     n, m, d = train.x.shape[0], xq.shape[0], xq.shape[1]
     t = train.alpha.shape[1] if train.alpha.ndim == 2 else 1
     rows = min(m, max(1, PREDICT_BLOCK_ELEMENTS // max(n, 1))) if mode != "cov" else m
-    nbytes, flops = cg_cost(n, 0, d, options, False)
+    nbytes, _ = cg_cost(n, 0, d, options, False)
+    flops = 2.0 * m * n * (t + d)
     if mode != "mean":  # per query block: the cross-kernel and the Krylov block of its columns
         nbytes += 8 * (8 * rows * n + (m * m if mode == "cov" else 0))
-        flops *= max(rows, 1)
-    else:
-        flops = 2.0 * m * n * (t + d)
+        flops += 2.0 * n * n * (m + d) * ESTIMATED_ITERATIONS
     return dispatch(Op("gp.predict", _engine_cuda.cg_predict, _engine_host.cg_predict,
                        (xq, train, np.atleast_1d(scale), np.atleast_1d(shift)),
                        {"plan": plan, "mode": mode, "noise": noise, "options": options},
