@@ -459,6 +459,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self._fitted = _Training(x, None, res.alpha, keep=False, cg=(noise, options))
         return res
 
+    @_dispatch.front_door("gp.log_marginal_likelihood")
     def log_marginal_likelihood(self, theta: Any = None, eval_gradient: bool = False,
                                 clone_kernel: bool = True) -> float | tuple[float, np.ndarray]:
         """Log marginal likelihood of ``theta`` on the training data (scikit-learn's semantics).

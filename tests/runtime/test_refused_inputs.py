@@ -89,3 +89,14 @@ def test_fused_layers_refuse_a_numpy_array_by_name_and_record_it(layer):
     assert "is_cuda" not in str(info.value) and info.value.__suppress_context__
     rec = gpulinalg.last_run()
     assert rec.op == f"dense.{layer}.forward" and rec.backend == "none"
+
+
+def test_gpr_log_marginal_likelihood_refused_is_recorded():
+    pytest.importorskip("sklearn")
+    from gpulinalg.gp import GaussianProcessRegressor
+    gpr = GaussianProcessRegressor().fit(np.arange(4.0)[:, None], np.ones(4))
+    decomp.qr(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="theta"):
+        gpr.log_marginal_likelihood(np.ones(7))
+    rec = gpulinalg.last_run()
+    assert rec.op == "gp.log_marginal_likelihood" and rec.backend == "none"
