@@ -235,7 +235,7 @@ class Operations:
         self.la = la
 
     def exact_gp_solve(self, k, y, *, jitter):
-        return solve_body(self.la, k, y, jitter=jitter)
+        return solve_body(self.la, k, y, jitter=jitter, overwrite_k=False)
 
     def log_marginal_likelihood(self, x, y, noise, k, k_grad, *, plan, eval_gradient):
         return lml_body(self.la, x, y, noise, k, k_grad, plan=plan, eval_gradient=eval_gradient)

@@ -105,7 +105,9 @@ def exact_gp_solve(K: Any, y: Any, *,
         xp = namespace(K)
         return shortcut("gp.exact_gp_solve", GPSolveResult(
             xp.zeros(y.shape, dtype=dtype), xp.zeros((0, 0), dtype=dtype), 0.0, 0.0, 0.0))
-    k, yc = _as_dtype(K, dtype, copy=True), _as_dtype(y, dtype, copy=False)
+    # K as given (a view, any dtype): the engine makes its working copy once the dispatcher
+    # has checked the memory, so an oversize K is refused before anything K-sized exists
+    k, yc = _own_package(K), _as_dtype(y, dtype)
     itemsize = np.dtype(dtype).itemsize
     return dispatch(Op("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
                        _engine_host.exact_gp_solve, (k, yc), {"jitter": jitter},
@@ -123,7 +125,7 @@ def _dask_route(K, y, jitter):
                          f"got shape {tuple(y.shape)}")
     dtype = _gp_dtype(K, y)
     check_jitter(jitter)
-    K, y = (a.astype(dtype) if is_dask(a) else _as_dtype(a, dtype, copy=False) for a in (K, y))
+    K, y = (a.astype(dtype) if is_dask(a) else _as_dtype(a, dtype) for a in (K, y))
     return dispatch(Op("gp.exact_gp_solve", _engine_cuda.exact_gp_solve,
                        _engine_host.exact_gp_solve, (K, y), {"jitter": jitter},
                        dask_fn=_solve_dask.exact_gp_solve))
@@ -146,13 +148,15 @@ def _gp_dtype(*arrays):
     return dt
 
 
-def _as_dtype(a, dtype, copy):
-    """``a`` in ``dtype`` as a C-contiguous array of its own package (a copy when ``copy``)."""
-    kind = _arrays.kind_of(a)
-    if kind is _arrays.Kind.TORCH:
-        a = _arrays.to_kind(a, _arrays.Kind.NUMPY) if a.device.type == "cpu" else \
+def _own_package(a):
+    """``a`` as a NumPy or CuPy array (a torch tensor's memory, shared), dtype and layout kept."""
+    if _arrays.kind_of(a) is _arrays.Kind.TORCH:
+        return _arrays.to_kind(a, _arrays.Kind.NUMPY) if a.device.type == "cpu" else \
             _arrays.to_device(a)
-        return _as_dtype(a, dtype, copy)
-    xp = namespace(a)
-    out = xp.ascontiguousarray(a, dtype=dtype)
-    return out.copy() if copy and out is a else out
+    return a
+
+
+def _as_dtype(a, dtype):
+    """``a`` in ``dtype`` as a C-contiguous array of its own package (NumPy or CuPy)."""
+    a = _own_package(a)
+    return namespace(a).ascontiguousarray(a, dtype=dtype)

@@ -37,18 +37,19 @@ def check_jitter(jitter):
     return value
 
 
-def jitter_schedule(k, jitter):
+def jitter_schedule(k, jitter, dtype=None):
     """The diagonal shifts to try in turn on kernel matrix ``k``.
 
     ``"auto"``: none first, then ``JITTER_START * eps * mean(diag(k))`` growing tenfold for
-    ``JITTER_TRIES`` retries. A number: that shift only. ``None`` or 0: no shift.
+    ``JITTER_TRIES`` retries (``eps`` of ``dtype``, default ``k``'s). A number: that shift
+    only. ``None`` or 0: no shift.
     """
     jitter = check_jitter(jitter)
     if jitter != "auto":
         return [jitter]
     scale = float(abs(namespace(k).diagonal(k).mean())) if k.shape[0] else 1.0
     scale = scale if scale > 0 and math.isfinite(scale) else 1.0
-    start = JITTER_START * float(np.finfo(k.dtype).eps) * scale
+    start = JITTER_START * float(np.finfo(dtype or k.dtype).eps) * scale
     return [0.0] + [start * 10.0 ** i for i in range(JITTER_TRIES)]
 
 
@@ -59,23 +60,25 @@ def symmetric_view(k):
     return k.T if k.flags.c_contiguous and not k.flags.f_contiguous else k
 
 
-def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False, symmetric=False):
+def cholesky_jitter(la, k, jitter="auto", *, overwrite_k=False, symmetric=False, dtype=None):
     """Lower Cholesky factor of ``k + j I`` for the first ``j`` of the jitter schedule that works.
 
     Warns (:class:`~gpulinalg.IllConditionedWarning`) before each retry with the jitter added;
     raises :class:`~gpulinalg.NotPositiveDefiniteError` when every try fails. ``k`` is left as it
     was unless ``overwrite_k``; with ``symmetric`` (both triangles of ``k`` hold the matrix)
-    the last try factors ``k`` itself in place (see :func:`symmetric_view`). Returns
+    the last try factors ``k`` itself in place (see :func:`symmetric_view`). ``dtype``: the
+    factor's, when ``k`` (left as it was) is of another dtype or layout, as the caller's
+    matrix can be: each try works on its own C-ordered copy in ``dtype``. Returns
     ``(L, jitter_used)``.
     """
-    schedule = jitter_schedule(k, jitter)
+    schedule = jitter_schedule(k, jitter, dtype)
     n, failure = k.shape[0], None
     for i, j in enumerate(schedule):
         if failure is not None:
             warn(f"gpulinalg.gp: Cholesky failed (leading minor {failure.minor}); "
                  f"retrying with jitter {j:.3g} added to the diagonal", IllConditionedWarning)
         last = i == len(schedule) - 1
-        kj = k if overwrite_k and last else k.copy()
+        kj = k if overwrite_k and last else k.astype(dtype or k.dtype, order="C", copy=True)
         if j:
             kj.reshape(-1)[::n + 1] += j
         try:
@@ -98,10 +101,13 @@ def gaussian_lml(y2, a2, logdet):
     return -0.5 * float((y2 * a2).sum()) - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
 
 
-def solve_body(la, k, y, *, jitter, symmetric=False):
-    """:func:`gpulinalg.gp.exact_gp_solve` on ``la``'s device (``k`` is the call's own copy;
-    ``symmetric``: both of its triangles hold the matrix, so it is factored in place)."""
-    L, used = cholesky_jitter(la, k, jitter, overwrite_k=True, symmetric=symmetric)
+def solve_body(la, k, y, *, jitter, symmetric=False, overwrite_k=True):
+    """:func:`gpulinalg.gp.exact_gp_solve` on ``la``'s device (``k``: the call's own copy, or
+    with ``overwrite_k=False`` the caller's matrix in any dtype and layout, copied here in
+    ``y``'s dtype, after the dispatcher's memory check; ``symmetric``: both of its triangles
+    hold the matrix, so it is factored in place)."""
+    L, used = cholesky_jitter(la, k, jitter, overwrite_k=overwrite_k, symmetric=symmetric,
+                              dtype=y.dtype)
     alpha = la.cho_solve(L, True, y, False, L.dtype)
     logdet = float(la.logdet(L, L.dtype))
     y2 = y.reshape(y.shape[0], -1)

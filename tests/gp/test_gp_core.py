@@ -185,3 +185,37 @@ def test_finite_result_does_not_warn(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         exact_gp_solve(spd(rng, 20), rng.standard_normal(20))
+
+
+def test_dispatch_gets_the_callers_matrix_not_a_copy(monkeypatch):
+    """Nothing K-sized is made before the dispatcher's memory check: the Op carries the
+    caller's K as given (float32 here, computed in float64 with a float64 y), and the engine's
+    working copy comes after."""
+    from gpulinalg.gp import _solve_api
+    real, seen = _solve_api.dispatch, []
+
+    def spy(op, *args, **kwargs):
+        seen.append(op.args[0])
+        return real(op, *args, **kwargs)
+
+    monkeypatch.setattr(_solve_api, "dispatch", spy)
+    K = np.diag(np.full(500, 3.0, dtype=np.float32))
+    y = np.ones(500)
+    res = exact_gp_solve(K, y)
+    assert seen[0] is K and res.alpha.dtype == np.float64
+    np.testing.assert_allclose(res.alpha, y / 3.0, rtol=1e-12)
+    np.testing.assert_array_equal(K, np.diag(np.full(500, 3.0, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("make", [
+    lambda k: np.asfortranarray(k), lambda k: k.astype(np.float32),
+    lambda k: np.round(k * 100).astype(np.int64), lambda k: np.broadcast_to(k, (2, *k.shape))[1],
+], ids=["fortran", "float32-K", "int-K", "broadcast-view"])
+def test_any_layout_and_dtype_of_K(rng, make):
+    K = make(spd(rng, 30, noise=1.0))
+    before = np.array(K, copy=True)
+    y = rng.standard_normal(30)
+    res = exact_gp_solve(K, y)
+    Kd = np.asarray(K, dtype=res.alpha.dtype)
+    assert np.linalg.norm(Kd @ res.alpha - y) <= 1e-8 * np.linalg.norm(y) * np.linalg.cond(Kd)
+    np.testing.assert_array_equal(K, before)
