@@ -55,6 +55,11 @@ def test_det_names_bfloat16_not_its_stand_in():
     with pytest.raises(TypeError, match="bfloat16") as info:
         decomp.det(torch.eye(3, dtype=torch.bfloat16))
     assert "V2" not in str(info.value)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="bfloat16"):
+        decomp.det(np.eye(3, dtype=ml_dtypes.bfloat16))
+    with pytest.raises(TypeError, match=r"cannot be cast to float\(32, 64\)"):
+        decomp.det(np.zeros((2, 2), dtype="V8"))  # a plain void array: SciPy's message
 
 
 @pytest.mark.parametrize("call", [

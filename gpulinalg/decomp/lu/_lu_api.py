@@ -456,7 +456,7 @@ def _plan_det(a, overwrite_a, check_finite, cupy_only):
     defer = bool(check_finite) and _arrays.on_gpu(a)
     raw = a if _arrays.kind_of(a) is not None else np.asarray(a)
     dt = _v.np_dtype(raw)
-    if dt.kind == "V":
+    if dt.kind == "V" and (dt.name == "bfloat16" or _arrays.kind_of(raw) is _arrays.Kind.TORCH):
         _v.float_dtype(dt)  # bfloat16: the shared refusal, not NumPy's name for its stand-in
     if dt.kind not in "biufc":
         raise TypeError(f"The dtype {dt} cannot be cast to float(32, 64).")
