@@ -10,9 +10,9 @@ import logging
 
 from ._runtime import (Backend, Fallback, FallbackWarning, GPUInfo, GPUUnavailableError,
                        IllConditionedWarning, LinAlgError, NotPositiveDefiniteError,
-                       ResidualWarning, RunRecord, Settings, SingularMatrixError, SparseGPUSolver,
-                       config, config_context, get_config, gpu_available, gpus, last_run,
-                       memory_info, set_config)
+                       OutOfMemoryError, ResidualWarning, RunRecord, Settings, SingularMatrixError,
+                       SparseGPUSolver, config, config_context, get_config, gpu_available, gpus,
+                       last_run, memory_info, set_config)
 
 __version__ = "0.1.0"
 
@@ -25,7 +25,8 @@ __all__ = [
     "gpu_available", "gpus", "memory_info",
     "Backend", "Fallback", "SparseGPUSolver", "Settings", "RunRecord", "GPUInfo",
     "LinAlgError", "NotPositiveDefiniteError", "SingularMatrixError", "GPUUnavailableError",
-    "FallbackWarning", "ResidualWarning", "IllConditionedWarning", *_SUBMODULES,
+    "OutOfMemoryError", "FallbackWarning", "ResidualWarning", "IllConditionedWarning",
+    *_SUBMODULES,
 ]
 
 

@@ -65,6 +65,12 @@ class Settings:
         Let routes take gpulinalg's hand-written CUDA kernels where they were measured to pay
         (on by default only on the compute capabilities they were measured on); ``False`` sends
         every operation to its cuSOLVER/cuBLAS/CuPy route.
+    host_memory_share : float
+        Share of the available host memory (psutil's ``available``, else ``MemAvailable``,
+        within a cgroup's limit) that one CPU run may use, in ``(0, 1]``. A CPU run (the CPU
+        backend, or a fallback from the GPU) whose host-byte estimate is over it is not
+        started: it raises :class:`~gpulinalg.OutOfMemoryError` (a ``MemoryError``) saying
+        what it needed, what the machine has and the options. Default 0.9.
     """
 
     backend: Backend = Backend.AUTO
@@ -74,6 +80,7 @@ class Settings:
     plan_cache_size: int = 64
     sparse_gpu_solver: SparseGPUSolver = SparseGPUSolver.AUTO
     custom_kernels: bool = True
+    host_memory_share: float = 0.9
 
     def __post_init__(self):
         object.__setattr__(self, "backend", _enum(Backend, self.backend, "backend"))
@@ -82,6 +89,9 @@ class Settings:
             raise ValueError(f"vram_headroom must be in [0, 1), got {self.vram_headroom!r}")
         if int(self.plan_cache_size) < 1:
             raise ValueError(f"plan_cache_size must be >= 1, got {self.plan_cache_size!r}")
+        if not 0.0 < float(self.host_memory_share) <= 1.0:
+            raise ValueError(f"host_memory_share must be in (0, 1], got {self.host_memory_share!r}")
+        object.__setattr__(self, "host_memory_share", float(self.host_memory_share))
         object.__setattr__(self, "autotune", bool(self.autotune))
         object.__setattr__(self, "custom_kernels", bool(self.custom_kernels))
         object.__setattr__(self, "sparse_gpu_solver",
@@ -115,7 +125,8 @@ def set_config(**changes: Any) -> Settings:
     ----------
     **changes
         Any field of :class:`Settings` (``backend``, ``fallback``, ``vram_headroom``,
-        ``autotune``, ``plan_cache_size``, ``sparse_gpu_solver``, ``custom_kernels``).
+        ``autotune``, ``plan_cache_size``, ``sparse_gpu_solver``, ``custom_kernels``,
+        ``host_memory_share``).
 
     Returns
     -------
@@ -234,6 +245,8 @@ class config(config_context):
     plan_cache_size : int, optional
     sparse_gpu_solver : {"auto", "cudss", "cusolversp"}, optional
     custom_kernels : bool, optional
+    host_memory_share : float, optional
+        Share of the available host memory one CPU run may use, in ``(0, 1]``.
 
     See Also
     --------

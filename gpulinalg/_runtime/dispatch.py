@@ -6,7 +6,9 @@ that validates the call and makes it, to :func:`dispatch`. The front door of :fu
 looks the call's key up in the thread's memo (:mod:`.memo`): a repeat skips the planner, and,
 while a GPU decision is kept, the decision too. Otherwise it decides (Dask, GPU, GPU out of
 core, or CPU; the budget is asked once), runs, falls back on the GPU running out of memory or on
-a sticky CUDA error, and records what happened (:mod:`.records`).
+a sticky CUDA error, and records what happened (:mod:`.records`). No CPU run starts whose
+host-byte estimate is over the memory the machine can give (:mod:`.budget_host`): it raises
+:class:`~gpulinalg._runtime.errors.OutOfMemoryError` instead.
 """
 
 import functools
@@ -20,10 +22,11 @@ import numpy as _np
 
 from . import arrays as _arrays
 from . import budget as _budget
+from . import budget_host as _budget_host
 from . import device as _device
 from . import memo as _memo
 from .config import Backend, Fallback, get_config
-from .errors import FallbackWarning, GPUUnavailableError
+from .errors import FallbackWarning, GPUUnavailableError, OutOfMemoryError
 from .errors import warn as _warn
 from .records import RunRecord, granted_bytes, headroom_bytes, last_run, note
 from .records import local as _local
@@ -40,6 +43,11 @@ log = logging.getLogger("gpulinalg")
 _CPU, _GPU, _AUTO, _RAISE = Backend.CPU, Backend.GPU, Backend.AUTO, Fallback.RAISE
 _CUPY, _NUMPY = _arrays.Kind.CUPY, _arrays.Kind.NUMPY
 
+#: Host bytes of a CPU run, as a multiple of its array arguments' bytes, for an Op whose
+#: ``nbytes`` is a callable and that gives no ``host_nbytes``: a copy of the inputs, the output
+#: and a workspace of the same size (LAPACK's solve measured 2.1x, inv 3.1x, lu_factor 1.1x).
+HOST_ARGS_FACTOR = 3
+
 #: CUDA error codes after which the context is unusable (illegal address, launch failure, ...).
 STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
 
@@ -48,6 +56,7 @@ STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720
 # clock and the logger's level check.
 _lookup, _installed, _gpu_state = _memo.lookup, _device._installed, _device._state
 _clock, _debug_on, _DEBUG = time.perf_counter, log.isEnabledFor, logging.DEBUG
+_host_fits = _budget_host.host_fits
 
 
 class Op(NamedTuple):
@@ -70,6 +79,15 @@ class Op(NamedTuple):
         (no arguments) is called only when the dispatcher considers the GPU, so estimates that
         ask a GPU library (workspace queries) are never made for a CPU run. A kept call's
         estimate holds no array.
+    host_nbytes : int or callable, optional
+        Estimated peak host bytes the CPU run allocates on host inputs (copies the engine
+        makes, outputs, workspaces; not the inputs themselves, which exist already); the
+        dispatcher adds the host copies of GPU arguments. A callable is called only for a CPU
+        run. ``None``: ``nbytes`` when it is a number (the GPU run's inputs, outputs and
+        workspaces: what the CPU run holds when its inputs come from the GPU), else
+        ``HOST_ARGS_FACTOR`` times the bytes of the array arguments. A CPU run whose estimate
+        is over ``host_memory_share`` of the available host memory is not started
+        (:class:`OutOfMemoryError`).
     flops : float, optional
         Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
         pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
@@ -118,6 +136,7 @@ class Op(NamedTuple):
     own_stream: bool = True
     dask_fn: Callable | None = None
     no_gpu_reason: str = "no GPU engine for this call"
+    host_nbytes: Any = None
 
 
 class _Route:
@@ -223,7 +242,7 @@ def _repeat_failed(kept, args, settings, exc, start):
         why = _after_gpu_failure(op.name, exc, settings)
         like = kept.like(args)
         kind = _arrays.kind_of(like) if like is not None else None
-        return _fall_back(op.name, op.cpu_fn, args, {}, kind, like, op.convert, why)
+        return _fall_back(op, args, {}, kind, like, why)
     return _decide_and_run(op, args, None, kept.like(args), settings, kept)
 
 
@@ -259,18 +278,19 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
         _arrays.caller_kind(*args, *kwargs.values())
     name, convert = op.name, op.convert
     if op.gpu_fn is None:
-        return _without_gpu_engine(name, op.cpu_fn, args, kwargs, kind, like_arr, convert,
-                                   settings, op.no_gpu_reason)
+        return _without_gpu_engine(op, args, kwargs, kind, like_arr, settings)
     try:
         route = _decide(op, settings, args, kwargs, kind if op.same_package else None)
     except Exception as exc:  # a sticky error from an earlier call surfaces in the memory query
         if not is_sticky(exc):
             raise
         route = _Route("cpu", _on_sticky(name, exc, settings), fell_back=True)
-        _warn(f"gpulinalg: {name} ran on the CPU: {route.reason}", FallbackWarning)
     if route.where == "cpu":
+        host = _host_check(op, args, kwargs, kind, route.reason, route.fell_back, settings)
+        if route.fell_back:
+            _warn(f"gpulinalg: {name} ran on the CPU: {route.reason}", FallbackWarning)
         return _run(name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, convert, route.reason,
-                    route.fell_back)
+                    route.fell_back, host=host)
     fn = op.oversize_fn if route.where == "gpu-out-of-core" else op.gpu_fn
     gpu_convert = convert and not (op.same_package and kind is _CUPY)
     try:
@@ -282,7 +302,7 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
         if kept is not None:
             _hold(kept, route, gpu_convert)
         return result
-    return _fall_back(name, op.cpu_fn, args, kwargs, kind, like_arr, convert, why)
+    return _fall_back(op, args, kwargs, kind, like_arr, why)
 
 
 def _hold(kept, route, moved):
@@ -420,19 +440,91 @@ def _after_gpu_failure(op, exc, settings):
     return _on_sticky(op, exc, settings)
 
 
-def _fall_back(op, cpu_fn, args, kwargs, kind, like_arr, convert, why):
-    _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
-    return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, True)
+def _fall_back(op, args, kwargs, kind, like_arr, why):
+    host = _host_check(op, args, kwargs, kind, why, True, get_config())
+    _warn(f"gpulinalg: {op.name} ran on the CPU: {why}", FallbackWarning)
+    return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, why, True,
+                host=host)
 
 
-def _without_gpu_engine(op, cpu_fn, args, kwargs, kind, like_arr, convert, settings, why):
+def _without_gpu_engine(op, args, kwargs, kind, like_arr, settings):
     """A call the GPU cannot serve runs on the CPU, visibly: the reason is recorded, and a
     caller who insisted on the GPU gets a fallback warning (results still go back to the
     caller's package and device)."""
-    fell_back = settings.backend is _GPU
+    fell_back, why = settings.backend is _GPU, op.no_gpu_reason
+    host = _host_check(op, args, kwargs, kind, why, fell_back, settings)
     if fell_back:
-        _warn(f"gpulinalg: {op} ran on the CPU: {why}", FallbackWarning)
-    return _run(op, "cpu", cpu_fn, args, kwargs, kind, like_arr, convert, why, fell_back)
+        _warn(f"gpulinalg: {op.name} ran on the CPU: {why}", FallbackWarning)
+    return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, why,
+                fell_back, host=host)
+
+
+def _host_check(op, args, kwargs, kind, reason, fell_back, settings):
+    """``(needed, allowed)`` host bytes of ``op``'s CPU run when it may start; else records the
+    refusal and raises :class:`OutOfMemoryError` (nothing of the run allocated)."""
+    needed = op.host_nbytes
+    if needed is None:
+        needed = op.nbytes
+        if type(needed) is not int:
+            needed = HOST_ARGS_FACTOR * _arrays_bytes(args, kwargs) if callable(needed) \
+                else int(needed)  # a GPU estimate that may ask a GPU library: never called
+    else:
+        if type(needed) is not int:
+            needed = int(needed()) if callable(needed) else int(needed)
+        if kind is not _NUMPY and op.convert:  # the host copies of GPU arguments
+            needed += _arrays_bytes(args, kwargs, gpu_only=True)
+    ok, allowed, avail = _host_fits(needed, settings.host_memory_share)
+    if ok:
+        return needed, allowed
+    why = (f"not started: its host-memory estimate {_size(needed)} is over the "
+           f"{_size(allowed)} it may use")
+    exc = OutOfMemoryError(_host_message(op, needed, allowed, avail, reason, settings),
+                           needed, allowed, avail, "host")
+    _local.record = (op.name, "cpu", "cpu", fell_back, f"{reason}; {why}", 0.0,
+                     {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
+                      "host_allowed": allowed, "host_available": avail})
+    log.error("%s: %s", op.name, why)
+    raise _mark_recorded(exc)
+
+
+def _host_message(op, needed, allowed, avail, reason, settings):
+    share = settings.host_memory_share
+    options = ['lower precision: precision="mixed" where the call has it (GaussianProcess'
+               'Regressor: a float32 kernel matrix refined to float64 accuracy, about half the '
+               'bytes), or float32 inputs where float64 is not needed']
+    options.append("Dask arrays on a cluster with more memory, where the operation takes them "
+                   "(docs/dask.md)")
+    options.append("a smaller problem (fewer points, rows or columns, or a subset)")
+    if share < 1.0:
+        options.append("a larger share: gpulinalg.set_config(host_memory_share=...)")
+    return (f"{op.name} was not started: its CPU run needs about {_size(needed)} of host "
+            f"memory, and this machine has {_size(avail)} available, of which {_size(allowed)} "
+            f"(host_memory_share={share:g}) may be used. Options: " + "; ".join(options)
+            + f". (It was to run on the CPU because: {reason}.)")
+
+
+def _size(nbytes):
+    """``nbytes`` for a message: ``"1.5 GiB (1610612736 B)"``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit} ({nbytes} B)"
+    return f"{nbytes} B"
+
+
+def _arrays_bytes(args, kwargs, gpu_only=False):
+    """Bytes of the array arguments (top level and inside tuples / lists); only those on a GPU
+    with ``gpu_only``."""
+    total = 0
+    for x in (*args, *(kwargs or {}).values()):
+        if isinstance(x, (tuple, list)):
+            total += _arrays_bytes(x, None, gpu_only)
+        elif _arrays.is_array(x):
+            if not gpu_only or _arrays.on_gpu(x):
+                total += int(x.nbytes)
+        elif gpu_only and _arrays.is_gpu_sparse(x):  # a CuPy sparse matrix: its arrays
+            total += sum(int(getattr(x, f).nbytes) for f in ("data", "indices", "indptr", "row",
+                                                              "col") if hasattr(x, f))
+    return total
 
 
 def _mark_recorded(exc):
@@ -519,11 +611,10 @@ def _decide(op, settings, args, kwargs, kind=None):
                       False, dev, nbytes, avail)
     why = f"estimate {nbytes} B > {avail} B available on the GPU"
     if settings.fallback is _RAISE:
-        exc = MemoryError(f"{name}: {why} and fallback='raise'")
+        exc = OutOfMemoryError(f"{name}: {why} and fallback='raise'", nbytes, avail, avail, "gpu")
         _local.record = (name, "gpu", dev, False, why, 0.0, {"raised": f"MemoryError: {exc}"})
         raise _mark_recorded(exc)
-    _warn(f"gpulinalg: {name} ran on the CPU: {why}", FallbackWarning)
-    return _Route("cpu", why, fell_back=True)
+    return _Route("cpu", why, fell_back=True)  # warned once the host check lets it start
 
 
 def _fp_error(kind, flag):
@@ -543,8 +634,10 @@ def _tell_fp_errors(op):
 
 
 def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
-         own_stream=True, dev="cpu"):
+         own_stream=True, dev="cpu", host=None):
     _local.details = details = {}
+    if host is not None:  # the host check's (needed, allowed) bytes
+        details["host_bytes"], details["host_allowed"] = host
     start = time.perf_counter()
     if route == "cpu":
         dev = "cpu"

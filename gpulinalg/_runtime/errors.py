@@ -9,6 +9,7 @@ __all__ = [
     "NotPositiveDefiniteError",
     "SingularMatrixError",
     "GPUUnavailableError",
+    "OutOfMemoryError",
     "FallbackWarning",
     "ResidualWarning",
     "IllConditionedWarning",
@@ -50,6 +51,33 @@ class SingularMatrixError(LinAlgError):
 
 class GPUUnavailableError(RuntimeError):
     """``backend="gpu"`` was requested but no usable GPU (or GPU library) is present."""
+
+
+class OutOfMemoryError(MemoryError):
+    """A call was not started because its memory estimate is over what the machine can give.
+
+    A ``MemoryError``, so code that catches SciPy's or NumPy's out-of-memory error catches it.
+
+    Parameters
+    ----------
+    message : str
+        What was needed, what exists, and the options.
+    needed : int
+        The call's estimate, in bytes.
+    allowed : int or None
+        The bytes it could have used (the configured share of ``available``).
+    available : int or None
+        The bytes the machine reported available.
+    where : str
+        ``"host"`` or ``"gpu"``.
+    """
+
+    def __init__(self, message, needed=0, allowed=None, available=None, where="host"):
+        super().__init__(message)
+        self.needed, self.allowed, self.available, self.where = needed, allowed, available, where
+
+    def __reduce__(self):  # survives pickling (Dask workers in other processes send it back)
+        return type(self), (str(self), self.needed, self.allowed, self.available, self.where)
 
 
 class FallbackWarning(RuntimeWarning):

@@ -66,7 +66,7 @@ def test_fits_runs_gpu(fake_gpu):
 def test_estimate_too_big_goes_to_cpu_up_front(fake_gpu):
     calls = []
     with pytest.warns(gpulinalg.FallbackWarning, match="available on the GPU"):
-        run(calls, np.ones(3), nbytes=1 << 40)
+        run(calls, np.ones(3), nbytes=1 << 40, host_nbytes=24)  # fits the host
     assert calls == ["cpu"] and gpulinalg.last_run().fell_back
 
 
@@ -78,9 +78,9 @@ def test_estimate_too_big_with_fallback_raise(fake_gpu):
 def test_headroom_counts(fake_gpu):
     # 16 GiB free of 32: a 10 GiB job fits with 5 % headroom, not with 30 %.
     calls = []
-    run(calls, np.ones(3), nbytes=10 << 30)
+    run(calls, np.ones(3), nbytes=10 << 30, host_nbytes=24)
     with gpulinalg.config(vram_headroom=0.3), pytest.warns(gpulinalg.FallbackWarning):
-        run(calls, np.ones(3), nbytes=10 << 30)
+        run(calls, np.ones(3), nbytes=10 << 30, host_nbytes=24)
     assert calls == ["gpu", "cpu"]
 
 
@@ -207,7 +207,10 @@ def test_note_adds_details(fake_gpu):
         return x
     with gpulinalg.config(backend="cpu"):
         _dispatch.dispatch(_dispatch.Op("test.note", cpu, cpu, (np.ones(1),)))
-    assert gpulinalg.last_run().details == {"iterations": 3}
+    details = gpulinalg.last_run().details
+    assert details.pop("host_bytes") == 0 and "host_allowed" in details  # the host check
+    details.pop("host_allowed")
+    assert details == {"iterations": 3}
 
 
 def test_results_in_tuples_are_converted(fake_gpu):

@@ -1,0 +1,168 @@
+"""The host-memory budget: a CPU run that cannot fit the machine's RAM is not started."""
+
+import pickle
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+import gpulinalg.decomp  # imported here: an import under tracemalloc is slow
+import gpulinalg.gp
+from gpulinalg._runtime import budget_host
+from gpulinalg._runtime import dispatch as _dispatch
+
+MiB = 1 << 20
+
+
+def _op(calls, x, **kw):
+    def cpu(a):
+        calls.append("cpu")
+        return a * 2
+    return _dispatch.Op("test.host", lambda a: calls.append("gpu") or a * 2, cpu, (x,), **kw)
+
+
+@pytest.fixture
+def avail():
+    """The host bytes available now (skips where the machine does not say)."""
+    value = budget_host.host_available_bytes()
+    if value is None:
+        pytest.skip("this machine reports no available memory")
+    return value
+
+
+def _refused_quickly(call):
+    """Run ``call`` (which must raise gpulinalg.OutOfMemoryError) under tracemalloc: the error,
+    the seconds it took, and the peak bytes traced meanwhile."""
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        with pytest.raises(gpulinalg.OutOfMemoryError) as info:
+            call()
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return info.value, seconds, peak
+
+
+def test_readings_and_share(avail):
+    assert avail > 0
+    ok, allowed, seen = budget_host.host_fits(1)
+    assert ok and 0 < allowed <= seen
+    with gpulinalg.config(host_memory_share=0.5):
+        assert budget_host.host_fits(1)[1] == int(0.5 * budget_host.host_fits(1)[2])
+    assert not budget_host.host_fits(10 * avail)[0]
+
+
+@pytest.mark.parametrize("share", [0.0, 1.5, -1])
+def test_share_is_validated(share):
+    with pytest.raises(ValueError, match="host_memory_share"):
+        gpulinalg.config(host_memory_share=share)
+
+
+def test_low_share_refuses_a_small_cpu_run(avail):
+    calls, x = [], np.ones(4)
+    share = 4 * MiB / avail  # 4 MiB may be used
+    with gpulinalg.config(backend="cpu", host_memory_share=share):
+        assert np.all(_dispatch.dispatch(_op(calls, x, nbytes=1 * MiB)) == 2)
+        with pytest.raises(MemoryError) as info:  # SciPy users catch MemoryError
+            _dispatch.dispatch(_op(calls, x, nbytes=64 * MiB))
+    exc = info.value
+    assert isinstance(exc, gpulinalg.OutOfMemoryError) and calls == ["cpu"]
+    assert exc.needed == 64 * MiB and exc.allowed < exc.needed <= exc.available
+    assert exc.where == "host"
+    for words in ("test.host was not started", "64 MiB", "available", "host_memory_share",
+                  'precision="mixed"', "Dask", "a smaller problem", "backend='cpu'"):
+        assert words in str(exc), words
+    rec = gpulinalg.last_run()
+    assert rec.op == "test.host" and rec.backend == "cpu" and rec.seconds == 0.0
+    assert "not started" in rec.reason and rec.details["host_bytes"] == 64 * MiB
+    assert rec.details["raised"].startswith("OutOfMemoryError")
+    assert rec.details["host_allowed"] == exc.allowed
+    again = pickle.loads(pickle.dumps(exc))
+    assert str(again) == str(exc) and again.needed == exc.needed
+
+
+def test_host_nbytes_wins_over_the_device_estimate(avail):
+    calls = []
+    with gpulinalg.config(backend="cpu"):
+        _dispatch.dispatch(_op(calls, np.ones(2), nbytes=100 * avail, host_nbytes=16))
+        assert gpulinalg.last_run().details["host_bytes"] == 16
+        with pytest.raises(gpulinalg.OutOfMemoryError):
+            _dispatch.dispatch(_op(calls, np.ones(2), host_nbytes=lambda: 100 * avail))
+    assert calls == ["cpu"]
+
+
+def test_callable_device_estimate_is_never_called_for_the_cpu(avail):
+    def device_estimate():
+        raise AssertionError("asked a GPU library for a CPU run")
+    x = np.ones(1000)
+    with gpulinalg.config(backend="cpu"):
+        _dispatch.dispatch(_op([], x, nbytes=device_estimate))
+    assert gpulinalg.last_run().details["host_bytes"] == _dispatch.HOST_ARGS_FACTOR * x.nbytes
+
+
+def test_fallback_from_the_gpu_is_checked_too(fake_gpu, avail):
+    """Too big for the (pretend) GPU and for the host: one clear error, no fallback warning,
+    no run anywhere."""
+    calls = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpulinalg.FallbackWarning)
+        with pytest.raises(gpulinalg.OutOfMemoryError, match="available on the GPU"):
+            _dispatch.dispatch(_op(calls, np.ones(3), nbytes=100 * avail))
+    assert calls == []
+    rec = gpulinalg.last_run()
+    assert rec.fell_back and rec.backend == "cpu" and "not started" in rec.reason
+
+
+def test_cholesky_of_a_view_too_big_for_ram(avail):
+    n = 200_000  # a 200000^2 float64 factor: 320 GB
+    if 8 * n * n < avail:
+        pytest.skip("this machine could hold the factor")
+    big = np.broadcast_to(np.float64(1.0), (n, n))  # no memory behind it
+    exc, seconds, peak = _refused_quickly(
+        lambda: gpulinalg.decomp.cholesky(big, check_finite=False))
+    assert seconds < 0.5 and peak < 16 * MiB
+    assert exc.needed >= 8 * n * n and "decomp.cholesky was not started" in str(exc)
+    assert gpulinalg.last_run().op == "decomp.cholesky"
+
+
+def test_gp_fit_too_big_for_ram_is_refused_within_a_second(avail):
+    from gpulinalg.gp import GaussianProcessRegressor
+    n = 250_000  # a 250000^2 float64 kernel matrix: 500 GB
+    if 8 * n * n < avail:
+        pytest.skip("this machine could hold the kernel matrix")
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((n, 2)), rng.standard_normal(n)
+    inputs = X.nbytes + y.nbytes
+    exc, seconds, peak = _refused_quickly(lambda: GaussianProcessRegressor().fit(X, y))
+    assert seconds < 1.0 and peak < 8 * inputs  # copies of X and y, nothing n x n
+    assert exc.needed >= 8 * n * n and "GaussianProcessRegressor" in str(exc)
+    rec = gpulinalg.last_run()
+    assert rec.op.startswith("gp.") and "not started" in rec.reason
+    exc, seconds, peak = _refused_quickly(
+        lambda: GaussianProcessRegressor(optimizer=None, precision="mixed").fit(X, y))
+    assert seconds < 1.0 and peak < 8 * inputs and gpulinalg.last_run().op == "gp.fit"
+    assert 4 * n * n <= exc.needed < 8 * n * n  # the float32 matrix
+
+
+def test_normal_calls_unaffected_and_recorded():
+    a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    with gpulinalg.config(backend="cpu"):
+        c = gpulinalg.decomp.cholesky(a)
+    assert np.allclose(c.T @ c, a)
+    rec = gpulinalg.last_run()
+    assert rec.backend == "cpu" and rec.details["host_bytes"] > 0
+    assert "raised" not in rec.details
+
+
+def test_the_check_is_cheap():
+    """A small job's check reads the clock and the cached reading: no syscall per call."""
+    budget_host.host_fits(1 << 20)  # a fresh reading
+    start = time.perf_counter()
+    for _ in range(10_000):
+        budget_host.host_fits(1 << 20)
+    assert (time.perf_counter() - start) / 10_000 < 5e-6
