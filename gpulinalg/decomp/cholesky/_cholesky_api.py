@@ -175,6 +175,7 @@ def _plan_factor(op, a, lower, overwrite_a, check_finite, clean, cupy_only):
         return 2 * nbytes_of((shape, dtype)) + workspace_bytes("potrf", n, n, dtype)
     return _dispatch.Op(op, _cholesky_cuda.cholesky, _cholesky_host.cholesky,
                         (a, bool(lower), bool(overwrite_a), clean, dtype, defer), nbytes=nbytes,
+                        host_nbytes=nbytes_of((shape, dtype)),  # LAPACK's potrf on one copy
                         flops=flops, oversize_fn=in_place, same_package=cupy_only)
 
 

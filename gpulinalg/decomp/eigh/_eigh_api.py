@@ -196,7 +196,8 @@ def _plan(name, a, b, lower, eigvals_only, overwrite_a, overwrite_b, itype, chec
         name, _eigh_cuda.eigh, _eigh_host.eigh,
         (a, b, bool(lower), bool(eigvals_only), int(itype), index, value, driver, dtype,
          overwrite_a, overwrite_b, defer),
-        flops=flops, nbytes=lambda: arrays + workspace_bytes("syevd", n, n, dtype))
+        flops=flops, nbytes=lambda: arrays + workspace_bytes("syevd", n, n, dtype),
+        host_nbytes=arrays + nbytes_of((batch + (n, n), dtype)))  # evd's 2 n^2 work at most
 
 
 def _subset(subset_by_index, subset_by_value, n):

@@ -139,7 +139,7 @@ def _plan(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver):
     return _dispatch.Op(
         "decomp.lstsq", _lstsq_cuda.lstsq, _lstsq_host.lstsq,
         (a, b, cond, driver, dtype, overwrite_a, overwrite_b, defer), flops=flops,
-        nbytes=lambda: arrays + workspace_bytes("geqrf", max(m, n), p, dtype)
+        host_nbytes=arrays, nbytes=lambda: arrays + workspace_bytes("geqrf", max(m, n), p, dtype)
         + workspace_bytes("gesvd", p, p, dtype))
 
 
@@ -256,5 +256,5 @@ def _plan_pinv(a, atol, rtol, return_rank, check_finite):
     return _dispatch.Op(
         "decomp.pinv", _lstsq_cuda.pinv, _lstsq_host.pinv,
         (a, float(atol), float(rtol), bool(return_rank), dtype, defer), flops=flops,
-        nbytes=lambda: arrays + workspace_bytes("gesvd", max(m, n), p, dtype)
+        host_nbytes=arrays, nbytes=lambda: arrays + workspace_bytes("gesvd", max(m, n), p, dtype)
         + workspace_bytes("geqrf", max(m, n), p, dtype))

@@ -152,7 +152,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: int | None | _NotGiven = NOT_GI
     return _dispatch.dispatch(_dispatch.Op(
         "decomp.qr", None if pivoting else _qr_cuda.qr, _qr_host.qr,
         (a, mode, bool(pivoting), _for_lapack(lwork), bool(overwrite_a), dtype, defer),
-        flops=flops,
+        flops=flops, host_nbytes=arrays + 2 * nbytes_of((a.shape, dtype)),  # LAPACK's copies
         nbytes=lambda: (arrays + workspace_bytes("geqrf", m, n, dtype)
                         + workspace_bytes("orgqr", m, n, dtype)),
         no_gpu_reason=PIVOTING_ON_CPU))

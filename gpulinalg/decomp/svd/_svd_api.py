@@ -136,7 +136,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
         "decomp.svd", _svd_cuda.svd, _svd_host.svd,
         (a, bool(full_matrices), bool(compute_uv), driver, dtype, lapack_driver, overwrite_a,
          defer),
-        flops=flops,
+        flops=flops, host_nbytes=arrays + nbytes_of((batch + (k, k), dtype)),  # gesdd's work
         nbytes=lambda: (arrays + workspace_bytes(plan.driver, k if plan.qr_first else big, k, dtype)
                         + workspace_bytes("geqrf", big, k, dtype))))
 
