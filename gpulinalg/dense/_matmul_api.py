@@ -294,6 +294,9 @@ def plan(a, b, bias, c, activation, alpha, beta, return_aux, compute_type, autot
         return Op("dense.matmul", _tensors_cuda.matmul, _host_matmul_tensors, args,
                   nbytes=nbytes, flops=flops, same_package=True, own_stream=False, convert=False)
     return Op("dense.matmul", _matmul_cuda.matmul, _matmul_host.matmul, args, nbytes=nbytes,
+              # the product, the epilog's temporaries (GELU's tanh form and its aux: 3), a mask
+              host_nbytes=(4 if activation == "gelu" else 2) * size * a.itemsize
+              + (size if return_aux else 0),
               flops=flops, same_package=True, own_stream=False)
 
 
