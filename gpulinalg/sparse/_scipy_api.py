@@ -28,7 +28,7 @@ from . import _csr_cuda, _engine_cuda, _factor_xp, _superlu_host, _triangular_cu
 from ._input_xp import as_csr, check_values, xp_of
 from ._policy import DEFAULT_REFINE_STEPS, emit
 from ._results import describe
-from ._solve_api import FLOPS_PER_N15, SparseFactorization, _nbytes
+from ._solve_api import FLOPS_PER_N15, SparseFactorization, _host_nbytes, _nbytes
 
 __all__ = ["spsolve", "splu", "factorized", "spsolve_triangular", "SparseLU"]
 
@@ -181,6 +181,7 @@ def spsolve(A: Any, b: Any, permc_spec: str | None = None, use_umfpack: bool = T
             args=(csr.indptr, csr.indices, data, rhs),
             kwargs=dict(n=csr.n, method="auto", **POLICY),
             nbytes=_nbytes(csr.indices.size, csr.n, nrhs, dtype),
+            host_nbytes=_host_nbytes(csr.indices.size, csr.n, nrhs, dtype),
             flops=FLOPS_PER_N15 * csr.n ** 1.5, like=rhs))
     except SingularMatrixError:
         warn("Matrix is exactly singular", _superlu_host.matrix_rank_warning())
@@ -209,6 +210,7 @@ def _spsolve_sparse(A, csr, data, b, dtype, permc_spec):
                        bc.data.astype(dtype, copy=False)),
             kwargs=dict(n=csr.n, k=k, method="auto", **POLICY),
             nbytes=_nbytes(csr.indices.size, csr.n, min(k, 64), dtype),
+            host_nbytes=_host_nbytes(csr.indices.size, csr.n, min(k, 64), dtype),
             flops=FLOPS_PER_N15 * csr.n ** 1.5, like=bc.data))
     except SingularMatrixError as exc:
         raise RuntimeError(SINGULAR) from exc
@@ -369,6 +371,7 @@ def _factorize(A, method, name, superlu):
                           args=(csr.indptr, csr.indices, csr.data.astype(dtype, copy=False),
                                 csr.dest),
                           nbytes=_nbytes(csr.indices.size, csr.n, 1, dtype),
+                          host_nbytes=_host_nbytes(csr.indices.size, csr.n, 1, dtype),
                           flops=FLOPS_PER_N15 * csr.n ** 1.5))
     except SingularMatrixError as exc:
         raise RuntimeError(SINGULAR) from exc

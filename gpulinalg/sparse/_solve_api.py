@@ -55,8 +55,15 @@ def _empty_result(op, b, dtype):
 
 def _nbytes(nnz, n, nrhs, dtype):
     item = np.dtype(dtype).itemsize
-    return int(nnz * (item + 4) * 2 + (n + 1) * 8 + 4 * n * max(nrhs, 1) * item
-               + FILL_FACTOR * nnz * item)
+    return _host_nbytes(nnz, n, nrhs, dtype) + int(FILL_FACTOR * nnz * item)
+
+
+def _host_nbytes(nnz, n, nrhs, dtype):
+    """Host bytes of a SciPy factorization that can be known up front: the matrix's copies and
+    the vectors. Its factors' fill is not known before the analysis, so it is not counted (a
+    guess could refuse a problem that fits)."""
+    item = np.dtype(dtype).itemsize
+    return int(nnz * (item + 4) * 2 + (n + 1) * 8 + 4 * n * max(nrhs, 1) * item)
 
 
 @_dispatch.front_door("sparse.solve")
@@ -153,6 +160,7 @@ def solve(A: Any, b: Any, *, method: Method = "auto", check: Check = "raise",
         args=(csr.indptr, csr.indices, csr.data.astype(dtype, copy=False), b),
         kwargs=dict(n=csr.n, method=method, check=check, tol=tol, max_steps=steps),
         nbytes=_nbytes(csr.indices.size, csr.n, nrhs, dtype),
+        host_nbytes=_host_nbytes(csr.indices.size, csr.n, nrhs, dtype),
         flops=FLOPS_PER_N15 * csr.n ** 1.5, like=b))
     warn_fallback(report.get("method_fallback"))
     emit(report)
@@ -250,6 +258,7 @@ class SparseFactorization:
                            run(_superlu_host.factorize),
                            args=(csr.indptr, csr.indices, data, csr.dest),
                            nbytes=_nbytes(csr.indices.size, n, 1, data.dtype),
+                           host_nbytes=_host_nbytes(csr.indices.size, n, 1, data.dtype),
                            flops=FLOPS_PER_N15 * n ** 1.5))
 
     # -- helpers -------------------------------------------------------------------------
@@ -431,7 +440,8 @@ class SparseFactorization:
                 self._factor, self._twin = twin, None
         self._dispatch("refactorize", lambda values: _factor_xp.refactorize(factor, values),
                        cpu, (values,),
-                       nbytes=_nbytes(factor.m.nnz, factor.n, 1, factor.dtype))
+                       nbytes=_nbytes(factor.m.nnz, factor.n, 1, factor.dtype),
+                       host_nbytes=_host_nbytes(factor.m.nnz, factor.n, 1, factor.dtype))
         self._counts["refactorizations"] += 1
 
     def logdet(self) -> LogDetResult:
