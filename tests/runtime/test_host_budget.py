@@ -166,3 +166,27 @@ def test_the_check_is_cheap():
     for _ in range(10_000):
         budget_host.host_fits(1 << 20)
     assert (time.perf_counter() - start) / 10_000 < 5e-6
+
+
+def test_exact_gp_solve_of_a_view_too_big_for_ram(avail):
+    n = 200_000
+    if 8 * n * n < avail:
+        pytest.skip("this machine could hold the kernel matrix")
+    K = np.broadcast_to(np.float64(1.0), (n, n))
+    exc, seconds, peak = _refused_quickly(lambda: gpulinalg.gp.exact_gp_solve(K, np.ones(n)))
+    assert seconds < 1.0 and peak < 16 * MiB and exc.needed >= 8 * n * n
+    assert gpulinalg.last_run().op.startswith("gp.")
+
+
+def test_sparse_inputs_are_checked_not_their_fill(avail):
+    import scipy.sparse as sp
+    n = 20_000
+    A = sp.diags([-1.0, 4.0, -1.0], [-1, 0, 1], (n, n), format="csr")
+    b = np.ones(n)
+    with gpulinalg.config(backend="cpu"):
+        x = gpulinalg.sparse.solve(A, b)
+        rec = gpulinalg.last_run()
+        assert np.allclose(A @ x, b) and rec.details["host_bytes"] < 40 * A.nnz  # no fill guess
+        with gpulinalg.config(host_memory_share=(A.data.nbytes // 2) / avail):
+            with pytest.raises(gpulinalg.OutOfMemoryError, match="sparse"):
+                gpulinalg.sparse.solve(A, b)
