@@ -6,7 +6,8 @@ not started (:class:`~gpulinalg._runtime.errors.OutOfMemoryError`). The availabl
 
 * ``psutil.virtual_memory().available`` when psutil is installed, else ``MemAvailable`` of
   ``/proc/meminfo``, else ``os.sysconf`` (free pages; no page cache counted), else unknown
-  (every job passes);
+  (every job passes). On Linux psutil's figure *is* ``MemAvailable``: ``/proc/meminfo`` is
+  read directly there unless psutil is imported already (importing it costs ~20 ms);
 * at most what a cgroup v2 memory limit leaves (``memory.max - memory.current``), where one
   is set: a container's limit is what its out-of-memory killer enforces.
 
@@ -16,6 +17,7 @@ clock read and a few comparisons). A larger job reads afresh.
 """
 
 import os
+import sys
 import time
 
 from .config import get_config
@@ -64,7 +66,9 @@ def _cgroup_left():
 def _read():
     """Available host bytes now (``None`` when no source works)."""
     if not _source:
-        for reader in (_psutil, _meminfo, _sysconf):
+        readers = (_psutil, _meminfo, _sysconf) if "psutil" in sys.modules else \
+            (_meminfo, _psutil, _sysconf)
+        for reader in readers:
             try:
                 reader()
             except (ImportError, OSError, ValueError, AttributeError):
