@@ -290,7 +290,8 @@ UNSUPPORTED = {  # calls without a gradient (rule): they must refuse, never deta
     "qr_full_tall": lambda x: decomp.qr(x[:, :3]),
     "lstsq_rank_deficient": lambda x: decomp.lstsq(x[:, [0, 1, 1]], x[:, 0]),
     "svd_full_matrices": lambda x: decomp.svd(x[:, :3]),
-    "matmul_alpha": lambda x: dense.matmul(x, x, alpha=2.0),
+    "matmul_backward_complex": lambda x: (lambda c: dense.matmul_backward(c, c, c))(
+        x.to(torch.complex128)),
 }
 
 
