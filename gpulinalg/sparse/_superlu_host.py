@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._runtime.arrays import to_host
-from .._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
+from .._runtime.errors import NotPositiveDefiniteError, OutOfMemoryError, SingularMatrixError
 from ._factor_xp import factorize_with, parity, solve_once_with
 from ._input_xp import wrap_csr
 from ._residual_xp import norm_inf
@@ -142,7 +142,7 @@ class SuperLUFactor:
             f"not found singular. Options: a GPU (cuDSS), reordering=\"MMD_AT_PLUS_A\" (less "
             f"fill on 3-D grids), float32, or a smaller problem (SuperLU: "
             f"{type(exc).__name__}: {str(exc) or 'out of memory'})")
-        return MemoryError(message)
+        return OutOfMemoryError(message, needed=peak or 0, where="host")  # a lower bound
 
     def _diagonal(self):
         """Diagonal of U (the pivots), built once per factorization (``lu.U`` costs O(nnz))."""

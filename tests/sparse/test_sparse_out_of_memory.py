@@ -1,6 +1,6 @@
-"""SuperLU running out of host memory is reported as running out of memory (a ``MemoryError``
-naming the factorization and the bytes), never as a singular matrix nor as SciPy's
-``SystemError: gstrf was called with invalid arguments``."""
+"""SuperLU running out of host memory is reported as running out of memory (an
+``OutOfMemoryError``, a ``MemoryError``, naming the factorization and the bytes), never as a
+singular matrix nor as SciPy's ``SystemError: gstrf was called with invalid arguments``."""
 
 import subprocess
 import sys
@@ -59,7 +59,7 @@ def test_superlu_out_of_memory_under_a_cap_is_a_memory_error(call):
     last = out[-1]
     if last == "SOLVED":
         pytest.skip("the fill-in fitted under the cap on this machine")
-    assert last.startswith("RAISED MemoryError True"), last
+    assert last.startswith("RAISED OutOfMemoryError True"), last
     assert "SuperLU ran out of host memory" in last and "32768 x 32768" in last
     assert " B " in last and "singular" not in last.split("|")[1].split(".")[0]
 
@@ -83,11 +83,12 @@ def _lap(n=30):
     RuntimeError("SUPERLU_MALLOC fails for buf in intMalloc()"),  # SuperLU's own abort
 ], ids=["info-above-n", "info-wrapped", "abort"])
 @pytest.mark.parametrize("call", ["spsolve", "solve", "factorize", "splu"])
-def test_every_superlu_out_of_memory_form_is_a_memory_error(monkeypatch, exc, call):
+def test_every_superlu_out_of_memory_form_is_an_out_of_memory_error(monkeypatch, exc, call):
     monkeypatch.setattr(spla, "splu", _Raises(exc))
     a = _lap()
     with gpulinalg.config_context(backend="cpu"):
-        with pytest.raises(MemoryError, match="SuperLU ran out of host memory") as info:
+        with pytest.raises(gpulinalg.OutOfMemoryError, match="SuperLU ran out of host memory") \
+                as info:
             if call in ("factorize", "splu"):
                 getattr(sparse, call)(a)
             else:
@@ -96,7 +97,8 @@ def test_every_superlu_out_of_memory_form_is_a_memory_error(monkeypatch, exc, ca
     assert not isinstance(info.value, np.linalg.LinAlgError)
     assert "30 x 30" in str(info.value) and "B" in str(info.value)
     assert info.value.__cause__ is exc
-    assert "MemoryError: sparse" in gpulinalg.last_run().details["raised"]
+    assert "OutOfMemoryError: sparse" in gpulinalg.last_run().details["raised"]
+    assert info.value.where == "host" and info.value.needed > 0
 
 
 def test_an_exactly_singular_factor_is_still_singular():
