@@ -170,10 +170,10 @@ def _single_gram(engine, X, mean, m):
         return None
     xp = engine.xp
     g = (hermitian(X) @ X).astype(np.float64)
-    diag = xp.diagonal(g).copy()
+    diag = g.diagonal().copy()
     c = g - m * xp.outer(mean, mean)
     c /= max(m - 1, 1)
-    var = xp.diagonal(c)
+    var = c.diagonal()
     msq = mean * mean
     live = diag > 0
     if bool(((diag < GRAM_MIN_DIAGONAL) & live).any()) or \
