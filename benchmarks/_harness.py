@@ -187,6 +187,17 @@ def environment():
             "versions": report["versions"], "gpus": report["gpus"]}
 
 
+def print_and_write(rows, json_path=None):
+    """Print ``rows`` as JSON lines and, with ``json_path``, write them with the
+    :func:`environment` (a suite's ``main``)."""
+    import sys
+    for r in rows:
+        print(json.dumps(r, default=str), flush=True)
+    if json_path:
+        write_rows(json_path, rows, environment=environment())
+        print(f"wrote {json_path}", file=sys.stderr)
+
+
 def write_rows(path, rows, **meta):
     """Write ``{**meta, "rows": rows}`` to ``path`` as JSON (what :mod:`benchmarks.report` and
     :mod:`benchmarks.compare` read); values JSON cannot hold are written as strings."""

@@ -12,13 +12,12 @@ runs), so a busy machine slows both alike. Each ``ratio`` row is ours / referenc
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
 import warnings
 
-from benchmarks._harness import environment, have, row, write_rows
+from benchmarks._harness import have, print_and_write, row
 
 SUITE = "cpu_parity"
 #: (rows, columns, dtype, n_components) of the PCA cells.
@@ -146,10 +145,7 @@ def main(argv=None):
     for r in rows:
         print(f"{r['case']:55s} ours {r['median_s'] * 1e3:9.2f} ms  reference "
               f"{r['reference_s'] * 1e3:9.2f} ms  ratio {r['ratio']:.2f}", file=sys.stderr)
-        print(json.dumps(r, default=str), flush=True)
-    if args.json:
-        write_rows(args.json, rows, environment=environment())
-        print(f"wrote {args.json}", file=sys.stderr)
+    print_and_write(rows, args.json)
     return 0
 
 

@@ -21,7 +21,8 @@ every row is absent.
 import argparse
 import sys
 
-from benchmarks._harness import absent, gpu_libraries, row, run_sections, timed_sync, write_rows
+from benchmarks._harness import (absent, gpu_libraries, print_and_write, row, run_sections,
+                                 timed_sync)
 
 SUITE = "decomp_solve"
 CASES = ("solve", "solve batched", "det", "inv")
@@ -182,14 +183,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
-    rows = run(quick=args.quick)
-    import json
-    for r in rows:
-        print(json.dumps(r, default=str), flush=True)
-    if args.json:
-        from benchmarks._harness import environment
-        write_rows(args.json, rows, environment=environment())
-        print(f"wrote {args.json}", file=sys.stderr)
+    print_and_write(run(quick=args.quick), args.json)
     return 0
 
 
