@@ -350,8 +350,10 @@ def front_door(op):
     Running out of GPU memory there is handled like it is in a dispatched GPU run: the pools
     are freed, then under ``fallback="cpu"`` the whole call runs again on host copies on the
     CPU (results back in the caller's package and device, a :class:`FallbackWarning`, recorded
-    as a fallback); under ``fallback="raise"`` the ``MemoryError`` propagates, recorded. A
-    ``MemoryError`` the dispatcher already handled passes through untouched. A call refused
+    as a fallback); under ``fallback="raise"`` the ``MemoryError`` propagates, recorded. With
+    host inputs only and no CuPy allocator error, it is the host that ran out: recorded as
+    that (backend ``"none"``), raised. A ``MemoryError`` the dispatcher already handled passes
+    through untouched. A call refused
     before anything ran (invalid input) is recorded too, with backend ``"none"``: the previous
     call's record never stands for it.
 
@@ -387,10 +389,16 @@ def _front_door_fallback(op, fn, args, kwargs, exc):
     from .config import config_context
     settings = get_config()
     _free_pools_quietly()
-    why = f"GPU out of memory before the dispatch ({type(exc).__name__}: {exc})"
     values = (*args, *kwargs.values())
-    if settings.fallback is _RAISE or not (_arrays.any_on_gpu(values)
-                                           or any(map(_arrays.is_gpu_sparse, values))):
+    on_gpu = _arrays.any_on_gpu(values) or any(map(_arrays.is_gpu_sparse, values))
+    if not on_gpu and type(exc).__module__.partition(".")[0] not in ("cupy", "cupy_backends"):
+        # host inputs and no CuPy allocator error: the host ran out, no GPU took part
+        _local.record = (op, "none", "cpu", False,
+                         f"host out of memory before the dispatch ({type(exc).__name__}: {exc})",
+                         0.0, {"raised": f"{type(exc).__name__}: {exc}"})
+        raise exc
+    why = f"GPU out of memory before the dispatch ({type(exc).__name__}: {exc})"
+    if settings.fallback is _RAISE or not on_gpu:
         _local.record = (op, "gpu", _device.current_device(), False, why, 0.0,
                          {"raised": f"{type(exc).__name__}: {exc}"})
         raise exc

@@ -312,11 +312,14 @@ def _validated_on_gpu(calls):
 
 
 def test_front_door_oom_with_host_inputs_raises_recorded():
+    """Host inputs and a plain MemoryError: the host ran out during validation, recorded as
+    such (no GPU took part: not a GPU out-of-memory, not a fallback)."""
     calls = []
     with pytest.raises(MemoryError):
         _validated_on_gpu(calls)(np.ones(2))
     rec = gpulinalg.last_run()
     assert rec.op == "test.front" and "MemoryError" in rec.details["raised"]
+    assert rec.backend == "none" and "host out of memory" in rec.reason and not rec.fell_back
 
 
 def test_front_door_oom_on_gpu_inputs_reruns_on_the_cpu(monkeypatch):
