@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._runtime import dispatch as _dispatch
+from ..._runtime.validation import float_dtype, np_dtype
 from ..lowrank._truncated_api import truncated_svd
 from . import _pca_sklearn, _truncated_svd_host
 
@@ -67,10 +69,12 @@ class _TruncatedSVD:
         self.fit_transform(X)
         return self
 
+    @_dispatch.front_door("decomp.TruncatedSVD.fit_transform")
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit, and return ``U * S`` (the projections, from the same SVD)."""
         from sklearn.utils.validation import validate_data
         self._validate_params()  # type: ignore[attr-defined]
+        _refuse_bfloat16(X)
         original = X
         X = validate_data(self, X, accept_sparse=["csr", "csc"], ensure_min_features=2)
         if self.algorithm == "arpack":
@@ -93,11 +97,13 @@ class _TruncatedSVD:
         self.singular_values_ = s
         return _pca_sklearn.wrap_output(self, projected, original)
 
+    @_dispatch.front_door("decomp.TruncatedSVD.transform")
     def transform(self, X: Any) -> Any:
         """``X @ components_.T``."""
         from sklearn.utils.extmath import safe_sparse_dot
         from sklearn.utils.validation import check_is_fitted, validate_data
         check_is_fitted(self)
+        _refuse_bfloat16(X)
         original = X
         X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)
         return _pca_sklearn.wrap_output(self, safe_sparse_dot(X, self.components_.T), original)
@@ -125,3 +131,9 @@ def __getattr__(name: str) -> Any:
         globals()["TruncatedSVD"] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _refuse_bfloat16(X: Any) -> None:
+    """The shared refusal of a bfloat16 array (torch's "unsupported ScalarType" otherwise)."""
+    if hasattr(X, "dtype") and not hasattr(X, "tocsr") and np_dtype(X).kind == "V":
+        float_dtype(np_dtype(X))  # raises: other dtypes are scikit-learn's validation's

@@ -54,3 +54,22 @@ def test_in_a_pipeline_with_pandas_output(rng):
 def test_too_many_components_is_refused(rng):
     with pytest.raises(ValueError, match="n_components"):
         TruncatedSVD(13).fit(rng.standard_normal((20, 12)))
+
+
+def test_refused_input_is_named_and_recorded():
+    """A bfloat16 tensor gets the library's refusal (torch's own message named a ScalarType),
+    and a refused fit or transform leaves its own record, not the previous call's."""
+    import gpulinalg
+    torch = pytest.importorskip("torch")
+    x = torch.randn(20, 5).to(torch.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16 input is not supported"):
+        TruncatedSVD(2).fit(x)
+    rec = gpulinalg.last_run()
+    assert rec.op == "decomp.TruncatedSVD.fit_transform" and rec.backend == "none"
+    fitted = TruncatedSVD(2, random_state=0).fit(np.random.default_rng(0).random((20, 5)))
+    with pytest.raises(TypeError, match="bfloat16"):
+        fitted.transform(x)
+    assert gpulinalg.last_run().op == "decomp.TruncatedSVD.transform"
+    with pytest.raises(ValueError):
+        TruncatedSVD(2).fit(np.ones(3))
+    assert "raised before running" in gpulinalg.last_run().reason
