@@ -190,3 +190,17 @@ def test_sparse_inputs_are_checked_not_their_fill(avail):
         with gpulinalg.config(host_memory_share=(A.data.nbytes // 2) / avail):
             with pytest.raises(gpulinalg.OutOfMemoryError, match="sparse"):
                 gpulinalg.sparse.solve(A, b)
+
+
+def test_lu_family_declares_its_host_bytes():
+    """The LU family's CPU runs are checked on their own estimates (a copy of ``a`` and the
+    outputs), not the generic three times the arguments."""
+    from gpulinalg.decomp import inv, lu, lu_factor, solve
+    a, b = np.eye(64) * 2.0, np.ones(64)
+    for call, want in ((lambda: solve(a, b), a.nbytes + 2 * b.nbytes),
+                       (lambda: solve(a, b, precision="mixed"), 1.5 * a.nbytes + 2 * b.nbytes),
+                       (lambda: lu_factor(a), a.nbytes), (lambda: inv(a), 2 * a.nbytes),
+                       (lambda: lu(a), 3 * a.nbytes)):
+        with gpulinalg.config_context(backend="cpu"):
+            call()
+        assert gpulinalg.last_run().details["host_bytes"] == want

@@ -18,7 +18,8 @@ from .._checks import broadcast_batch, empty_result, flag, flops_scale, prepare
 from .._results import SlogdetResult
 from . import _lu_cuda, _lu_dask, _lu_host
 from . import _lu_grad  # noqa: F401  (registers the gradient rules)
-from ._lu_input import atleast, flops_lu, lu_bytes, lu_pair, memo_key, scalar, square
+from ._lu_input import (atleast, flops_lu, lu_bytes, lu_host_bytes, lu_pair, memo_key, scalar,
+                        square)
 from ._lu_rules import INV_STRUCTURES, SOLVE_STRUCTURES, UnknownStructure, structure
 from ._lu_xp import scalar_solve
 
@@ -159,6 +160,7 @@ def _plan_solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, t
                         (a, b, kind, bool(lower), overwrite_a, overwrite_b, bool(transposed),
                          dtype, defer),
                         nbytes=lu_bytes(batch + (n, n), (bshape, shape, batch + (n, 4)), dtype),
+                        host_nbytes=lu_host_bytes(batch + (n, n), (bshape, shape), dtype, mixed),
                         flops=flops, like=b, same_package=cupy_only)
 
 
@@ -254,6 +256,7 @@ def _plan_lu_factor(a, overwrite_a, check_finite, cupy_only):
             a, (tuple(a.shape), _v.np_dtype(a)), piv)))
     return _dispatch.Op("decomp.lu_factor", _lu_cuda.lu_factor, _lu_host.lu_factor,
                         (a, overwrite_a, dtype, defer), nbytes=lu_bytes(a.shape, (), dtype),
+                        host_nbytes=lu_host_bytes(a.shape, (), dtype),
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
@@ -341,6 +344,7 @@ def _plan_lu_solve(lu, piv, b, trans, overwrite_b, check_finite, cupy_only):
     nbytes = nbytes_of((lu.shape, dtype), (bshape, dtype), (shape, dtype), (piv.shape, np.int64))
     return _dispatch.Op("decomp.lu_solve", _lu_cuda.lu_solve, _lu_host.lu_solve,
                         (lu, piv, b, int(trans), overwrite_b, dtype, defer), nbytes=nbytes,
+                        host_nbytes=nbytes,
                         flops=2 * nb * n * n * bshape[-1] * flops_scale(dtype), like=b,
                         same_package=cupy_only)
 
@@ -408,6 +412,7 @@ def _plan_lu(a, permute_l, overwrite_a, check_finite, p_indices, cupy_only):
     return _dispatch.Op("decomp.lu", _lu_cuda.lu, _lu_host.lu,
                         (a, bool(permute_l), overwrite_a, bool(p_indices), dtype, defer),
                         nbytes=lu_bytes(a.shape, (nd + (m, m), nd + (m, m)), dtype),
+                        host_nbytes=lu_host_bytes(a.shape, (nd + (m, m), nd + (m, m)), dtype),
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
@@ -469,6 +474,7 @@ def _plan_det(a, overwrite_a, check_finite, cupy_only):
         return _dispatch.shortcut("decomp.det", one)
     return _dispatch.Op("decomp.det", _lu_cuda.det, _lu_host.det,
                         (a, overwrite_a, dtype, defer), nbytes=lu_bytes(a.shape, (), dtype),
+                        host_nbytes=lu_host_bytes(a.shape, (), dtype),
                         flops=flops_lu(a.shape, dtype), same_package=cupy_only)
 
 
@@ -526,7 +532,7 @@ def _plan_slogdet(a, cupy_only):
         return _dispatch.shortcut("decomp.slogdet", (sign, empty_result(a, (batch, real))[0]))
     return _dispatch.Op("decomp.slogdet", _lu_cuda.slogdet, _lu_host.slogdet, (a, dtype),
                         nbytes=lu_bytes(a.shape, (), dtype), flops=flops_lu(a.shape, dtype),
-                        same_package=cupy_only)
+                        host_nbytes=lu_host_bytes(a.shape, (), dtype), same_package=cupy_only)
 
 
 @differentiable("decomp.inv")
@@ -607,5 +613,6 @@ def _plan_inv(a, overwrite_a, check_finite, assume_a, lower, cupy_only):
     return _dispatch.Op("decomp.inv", _lu_cuda.inv, _lu_host.inv,
                         (a, kind, bool(lower), overwrite_a, dtype, defer),
                         nbytes=lu_bytes(a.shape, (a.shape, a.shape), dtype),
+                        host_nbytes=lu_host_bytes(a.shape, (a.shape,), dtype),
                         flops=flops_lu(a.shape, dtype) + 2 * math.prod(a.shape) * n,
                         same_package=cupy_only)

@@ -11,7 +11,8 @@ from ..._runtime.budget import nbytes_of
 from .._checks import cupy_key, flops_scale
 from .._gpu._cusolver_cuda import workspace_bytes
 
-__all__ = ["atleast", "flops_lu", "lu_bytes", "memo_key", "lu_pair", "square", "scalar"]
+__all__ = ["atleast", "flops_lu", "lu_bytes", "lu_host_bytes", "memo_key", "lu_pair", "square",
+           "scalar"]
 
 
 def atleast(x, nd=0, name="a"):
@@ -38,6 +39,14 @@ def lu_bytes(shape, extra, dtype):
     m, n = shape[-2:]
     return lambda: (2 * nbytes_of((shape, dtype)) + nbytes_of(*((s, dtype) for s in extra))
                     + workspace_bytes("getrf", m, n, dtype))
+
+
+def lu_host_bytes(shape, extra, dtype, mixed=False):
+    """The host bytes of a CPU run: LAPACK's factor of a copy of ``shape`` (a single-precision
+    one besides for ``mixed``) and the ``extra`` arrays."""
+    low = np.dtype(dtype).itemsize // 2 if mixed else 0
+    return (nbytes_of((shape, dtype)) + math.prod(shape) * low
+            + nbytes_of(*((s, dtype) for s in extra)))
 
 
 def memo_key(op, a, b, options, ndims=(2, 1)):
