@@ -173,8 +173,9 @@ def test_pca_projection_gpu_twins_match_cpu(fake, rng, whiten):
                 _pca_cuda.transform(HostMatrix(X, np.float32), dev(comp), dev(mean), dev(ev)),
                 _pca_cuda.transform_streamed(HostMatrix(Dataset(X), np.float32), dev(comp),
                                              dev(mean), dev(ev))):
-        # relative too: whitening by a zero variance scales a column to ~1e19 in float32
-        assert got.dtype == np.float32 and np.allclose(np.asarray(got), ref, rtol=1e-5,
+        # relative too: whitening by a zero variance scales a column to ~1e19 in float32, and
+        # the host's X C^T - mean C^T (scikit-learn's) cancels apart from (X - mean) C^T there
+        assert got.dtype == np.float32 and np.allclose(np.asarray(got), ref, rtol=1e-4,
                                                        atol=1e-5)
     back = _pca_cuda.inverse_transform(dev(ref), dev(comp), dev(mean), dev(ev))
     assert np.allclose(np.asarray(back), _pca_host.inverse_transform(ref, comp, mean, ev),
