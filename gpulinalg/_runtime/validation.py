@@ -9,8 +9,8 @@ import numpy as np
 
 from .arrays import Kind, kind_of
 
-__all__ = ["as_array", "check_finite", "float_dtype", "check_square", "namespace", "is_dask",
-           "check_dask"]
+__all__ = ["as_array", "check_finite", "all_finite", "float_dtype", "check_square", "namespace",
+           "is_dask", "check_dask"]
 
 #: dtypes the solvers accept; integers and bools promote to float64 as in SciPy.
 SOLVER_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
@@ -71,17 +71,25 @@ def check_square(a, name="a"):
 
 def check_finite(a, name="a"):
     """Raise ``ValueError`` if ``a`` holds NaN or Inf (one reduction, on ``a``'s device)."""
+    if not all_finite(a):
+        raise ValueError(f"{name} must not contain infs or NaNs")
+
+
+def all_finite(a):
+    """Whether ``a`` holds no NaN or Inf: one reduction on ``a``'s device, reading a broadcast
+    view's distinct entries only and a large host array in blocks (no input-sized mask).
+
+    >>> all_finite(np.broadcast_to(np.array([1.0, np.inf]), (10**6, 2)))
+    False
+    """
     if a.size == 0 or np_dtype(a).kind in "biu":
-        return
+        return True
     a = _distinct(a)
     if kind_of(a) is Kind.CUPY and a.ndim >= 2:
-        ok = _cupy_all_finite(a)
-    elif isinstance(a, np.ndarray) and a.size > _HOST_BLOCK and a.ndim >= 1:
-        ok = _host_all_finite(a)
-    else:
-        ok = bool(namespace(a).isfinite(a).all())
-    if not ok:
-        raise ValueError(f"{name} must not contain infs or NaNs")
+        return _cupy_all_finite(a)
+    if isinstance(a, np.ndarray) and a.size > _HOST_BLOCK and a.ndim >= 1:
+        return _host_all_finite(a)
+    return bool(namespace(a).isfinite(a).all())
 
 
 def _distinct(a):

@@ -204,3 +204,16 @@ def test_lu_family_declares_its_host_bytes():
         with gpulinalg.config_context(backend="cpu"):
             call()
         assert gpulinalg.last_run().details["host_bytes"] == want
+
+
+def test_pca_of_a_view_larger_than_memory_is_refused_without_a_mask():
+    """PCA's finiteness check reads a broadcast view's distinct entries (it allocated a
+    37 GiB boolean mask for this one): the budget refuses the fit, nothing X-sized made."""
+    from gpulinalg.decomp import PCA
+    x = np.broadcast_to(np.linspace(0.0, 1.0, 20000), (2_000_000, 20000))
+    with gpulinalg.config_context(backend="cpu"):
+        err, seconds, peak = _refused_quickly(lambda: PCA(2).fit(x))
+    assert err.needed > x.nbytes // 2 and peak < 64 << 20, (err.needed, peak)
+    bad = np.broadcast_to(np.r_[1.0, np.nan], (10**7, 2))
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        PCA(1).fit(bad)

@@ -78,8 +78,7 @@ def validate_projections(X: Any, n_components: int, name: str) -> Any:
 
 def _check_finite(X, name):
     if X.shape[0] and X.shape[1]:
-        xp = _v.namespace(X)
-        if not bool(xp.isfinite(X).all()):
+        if not _v.all_finite(X):  # no X-sized mask (a broadcast view is read once)
             raise ValueError(f"Input X contains NaN or infinity ({name} does not accept "
                              "missing values).")
 
