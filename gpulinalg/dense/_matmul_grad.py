@@ -41,19 +41,30 @@ def _dz(g, z, act):
         return torch.autograd.grad(out, z, g, create_graph=recorded)[0]
 
 
-def _recorded_backward(g, a, b, bias, act, column, options):
-    """The gradients of ``a``, ``b`` and ``bias`` as a graph of their own (double backward)."""
+def _recorded_backward(g, a, b, bias, act, column, options, alpha=1.0, c=None, beta=0.0):
+    """The gradients of ``a``, ``b``, ``bias`` and ``c`` (those given) of
+    ``act(alpha a b + beta c + bias)`` from ``matmul`` products and torch's activation
+    derivative: torch.addmm's, ``conj(alpha) dz b^H``, ``conj(alpha) a^H dz``, the sums of
+    ``dz`` and ``conj(beta) dz``, a graph of their own (double backward)."""
     product = FUNCTIONS["dense.matmul"]
     dz = g
     if act is not None:
-        dz = _dz(g, product(a, b, bias=bias, **options), act)
-    ga = unbroadcast(product(dz, b.mT, **options), a.shape)
-    gb = unbroadcast(product(a.mT, dz, **options), b.shape)
-    if bias is None:
-        return ga, gb
-    gbias = dz.sum(dim=tuple(range(dz.dim() - 1))) if not column else \
-        dz.sum(dim=tuple(range(dz.dim() - 2)) + (-1,))
-    return ga, gb, gbias.reshape(bias.shape)
+        dz = _dz(g, product(a, b, bias=bias, alpha=alpha, c=c, beta=beta, **options), act)
+    scale = alpha.conjugate()
+    out = [unbroadcast(scale * product(dz, _adjoint(b), **options), a.shape),
+           unbroadcast(scale * product(_adjoint(a), dz, **options), b.shape)]
+    if bias is not None:
+        gbias = dz.sum(dim=tuple(range(dz.dim() - 1))) if not column else \
+            dz.sum(dim=tuple(range(dz.dim() - 2)) + (-1,))
+        out.append(gbias.reshape(bias.shape))
+    if c is not None:
+        out.append(unbroadcast(beta.conjugate() * dz, c.shape))
+    return tuple(out)
+
+
+def _adjoint(x):
+    """``x^H`` as a plain tensor (a conjugate view cannot be handed over by DLPack)."""
+    return x.mT.conj().resolve_conj() if x.is_complex() else x.mT
 
 
 @rule("dense.matmul")
@@ -91,11 +102,6 @@ def _matmul(fn, *args, **kwargs):
     return (out, kept["aux"]) if p["return_aux"] else out
 
 
-def _adjoint(x):
-    """``x^H`` as a plain tensor (a conjugate view cannot be handed over by DLPack)."""
-    return x.mT.conj().resolve_conj() if x.is_complex() else x.mT
-
-
 def _scaled_matmul(fn, p, column, options):
     """The rule of ``act(alpha a b + beta c + bias)`` with ``alpha != 1``, a ``c`` that is read,
     or complex inputs (no activation then): torch.addmm's gradients, ``conj(alpha) g b^H``,
@@ -105,7 +111,6 @@ def _scaled_matmul(fn, p, column, options):
     alpha, beta = p["alpha"], p["beta"]
     bias = None if p["bias"] is None else as_tensor(p["bias"], a)
     c = as_tensor(p["c"], a) if p["c"] is not None and p["beta"] != 0 else None
-    product = FUNCTIONS["dense.matmul"]
     kept = {}
 
     def split(rest):
@@ -124,21 +129,9 @@ def _scaled_matmul(fn, p, column, options):
         (g,) = grads
         if g is None:
             return (None,) * len(ins)
-        a, b = ins[:2]
         bias_, c_ = split(ins[2:])
-        dz = g
-        if act is not None:
-            dz = _dz(g, product(a, b, bias=bias_, alpha=alpha, c=c_, beta=beta, **options), act)
-        scale = alpha.conjugate()
-        out = [unbroadcast(scale * product(dz, _adjoint(b), **options), a.shape),
-               unbroadcast(scale * product(_adjoint(a), dz, **options), b.shape)]
-        if bias_ is not None:
-            gbias = dz.sum(dim=tuple(range(dz.dim() - 1))) if not column else \
-                dz.sum(dim=tuple(range(dz.dim() - 2)) + (-1,))
-            out.append(gbias.reshape(bias_.shape))
-        if c_ is not None:
-            out.append(unbroadcast(beta.conjugate() * dz, c_.shape))
-        return tuple(out)
+        return _recorded_backward(g, ins[0], ins[1], bias_, act, column, options, alpha, c_,
+                                  beta)
     extra = tuple(x for x in (bias, c) if x is not None)
     out = call(forward, backward, a, b, *extra)[0]
     return (out, kept["aux"]) if p["return_aux"] else out
