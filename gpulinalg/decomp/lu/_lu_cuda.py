@@ -123,6 +123,14 @@ def _triangles_route(n, k, dtype):
     return _triangular_cuda.own_route(n, 1, k, np.dtype(dtype)) in ("fused", "stream", "wide")
 
 
+def _for_solves(f):
+    """``f`` ready for repeated few-column solves: with its pivots' row permutations where
+    decomp's triangular kernels take them (:func:`_triangles_route`), computed once."""
+    if f.batched or not _triangles_route(f.w.shape[-1], 1, f.w.dtype):
+        return f
+    return _with_rows(f)
+
+
 def _with_rows(f):
     """``f`` with the row permutations of its pivots (one read-back of the pivots)."""
     if f.rows is not None:
@@ -248,8 +256,7 @@ def solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, finite
         anorm = _norm1(a, transposed)
         f = factor(a, dtype, overwrite_a, False)
         _raise_singular(f, tuple(a.shape[:-2]))
-        if not f.batched and _triangles_route(n, 1, dtype):  # the estimate's solves too
-            f = _with_rows(f)
+        f = _for_solves(f)  # the estimate's solves too
 
         def step(y, t):
             return _solve_rhs(f, tuple(a.shape[:-2]), y, t, dtype)
@@ -265,16 +272,13 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     refinement that cannot converge, by :func:`solve` itself."""
     import cupy
 
-    from ..._runtime.records import note
-    from ._refine_xp import LOWER, MIXED_KINDS, refined_solve, system
+    from ._refine_xp import LOWER, mixed_applies, refined_solve, system
 
     def full():
         return solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, False)
     if finite:
         _triangular_cuda.check_finite_pair(a, b, ("a", "b"))
-    if np.dtype(dtype) not in LOWER or kind not in MIXED_KINDS:
-        note(precision="full", mixed_fallback=f"{np.dtype(dtype)} {kind or 'general'} systems "
-             "solve in their own precision")
+    if not mixed_applies(dtype, kind):
         return full()
     m, rhs, shape = system(cupy, a.astype(dtype, copy=False), b.astype(dtype, copy=False),
                            kind, lower, transposed)
@@ -293,8 +297,7 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     else:
         def factor_low(x):
             f = factor(x, low, True, False)
-            return None if (f.codes > 0).any() else _with_rows(f) if \
-                _triangles_route(f.w.shape[-1], 1, low) and not f.batched else f
+            return None if (f.codes > 0).any() else _for_solves(f)
 
         def solve_low(f, x, adjoint):
             trans = (2 if np.dtype(low).kind == "c" else 1) if adjoint else 0

@@ -53,15 +53,12 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     that cannot converge, by :func:`solve` itself."""
     from scipy.linalg import get_lapack_funcs
 
-    from ..._runtime.records import note
-    from ._refine_xp import LOWER, MIXED_KINDS, refined_solve, system
+    from ._refine_xp import LOWER, mixed_applies, refined_solve, system
 
     def full():
         return solve(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, False)
     _finite(finite, (a, "a"), (b, "b"))
-    if np.dtype(dtype) not in LOWER or kind not in MIXED_KINDS:
-        note(precision="full", mixed_fallback=f"{np.dtype(dtype)} {kind or 'general'} systems "
-             "solve in their own precision")
+    if not mixed_applies(dtype, kind):
         return full()
     a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
     m, rhs, shape = system(np, a, b, kind, lower, transposed)

@@ -16,7 +16,8 @@ from ..._runtime.records import note
 from .._checks import broadcast_batch
 from ._lu_xp import inv_norm1_estimate, structured
 
-__all__ = ["refined_solve", "system", "MIXED_KINDS", "LOWER", "CONTRACTION", "ITERATIONS"]
+__all__ = ["refined_solve", "mixed_applies", "system", "MIXED_KINDS", "LOWER", "CONTRACTION",
+           "ITERATIONS"]
 
 #: Structures that :func:`refined_solve` takes (LU; "pos": Cholesky); the others solve at
 #: their own cost (triangles, diagonals, bands) in full precision.
@@ -89,6 +90,16 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
         x = x + solve_low(f, r.astype(low), False).astype(a.dtype)
     return _full(solve_full, f"refinement stopped converging after {len(history)} steps",
                  condition_estimate=cond, residual_history=history)
+
+
+def mixed_applies(dtype, kind):
+    """Whether a system of ``dtype`` and structure ``kind`` is refined from single precision
+    (else it solves in its own, and the record says why)."""
+    if np.dtype(dtype) in LOWER and kind in MIXED_KINDS:
+        return True
+    note(precision="full", mixed_fallback=f"{np.dtype(dtype)} {kind or 'general'} systems "
+         "solve in their own precision")
+    return False
 
 
 def system(xp, a, b, kind, lower, transposed):
