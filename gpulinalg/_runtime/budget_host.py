@@ -9,7 +9,9 @@ not started (:class:`~gpulinalg._runtime.errors.OutOfMemoryError`). The availabl
   (every job passes). On Linux psutil's figure *is* ``MemAvailable``: ``/proc/meminfo`` is
   read directly there unless psutil is imported already (importing it costs ~20 ms);
 * at most what a cgroup v2 memory limit leaves (``memory.max - memory.current``), where one
-  is set: a container's limit is what its out-of-memory killer enforces.
+  is set: a container's limit is what its out-of-memory killer enforces;
+* at most what the address-space limit (``ulimit -v``, ``RLIMIT_AS``) leaves above the
+  process's virtual size (``VmSize``), where one is set: past it an allocation fails.
 
 A reading costs 30-70 microseconds, more than a small call: it is reused for ``HOST_CACHE_S``
 seconds by jobs of at most ``HOST_CACHE_FRACTION`` of the memory it showed (the check is then a
@@ -63,6 +65,23 @@ def _cgroup_left():
         return None
 
 
+def _address_space_left():
+    """Bytes the soft ``RLIMIT_AS`` leaves above the process's ``VmSize``, ``None`` without a
+    limit (or where the platform has neither)."""
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY or limit < 0:
+            return None
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmSize:"):
+                    return max(limit - int(line.split()[1]) * 1024, 0)
+    except (ImportError, OSError, ValueError):
+        pass
+    return None
+
+
 def _read():
     """Available host bytes now (``None`` when no source works)."""
     if not _source:
@@ -81,8 +100,10 @@ def _read():
     if reader is None:
         return None
     avail = reader()
-    left = _cgroup_left()
-    return avail if left is None else min(avail, left)
+    for left in (_cgroup_left(), _address_space_left()):
+        if left is not None:
+            avail = min(avail, left)
+    return avail
 
 
 def host_available_bytes():

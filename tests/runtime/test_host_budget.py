@@ -217,3 +217,23 @@ def test_pca_of_a_view_larger_than_memory_is_refused_without_a_mask():
     bad = np.broadcast_to(np.r_[1.0, np.nan], (10**7, 2))
     with pytest.raises(ValueError, match="NaN or infinity"):
         PCA(1).fit(bad)
+
+
+def test_an_address_space_limit_caps_the_budget(avail):
+    """Under ``ulimit -v`` an allocation past the limit fails whatever RAM is free: the budget
+    is what the limit leaves above the process's virtual size (read in a child process, whose
+    limit this test may lower)."""
+    import subprocess
+    import sys
+    code = ("import resource; from gpulinalg._runtime import budget_host as b;"
+            "import re; vm = int(re.search(rb'VmSize:\\s+(\\d+)', open('/proc/self/status','rb')"
+            ".read()).group(1)) * 1024;"
+            "resource.setrlimit(resource.RLIMIT_AS, (vm + (512 << 20), resource.RLIM_INFINITY));"
+            "print(b.host_available_bytes(), b.host_fits(1 << 30)[0])")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split()
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"no address-space limit here: {exc.stderr[-200:]}")
+    left, fits = int(out[0]), out[1] == "True"
+    assert 0 < left <= 512 << 20 and not fits
