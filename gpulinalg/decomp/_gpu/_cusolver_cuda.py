@@ -100,6 +100,12 @@ def fortran_batch(a, dtype, flag=None):
     return out
 
 
+def _ld(a):
+    """The leading dimension of the column-major matrix or view ``a`` (its column stride)."""
+    m = max(a.shape[0], 1)
+    return max(a.strides[1] // a.itemsize, m) if a.shape[1] > 1 else m
+
+
 def _ptr(x):
     return 0 if x is None else x.data.ptr
 
@@ -307,10 +313,11 @@ class Solver:
 
     # -- Cholesky -----------------------------------------------------------------------------
     def potrf(self, a, lower, i=0):
-        """Cholesky of the column-major ``a`` in place (``Xpotrf``), the ``lower`` triangle."""
+        """Cholesky of the column-major ``a`` (or a view into a larger one) in place
+        (``Xpotrf``), the ``lower`` triangle."""
         dn, r = _dn(), self.r
         n = a.shape[0]
-        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, max(n, 1), r.cuda)
+        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, _ld(a), r.cuda)
         dbuf, dsz, hbuf, hsz = self._buffers(("potrf", lower, n), dn.xpotrf_buffer_size, args)
         dn.xpotrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
@@ -323,14 +330,15 @@ class Solver:
 
     # -- LU ------------------------------------------------------------------------------------
     def getrf(self, a, ipiv, i=0):
-        """LU with partial pivoting of the column-major ``a`` (m x n) in place (``Xgetrf``);
+        """LU with partial pivoting of the column-major ``a`` (m x n, or a view into a larger
+        column-major matrix) in place (``Xgetrf``);
         1-based int64 pivots into ``ipiv`` (min(m, n)); ``info > 0``: ``U[info-1, info-1]``
         is exactly zero (the factorization is complete all the same)."""
         dn, r = _dn(), self.r
         m, n = a.shape
-        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, max(m, 1), r.cuda)
+        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, _ld(a), r.cuda)
         dbuf, dsz, hbuf, hsz = self._buffers(("getrf", m, n), dn.xgetrf_buffer_size, args)
-        dn.xgetrf(*args[:6], max(m, 1), ipiv.data.ptr, r.cuda, dbuf.data.ptr, dsz, hbuf, hsz,
+        dn.xgetrf(*args[:6], _ld(a), ipiv.data.ptr, r.cuda, dbuf.data.ptr, dsz, hbuf, hsz,
                   self._info(i))
 
     def getrs(self, lu, ipiv, b, trans, i=0):

@@ -33,7 +33,7 @@ CONTRACTION = 0.1
 ITERATIONS = 30
 
 
-def refined_solve(xp, a, b, factor, solve_low, solve_full):
+def refined_solve(xp, a, b, factor, solve_low, solve_full, unit=None):
     """``a^-1 b`` for the double-precision stack ``a`` ``(B, n, n)`` and ``b`` ``(B, n, k)``.
 
     ``factor(a_low)``: the single-precision factor of ``a`` cast down, or ``None`` where it
@@ -41,7 +41,8 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
     ``A^-1 x`` (``A^-H x``) through that factor for a single-precision ``(B, n, m)`` ``x``;
     ``solve_full()``: the double-precision solve of the whole system. The double-precision
     answer is taken when the factor fails, when ``cond_1(A) u`` is above :data:`CONTRACTION`
-    by the factor's own estimate (three single-precision solves), or when a refinement step
+    by the factor's own estimate (three single-precision solves; ``unit``: the factor's unit
+    roundoff ``u``, single precision's unless given), or when a refinement step
     stops shrinking the residual; ``last_run().details`` says which precision answered, why,
     the condition estimate, the steps and the residual history.
 
@@ -66,7 +67,7 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
         norm1 = xp.abs(a).sum(axis=-2).max(axis=-1)
         est = inv_norm1_estimate(lambda x, adjoint: solve_low(f, x, adjoint), nb, n, low, xp)
         cond = float(np.max(to_host(norm1 * est))) if nb else 0.0
-    unit = float(np.finfo(low).eps) / 2
+    unit = float(np.finfo(low).eps) / 2 if unit is None else float(unit)
     if not math.isfinite(cond) or cond * unit > CONTRACTION:
         return _full(solve_full, f"condition estimate {cond:.3g}: refinement from single "
                      f"precision cannot converge (needs cond * {unit:.2g} <= {CONTRACTION})",

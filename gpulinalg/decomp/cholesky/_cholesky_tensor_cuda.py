@@ -1,0 +1,50 @@
+"""Cholesky of one float32 symmetric positive definite matrix whose trailing updates run on
+tensor cores: the factor that ``solve(..., assume_a="pos", precision="mixed")`` refines.
+
+Right-looking and blocked, lower triangle: each diagonal block of :data:`PANEL` columns is
+factored by cuSOLVER's ``potrf`` (float32), the block column below it is solved with it
+(``trsm``, float32), and the trailing lower triangle takes ``A22 -= L21 L21^T`` in column
+blocks, each one cuBLAS GEMM whose products run in TF32 (only the blocks on and below the
+diagonal are computed: about ``n^3 / 3`` flops, nearly all on tensor cores).
+"""
+
+import numpy as np
+
+from .._gpu._blas_cuda import gemm_update, trsm
+from .._gpu._cusolver_cuda import Solver
+
+__all__ = ["factor", "applies", "PANEL", "TENSOR_MIN", "UNIT"]
+
+#: Width of the diagonal blocks and of the trailing update's column blocks.
+PANEL = 1024
+#: Order from which :func:`factor` replaces float32 ``potrf`` for mixed-precision solves.
+TENSOR_MIN = 4096
+#: Unit roundoff of the factor's products (TF32's): what the refinement's gate assumes.
+UNIT = 2.0 ** -11
+
+
+def applies(n, dtype):
+    """Whether a real float32 factor of order ``n`` is made here."""
+    return np.dtype(dtype) == np.float32 and n >= TENSOR_MIN
+
+
+def factor(w, panel=None):
+    """Factor the column-major float32 matrix ``w`` (``n x n``, lower triangle read) in place
+    into its lower Cholesky factor (the upper triangle is left as it was); returns the ``info``
+    code (``> 0``: the leading minor of that order is not positive definite)."""
+    n, panel = w.shape[0], panel or PANEL
+    steps = range(0, n, panel)
+    with Solver(np.float32, len(steps)) as sv:
+        for i, j in enumerate(steps):
+            b = min(panel, n - j)
+            sv.potrf(w[j:j + b, j:j + b], True, i)
+            e = j + b
+            if e < n:
+                trsm(w[j:e, j:e], w[e:, j:e], left=False, lower=True, trans=True)
+                for c in range(e, n, panel):  # the lower part of A22, a block column at a time
+                    d = min(c + panel, n)
+                    gemm_update(w[c:, c:d], w[c:, j:e], w[c:d, j:e], trans_b=True,
+                                compute="tf32")
+        codes = sv.check("potrf")
+    bad = [(int(c) + j) for c, j in zip(codes, steps) if c > 0]
+    return min(bad) if bad else 0
