@@ -47,6 +47,10 @@ class Engine:
     lift : callable ``(q, btd, packed, k) -> (U, S, Vh) or None``
         The Rayleigh-Ritz lift ``U = Q W``, ``Vh = (B^H W / sigma)^T``, ``S`` in one kernel,
         or ``None`` (then array operations).
+    contiguous_products : bool
+        Whether a dense operator's products pass its C-contiguous orientation to the GEMM
+        untransposed and transpose the thin block instead (NumPy's BLAS runs the transposed
+        orientation markedly slower); ``False`` keeps the products as written.
     """
 
     xp: Any
@@ -61,3 +65,4 @@ class Engine:
     chol_inverse: Callable
     flip_signs: Callable
     lift: Callable
+    contiguous_products: bool = False

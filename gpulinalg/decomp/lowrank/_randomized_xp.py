@@ -37,7 +37,9 @@ class LinearOperator:
     """``A`` (dense or sparse, NumPy/SciPy or CuPy) seen as products with thin blocks.
 
     ``engine`` is the :class:`~gpulinalg.decomp.lowrank._lowrank_engine.Engine` of ``A``'s memory;
-    ``transpose=True`` makes the operator ``A^T`` without copying.
+    ``transpose=True`` makes the operator ``A^T`` without copying. Where the engine asks for
+    ``contiguous_products``, a dense ``A`` whose transpose is the C-contiguous one is multiplied
+    through that transpose (``A z = (z^T A^T)^T``), so the GEMM reads the matrix as stored.
     """
 
     def __init__(self, engine, a, *, transpose=False):
@@ -47,19 +49,29 @@ class LinearOperator:
         self.a = a.T if transpose else a
         self.shape = tuple(self.a.shape)
         self.dtype = np.dtype(a.dtype)
+        self._at = None  # A^T, C-contiguous, when the products go through it
         if self.sparse:
             self.a = self.a.tocsr()
             ah = self.a.T
             self._ah = (ah.conj() if self.dtype.kind == "c" else ah).tocsr()
+        elif engine.contiguous_products and not self.a.flags.c_contiguous \
+                and self.a.T.flags.c_contiguous:
+            self._at = self.a.T
 
     def matmat(self, z):
         """``A @ z``."""
+        if self._at is not None:
+            return (z.T @ self._at).T
         return self.a @ z
 
     def rmatmat(self, q):
         """``A^H @ q`` (for dense ``A`` as ``(q^H A)^H``: conjugates only the thin block)."""
         if self.sparse:
             return self._ah @ q
+        if self._at is not None:
+            if self.dtype.kind == "c":
+                return (self._at @ q.conj()).conj()
+            return self._at @ q
         return hermitian(hermitian(q) @ self.a)
 
 

@@ -27,14 +27,18 @@ def _mix(z, tmp):
     return z
 
 
-def _uniform(c, tmp, plus_one):
-    z = _mix(c, tmp)
+def _uniform(z, tmp, u, plus_one):
+    """Uniform doubles into ``u`` from the counters ``z`` (consumed)."""
+    _mix(z, tmp)
     z >>= np.uint64(11)
-    u = z.view(np.int64).astype(np.float64)  # < 2**53: exact, and faster than from uint64
+    np.copyto(u, z.view(np.int64), casting="unsafe")  # < 2**53: exact, faster than from uint64
     if plus_one:
         u += 1.0
     u *= 2.0**-53
-    return u
+
+
+#: Pairs of numbers made per block (the scratch stays in the CPU's cache).
+BLOCK_PAIRS = 1 << 14
 
 
 def gaussian_real(shape, dtype, seed):
@@ -42,22 +46,29 @@ def gaussian_real(shape, dtype, seed):
     seed = np.uint64(seed)
     size = int(np.prod(shape))
     pairs = (size + 1) // 2
-    c = np.arange(pairs, dtype=np.uint64)
-    c <<= np.uint64(1)
-    c ^= seed
-    c1 = c + np.uint64(1)
-    tmp = np.empty_like(c)
+    out = np.empty((pairs, 2), dtype)
+    b = max(min(BLOCK_PAIRS, pairs), 1)
+    even = np.arange(b, dtype=np.uint64)
+    even <<= np.uint64(1)
+    c, tmp = np.empty(b, np.uint64), np.empty(b, np.uint64)
+    r, t, w = np.empty(b), np.empty(b), np.empty(b)
     with np.errstate(over="ignore"):
-        r = _uniform(c, tmp, True)
-        t = _uniform(c1, tmp, False)
-    np.log(r, out=r)
-    r *= -2.0
-    np.sqrt(r, out=r)
-    t *= 2 * np.pi
-    z = np.empty((pairs, 2), np.float64)
-    np.multiply(r, np.cos(t), out=z[:, 0])
-    np.multiply(r, np.sin(t), out=z[:, 1])
-    return z.reshape(-1)[:size].astype(dtype).reshape(shape)
+        for start in range(0, pairs, b):
+            n = min(b, pairs - start)
+            for u, step, plus_one in ((r, 0, True), (t, 1, False)):
+                np.add(even[:n], np.uint64(2 * start), out=c[:n])
+                c[:n] ^= seed
+                c[:n] += np.uint64(step)
+                _uniform(c[:n], tmp[:n], u[:n], plus_one)
+            rn, tn, wn = r[:n], t[:n], w[:n]
+            np.log(rn, out=rn)
+            rn *= -2.0
+            np.sqrt(rn, out=rn)
+            tn *= 2 * np.pi
+            # the products are rounded once, from float64, as the CUDA kernel rounds them
+            np.multiply(rn, np.cos(tn, out=wn), out=out[start:start + n, 0], casting="same_kind")
+            np.multiply(rn, np.sin(tn, out=wn), out=out[start:start + n, 1], casting="same_kind")
+    return out.reshape(-1)[:size].reshape(shape)
 
 
 def _same(x):
@@ -93,7 +104,8 @@ def _no_kernel(*args):
 #: The CPU engine.
 ENGINE = Engine(xp=np, auto_normalizer="LU", gaussian_real=gaussian_real, to_host=_same,
                 from_host=_same, svd=_svd, cholesky=_cholesky, solve_lower=_solve_lower, lu=_lu,
-                chol_inverse=_no_kernel, flip_signs=_no_kernel, lift=_no_kernel)
+                chol_inverse=_no_kernel, flip_signs=_no_kernel, lift=_no_kernel,
+                contiguous_products=True)
 
 
 def tile_gaussian(shape, dtype, seed):

@@ -130,8 +130,23 @@ def _column_mean(xp, X, sparse):
     return total / m
 
 
+#: Entries of the centered data squared in float64 at a time on the host (a cache-sized panel
+#: instead of a float64 copy of the whole matrix; a device array is read in one pass).
+TOTAL_PANEL_ENTRIES = 1 << 18
+
+
 def _total(xc):
-    return (xc.astype(np.float64) ** 2).sum() / max(xc.shape[0] - 1, 1)
+    """The total variance of the centered ``xc``: its squares in float64, summed."""
+    m = xc.shape[0]
+    if not isinstance(xc, np.ndarray):
+        return (xc.astype(np.float64) ** 2).sum() / max(m - 1, 1)
+    rows = max(1, TOTAL_PANEL_ENTRIES // max(xc.shape[1], 1))
+    total = 0.0
+    for start in range(0, m, rows):
+        panel = xc[start:start + rows].astype(np.float64)
+        panel *= panel
+        total += panel.sum()
+    return np.float64(total) / max(m - 1, 1)
 
 
 def _full(engine, xc, cfg):

@@ -1,6 +1,8 @@
 """truncated_svd: accuracy against known spectra (Halko-Martinsson-Tropp bound), methods,
 dtypes, layouts, sparse input, edge cases, errors and the dispatcher's fallback."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -298,6 +300,35 @@ def test_gpu_fp32_target_accuracy(xp_gpu):
     a = known(rng, m, n, s).astype(np.float32)
     r = truncated_svd(xp_gpu.asarray(a), k, random_state=0)
     assert np.abs(r.S.get() / s[:k] - 1).max() <= 1e-6 * 10
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_contiguous_products_match_the_written_ones(rng, dtype, order, transpose):
+    from gpulinalg.decomp.lowrank._randomized_xp import LinearOperator
+    from gpulinalg.decomp.lowrank._sketch_host import ENGINE
+    a = rng.standard_normal((60, 25)) + (1j * rng.standard_normal((60, 25))
+                                         if dtype == np.complex128 else 0)
+    a = np.asarray(a.astype(dtype), order=order)
+    plain = dataclasses.replace(ENGINE, contiguous_products=False)
+    fast, ref = (LinearOperator(e, a, transpose=transpose) for e in (ENGINE, plain))
+    assert fast.shape == ref.shape
+    z = rng.standard_normal((ref.shape[1], 4)).astype(dtype)
+    q = rng.standard_normal((ref.shape[0], 4)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert np.allclose(fast.matmat(z), ref.matmat(z), rtol=tol, atol=tol)
+    assert np.allclose(fast.rmatmat(q), ref.rmatmat(q), rtol=tol, atol=tol)
+    op_a = a.T if transpose else a
+    assert np.allclose(fast.rmatmat(q), op_a.conj().T @ q, rtol=tol, atol=tol)
+
+
+def test_host_gaussian_in_blocks(monkeypatch):
+    from gpulinalg.decomp.lowrank import _sketch_host
+    whole = _sketch_host.gaussian_real((7, 301), np.float32, 12345)
+    monkeypatch.setattr(_sketch_host, "BLOCK_PAIRS", 16)  # many blocks, a partial last one
+    assert np.array_equal(_sketch_host.gaussian_real((7, 301), np.float32, 12345), whole)
+    assert _sketch_host.gaussian_real((0, 3), np.float64, 1).shape == (0, 3)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
