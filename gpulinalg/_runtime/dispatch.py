@@ -111,6 +111,16 @@ class Op(NamedTuple):
         input raises ``TypeError`` (it is never computed behind the caller's back).
     no_gpu_reason : str
         What the record says when ``gpu_fn`` is ``None``.
+    lighter : Op, optional
+        The same call in a variant that needs less memory (``precision="mixed"``), with its
+        own functions, arguments and estimates: the dispatcher's next choice where this Op
+        does not fit, its GPU estimate over the bytes available there (before the
+        out-of-core route or the CPU) or its CPU run's host estimate over the host budget
+        (see :func:`_host_choice`). It may have a ``lighter`` of its own. An Op with one is
+        never kept in the memo.
+    details : dict, optional
+        What this variant is, for the record (``{"precision": "float64"}``): added to the
+        run's :func:`last_run` details and named in the reasons of a choice between variants.
 
     Examples
     --------
@@ -137,18 +147,21 @@ class Op(NamedTuple):
     dask_fn: Callable | None = None
     no_gpu_reason: str = "no GPU engine for this call"
     host_nbytes: Any = None
+    lighter: Any = None
+    details: dict | None = None
 
 
 class _Route:
     """What the decision chose for an :class:`Op`: ``where`` (``"gpu"``, ``"gpu-out-of-core"``
-    or ``"cpu"``), why, whether that is a fallback, the device, and for a GPU route the estimate
-    and the bytes found available."""
+    or ``"cpu"``), why, whether that is a fallback, the device, for a GPU route the estimate
+    and the bytes found available, and ``op``: the Op's lighter variant that the GPU route
+    runs (``None``: the Op itself)."""
 
-    __slots__ = ("where", "reason", "fell_back", "dev", "nbytes", "avail")
+    __slots__ = ("where", "reason", "fell_back", "dev", "nbytes", "avail", "op")
 
-    def __init__(self, where, reason, fell_back=False, dev="cpu", nbytes=0, avail=0):
+    def __init__(self, where, reason, fell_back=False, dev="cpu", nbytes=0, avail=0, op=None):
         self.where, self.reason, self.fell_back, self.dev = where, reason, fell_back, dev
-        self.nbytes, self.avail = nbytes, avail
+        self.nbytes, self.avail, self.op = nbytes, avail, op
 
 
 def dispatch(op, *plan_args, key=None, lead=()):
@@ -222,7 +235,7 @@ def _keep(key, op, n_lead, settings):
         like_at = next((i for i, x in enumerate(op.args) if x is op.like), None)
         if like_at is None:
             return None
-    if op.kwargs:
+    if op.kwargs or op.lighter is not None:
         return None
     kept = _memo.Kept(op._replace(args=(), like=None), op.args[n_lead:], like_at, settings)
     _memo.remember(key, kept)
@@ -286,16 +299,17 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
             raise
         route = _Route("cpu", _on_sticky(name, exc, settings), fell_back=True)
     if route.where == "cpu":
-        host = _host_check(op, args, kwargs, kind, route.reason, route.fell_back, settings)
-        if route.fell_back:
-            _warn(f"gpulinalg: {name} ran on the CPU: {route.reason}", FallbackWarning)
-        return _run(name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, convert, route.reason,
-                    route.fell_back, host=host)
+        return _run_on_cpu(op, args, kwargs, kind, like_arr, route.reason, route.fell_back,
+                           settings)
     fn = op.oversize_fn if route.where == "gpu-out-of-core" else op.gpu_fn
     gpu_convert = convert and not (op.same_package and kind is _CUPY)
+    run, run_args, run_kwargs = op, args, kwargs
+    if route.op is not None:  # a lighter variant fits where the Op does not
+        run, run_args, run_kwargs = route.op, route.op.args, route.op.kwargs or {}
+        fn = run.gpu_fn
     try:
-        result = _run(name, route.where, fn, args, kwargs, kind, like_arr, gpu_convert,
-                      route.reason, False, op.own_stream, route.dev)
+        result = _run(name, route.where, fn, run_args, run_kwargs, kind, like_arr, gpu_convert,
+                      route.reason, False, op.own_stream, route.dev, extra=run.details)
     except Exception as exc:
         why = _after_gpu_failure(name, exc, settings)
     else:
@@ -449,27 +463,67 @@ def _after_gpu_failure(op, exc, settings):
 
 
 def _fall_back(op, args, kwargs, kind, like_arr, why):
-    host = _host_check(op, args, kwargs, kind, why, True, get_config())
-    _warn(f"gpulinalg: {op.name} ran on the CPU: {why}", FallbackWarning)
-    return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, why, True,
-                host=host)
+    return _run_on_cpu(op, args, kwargs, kind, like_arr, why, True, get_config())
 
 
 def _without_gpu_engine(op, args, kwargs, kind, like_arr, settings):
     """A call the GPU cannot serve runs on the CPU, visibly: the reason is recorded, and a
     caller who insisted on the GPU gets a fallback warning (results still go back to the
     caller's package and device)."""
-    fell_back, why = settings.backend is _GPU, op.no_gpu_reason
-    host = _host_check(op, args, kwargs, kind, why, fell_back, settings)
+    return _run_on_cpu(op, args, kwargs, kind, like_arr, op.no_gpu_reason,
+                       settings.backend is _GPU, settings)
+
+
+def _run_on_cpu(op, args, kwargs, kind, like_arr, reason, fell_back, settings):
+    """Run ``op`` (or the lighter variant :func:`_host_choice` takes) on the CPU, after the
+    host check; a fallback warns once the check lets it start."""
+    op, args, kwargs, host, reason = _host_choice(op, args, kwargs, kind, reason, fell_back,
+                                                  settings)
     if fell_back:
-        _warn(f"gpulinalg: {op.name} ran on the CPU: {why}", FallbackWarning)
-    return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, why,
-                fell_back, host=host)
+        _warn(f"gpulinalg: {op.name} ran on the CPU: {reason}", FallbackWarning)
+    return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, reason,
+                fell_back, host=host, extra=op.details)
 
 
-def _host_check(op, args, kwargs, kind, reason, fell_back, settings):
-    """``(needed, allowed)`` host bytes of ``op``'s CPU run when it may start; else records the
-    refusal and raises :class:`OutOfMemoryError` (nothing of the run allocated)."""
+def _variant(op):
+    """``op``'s details for a reason (``"precision='mixed': "``), ``""`` without any."""
+    return "".join(f"{k}={v!r}, " for k, v in op.details.items())[:-2] + ": " \
+        if op.details else ""
+
+
+def _host_choice(op, args, kwargs, kind, reason, fell_back, settings):
+    """``(op, args, kwargs, (needed, allowed), reason)`` of the CPU run: ``op`` when its host
+    estimate fits the host budget, else the first of its lighter variants that does (the
+    reason then says why); when none does, records the refusal and raises
+    :class:`OutOfMemoryError` naming each variant's need (nothing of the run allocated)."""
+    tried, first = [], op  # tried: (variant, needed) of those over the budget
+    while True:
+        needed = _host_needed(op, args, kwargs, kind)
+        ok, allowed, avail = _host_fits(needed, settings.host_memory_share)
+        if ok or op.lighter is None:
+            break
+        tried.append((op, needed))
+        op, args, kwargs = op.lighter, op.lighter.args, op.lighter.kwargs or {}
+    verdicts = [f"{_variant(v)}host estimate {b} B over the {allowed} B allowed"
+                for v, b in tried]
+    if ok:
+        if first.lighter is not None:  # a choice between variants: say why this one
+            verdicts.append(f"{_variant(op)}host estimate {needed} B within the {allowed} B "
+                            "allowed")
+        return op, args, kwargs, (needed, allowed), "; ".join([reason, *verdicts])
+    why = (f"not started: its host-memory estimate {_size(needed)} is over the "
+           f"{_size(allowed)} it may use")
+    exc = OutOfMemoryError(_host_message(op, needed, allowed, avail, reason, settings, tried),
+                           needed, allowed, avail, "host")
+    _local.record = (op.name, "cpu", "cpu", fell_back, "; ".join([reason, *verdicts, why]), 0.0,
+                     {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
+                      "host_allowed": allowed, "host_available": avail})
+    log.error("%s: %s", op.name, why)
+    raise _mark_recorded(exc)
+
+
+def _host_needed(op, args, kwargs, kind):
+    """Host bytes of ``op``'s CPU run (see :attr:`Op.host_nbytes`)."""
     needed = op.host_nbytes
     if needed is None:
         needed = op.nbytes
@@ -481,33 +535,28 @@ def _host_check(op, args, kwargs, kind, reason, fell_back, settings):
             needed = int(needed()) if callable(needed) else int(needed)
         if kind is not _NUMPY and op.convert:  # the host copies of GPU arguments
             needed += _arrays_bytes(args, kwargs, gpu_only=True)
-    ok, allowed, avail = _host_fits(needed, settings.host_memory_share)
-    if ok:
-        return needed, allowed
-    why = (f"not started: its host-memory estimate {_size(needed)} is over the "
-           f"{_size(allowed)} it may use")
-    exc = OutOfMemoryError(_host_message(op, needed, allowed, avail, reason, settings),
-                           needed, allowed, avail, "host")
-    _local.record = (op.name, "cpu", "cpu", fell_back, f"{reason}; {why}", 0.0,
-                     {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
-                      "host_allowed": allowed, "host_available": avail})
-    log.error("%s: %s", op.name, why)
-    raise _mark_recorded(exc)
+    return needed
 
 
-def _host_message(op, needed, allowed, avail, reason, settings):
+def _host_message(op, needed, allowed, avail, reason, settings, tried=()):
+    """The refusal's message (``tried``: ``(variant, needed)`` of the heavier variants, each
+    over the budget too)."""
     share = settings.host_memory_share
-    options = ['lower precision: precision="mixed" where the call has it (GaussianProcess'
-               'Regressor: a float32 kernel matrix refined to float64 accuracy, about half the '
-               'bytes), or float32 inputs where float64 is not needed']
+    options = [] if tried else [
+        'lower precision: precision="mixed" where the call has it (GaussianProcess'
+        'Regressor: a float32 kernel matrix refined to float64 accuracy, about half the '
+        'bytes), or float32 inputs where float64 is not needed']
     options.append("Dask arrays on a cluster with more memory, where the operation takes them "
                    "(docs/dask.md)")
     options.append("a smaller problem (fewer points, rows or columns, or a subset)")
     if share < 1.0:
         options.append("a larger share: gpulinalg.set_config(host_memory_share=...)")
+    lighter = f" with {_variant(op)[:-2]} (" + ", ".join(
+        f"{_variant(v)[:-2]}: {_size(b)}" for v, b in tried) + ")" if tried else ""
     return (f"{op.name} was not started: its CPU run needs about {_size(needed)} of host "
-            f"memory, and this machine has {_size(avail)} available, of which {_size(allowed)} "
-            f"(host_memory_share={share:g}) may be used. Options: " + "; ".join(options)
+            f"memory{lighter}, and this machine has {_size(avail)} available, of which "
+            f"{_size(allowed)} (host_memory_share={share:g}) may be used. Options: "
+            + "; ".join(options)
             + f". (It was to run on the CPU because: {reason}.)")
 
 
@@ -617,7 +666,17 @@ def _decide(op, settings, args, kwargs, kind=None):
         _local.granted = avail
         return _Route("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
                       False, dev, nbytes, avail)
-    why = f"estimate {nbytes} B > {avail} B available on the GPU"
+    why = f"{_variant(op)}estimate {nbytes} B > {avail} B available on the GPU"
+    lighter = op.lighter
+    while lighter is not None:  # the same call in less memory, before leaving the GPU
+        nbytes = int(lighter.nbytes()) if callable(lighter.nbytes) else int(lighter.nbytes)
+        ok, avail = _budget.fits(nbytes, dev)
+        if ok:
+            _local.headroom = avail - nbytes
+            return _Route("gpu", f"{why}; {_variant(lighter)}estimate {nbytes} B fits in "
+                          f"{avail} B", False, dev, nbytes, avail, lighter)
+        why += f"; {_variant(lighter)}estimate {nbytes} B > {avail} B"
+        lighter = lighter.lighter
     if settings.fallback is _RAISE:
         exc = OutOfMemoryError(f"{name}: {why} and fallback='raise'", nbytes, avail, avail, "gpu")
         _local.record = (name, "gpu", dev, False, why, 0.0, {"raised": f"MemoryError: {exc}"})
@@ -642,8 +701,8 @@ def _tell_fp_errors(op):
 
 
 def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back,
-         own_stream=True, dev="cpu", host=None):
-    _local.details = details = {}
+         own_stream=True, dev="cpu", host=None, extra=None):
+    _local.details = details = {} if extra is None else dict(extra)  # extra: Op.details
     if host is not None:  # the host check's (needed, allowed) bytes
         details["host_bytes"], details["host_allowed"] = host
     start = time.perf_counter()

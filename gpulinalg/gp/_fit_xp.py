@@ -139,7 +139,9 @@ def fit_body(la, x, y, noise, k, train, *, plan, jitter, precision="float64"):
     in float64 (:func:`._mixed_xp.mixed_solve`).
 
     The factor goes to ``la.keep(train, x, L, alpha)`` (kept on the device for ``predict``, or
-    handed to the host), so the result's ``L`` is ``None``."""
+    handed to the host), so the result's ``L`` is ``None``; ``train.precision`` says which
+    precision ran."""
+    train.precision = precision
     if precision == "mixed":
         K = _kernel_matrix(x, None, noise, plan, dtype=_mixed_xp.LOW)
         res = _mixed_xp.mixed_solve(la, K, x, y, noise, plan, jitter=jitter)

@@ -26,7 +26,10 @@ from ._cg_options import cg_options, resolve_solver
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS, compile_kernel
 from ._solve_xp import check_jitter
 
-__all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N"]
+__all__ = ["GaussianProcessRegressor", "RESIDENT_MIN_N", "PRECISIONS"]
+
+#: The values of ``GaussianProcessRegressor(precision=...)``.
+PRECISIONS = ("auto", "float64", "mixed")
 
 #: Training sets at least this large keep ``X_train_``, ``L_`` and ``alpha_`` on the GPU between
 #: ``predict`` calls (when the dispatcher runs them there), instead of uploading them each time.
@@ -42,13 +45,15 @@ class _Training:
     :mod:`._engine_cuda`. ``refine``: for a mixed-precision fit (float32 ``L``), the diagonal
     it added to ``k(X)`` (noise plus jitter, on the host), which predict's refined solves
     need; ``None`` otherwise. ``cg``: for a model fitted by the matrix-free solver (no
-    factor), ``(noise, options)`` for predict's solves; ``None`` otherwise."""
+    factor), ``(noise, options)`` for predict's solves; ``None`` otherwise. ``precision``:
+    the precision ``fit``'s engine ran at (``"float64"`` or ``"mixed"``), set by it; not
+    pickled."""
 
-    __slots__ = ("x", "L", "alpha", "device", "keep", "refine", "cg")
+    __slots__ = ("x", "L", "alpha", "device", "keep", "refine", "cg", "precision")
 
     def __init__(self, x, L, alpha, keep, refine=None, cg=None):
         self.x, self.L, self.alpha, self.device, self.keep = x, L, alpha, None, keep
-        self.refine, self.cg = refine, cg
+        self.refine, self.cg, self.precision = refine, cg, None
 
     @property
     def host(self):
@@ -64,7 +69,7 @@ class _Training:
         (self.x, self.L, self.alpha), self.keep, *rest = state
         self.refine = rest[0] if rest else None
         self.cg = rest[1] if len(rest) > 1 else None
-        self.device = None
+        self.device = self.precision = None
 
 
 def _on_dask(op, dask_fn, args, kwargs):
@@ -116,7 +121,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     ``ConstantKernel``, ``DotProduct`` and their sums and products are computed on the GPU; any
     other kernel is evaluated by scikit-learn on the CPU. The Cholesky factorizations and solves
     go through :mod:`gpulinalg.decomp` and the dispatcher: a problem too large for the GPU's
-    memory runs on the CPU with a :class:`~gpulinalg.FallbackWarning`. Computation is in float64.
+    memory runs on the CPU with a :class:`~gpulinalg.FallbackWarning`. Computation is in float64,
+    or, where float64 does not fit (``precision="auto"``), with a float32 factor refined to
+    float64's accuracy.
 
     Parameters
     ----------
@@ -145,8 +152,18 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         scikit-learn. ``"auto"``: retry with growing diagonal jitter (see
         :func:`gpulinalg.gp.exact_gp_solve`), with a warning at each retry. A number: add
         exactly that.
-    precision : {"float64", "mixed"}, default "float64"
-        gpulinalg's addition, for ``fit``'s final factorization and ``predict``. ``"mixed"``
+    precision : {"auto", "float64", "mixed"}, default "auto"
+        gpulinalg's addition, for ``fit``'s final factorization and ``predict``. ``"auto"``:
+        ``"float64"`` when its estimate fits the memory where the fit runs (the GPU's free
+        memory under ``vram_headroom``; on the CPU, ``host_memory_share`` of the available
+        host memory), else ``"mixed"`` when that fits, else
+        :class:`~gpulinalg.OutOfMemoryError` (a ``MemoryError``) naming both estimates, the
+        memory there is and the options, before anything of the size of the kernel matrix is
+        allocated. The dispatcher makes the choice from the estimates it runs on (see
+        :func:`gpulinalg.last_run`: the reason says why, ``details["precision"]`` which);
+        ``precision_`` keeps it. A kernel gpulinalg does not evaluate itself, and
+        ``solver="cg"``, always take ``"float64"``; Dask inputs too (no mixed path there).
+        ``"mixed"``
         stores the kernel matrix and its Cholesky factor in float32 (half the memory: an
         exact GP on 100 000 points holds 40 GB instead of 80) and refines every solve with
         them in float64 against the kernel, recomputed block by block (predict's variances
@@ -195,6 +212,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         ``jitter`` asked for some).
     solver_ : str
         The solver that ran: ``"cholesky"`` or ``"cg"``.
+    precision_ : str
+        The precision ``fit``'s final factorization ran at, ``"float64"`` or ``"mixed"`` (what
+        ``precision="auto"`` chose); ``predict`` follows it.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` had string column names (a pandas DataFrame).
@@ -241,7 +261,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                  copy_X_train: bool = True, n_targets: int | None = None,
                  random_state: int | np.random.RandomState | None = None,
                  jitter: str | float | None = None,
-                 precision: Literal["float64", "mixed"] = "float64",
+                 precision: Literal["auto", "float64", "mixed"] = "auto",
                  solver: Literal["auto", "cholesky", "cg"] = "auto",
                  cg_options: dict | None = None) -> None:
         self.kernel = kernel
@@ -281,13 +301,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         check_jitter(self.jitter)
-        if self.precision not in ("float64", "mixed"):
-            raise ValueError(f"precision must be 'float64' or 'mixed', got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         solver = resolve_solver(self.solver)
         cg_options(self.cg_options)
-        if solver == "cg" and self.precision != "float64":
+        if solver == "cg" and self.precision == "mixed":
             raise ValueError("solver='cg' computes in float64 and keeps no factor: "
-                             f"precision must be 'float64', got {self.precision!r}")
+                             "precision must be 'float64' (or 'auto', which takes it), got "
+                             f"{self.precision!r}")
         return solver
 
     def _noise(self, n):
@@ -321,11 +342,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if is_dask(X, y):  # kernel tiles and the blocked Cholesky on the user's cluster
             if resolve_solver(self.solver) == "cg":
                 raise ValueError("solver='cg' is not available for Dask arrays yet")
-            if self.precision != "float64":
+            if self.precision == "mixed":
                 raise ValueError("precision='mixed' is not available for Dask arrays: their "
                                  "kernel matrix is tiled over the cluster already")
-            return _on_dask("gp.GaussianProcessRegressor.fit", _regressor_dask.fit,
-                            (self, X, y), {})
+            _on_dask("gp.GaussianProcessRegressor.fit", _regressor_dask.fit, (self, X, y), {})
+            self.precision_ = "float64"
+            return self
         self.solver_ = self._check_params()
         self.kernel_ = C() * RBF() if self.kernel is None else clone(self.kernel)
         self._rng = check_random_state(self.random_state)
@@ -420,31 +442,36 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         plan, x = self._plan(kernel)
         if self.solver_ == "cg":
             return self._factor_cg(plan, x, y)
-        mixed = self.precision == "mixed"
-        if mixed and plan is None:
+        if self.precision == "mixed" and plan is None:
             raise ValueError(f"precision='mixed' needs a kernel that gpulinalg evaluates "
                              f"itself (RBF, Matern, RationalQuadratic, WhiteKernel, "
                              f"ConstantKernel, DotProduct, their sums and products, on "
                              f"numeric X); got {kernel}")
         k = None if plan is not None else np.asarray(kernel(self.X_train_), dtype=np.float64)
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
-        nbytes, flops = _fit_cost(n, t, 0 if x is None else x.shape[1], self.jitter,
-                                  item=4 if mixed else 8)
         train = _Training(x, None, None, keep=n >= RESIDENT_MIN_N)
         noise = self._noise(n)
+
+        def fit_op(precision):
+            nbytes, flops = _fit_cost(n, t, 0 if x is None else x.shape[1], self.jitter,
+                                      item=4 if precision == "mixed" else 8)
+            return Op("gp.fit", _engine_cuda.fit, _engine_host.fit, (x, y, noise, k, train),
+                      {"plan": plan, "jitter": self.jitter, "precision": precision},
+                      nbytes=nbytes, flops=flops, like=y, details={"precision": precision})
+        # "auto": float64, or mixed where float64 does not fit (the dispatcher decides)
+        op = fit_op("mixed" if self.precision == "mixed" else "float64")
+        if self.precision == "auto" and plan is not None:
+            op = op._replace(lighter=fit_op("mixed"))
         try:
-            res = dispatch(Op("gp.fit", _engine_cuda.fit, _engine_host.fit,
-                              (x, y, noise, k, train),
-                              {"plan": plan, "jitter": self.jitter, "precision": self.precision},
-                              nbytes=nbytes, flops=flops, like=y))
+            res = dispatch(op)
         except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
             exc.args = (f"The kernel, {kernel}, is not returning a positive definite matrix. "
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
         train.alpha = res.alpha
-        train.refine = noise + res.jitter if mixed else None
-        self._fitted = train
+        train.refine = noise + res.jitter if train.precision == "mixed" else None
+        self._fitted, self.precision_ = train, train.precision
         return res
 
     def _factor_cg(self, plan, x, y):
@@ -457,6 +484,7 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         res = _cg_api.fit(x, y, noise, plan, options)
         res = res._replace(jitter=float(jitter))
         self._fitted = _Training(x, None, res.alpha, keep=False, cg=(noise, options))
+        self.precision_ = "float64"
         return res
 
     @_dispatch.front_door("gp.log_marginal_likelihood")

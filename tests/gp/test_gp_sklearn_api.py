@@ -30,7 +30,7 @@ def test_constructor_is_sklearns_then_extras():
         [(p.name, p.default, p.kind) for p in theirs]
     extras = ours[len(theirs):]
     assert [p.name for p in extras] == ["jitter", "precision", "solver", "cg_options"]
-    assert [p.default for p in extras] == [None, "float64", "auto", None]
+    assert [p.default for p in extras] == [None, "auto", "auto", None]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extras)
     assert set(GaussianProcessRegressor().get_params()) == set(SKGPR().get_params()) | {
         "jitter", "precision", "solver", "cg_options"}
