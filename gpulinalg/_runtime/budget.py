@@ -14,6 +14,7 @@ product: a reading is reused for ``FREE_CACHE_S`` seconds by jobs that need at m
 ``FREE_CACHE_FRACTION`` of the free memory it showed. The pool limit is checked on every call.
 """
 
+import math
 import sys
 import time
 
@@ -48,7 +49,7 @@ def nbytes_of(*specs):
             shape, dtype = s.shape, s.dtype
         else:
             shape, dtype = s
-        total += int(np.prod(shape, dtype=np.int64)) * _itemsize(dtype)
+        total += int(math.prod(shape)) * _itemsize(dtype)
     return total
 
 

@@ -141,7 +141,24 @@ def float_dtype(*dtypes, allowed=SOLVER_DTYPES):
     >>> float_dtype(np.int64), float_dtype(np.float32, np.complex64), float_dtype(np.float16)
     (dtype('float64'), dtype('complex64'), dtype('float32'))
     """
-    given = [np.dtype(d) for d in dtypes]
+    given = tuple(np.dtype(d) for d in dtypes)
+    try:
+        return _FLOAT_DTYPES[given, allowed]
+    except (KeyError, TypeError):  # TypeError: an unhashable ``allowed``
+        pass
+    dt = _promote(given, allowed)
+    if len(_FLOAT_DTYPES) < 256:
+        try:
+            _FLOAT_DTYPES[given, allowed] = dt
+        except TypeError:
+            pass
+    return dt
+
+
+_FLOAT_DTYPES: dict = {}  # (dtypes, allowed) -> float_dtype's answer
+
+
+def _promote(given, allowed):
     if any(d.kind == "V" for d in given):  # bfloat16 (torch's, or ml_dtypes'): no promotion
         raise TypeError("bfloat16 input is not supported by this function (it computes in "
                         "float32, float64 or complex); cast it to float32 first")

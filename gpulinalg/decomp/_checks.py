@@ -90,6 +90,8 @@ def batch_index(flat, batch_shape):
 
 def broadcast_batch(*shapes):
     """Broadcast batch shapes, with a ``ValueError`` that names them."""
+    if not any(shapes):  # single matrices
+        return ()
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

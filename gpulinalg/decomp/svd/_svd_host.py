@@ -26,4 +26,6 @@ def svd(a, full_matrices, compute_uv, driver, dtype, lapack_driver="gesdd", over
                                lapack_driver=lapack_driver)
         return SVDResult(*out) if compute_uv else out
     res = over_batch(one, a)
-    return SVDResult(*flip_signs(res.U, res.S, res.Vh, np)) if compute_uv else res
+    # the factors are SciPy's fresh outputs (or over_batch's stacks): signs set in place
+    return SVDResult(*flip_signs(res.U, res.S, res.Vh, np, overwrite=True)) if compute_uv \
+        else res

@@ -30,12 +30,31 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
                                              unit_diagonal=unit_diagonal,
                                              overwrite_b=overwrite, check_finite=False)
     if a.ndim == 2 and b.ndim <= 2:
-        x = one(a, b, writable(b, overwrite_b))
+        x = _trtrs(a, b, trans, lower, unit_diagonal, writable(b, overwrite_b))
     else:
         x = batched_solve(one, a, b)
     if check:
         check_conditioning(a, scale, x, unit_diagonal, np,
                            estimate=lambda: trcon(a, lower, unit_diagonal, trans))
+    return x
+
+
+def _trtrs(a, b, trans, lower, unit_diagonal, overwrite_b):
+    """LAPACK ``?trtrs`` on one validated system, as SciPy's ``solve_triangular`` calls it (a
+    C-ordered ``a`` is passed as its transpose), without SciPy's validation and batching
+    wrapper: this engine's caller has validated the call."""
+    from scipy.linalg import LinAlgError, get_lapack_funcs
+    trtrs, = get_lapack_funcs(("trtrs",), (a, b))
+    if a.flags.f_contiguous or trans == 2:
+        x, info = trtrs(a, b, overwrite_b=overwrite_b, lower=lower, trans=trans,
+                        unitdiag=unit_diagonal)
+    else:
+        x, info = trtrs(a.T, b, overwrite_b=overwrite_b, lower=not lower, trans=1 - trans,
+                        unitdiag=unit_diagonal)
+    if info > 0:
+        raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+    if info < 0:
+        raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
     return x
 
 

@@ -50,3 +50,43 @@ def test_well_conditioned_solve_runs_no_estimate():
         warnings.simplefilter("error", IllConditionedWarning)
         decomp.solve_triangular(a, np.ones(50))
     assert "rcond_estimate" not in gpulinalg.last_run().details
+
+
+def _verdict(check, *args):
+    from gpulinalg._runtime import dispatch
+    dispatch._local.details = details = {}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                check(*args)
+                outcome = "ok"
+            except Exception as exc:
+                outcome = f"{type(exc).__name__}: {exc}"
+    finally:
+        dispatch._local.details = None
+    rcond = details.get("rcond_bound")
+    return outcome, "nan" if rcond != rcond else rcond, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("diag", [None, 0.0, np.nan, np.inf, 1e-300])
+@pytest.mark.parametrize("xval", [None, np.nan, np.inf, 1e300])
+@pytest.mark.parametrize("squared", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+@pytest.mark.parametrize("k", [0, 3])
+def test_one_matrix_rule_matches_the_stack_rule(rng, diag, xval, squared, unit, k):
+    from gpulinalg.decomp.triangular import _triangular_xp as tx
+    a = np.triu(rng.standard_normal((5, 5))) + 3 * np.eye(5)
+    x = rng.standard_normal((5, k) if k else 5)
+    b = rng.standard_normal(x.shape)
+    if diag is not None:
+        a[2, 2] = diag
+    if xval is not None:
+        x[(1, 1) if k else 1] = xval
+    if k:
+        b[:, 0] = 0  # a zero right-hand side
+    scale = tx.rhs_scale(b, np)
+    fast = _verdict(tx.check_conditioning, a, scale, x, unit, np, squared)
+    stack = _verdict(lambda *args: tx.judge(a, *tx.figures(*args), x.dtype, squared),
+                     a, scale, x, unit, np)
+    assert fast == stack
