@@ -188,10 +188,15 @@ def convert_tree(obj, fn):
     return obj
 
 
+#: Types of arguments that are never arrays nor hold any (a call's flags and sizes).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str})
+
+
 def _convert_item(v, fn):
-    """One element of a container: leaves (None, arrays) without a recursive call."""
-    if v is None:
-        return None
+    """One element of a container: leaves (None, plain scalars, arrays) without a recursive
+    call."""
+    if type(v) in _PLAIN:
+        return v
     if _KIND_OF_TYPE.get(type(v)) is not None:
         return fn(v)
     return convert_tree(v, fn)

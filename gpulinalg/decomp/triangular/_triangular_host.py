@@ -5,7 +5,7 @@ import numpy as np
 
 from ..._runtime.validation import check_finite
 from .._checks import batched_solve, writable
-from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale
+from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale, singular_error
 
 __all__ = ["solve_triangular", "trcon"]
 
@@ -21,7 +21,8 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
         check_finite(a, "a")
         check_finite(b, "b")
     a, b = np.asarray(a, dtype=dtype), np.asarray(b, dtype=dtype)
-    if not unit_diagonal:
+    single = a.ndim == 2 and b.ndim <= 2
+    if not unit_diagonal and not single:  # trtrs finds the first zero of a single matrix
         check_nonsingular(a, np)
     scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
 
@@ -29,7 +30,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
         return scipy.linalg.solve_triangular(aa, bb, trans=trans, lower=lower,
                                              unit_diagonal=unit_diagonal,
                                              overwrite_b=overwrite, check_finite=False)
-    if a.ndim == 2 and b.ndim <= 2:
+    if single:
         x = _trtrs(a, b, trans, lower, unit_diagonal, writable(b, overwrite_b))
     else:
         x = batched_solve(one, a, b)
@@ -42,8 +43,9 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
 def _trtrs(a, b, trans, lower, unit_diagonal, overwrite_b):
     """LAPACK ``?trtrs`` on one validated system, as SciPy's ``solve_triangular`` calls it (a
     C-ordered ``a`` is passed as its transpose), without SciPy's validation and batching
-    wrapper: this engine's caller has validated the call."""
-    from scipy.linalg import LinAlgError, get_lapack_funcs
+    wrapper: this engine's caller has validated the call. A zero on the diagonal (``trtrs``
+    reports the first) raises :class:`gpulinalg.SingularMatrixError`."""
+    from scipy.linalg import get_lapack_funcs
     trtrs, = get_lapack_funcs(("trtrs",), (a, b))
     if a.flags.f_contiguous or trans == 2:
         x, info = trtrs(a, b, overwrite_b=overwrite_b, lower=lower, trans=trans,
@@ -52,7 +54,7 @@ def _trtrs(a, b, trans, lower, unit_diagonal, overwrite_b):
         x, info = trtrs(a.T, b, overwrite_b=overwrite_b, lower=not lower, trans=1 - trans,
                         unitdiag=unit_diagonal)
     if info > 0:
-        raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+        raise singular_error(info - 1, a)
     if info < 0:
         raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
     return x

@@ -33,8 +33,8 @@ from ..._runtime.errors import IllConditionedWarning, SingularMatrixError
 from ..._runtime.errors import warn as _warn
 from .._checks import batch_index
 
-__all__ = ["check_nonsingular", "rhs_scale", "column_absmax", "check_conditioning", "figures",
-           "judge", "judge_bound", "raise_zero_diagonal"]
+__all__ = ["check_nonsingular", "singular_error", "rhs_scale", "column_absmax",
+           "check_conditioning", "figures", "judge", "judge_bound", "raise_zero_diagonal"]
 
 
 def _singular(flat, a):
@@ -44,6 +44,12 @@ def _singular(flat, a):
     at = "" if where is None else f" of batch entry {where}"
     return SingularMatrixError(f"triangular matrix{at} is singular: diagonal entry "
                                f"{pos} is zero")
+
+
+def singular_error(pos, a):
+    """The :class:`gpulinalg.SingularMatrixError` of a zero at diagonal entry ``pos`` of the
+    single matrix ``a``."""
+    return _singular(pos, a)
 
 
 def check_nonsingular(a, xp):
@@ -105,19 +111,23 @@ def _judge_matrix(a, scale, x, unit_diagonal, squared, estimate):
             if zero.size:
                 raise _singular(zero[0], a)
     xn = column_absmax(x[:, None] if x.ndim == 1 else x, np)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pos = scale > 0
-        ratio = float(np.max(np.where(pos, xn / np.where(pos, scale, 1.0), 0.0)))
-    # Python floats: products that overflow are inf, NaN propagates through max below
+    finite = bool(np.isfinite(xn).all())  # else the bound is NaN, whatever the ratio
+    if not finite:
+        ratio = 0.0
+    elif xn.shape[-1] <= NARROW_COLUMNS:  # Python floats: an overflowing quotient is inf
+        ratio = max((v / s for v, s in zip(xn.tolist(), scale.tolist()) if s > 0),
+                    default=0.0)
+    else:
+        with np.errstate(over="ignore"):
+            pos = scale > 0
+            ratio = float(np.max(np.where(pos, xn / np.where(pos, scale, 1.0), 0.0)))
     diag_bound = dmax / (dmin if dmin > 0 else 1.0)
     rhs_bound = (dmax * dmax if squared else dmax) * ratio
     if squared:
         diag_bound = diag_bound * diag_bound
     nan = float("nan")
-    cond = nan if diag_bound != diag_bound or rhs_bound != rhs_bound \
-        else max(diag_bound, rhs_bound)
-    if not np.isfinite(xn).all():  # an overflow or NaN in the solution: report it
-        cond = nan
+    cond = nan if diag_bound != diag_bound or rhs_bound != rhs_bound or not finite \
+        else max(diag_bound, rhs_bound)  # not finite: an overflow or NaN in the solution
     judge_bound(cond, x.dtype, squared, estimate)
 
 

@@ -73,7 +73,7 @@ def _verdict(check, *args):
 @pytest.mark.parametrize("xval", [None, np.nan, np.inf, 1e300])
 @pytest.mark.parametrize("squared", [False, True])
 @pytest.mark.parametrize("unit", [False, True])
-@pytest.mark.parametrize("k", [0, 3])
+@pytest.mark.parametrize("k", [0, 3, 20])
 def test_one_matrix_rule_matches_the_stack_rule(rng, diag, xval, squared, unit, k):
     from gpulinalg.decomp.triangular import _triangular_xp as tx
     a = np.triu(rng.standard_normal((5, 5))) + 3 * np.eye(5)
