@@ -2,7 +2,10 @@
 fp64 at or below torch).
 
 Cases: ``solve`` of a random n x n system with one right-hand side, n = 4096, 8192, 16384, in
-float64 and float32 (torch.linalg.solve, cupy.linalg.solve on the same data); a batch of
+float64 and float32 (torch.linalg.solve, cupy.linalg.solve on the same data); ``solve(...,
+precision="mixed")`` of float64 general and SPD systems of condition 3 and 1e8 at n = 8192,
+16384 (and 32768 SPD) against the float64 solves (torch's ``cholesky`` + ``cholesky_solve`` for
+SPD); a batch of
 10000 systems of 32 x 32 in float32 (torch.linalg.solve); ``det`` and ``inv`` at n = 4096 in
 float64 (torch.linalg.det/inv, cupy.linalg.det/inv). gpulinalg runs on NumPy, CuPy and torch
 inputs, each row with its cold first call and warm median (:func:`benchmarks._harness.timed_sync`)
@@ -25,7 +28,7 @@ from benchmarks._harness import (absent, gpu_libraries, print_and_write, row, ru
                                  timed_sync)
 
 SUITE = "decomp_solve"
-CASES = ("solve", "solve batched", "det", "inv")
+CASES = ("solve", "solve mixed", "solve batched", "det", "inv")
 
 
 def run(quick=False):
@@ -34,7 +37,9 @@ def run(quick=False):
         return [absent(SUITE, case, "all", why) for case in CASES]
     sizes = (1024, 2048) if quick else (4096, 8192, 16384)
     n_small = 1024 if quick else 4096
+    mixed_sizes = (1024, 2048) if quick else (8192, 16384, 32768)
     sections = (("solve", lambda: _solve_rows(cupy, torch, sizes, quick)),
+                ("solve mixed", lambda: _mixed_rows(cupy, torch, mixed_sizes, quick)),
                 ("solve batched", lambda: _batched_rows(cupy, torch, 1000 if quick else 10000)),
                 ("det", lambda: _det_rows(cupy, torch, n_small)),
                 ("inv", lambda: _inv_rows(cupy, torch, n_small)))
@@ -111,6 +116,62 @@ def _solve_rows(cupy, torch, sizes, quick):
                    lambda x: {"backward_err": _backward(cupy, a, x, b), **extra}, tensors)
             cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+def _conditioned(cupy, n, cond, spd, seed):
+    """A float64 ``n x n`` matrix with singular values spread from 1 to ``cond`` (log-spaced)
+    between random orthogonal factors; symmetric positive definite with ``spd``."""
+    rng = cupy.random.default_rng(seed)
+    q1, _ = cupy.linalg.qr(rng.standard_normal((n, n)))
+    q2 = q1 if spd else cupy.linalg.qr(rng.standard_normal((n, n)))[0]
+    a = (q1 * cupy.logspace(0, cupy.log10(cond), n)) @ q2.T
+    return (a + a.T) / 2 if spd else a
+
+
+def _mixed_rows(cupy, torch, sizes, quick):
+    """``solve(..., precision="mixed")`` against the float64 solves of gpulinalg, torch and CuPy
+    on general and SPD systems of condition 3 and 1e8 (the refinement's two outcomes: refined,
+    or sent to float64 by the condition estimate), one right-hand side."""
+    from gpulinalg.decomp import solve
+    rows = []
+    repeat = 2 if quick else 3
+    for kind in ("pos", "gen"):
+        for cond in (3.0, 1e8):
+            for n in sizes:
+                if kind == "gen" and n > 16384:
+                    continue  # the general route's factor is cuSOLVER's float32 getrf
+                a = _conditioned(cupy, n, cond, kind == "pos", seed=n)
+                b = cupy.random.default_rng(1).standard_normal(n)
+                case = f"solve mixed {kind} {n}x{n} cond {cond:.0e}, 1 right-hand side"
+                inputs = _inputs(cupy, torch, a, b) if n == 16384 or quick else \
+                    [("cupy in", (a, b), cupy.asarray)]
+                for label, (x_a, x_b), back in inputs:
+                    timing, out = timed_sync(lambda x_a=x_a, x_b=x_b: solve(
+                        x_a, x_b, assume_a=kind, check_finite=False, precision="mixed"), repeat)
+                    rows.append(row(SUITE, case, f"gpulinalg solve mixed ({label})", timing,
+                                    **_where(), backward_err=_backward(cupy, a, back(out), b)))
+                timing, out = timed_sync(lambda: solve(a, b, assume_a=kind, check_finite=False),
+                                         repeat)
+                rows.append(row(SUITE, case, "gpulinalg solve float64 (cupy in)", timing,
+                                **_where(), backward_err=_backward(cupy, a, out, b)))
+
+                def cupy_solve():
+                    """cupy.linalg.solve"""
+                    return cupy.linalg.solve(a, b)
+                tensors = (torch.from_dlpack(a), torch.from_dlpack(b)) if torch else ()
+                _peers(cupy, torch, case, rows, repeat, cupy_solve,
+                       _torch_pos_solve(torch) if kind == "pos" and torch else
+                       (torch.linalg.solve if torch else None),
+                       lambda x: {"backward_err": _backward(cupy, a, x, b)}, tensors)
+                del a, out
+                cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def _torch_pos_solve(torch):
+    def linalg_cholesky_and_cholesky_solve(a, b):
+        return torch.cholesky_solve(b[:, None], torch.linalg.cholesky(a))[:, 0]
+    return linalg_cholesky_and_cholesky_solve
 
 
 def _batched_rows(cupy, torch, count):
