@@ -5,6 +5,7 @@
 
 import argparse
 import collections
+import importlib
 import json
 import os
 
@@ -64,6 +65,17 @@ def plot(rows, path, title):
     return True
 
 
+def summary(suite, rows):
+    """The suite's own summary of ``rows`` (Markdown), when its module in
+    ``benchmarks/suites/`` has a ``page_summary(rows)``; else ``None``."""
+    try:
+        module = importlib.import_module(f"benchmarks.suites.{suite}")
+    except ImportError:  # an older file's suite that no longer exists
+        return None
+    fn = getattr(module, "page_summary", None)
+    return fn(rows) if fn is not None else None
+
+
 def write(results_paths, out):
     os.makedirs(out, exist_ok=True)
     by_suite = collections.defaultdict(list)
@@ -81,7 +93,8 @@ def write(results_paths, out):
                      for g in env.get("gpus", [])) or "no GPU"
             md.append(f"- `{name}`: {env.get('date', '?')}, {gpus}, "
                       f"versions {json.dumps(env.get('versions', {}))}")
-        md += ["", table(rows), ""]
+        head = summary(suite, rows)
+        md += ["", *([head, ""] if head else []), table(rows), ""]
         if plot(rows, os.path.join(out, f"{suite}.png"), suite):
             md.append(f"![{suite}]({suite}.png)")
         with open(os.path.join(out, f"{suite}.md"), "w") as f:

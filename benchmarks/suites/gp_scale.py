@@ -6,8 +6,8 @@ Problem (:func:`make_data`): ``n`` training and ``--m`` query points uniform on 
 in ``D = 8`` dimensions, targets ``sin(2 pi x . w / 8) + 0.5 cos(3 x_0 x_1)`` (``w`` from 0.5 to
 2) plus Gaussian noise of standard deviation 0.1 (the function of :mod:`benchmarks.suites.gp`),
 seed 0. Fixed hyperparameters (:func:`kernel`): ``ConstantKernel(1.0) * RBF(LENGTH_SCALES)
-+ WhiteKernel(0.01)``, ``alpha = 1e-10``: scikit-learn's maximum-likelihood fit at n = 2000,
-rounded, the same for every size and implementation. Ours runs in float64 with
++ WhiteKernel(0.01)``, ``alpha = 1e-10``: near scikit-learn's maximum-likelihood fit at
+n = 2000 (rounded), the same for every size and implementation. Ours runs in float64 with
 ``cg_options=CG_OPTIONS`` (``--cg-options`` takes others as JSON).
 
 Rows per size (``n=``):
@@ -48,6 +48,7 @@ on the CPU (``tests/benchmarks/test_benchmarks_gp_scale.py``).
 import argparse
 import gc
 import json
+import re
 import signal
 import statistics
 import sys
@@ -64,9 +65,9 @@ D, M, SEED = 8, 1000, 0
 CONSTANT, NOISE, ALPHA = 1.0, 0.01, 1e-10
 LENGTH_SCALES = (1.5, 1.2, 1.7, 1.35, 1.25, 1.05, 1.0, 0.85)
 #: The matrix-free solver's options: with the defaults (rank 100, 32 probes) the quadrature's
-#: spread reaches 4e-3 of the likelihood at n = 2000 on this problem; rank 200 also needs
-#: fewer iterations.
-CG_OPTIONS = {"precond_rank": 200, "n_probes": 64}
+#: spread passes the likelihood's bar for some probe seeds at n = 2000 on this problem; this
+#: rank and these probes keep it well inside for every seed tried, in fewer iterations.
+CG_OPTIONS = {"precond_rank": 300, "n_probes": 128}
 #: Issue 43's bars: mean (of the targets' standard deviation), std (absolute), lml (relative).
 TOLERANCES = {"mean": 1e-4, "std": 1e-3, "lml": 1e-3}
 #: Issue 43's bar: per likelihood-and-gradient evaluation, GPyTorch's time over ours (cg).
@@ -85,8 +86,9 @@ def make_data(n, m=M, seed=SEED):
 
     def f(z):
         return np.sin(2 * np.pi * z @ (w / D)) + 0.5 * np.cos(3 * z[:, 0] * z[:, 1])
-    x, xq = rng.uniform(0, 1, (n, D)), rng.uniform(0, 1, (m, D))
-    return x, f(x) + 0.1 * rng.standard_normal(n), xq
+    x = rng.uniform(0, 1, (n, D))
+    y = f(x) + 0.1 * rng.standard_normal(n)
+    return x, y, rng.uniform(0, 1, (m, D))  # drawn last: the training set is the same for any m
 
 
 def kernel():
@@ -323,30 +325,30 @@ def _gpytorch(n, data, args, dev, budget, got):
     return [absent(SUITE, case, GPYTORCH, "; ".join(why))]
 
 
-def _gpytorch_eval(data, dtype, dev, repeat, budget):
+def _gpytorch_eval(data, dtype, dev, repeat, budget, device="cuda"):
     """``(timing, lml, peak fields)`` of GPyTorch's loss and ``backward()`` at our
-    hyperparameters, its default settings, on tensors of ``dtype``."""
+    hyperparameters, its default settings, on tensors of ``dtype`` on ``device``."""
     import gpytorch
     import torch
 
     from benchmarks.suites.gp import gpytorch_loss, gpytorch_model
     x, y, _ = data
-    tx = torch.as_tensor(x, device="cuda", dtype=dtype)
-    ty = torch.as_tensor(y, device="cuda", dtype=dtype)
+    tx = torch.as_tensor(x, device=device, dtype=dtype)
+    ty = torch.as_tensor(y, device=device, dtype=dtype)
     model, likelihood = gpytorch_model(tx, ty)  # float64; ExactGP moves its data along
     model, likelihood = model.to(dtype), likelihood.to(dtype)
     model.covar_module.base_kernel.lengthscale = torch.as_tensor(
-        LENGTH_SCALES, device="cuda", dtype=dtype).reshape(1, -1)
+        LENGTH_SCALES, device=device, dtype=dtype).reshape(1, -1)
     model.covar_module.outputscale = CONSTANT
     likelihood.noise = NOISE + ALPHA
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
     model.train()
     likelihood.train()
     loss_and_grad = gpytorch_loss(model, mll, tx, ty, x.shape[0])
-    torch.cuda.reset_peak_memory_stats()
     t, loss = _timed(loss_and_grad, dev, repeat, budget)
     peak = {"peak_gpu_GB": torch.cuda.max_memory_reserved() / 1e9,
-            "peak_gpu_allocated_GB": torch.cuda.max_memory_allocated() / 1e9}
+            "peak_gpu_allocated_GB": torch.cuda.max_memory_allocated() / 1e9} \
+        if device == "cuda" else {}
     return t, -float(loss.detach()), peak
 
 
@@ -375,6 +377,46 @@ def run(sizes=SIZES, m=M, repeat=2, cg_options=None, warmup_n=WARMUP_N, budget_s
     return rows
 
 
+def page_summary(rows):
+    """A Markdown table of ``rows`` (this suite's), one line per size: seconds per
+    likelihood-and-gradient evaluation (warm median) of each implementation, GPyTorch's over
+    ours, fit + predict of both solvers, the accuracy fields and the peak GPU memory; the
+    reasons of absent rows below it. :mod:`benchmarks.report` puts it above the full table."""
+    rows = [r for r in rows if r.get("suite") == SUITE]
+    sizes = sorted({int(re.search(r"n=(\d+)", r["case"]).group(1)) for r in rows})
+    impls = ("gpulinalg cg", "gpulinalg cholesky", GPYTORCH)
+
+    def get(case, impl):
+        return next((r for r in rows if r["case"].startswith(case) and r["impl"] == impl), {})
+
+    def secs(r, key="median_s"):
+        return f"{r[key]:.3g}" if key in r else ("absent" if "absent" in r else "-")
+
+    def diff(r, key):
+        return f"{r[key]:.2g}" if key in r else "-"
+    lines = ["| n | lml+grad s: cg | cholesky | GPyTorch (dtype) | GPyTorch / cg "
+             "| fit+predict s: cg | cholesky | mean diff | std diff | lml diff | within "
+             "| peak GB: cg | cholesky | GPyTorch |", "|---" * 14 + "|"]
+    for n in sizes:
+        lml = [get(f"lml+grad n={n}", i) for i in impls]
+        fp = [get(f"fit+predict n={n} ", i) for i in impls[:2]]
+        acc = get(f"accuracy n={n} ", "gpulinalg cg vs cholesky")
+        peer = lml[2]
+        peer_s = secs(peer) + (f" ({peer['dtype']})" if "dtype" in peer else "")
+        ratio = f"{peer['ours_speedup']:.2f}x" if "ours_speedup" in peer else "-"
+        within = {True: "yes", False: "**no**"}.get(acc.get("within"), "-")
+        peaks = [f"{r['peak_gpu_GB']:.1f}" if "peak_gpu_GB" in r else "-"
+                 for r in (lml[0], lml[1], peer)]
+        lines.append(f"| {n} | {secs(lml[0])} | {secs(lml[1])} | {peer_s} | {ratio} | "
+                     f"{secs(fp[0])} | {secs(fp[1])} | {diff(acc, 'mean_diff')} | "
+                     f"{diff(acc, 'std_diff')} | {diff(acc, 'lml_diff')} | {within} | "
+                     + " | ".join(peaks) + " |")
+    notes = [f"- {r['case']}, {r['impl']}: {r['absent']}" for r in rows if "absent" in r]
+    tol = ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items())
+    return "\n".join(lines + ["", f"Tolerances (issue 43): {tol}; GPyTorch / cg target "
+                                   f"{SPEEDUP_TARGET:g}x."] + ([""] + notes if notes else []))
+
+
 def _on_term(signum, frame):
     raise TimeoutError("stopped by SIGTERM (the command's timeout)")
 
@@ -399,13 +441,14 @@ def main(argv=None):
     def keep(r):  # each row as it is made: a run stopped by its timeout still writes them
         made.append(r)
         print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
-    _harness.emit = keep
-    signal.signal(signal.SIGTERM, _on_term)
+    emit, _harness.emit = _harness.emit, keep
+    term = signal.signal(signal.SIGTERM, _on_term)
     try:
         run([int(s) for s in args.sizes.split(",")], args.m, args.repeat, args.cg_options,
             args.warmup_n, args.budget_s, args.cpu)
     finally:
-        _harness.emit = None
+        _harness.emit = emit
+        signal.signal(signal.SIGTERM, term)
         print_and_write(made, args.json)
     return 0
 
