@@ -13,16 +13,14 @@ import numpy as np
 from .._gpu._blas_cuda import gemm_update, trsm
 from .._gpu._cusolver_cuda import Solver
 
-__all__ = ["factor", "applies", "PANEL", "TENSOR_MIN", "UNIT"]
+__all__ = ["factor", "applies", "PANEL", "TENSOR_MIN"]
 
-#: Width of the diagonal blocks and of the trailing update's column blocks (the fastest of
-#: 512, 1024 and 2048 at orders 8192 and 16384 on an H100: benchmarks/results).
+#: Width of the diagonal blocks and of the trailing update's column blocks (the fastest
+#: measured of 512, 1024 and 2048).
 PANEL = 2048
 #: Order from which :func:`factor` replaces float32 ``potrf`` for mixed-precision solves (where
 #: it was measured faster than float64 ``potrf``).
 TENSOR_MIN = 8192
-#: Unit roundoff of the factor's products (TF32's): what the refinement's gate assumes.
-UNIT = 2.0 ** -11
 
 
 def applies(n, dtype):

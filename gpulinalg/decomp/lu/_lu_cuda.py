@@ -311,8 +311,7 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             return _solve_rhs(f, (nb,), x, trans, low)
     if tensor is not None:
         note(factor="blocked Cholesky, trailing updates in TF32")
-    return refined_solve(cupy, m, rhs, factor_low, solve_low, full,
-                         unit=None if tensor is None else tensor.UNIT).reshape(shape)
+    return refined_solve(cupy, m, rhs, factor_low, solve_low, full).reshape(shape)
 
 
 def _cholesky(a, lower, overwrite_a, dtype, finite):

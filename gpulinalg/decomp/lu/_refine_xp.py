@@ -17,7 +17,7 @@ from .._checks import broadcast_batch
 from ._lu_xp import inv_norm1_estimate, structured
 
 __all__ = ["refined_solve", "mixed_applies", "system", "MIXED_KINDS", "LOWER", "CONTRACTION",
-           "ITERATIONS"]
+           "ITERATIONS", "SHRINK"]
 
 #: Structures that :func:`refined_solve` takes (LU; "pos": Cholesky); the others solve at
 #: their own cost (triangles, diagonals, bands) in full precision.
@@ -31,9 +31,12 @@ LOWER = {np.dtype(np.float64): np.dtype(np.float32),
 CONTRACTION = 0.1
 #: Refinement steps at most (LAPACK's ``ITERMAX``).
 ITERATIONS = 30
+#: Least shrinkage of the residual per step: a slower refinement costs more steps than the
+#: double-precision solve it replaces (a TF32 factor's steps contract less than a float32 one's).
+SHRINK = 0.25
 
 
-def refined_solve(xp, a, b, factor, solve_low, solve_full, unit=None):
+def refined_solve(xp, a, b, factor, solve_low, solve_full):
     """``a^-1 b`` for the double-precision stack ``a`` ``(B, n, n)`` and ``b`` ``(B, n, k)``.
 
     ``factor(a_low)``: the single-precision factor of ``a`` cast down, or ``None`` where it
@@ -41,9 +44,10 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full, unit=None):
     ``A^-1 x`` (``A^-H x``) through that factor for a single-precision ``(B, n, m)`` ``x``;
     ``solve_full()``: the double-precision solve of the whole system. The double-precision
     answer is taken when the factor fails, when ``cond_1(A) u`` is above :data:`CONTRACTION`
-    by the factor's own estimate (three single-precision solves; ``unit``: the factor's unit
-    roundoff ``u``, single precision's unless given), or when a refinement step
-    stops shrinking the residual; ``last_run().details`` says which precision answered, why,
+    by the factor's own estimate (three single-precision solves; ``u`` single precision's
+    unit roundoff), or when a refinement step leaves more than :data:`SHRINK` of the last
+    residual (a factor with TF32 products refines more slowly than a float32 one);
+    ``last_run().details`` says which precision answered, why,
     the condition estimate, the steps and the residual history.
 
     Every step is LAPACK's: ``r = b - A x`` in double precision, ``x += A_low^-1 r``; it stops
@@ -67,7 +71,7 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full, unit=None):
         norm1 = xp.abs(a).sum(axis=-2).max(axis=-1)
         est = inv_norm1_estimate(lambda x, adjoint: solve_low(f, x, adjoint), nb, n, low, xp)
         cond = float(np.max(to_host(norm1 * est))) if nb else 0.0
-    unit = float(np.finfo(low).eps) / 2 if unit is None else float(unit)
+    unit = float(np.finfo(low).eps) / 2
     if not math.isfinite(cond) or cond * unit > CONTRACTION:
         return _full(solve_full, f"condition estimate {cond:.3g}: refinement from single "
                      f"precision cannot converge (needs cond * {unit:.2g} <= {CONTRACTION})",
@@ -86,8 +90,8 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full, unit=None):
             note(precision="mixed", condition_estimate=cond, refinement_steps=step,
                  residual_history=history)
             return x
-        if not math.isfinite(ratio) or (step >= 2 and ratio > 0.5 * history[-2]):
-            break  # not contracting: stop paying for it
+        if not math.isfinite(ratio) or (step >= 1 and ratio > SHRINK * history[-2]):
+            break  # too slow to pay for itself: the double-precision solve answers
         x = x + solve_low(f, r.astype(low), False).astype(a.dtype)
     return _full(solve_full, f"refinement stopped converging after {len(history)} steps",
                  condition_estimate=cond, residual_history=history)
