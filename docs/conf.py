@@ -28,7 +28,7 @@ html_theme = "alabaster"
 #: The result file each generated page ``docs/benchmarks/<suite>.md`` is made from (paths
 #: relative to benchmarks/results/). One current file per suite: update the entry when a newer
 #: run of the suite is committed; older files stay in benchmarks/results/ and are cited by name
-#: in docs/performance-log.md.
+#: in docs/performance-log.md. ``None``: the suite has no committed run yet (its page says so).
 BENCHMARK_RESULTS = {
     "dense": "h200-dense-2026-12-01.json",
     "dense_torch": "h200-dense-torch-2026-12-02.json",  # all sections; -12-03 re-ran two
@@ -42,6 +42,7 @@ BENCHMARK_RESULTS = {
     "sparse": "h200-sparse-2026-12-01.json",
     "gp": "h200-gp-2026-12-01.json",
     "gp_large": "h200-gp-large-2026-12-02c.json",
+    "gp_scale": None,
     "dask": "h200-dask-2026-12-02.json",
 }
 
@@ -83,6 +84,12 @@ def _stub(suite, out, why):
         f.write(f"# Benchmark: {suite}\n\nThis page was not generated in this build: {why}\n")
 
 
+def _not_measured(suite, out):
+    with open(os.path.join(out, f"{suite}.md"), "w") as f:
+        f.write(f"# Benchmark: {suite}\n\nNot measured yet: no result file of this suite is "
+                "committed (`BENCHMARK_RESULTS` in `docs/conf.py` names none).\n")
+
+
 def build_benchmark_pages(out=None):
     """Write docs/benchmarks/<suite>.md (and .png) for every suite; never raises."""
     out = os.path.join(HERE, "benchmarks") if out is None else out
@@ -91,6 +98,9 @@ def build_benchmark_pages(out=None):
     if not have_mpl:
         _say("matplotlib is not installed: benchmark pages get tables, no figures")
     for suite, name in BENCHMARK_RESULTS.items():
+        if name is None:
+            _not_measured(suite, out)
+            continue
         path = os.path.join(ROOT, "benchmarks", "results", name)
         try:
             if not os.path.exists(path):
