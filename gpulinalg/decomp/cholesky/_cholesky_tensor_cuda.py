@@ -18,9 +18,9 @@ __all__ = ["factor", "applies", "PANEL", "TENSOR_MIN"]
 #: Width of the diagonal blocks and of the trailing update's column blocks (the fastest
 #: measured of 512, 1024 and 2048).
 PANEL = 2048
-#: Order from which :func:`factor` replaces float32 ``potrf`` for mixed-precision solves (where
-#: it was measured faster than float64 ``potrf``).
-TENSOR_MIN = 8192
+#: Order from which :func:`factor` serves mixed-precision solves (where the solve was measured
+#: faster than the float64 one).
+TENSOR_MIN = 16384
 
 
 def applies(n, dtype):
@@ -30,14 +30,18 @@ def applies(n, dtype):
 
 def factor(w, panel=None):
     """Factor the column-major float32 matrix ``w`` (``n x n``, lower triangle read) in place
-    into its lower Cholesky factor (the upper triangle is left as it was); returns the ``info``
-    code (``> 0``: the leading minor of that order is not positive definite)."""
+    into its lower Cholesky factor (the upper triangle is scratch, as ``cho_factor``'s);
+    returns the ``info`` code (``> 0``: the leading minor of that order is not positive
+    definite, found at the end of its diagonal block's ``potrf``: the factorization stops
+    there). One synchronization per diagonal block, for its code."""
     n, panel = w.shape[0], panel or PANEL
-    steps = range(0, n, panel)
-    with Solver(np.float32, len(steps)) as sv:
-        for i, j in enumerate(steps):
+    with Solver(np.float32, 1) as sv:
+        for j in range(0, n, panel):
             b = min(panel, n - j)
-            sv.potrf(w[j:j + b, j:j + b], True, i)
+            sv.potrf(w[j:j + b, j:j + b], True)
+            code = int(sv.check("potrf")[0])  # a failed block ends the factorization early
+            if code:
+                return code + j
             e = j + b
             if e < n:
                 trsm(w[j:e, j:e], w[e:, j:e], left=False, lower=True, trans=True)
@@ -45,6 +49,4 @@ def factor(w, panel=None):
                     d = min(c + panel, n)
                     gemm_update(w[c:, c:d], w[c:, j:e], w[c:d, j:e], trans_b=True,
                                 compute="tf32")
-        codes = sv.check("potrf")
-    bad = [(int(c) + j) for c, j in zip(codes, steps) if c > 0]
-    return min(bad) if bad else 0
+    return 0

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..._runtime.arrays import to_host
+from ..._runtime.device import attribute
 from ..._runtime.errors import NotPositiveDefiniteError, SingularMatrixError
 from ..._runtime.errors import warn as _warn
 from ..._runtime.records import note
@@ -288,6 +289,12 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     # one large real SPD matrix: the Cholesky factor's trailing updates on tensor cores (TF32)
     tensor = _cholesky_tensor_cuda if kind == "pos" and nb == 1 and \
         _cholesky_tensor_cuda.applies(n, low) else None
+    if tensor is None and not single_pays():
+        note(precision="full", mixed_fallback="on this GPU a single-precision factorization "
+             "is no faster than a double-precision one (SingleToDoublePrecisionPerfRatio "
+             f"{attribute('SingleToDoublePrecisionPerfRatio')}: its double-precision products "
+             "run on tensor cores)")
+        return full()
 
     if kind == "pos":
         def factor_low(x):
@@ -312,6 +319,15 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     if tensor is not None:
         note(factor="blocked Cholesky, trailing updates in TF32")
     return refined_solve(cupy, m, rhs, factor_low, solve_low, full).reshape(shape)
+
+
+def single_pays():
+    """Whether the current GPU runs single precision markedly faster than double (its
+    ``SingleToDoublePrecisionPerfRatio`` above 2, or unknown): else a single-precision
+    ``getrf`` / ``potrf`` costs what the double-precision one does, and refining it can only
+    lose."""
+    ratio = attribute("SingleToDoublePrecisionPerfRatio")
+    return ratio is None or ratio > 2
 
 
 def _cholesky(a, lower, overwrite_a, dtype, finite):

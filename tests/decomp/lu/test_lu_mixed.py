@@ -14,6 +14,15 @@ from gpulinalg.decomp.lu import _refine_xp
 from tests.support.decomp_dense_ref import host, random, solve_ratio
 
 
+@pytest.fixture(autouse=True)
+def refine_on_every_gpu(monkeypatch):
+    """The refinement runs on the GPU twins whatever the card's single-to-double speed ratio
+    (an H100's float32 ``getrf`` is no faster than its float64 one: there the engine answers
+    in float64 at once, :func:`test_no_faster_single_precision_answers_in_double`)."""
+    from gpulinalg.decomp.lu import _lu_cuda
+    monkeypatch.setattr(_lu_cuda, "single_pays", lambda: True)
+
+
 def _system(rng, kind, dtype, batch=()):
     n = 60
     a = random(rng, batch + (n, n), dtype)
@@ -106,3 +115,26 @@ def test_other_systems_solve_in_full(backend, rng, dtype, kind):
 def test_precision_is_checked():
     with pytest.raises(ValueError, match="precision"):
         solve(np.eye(2), np.ones(2), precision="half")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ratio, refined", [(2, False), (64, True)])
+def test_no_faster_single_precision_answers_in_double(xp_gpu, rng, monkeypatch, ratio, refined):
+    """A card whose float32 runs at most twice its float64 rate (float64 products on tensor
+    cores: A100, H100, H200) gains nothing from a float32 factor: the double-precision solve
+    answers, and the record names the ratio."""
+    from gpulinalg._runtime import device
+    from gpulinalg.decomp.lu import _lu_cuda
+    monkeypatch.undo()  # the real gate, over a pretended attribute
+    monkeypatch.setattr(device, "_attributes", {
+        (xp_gpu.cuda.Device().id, "SingleToDoublePrecisionPerfRatio"): ratio})
+    assert _lu_cuda.single_pays() is refined
+    a = _system(rng, "gen", np.float64)
+    b = random(rng, (60,), np.float64)
+    with gpulinalg.config_context(backend="gpu"):
+        x = host(solve(xp_gpu.asarray(a), xp_gpu.asarray(b), precision="mixed"))
+    details = gpulinalg.last_run().details
+    assert (details["precision"] == "mixed") is refined, details
+    if not refined:
+        assert f"SingleToDoublePrecisionPerfRatio {ratio}" in details["mixed_fallback"]
+    np.testing.assert_allclose(x, scipy.linalg.solve(a, b), rtol=1e-10)
