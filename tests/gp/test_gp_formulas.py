@@ -13,6 +13,7 @@ import scipy.linalg
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
 import gpulinalg
+from gpulinalg.decomp.cholesky._cholesky_host import _potrf_threads
 from gpulinalg.gp import GaussianProcessRegressor, _engine_host, _fit_xp, _solve_xp
 from gpulinalg.gp._kernels_xp import BLOCK_ELEMENTS, compile_kernel
 from gpulinalg.gp._regressor_api import _Training
@@ -50,7 +51,8 @@ def reference(x, y, xq, kernel, alpha=1e-10):
     Cholesky of the kernel matrix, made by :func:`kernel_matrix`)."""
     K = kernel_matrix(x, kernel)
     K[np.diag_indices_from(K)] += alpha
-    L = scipy.linalg.cholesky(K, lower=True, overwrite_a=True, check_finite=False)
+    with _potrf_threads(len(K)):  # OpenBLAS's two-thread potrf crashes at n = 20000
+        L = scipy.linalg.cholesky(K, lower=True, overwrite_a=True, check_finite=False)
     a = scipy.linalg.cho_solve((L, True), y, check_finite=False)
     kq = kernel(xq, x)
     v = scipy.linalg.solve_triangular(L, kq.T, lower=True, check_finite=False)
@@ -140,9 +142,8 @@ def test_predict_at_20000_matches_the_formulas(xp_gpu):
     the fit keeps the factor on the GPU (no second n x n buffer: the pool's high-water mark
     stays under one kernel matrix plus its row tiles), and the first predict uploads nothing.
 
-    The CPU reference runs first, not in a thread beside the GPU work: SciPy's Cholesky there
-    crashed the process twice (a segmentation fault inside OpenBLAS's ``potrf`` while the main
-    thread compiled a CuPy kernel), with nothing of gpulinalg on that thread's stack."""
+    The CPU reference runs first, on one BLAS thread past order 16384: OpenBLAS's two-thread
+    ``potrf`` segfaults at this order (``_cholesky_host.TWO_THREAD_LIMIT``)."""
     n = 20000
     x, y, xq, kernel = problem(n, 200, seed=2)
     mean_r, std_r = reference(x, y, xq, kernel)

@@ -11,7 +11,29 @@ from ..triangular._triangular_host import trcon
 from ..triangular._triangular_xp import check_conditioning, rhs_scale
 from ._cholesky_xp import check_potrf, logdet
 
-__all__ = ["cholesky", "cho_solve", "logdet", "tile_potrf"]
+__all__ = ["cholesky", "cho_solve", "logdet", "tile_potrf", "TWO_THREAD_LIMIT"]
+
+#: Largest order that OpenBLAS's ``potrf`` factors on exactly two threads without crashing: its
+#: two-thread path (``dpotrf_L_parallel``) segfaults at order 20000 (OpenBLAS 0.3.30, in both
+#: SciPy's and NumPy's wheels; OpenBLAS issue 2562), not at one thread or at 16384.
+TWO_THREAD_LIMIT = 16384
+
+
+def _potrf_threads(n):
+    """A context in which OpenBLAS's ``potrf`` of order ``n`` runs on one thread where it would
+    run on exactly two past :data:`TWO_THREAD_LIMIT` (through threadpoolctl, which scikit-learn
+    installs); a null context otherwise."""
+    import contextlib
+    if n <= TWO_THREAD_LIMIT:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    if not any(p.get("internal_api") == "openblas" and p.get("num_threads") == 2
+               for p in threadpool_info()):
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
@@ -24,16 +46,18 @@ def cholesky(a, lower, overwrite_a, clean, dtype, finite=False):
     a = np.asarray(a, dtype=dtype)
     if a.ndim == 2:
         potrf, = get_lapack_funcs(("potrf",), (a,))
-        c, info = potrf(a, lower=lower, overwrite_a=writable(a, overwrite_a), clean=clean)
+        with _potrf_threads(a.shape[-1]):
+            c, info = potrf(a, lower=lower, overwrite_a=writable(a, overwrite_a), clean=clean)
         check_potrf(info, c, a, lower, np.may_share_memory(c, a), None, np, finite)
         return c
     out = a if writable(a, overwrite_a) else np.empty_like(a)
     batch = a.shape[:-2]
-    for flat, idx in enumerate(np.ndindex(*batch)):
-        potrf, = get_lapack_funcs(("potrf",), (a[idx],))
-        c, info = potrf(a[idx], lower=lower, overwrite_a=False, clean=clean)
-        check_potrf(info, c, a[idx], lower, False, (flat, batch), np, finite)
-        out[idx] = c
+    with _potrf_threads(a.shape[-1]):
+        for flat, idx in enumerate(np.ndindex(*batch)):
+            potrf, = get_lapack_funcs(("potrf",), (a[idx],))
+            c, info = potrf(a[idx], lower=lower, overwrite_a=False, clean=clean)
+            check_potrf(info, c, a[idx], lower, False, (flat, batch), np, finite)
+            out[idx] = c
     return out
 
 
