@@ -39,10 +39,11 @@ BENCHMARK_RESULTS = {
     "decomp_tall_qr": "h200-decomp-tall-qr-2026-12-02.json",
     "decomp_wide_parts": "h200-decomp-wide-parts-2026-12-02b.json",
     "decomp_gradients": "h100-decomp-gradients-2026-12-06.json",
+    "decomp_eigh_lstsq": "h100-decomp-eigh-lstsq-2026-12-06.json",
     "sparse": "h200-sparse-2026-12-01.json",
     "gp": "h200-gp-2026-12-01.json",
     "gp_large": "h200-gp-large-2026-12-02c.json",
-    "gp_scale": None,
+    "gp_scale": "h100-gp-scale-2026-12-06.json",
     "dask": "h200-dask-2026-12-02.json",
 }
 
