@@ -44,6 +44,20 @@ def as_array(a, name="a", *, min_ndim=0, max_ndim=None):
     Lists and scalars become NumPy arrays. Object, string and datetime dtypes are refused, and
     masked arrays are refused as SciPy refuses them (their mask would be dropped silently).
     """
+    if type(a) is np.ndarray:  # the common case: no mask, no conversion
+        dt = a.dtype
+    else:
+        a, dt = _as_array_other(a, name)
+    if dt.kind not in "biufcV":
+        raise TypeError(f"{name} must be numeric, got dtype {dt}")
+    if a.ndim < min_ndim or (max_ndim is not None and a.ndim > max_ndim):
+        want = f">= {min_ndim}" if max_ndim is None else f"in [{min_ndim}, {max_ndim}]"
+        raise ValueError(f"{name} must have ndim {want}, got shape {tuple(a.shape)}")
+    return a
+
+
+def _as_array_other(a, name):
+    """:func:`as_array`'s conversion of anything but a plain NumPy array: ``(a, dtype)``."""
     if isinstance(a, np.ma.MaskedArray):
         raise ValueError(f"masked arrays are not supported ({name})")
     if kind_of(a) is None:
@@ -54,13 +68,7 @@ def as_array(a, name="a", *, min_ndim=0, max_ndim=None):
             a = np.asarray(a)
         except Exception as exc:
             raise TypeError(f"{name} cannot be converted to an array: {exc}") from None
-    dt = np_dtype(a)
-    if dt.kind not in "biufcV":
-        raise TypeError(f"{name} must be numeric, got dtype {dt}")
-    if a.ndim < min_ndim or (max_ndim is not None and a.ndim > max_ndim):
-        want = f">= {min_ndim}" if max_ndim is None else f"in [{min_ndim}, {max_ndim}]"
-        raise ValueError(f"{name} must have ndim {want}, got shape {tuple(a.shape)}")
-    return a
+    return a, np_dtype(a)
 
 
 def check_square(a, name="a"):
@@ -82,6 +90,9 @@ def all_finite(a):
     >>> all_finite(np.broadcast_to(np.array([1.0, np.inf]), (10**6, 2)))
     False
     """
+    if type(a) is np.ndarray and 0 < a.size <= _HOST_BLOCK and a.dtype.kind in "fc" \
+            and all(a.strides):  # the common case, read at once
+        return bool(np.isfinite(a).all())
     if a.size == 0 or np_dtype(a).kind in "biu":
         return True
     a = _distinct(a)
