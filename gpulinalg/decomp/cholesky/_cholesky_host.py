@@ -8,7 +8,7 @@ from ..._runtime.errors import NotPositiveDefiniteError
 from ..._runtime.validation import check_finite
 from .._checks import batched_solve, writable
 from ..triangular._triangular_host import trcon
-from ..triangular._triangular_xp import check_conditioning, rhs_scale
+from ..triangular._triangular_xp import check_conditioning_host, rhs_scale_host
 from ._cholesky_xp import check_potrf, logdet
 
 __all__ = ["cholesky", "cho_solve", "logdet", "tile_potrf", "TWO_THREAD_LIMIT"]
@@ -70,14 +70,14 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
         check_finite(c, "c")
         check_finite(b, "b")
     c, b = np.asarray(c, dtype=dtype), np.asarray(b, dtype=dtype)
-    scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
+    scale = rhs_scale_host(b) if check else None  # before overwrite_b may destroy b
     if c.ndim == 2 and b.ndim <= 2:
         potrs, = get_lapack_funcs(("potrs",), (c, b))
         x, info = potrs(c, b, lower=lower, overwrite_b=writable(b, overwrite_b))
     else:
         x = batched_solve(lambda cc, bb: cho_solve(cc, lower, bb, False, dtype), c, b)
     if check:
-        check_conditioning(c, scale, x, False, np, squared=True,
+        check_conditioning_host(c, scale, x, False, squared=True,
                            estimate=lambda: trcon(c, lower, False, 0, squared=True))
     return x
 

@@ -5,7 +5,8 @@ import numpy as np
 
 from ..._runtime.validation import check_finite
 from .._checks import batched_solve, writable
-from ._triangular_xp import check_conditioning, check_nonsingular, rhs_scale, singular_error
+from ._triangular_xp import (check_conditioning_host, check_nonsingular, rhs_scale_host,
+                             singular_error)
 
 __all__ = ["solve_triangular", "trcon"]
 
@@ -24,7 +25,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     single = a.ndim == 2 and b.ndim <= 2
     if not unit_diagonal and not single:  # trtrs finds the first zero of a single matrix
         check_nonsingular(a, np)
-    scale = rhs_scale(b, np) if check else None  # before overwrite_b may destroy b
+    scale = rhs_scale_host(b) if check else None  # before overwrite_b may destroy b
 
     def one(aa, bb, overwrite=False):
         return scipy.linalg.solve_triangular(aa, bb, trans=trans, lower=lower,
@@ -35,7 +36,7 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     else:
         x = batched_solve(one, a, b)
     if check:
-        check_conditioning(a, scale, x, unit_diagonal, np,
+        check_conditioning_host(a, scale, x, unit_diagonal,
                            estimate=lambda: trcon(a, lower, unit_diagonal, trans))
     return x
 

@@ -33,8 +33,9 @@ from ..._runtime.errors import IllConditionedWarning, SingularMatrixError
 from ..._runtime.errors import warn as _warn
 from .._checks import batch_index
 
-__all__ = ["check_nonsingular", "singular_error", "rhs_scale", "column_absmax",
-           "check_conditioning", "figures", "judge", "judge_bound", "raise_zero_diagonal"]
+__all__ = ["check_nonsingular", "singular_error", "rhs_scale", "rhs_scale_host",
+           "column_absmax", "column_absmax_host", "check_conditioning",
+           "check_conditioning_host", "figures", "judge", "judge_bound", "raise_zero_diagonal"]
 
 
 def _singular(flat, a):
@@ -67,6 +68,11 @@ def rhs_scale(b, xp):
     return column_absmax(b2, xp)
 
 
+def rhs_scale_host(b):
+    """:func:`rhs_scale` of a NumPy ``b`` through :func:`column_absmax_host`."""
+    return column_absmax_host(b[:, None] if b.ndim == 1 else b)
+
+
 #: Right-hand sides up to this many are reduced from a transposed copy on the host: NumPy's
 #: reduction over the first axis of a C-ordered ``(n, k)`` block runs an inner loop of length
 #: ``k`` and is several times slower for few columns.
@@ -75,11 +81,17 @@ NARROW_COLUMNS = 16
 
 def column_absmax(x, xp):
     """``max_i |x_ij|`` over the second-to-last axis, in float64 (shape ``(..., k)``)."""
-    if xp is np and x.ndim == 2 and 1 < x.shape[1] <= NARROW_COLUMNS and x.flags.c_contiguous:
+    return xp.abs(x).max(axis=-2).astype(np.float64)
+
+
+def column_absmax_host(x):
+    """:func:`column_absmax` of a NumPy ``x``, a narrow C-ordered block from its transposed
+    copy."""
+    if x.ndim == 2 and 1 < x.shape[1] <= NARROW_COLUMNS and x.flags.c_contiguous:
         t = np.empty(x.shape[::-1], x.real.dtype)
         np.abs(x.T, out=t)
         return t.max(axis=1).astype(np.float64)
-    return xp.abs(x).max(axis=-2).astype(np.float64)
+    return column_absmax(x, np)
 
 
 def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False, *, estimate=None):
@@ -92,9 +104,15 @@ def check_conditioning(a, scale, x, unit_diagonal, xp, squared=False, *, estimat
     :func:`._triangular_host.trcon`), run when the bound is below ``sqrt(eps)``. The bound is
     noted as ``rcond_bound`` in :func:`gpulinalg.last_run`.
     """
-    if xp is np and a.ndim == 2 and x.ndim <= 2:
-        return _judge_matrix(a, scale, x, unit_diagonal, squared, estimate)
     judge(a, *figures(a, scale, x, unit_diagonal, xp), x.dtype, squared, estimate)
+
+
+def check_conditioning_host(a, scale, x, unit_diagonal, squared=False, *, estimate=None):
+    """:func:`check_conditioning` for NumPy arrays: one matrix on scalars
+    (:func:`_judge_matrix`), a stack as any array package's."""
+    if a.ndim == 2 and x.ndim <= 2:
+        return _judge_matrix(a, scale, x, unit_diagonal, squared, estimate)
+    check_conditioning(a, scale, x, unit_diagonal, np, squared, estimate=estimate)
 
 
 def _judge_matrix(a, scale, x, unit_diagonal, squared, estimate):
@@ -110,7 +128,7 @@ def _judge_matrix(a, scale, x, unit_diagonal, squared, estimate):
             zero = np.flatnonzero(d == 0)
             if zero.size:
                 raise _singular(zero[0], a)
-    xn = column_absmax(x[:, None] if x.ndim == 1 else x, np)
+    xn = column_absmax_host(x[:, None] if x.ndim == 1 else x)
     finite = bool(np.isfinite(xn).all())  # else the bound is NaN, whatever the ratio
     if not finite:
         ratio = 0.0
