@@ -245,6 +245,38 @@ def test_solve_triangular(emu, rng, dtype, layout, trans, lower, unit):
     assert np.allclose(x, ref, atol=1e-3)
 
 
+@pytest.mark.parametrize("squared", [False, True])
+def test_condition_estimate_through_the_gpu_solves(emu, squared):
+    """Where the cheap bound cannot see it, the GPU engine estimates the condition number
+    through its own triangular solves (hilbert(12): the bound says 1e-13, the truth 1e-17)."""
+    import warnings
+    import scipy.linalg
+    from gpulinalg import IllConditionedWarning
+    from gpulinalg._runtime import dispatch
+    if squared:
+        h = scipy.linalg.hilbert(12)
+        c = np.linalg.cholesky(h)
+    else:  # a triangle whose diagonal ratio (1e-9) is under sqrt(eps)
+        t = np.random.default_rng(7).standard_normal((40, 40))
+        c = np.tril(t) + np.diag(np.logspace(0, -9, 40))
+    dispatch._local.details = details = {}
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if squared:
+                _cholesky_cuda.cho_solve(dev(c), True, dev(h @ np.ones(12)), False,
+                                         np.dtype("f8"), check=True)
+            else:
+                _triangular_cuda.solve_triangular(dev(c), dev(np.ones(40)), 0, True, False,
+                                                  False, np.dtype("f8"), check=True)
+    finally:
+        dispatch._local.details = None
+    est = details["rcond_estimate"]
+    true = 1.0 / np.linalg.cond(h if squared else c, 1)
+    assert details["rcond_bound"] > est and true / 20 <= est <= true * 20
+    assert any(issubclass(w.category, IllConditionedWarning) for w in seen) == (est < 2.3e-16)
+
+
 def test_solve_triangular_batched_broadcast(emu, rng):
     a = np.tril(random(rng, (3, 5, 5), np.float64)) + 5 * np.eye(5)
     b = random(rng, (2, 1, 5, 2), np.float64)

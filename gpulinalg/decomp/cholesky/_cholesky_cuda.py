@@ -27,7 +27,8 @@ from .._gpu._batched_plan import TABLE, lanes, route
 from .._gpu._cusolver_cuda import Solver
 from .._gpu._finite_cuda import FINITE_PREAMBLE, flag_nonfinite, raise_nonfinite
 from ..triangular._triangular_cuda import (check_conditioning, check_finite_pair, finish_rhs,
-                                           fused_solve, rhs_copy, stack_matrices, trsm_batched)
+                                           fused_solve, rcond_estimate, rhs_copy,
+                                           stack_matrices, trsm_batched)
 from ..._runtime.errors import NotPositiveDefiniteError
 
 __all__ = ["cholesky", "cholesky_in_place", "cho_solve", "logdet", "own_route"]
@@ -432,8 +433,9 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
     that same read-back. Runs on the caller's current stream, as
     :func:`._triangular_cuda.solve_triangular` does."""
     # a = L L^H: solve with L then L^H; the upper factor U = L^H is read as L (conjugated)
+    estimate = rcond_estimate(c, lower, False, dtype, squared=True) if check else None
     x = fused_solve(c, b, dtype, (not lower, not lower, 2), False, check, finite,
-                    ("c", "b"), squared=True)
+                    ("c", "b"), squared=True, estimate=estimate)
     if x is not None:
         return x
     with op_stream():  # the cuBLAS and cuSOLVER handles are bound to the thread's stream
@@ -441,7 +443,8 @@ def cho_solve(c, lower, b, overwrite_b, dtype, check=False, finite=False):
             check_finite_pair(c, b, ("c", "b"))
         x = _cho_solve(c, lower, b, dtype)
         if check:
-            check_conditioning(c, b, x, False, squared=True, finite=finite, names=("c", "b"))
+            check_conditioning(c, b, x, False, squared=True, finite=finite, names=("c", "b"),
+                               estimate=estimate)
     return x
 
 

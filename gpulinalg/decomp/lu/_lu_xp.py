@@ -10,6 +10,7 @@ import numpy as np
 
 from ..._runtime.arrays import to_host
 from ..._runtime.validation import namespace
+from ..triangular._triangular_xp import inv_norm1_estimate
 from ._lu_pivots import row_permutation
 from ._lu_rules import singular_error
 
@@ -73,37 +74,6 @@ def assemble(lu, piv, permute_l, p_indices, real_dtype):
         return xp.asarray(p), low, up
     eye = np.eye(m, dtype=real_dtype)
     return xp.asarray(eye[p]), low, up
-
-
-def inv_norm1_estimate(solve, nb, n, dtype, xp, steps=1):
-    """A lower bound on ``||A_i^-1||_1`` for each of ``nb`` matrices (float64 ``(nb,)``, on
-    ``xp``'s device), from ``2 * steps + 1`` solves: the first takes Hager's start vector and
-    Higham's alternating vector together (two columns), then each of Hager's power steps
-    (``A^-H sign(y)`` picks a unit vector, ``A^-1`` of it) two more.
-
-    ``solve(x, adjoint)``: ``A^-1 x`` (``adjoint``: ``A^-H x``) for a new ``(nb, n, k)`` array
-    ``x``, which it may overwrite. Every figure is a lower bound, so no test stops the loop and
-    nothing is read back here; one step is LAPACK's ``?lacn2`` cut short (its first step finds
-    the norm within a small factor in practice): three solves where it usually takes five."""
-    real = np.empty(0, dtype).real.dtype
-    i = np.arange(n, dtype=np.float64)
-    start = np.stack([np.full(n, 1.0 / n), (-1.0) ** i * (1.0 + i / max(n - 1, 1))], axis=1)
-    x = xp.broadcast_to(xp.asarray(start.astype(real)), (nb, n, 2)).astype(dtype)
-    y = solve(x, False)
-    est = xp.maximum(xp.abs(y[..., 0]).sum(axis=1),
-                     2 * xp.abs(y[..., 1]).sum(axis=1) / (3 * n)).astype(np.float64)
-    y = y[..., :1]
-    rows = xp.arange(nb)
-    for _ in range(steps):
-        mag = xp.abs(y)
-        sgn = xp.where(mag == 0, xp.ones_like(y), y / xp.where(mag == 0, 1, mag).astype(dtype))
-        z = solve(sgn.astype(dtype), True)
-        j = xp.argmax(xp.abs(z[..., 0]), axis=1)
-        x = xp.zeros((nb, n, 1), dtype=dtype)
-        x[rows, j, 0] = 1
-        y = solve(x, False)
-        est = xp.maximum(est, xp.abs(y).sum(axis=(1, 2)).astype(np.float64))
-    return est
 
 
 def scalar_solve(a, b, vec, dtype):

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..._runtime.arrays import to_host
 from ..._runtime.kernels import INT32, INT64, POINTER, Launcher, kernel_source
 from ..._runtime.streams import op_stream
 from .._kernels import _fused_cuda, _policy_cuda, _stream_trsm_cuda, _wide_trsm_cuda
@@ -19,10 +20,11 @@ from .._gpu._batched_plan import route
 from .._gpu._cusolver_cuda import chain_buffers, fill_pointers, routines
 from .._gpu._finite_cuda import flag_nonfinite, raise_nonfinite
 from .._kernels._scalars_cuda import mapped_read_back
-from ._triangular_xp import check_nonsingular, judge, judge_bound
+from ._triangular_xp import check_nonsingular, inv_norm1_estimate, judge, judge_bound
 
 __all__ = ["solve_triangular", "fused_solve", "own_route", "check_conditioning",
-           "check_finite_pair", "rhs_copy", "finish_rhs", "stack_matrices", "trsm_batched"]
+           "rcond_estimate", "check_finite_pair", "rhs_copy", "finish_rhs", "stack_matrices",
+           "trsm_batched"]
 
 
 def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, check=False,
@@ -42,8 +44,9 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
     import cupy
     # m = op(a) is lower triangular (forward substitution with it), or m^H is (backward)
     forward = bool(lower) == (trans == 0)
+    estimate = rcond_estimate(a, lower, unit_diagonal, dtype) if check else None
     x = fused_solve(a, b, dtype, (not lower, (trans == 2) == forward, 0 if forward else 1),
-                    unit_diagonal, check, finite, ("a", "b"), squared=False)
+                    unit_diagonal, check, finite, ("a", "b"), squared=False, estimate=estimate)
     if x is not None:
         return x
     with op_stream():  # cuBLAS's handle is bound to the thread's stream
@@ -53,11 +56,11 @@ def solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, dtype, chec
             check_nonsingular(a, cupy)
         x = _solve(a, b, trans, lower, unit_diagonal, dtype)
         if check:
-            check_conditioning(a, b, x, unit_diagonal, finite=finite)
+            check_conditioning(a, b, x, unit_diagonal, finite=finite, estimate=estimate)
     return x
 
 
-def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
+def fused_solve(a, b, dtype, how, unit, check, finite, names, squared, estimate=None):
     """The solve of a stack by :func:`._fused_cuda.trsm` (small matrices),
     :func:`._stream_trsm_cuda.trsm` (medium and large ones, few right-hand sides) or
     :func:`._wide_trsm_cuda.trsm` (one matrix, few right-hand sides): one launch,
@@ -121,7 +124,7 @@ def fused_solve(a, b, dtype, how, unit, check, finite, names, squared):
         if flags & _fused_cuda.ZERO_DIAGONAL:  # names the first one in a's own order
             check_nonsingular(a.astype(dtype, copy=False), cupy)
     if check:
-        judge_bound(float(host.view(np.float64)[1]), dtype, squared)  # the bound's bits
+        judge_bound(float(host.view(np.float64)[1]), dtype, squared, estimate)  # its bits
     return out
 
 
@@ -418,7 +421,37 @@ def figures(a, b, x, unit_diagonal, finite=False, names=("a", "b")):
     return dstats, xn, scale
 
 
-def check_conditioning(a, b, x, unit_diagonal, squared=False, finite=False, names=("a", "b")):
+def check_conditioning(a, b, x, unit_diagonal, squared=False, finite=False, names=("a", "b"),
+                       estimate=None):
     """The conditioning rule of :mod:`._triangular_xp` after ``x = op(a)^-1 b`` on the GPU
-    (``b`` is never written by the GPU solves): :func:`figures`, then its ``judge``."""
-    judge(a, *figures(a, b, x, unit_diagonal, finite, names), x.dtype, squared)
+    (``b`` is never written by the GPU solves): :func:`figures`, then its ``judge``
+    (``estimate``: :func:`rcond_estimate`'s callable, run where the bound is unsure)."""
+    judge(a, *figures(a, b, x, unit_diagonal, finite, names), x.dtype, squared, estimate)
+
+
+def rcond_estimate(a, lower, unit_diagonal, dtype, squared=False):
+    """A callable giving the reciprocal 1-norm condition number of the triangular stack ``a``
+    (the smallest over it; squared for a Cholesky factor's ``a^H a``), the GPU's ``trcon``:
+    ``||T||_1`` exactly and ``||T^-1||_1`` by :func:`._triangular_xp.inv_norm1_estimate`
+    through this engine's own solves (three, of one or two columns), one read-back. The rule
+    calls it only where the cheap bound is below ``sqrt(eps)``."""
+    def estimate():
+        import cupy
+        n = a.shape[-1]
+        nb = math.prod(a.shape[:-2])
+        t = cupy.ascontiguousarray(a.reshape(nb, n, n), dtype=dtype)
+        t = cupy.tril(t) if lower else cupy.triu(t)
+        if unit_diagonal:
+            idx = cupy.arange(n)
+            t[:, idx, idx] = 1
+        adjoint = 2 if np.dtype(dtype).kind == "c" else 1
+
+        def solve(x, adj):
+            return solve_triangular(t, x, adjoint if adj else 0, lower, unit_diagonal, False,
+                                    dtype)
+        with op_stream():
+            inv = inv_norm1_estimate(solve, nb, n, dtype, cupy)
+            norm = cupy.abs(t).sum(axis=-2).max(axis=-1)
+            worst = float(to_host((1 / (norm * inv)).min()))
+        return worst * worst if squared else worst
+    return estimate
