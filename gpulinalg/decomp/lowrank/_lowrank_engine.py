@@ -51,6 +51,9 @@ class Engine:
         Whether a dense operator's products pass its C-contiguous orientation to the GEMM
         untransposed and transpose the thin block instead (NumPy's BLAS runs the transposed
         orientation markedly slower); ``False`` keeps the products as written.
+    sum_squares : callable ``(x) -> float64`` or None
+        The sum of the squares of a dense matrix's entries, each squared in float64, read in
+        cache-sized row panels; ``None``: one pass over a float64 copy (a device's way).
     """
 
     xp: Any
@@ -66,3 +69,4 @@ class Engine:
     flip_signs: Callable
     lift: Callable
     contiguous_products: bool = False
+    sum_squares: Callable | None = None

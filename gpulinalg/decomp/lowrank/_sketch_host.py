@@ -101,11 +101,27 @@ def _no_kernel(*args):
     return None
 
 
+#: Entries squared in float64 at a time by :func:`sum_squares` (a cache-sized panel).
+SQUARES_PANEL_ENTRIES = 1 << 18
+
+
+def sum_squares(x):
+    """The sum of the float64 squares of the 2-D ``x``'s entries, in row panels: no float64
+    copy of the whole matrix."""
+    rows = max(1, SQUARES_PANEL_ENTRIES // max(x.shape[1], 1))
+    total = 0.0
+    for start in range(0, x.shape[0], rows):
+        panel = x[start:start + rows].astype(np.float64)
+        panel *= panel
+        total += panel.sum()
+    return np.float64(total)
+
+
 #: The CPU engine.
 ENGINE = Engine(xp=np, auto_normalizer="LU", gaussian_real=gaussian_real, to_host=_same,
                 from_host=_same, svd=_svd, cholesky=_cholesky, solve_lower=_solve_lower, lu=_lu,
                 chol_inverse=_no_kernel, flip_signs=_no_kernel, lift=_no_kernel,
-                contiguous_products=True)
+                contiguous_products=True, sum_squares=sum_squares)
 
 
 def tile_gaussian(shape, dtype, seed):

@@ -48,7 +48,7 @@ def fit(engine, X, cfg, arpack=None):
         if cfg.solver == "full":
             out = _full(engine, xc, cfg)
         elif cfg.solver == "arpack":
-            out = _arpack(engine, xc, None, cfg, arpack, _total(xc))
+            out = _arpack(engine, xc, None, cfg, arpack, _total(engine, xc))
         else:
             out = _randomized(engine, xc, cfg)
     res = _finish(engine, out, mean, m, n, cfg)
@@ -130,23 +130,11 @@ def _column_mean(xp, X, sparse):
     return total / m
 
 
-#: Entries of the centered data squared in float64 at a time on the host (a cache-sized panel
-#: instead of a float64 copy of the whole matrix; a device array is read in one pass).
-TOTAL_PANEL_ENTRIES = 1 << 18
-
-
-def _total(xc):
+def _total(engine, xc):
     """The total variance of the centered ``xc``: its squares in float64, summed."""
-    m = xc.shape[0]
-    if not isinstance(xc, np.ndarray):
-        return (xc.astype(np.float64) ** 2).sum() / max(m - 1, 1)
-    rows = max(1, TOTAL_PANEL_ENTRIES // max(xc.shape[1], 1))
-    total = 0.0
-    for start in range(0, m, rows):
-        panel = xc[start:start + rows].astype(np.float64)
-        panel *= panel
-        total += panel.sum()
-    return np.float64(total) / max(m - 1, 1)
+    squares = engine.sum_squares
+    ss = squares(xc) if squares is not None else (xc.astype(np.float64) ** 2).sum()
+    return ss / max(xc.shape[0] - 1, 1)
 
 
 def _full(engine, xc, cfg):
@@ -257,8 +245,8 @@ def _randomized(engine, xc, cfg):
     U, S, Vt, info = randomized_svd(op, k, min(k + cfg.n_oversamples, small), _n_iter(cfg, small),
                                     resolve_normalizer(engine, cfg.normalizer), cfg.seed)
     note(**info)
-    return {"U": U, "S": S, "S_u": S, "Vt": Vt, "ev": S ** 2 / max(m - 1, 1), "total": _total(xc),
-            "all": False}
+    return {"U": U, "S": S, "S_u": S, "Vt": Vt, "ev": S ** 2 / max(m - 1, 1),
+            "total": _total(engine, xc), "all": False}
 
 
 def _pick_k(engine, out, ratio, m, cfg):

@@ -331,6 +331,15 @@ def test_host_gaussian_in_blocks(monkeypatch):
     assert _sketch_host.gaussian_real((0, 3), np.float64, 1).shape == (0, 3)
 
 
+def test_host_sum_squares_in_panels(rng, monkeypatch):
+    from gpulinalg.decomp.lowrank import _sketch_host
+    x = rng.standard_normal((1001, 7)).astype(np.float32)
+    want = float((x.astype(np.float64) ** 2).sum())
+    monkeypatch.setattr(_sketch_host, "SQUARES_PANEL_ENTRIES", 50)  # many panels, a partial one
+    assert np.isclose(_sketch_host.sum_squares(x), want, rtol=1e-13)
+    assert _sketch_host.sum_squares(np.empty((0, 4))) == 0.0
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_fused_cholesky_inverse_algorithm(rng, dtype):
     y = rng.standard_normal((50, 7)) + (1j * rng.standard_normal((50, 7)) if dtype != np.float64
