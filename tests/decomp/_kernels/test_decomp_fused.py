@@ -438,7 +438,10 @@ def test_emulated_fused_bound_is_the_host_judges(emu, monkeypatch, rng, case, op
         warnings.simplefilter("ignore")
         CALLS.clear()
         fused = plain(call())
-        assert CALLS["small_trsm"] == 1 and CALLS["tri_figures"] == 0
+        # one launch; where the bound falls between eps and sqrt(eps) (a triangle's tiny
+        # diagonal entry) the condition estimate adds its three solves
+        estimated = case == "tiny" and op == "solve_triangular"
+        assert CALLS["small_trsm"] == (4 if estimated else 1) and CALLS["tri_figures"] == 0
         with monkeypatch.context() as m:
             without_fused(m)
             CALLS.clear()
