@@ -7,8 +7,8 @@ looks the call's key up in the thread's memo (:mod:`.memo`): a repeat skips the 
 while a GPU decision is kept, the decision too. Otherwise it decides (Dask, GPU, GPU out of
 core, or CPU; the budget is asked once), runs, falls back on the GPU running out of memory or on
 a sticky CUDA error, and records what happened (:mod:`.records`). No CPU run starts whose
-host-byte estimate is over the memory the machine can give (:mod:`.budget_host`): it raises
-:class:`~gpulinalg._runtime.errors.OutOfMemoryError` instead.
+host-byte estimate is over the memory the machine can give (:mod:`.host_check`, on
+:mod:`.budget_host`): it raises :class:`~gpulinalg._runtime.errors.OutOfMemoryError` instead.
 """
 
 import functools
@@ -22,13 +22,14 @@ import numpy as _np
 
 from . import arrays as _arrays
 from . import budget as _budget
-from . import budget_host as _budget_host
 from . import device as _device
 from . import memo as _memo
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError, OutOfMemoryError
 from .errors import warn as _warn
+from . import host_check as _host
 from .records import RunRecord, granted_bytes, headroom_bytes, last_run, note
+from .records import mark_recorded as _mark_recorded
 from .records import local as _local
 from .streams import op_stream as _op_stream
 from .validation import is_dask as _is_dask
@@ -43,11 +44,6 @@ log = logging.getLogger("gpulinalg")
 _CPU, _GPU, _AUTO, _RAISE = Backend.CPU, Backend.GPU, Backend.AUTO, Fallback.RAISE
 _CUPY, _NUMPY = _arrays.Kind.CUPY, _arrays.Kind.NUMPY
 
-#: Host bytes of a CPU run, as a multiple of its array arguments' bytes, for an Op whose
-#: ``nbytes`` is a callable and that gives no ``host_nbytes``: a copy of the inputs, the output
-#: and a workspace of the same size (LAPACK's solve measured 2.1x, inv 3.1x, lu_factor 1.1x).
-HOST_ARGS_FACTOR = 3
-
 #: CUDA error codes after which the context is unusable (illegal address, launch failure, ...).
 STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
 
@@ -56,7 +52,6 @@ STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 720
 # clock and the logger's level check.
 _lookup, _installed, _gpu_state = _memo.lookup, _device._installed, _device._state
 _clock, _debug_on, _DEBUG = time.perf_counter, log.isEnabledFor, logging.DEBUG
-_host_fits = _budget_host.host_fits
 
 
 class Op(NamedTuple):
@@ -85,9 +80,9 @@ class Op(NamedTuple):
         dispatcher adds the host copies of GPU arguments. A callable is called only for a CPU
         run. ``None``: ``nbytes`` when it is a number (the GPU run's inputs, outputs and
         workspaces: what the CPU run holds when its inputs come from the GPU), else
-        ``HOST_ARGS_FACTOR`` times the bytes of the array arguments. A CPU run whose estimate
-        is over ``host_memory_share`` of the available host memory is not started
-        (:class:`OutOfMemoryError`).
+        :data:`.host_check.HOST_ARGS_FACTOR` times the bytes of the array arguments. A CPU run
+        whose estimate is over ``host_memory_share`` of the available host memory is not
+        started (:class:`OutOfMemoryError`).
     flops : float, optional
         Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
         pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
@@ -116,7 +111,7 @@ class Op(NamedTuple):
         own functions, arguments and estimates: the dispatcher's next choice where this Op
         does not fit, its GPU estimate over the bytes available there (before the
         out-of-core route or the CPU) or its CPU run's host estimate over the host budget
-        (see :func:`_host_choice`). It may have a ``lighter`` of its own. An Op with one is
+        (see :func:`.host_check.choose`). It may have a ``lighter`` of its own. An Op with one is
         never kept in the memo.
     details : dict, optional
         What this variant is, for the record (``{"precision": "float64"}``): added to the
@@ -475,122 +470,14 @@ def _without_gpu_engine(op, args, kwargs, kind, like_arr, settings):
 
 
 def _run_on_cpu(op, args, kwargs, kind, like_arr, reason, fell_back, settings):
-    """Run ``op`` (or the lighter variant :func:`_host_choice` takes) on the CPU, after the
+    """Run ``op`` (or the lighter variant :func:`.host_check.choose` takes) on the CPU, after the
     host check; a fallback warns once the check lets it start."""
-    op, args, kwargs, host, reason = _host_choice(op, args, kwargs, kind, reason, fell_back,
+    op, args, kwargs, host, reason = _host.choose(op, args, kwargs, kind, reason, fell_back,
                                                   settings)
     if fell_back:
         _warn(f"gpulinalg: {op.name} ran on the CPU: {reason}", FallbackWarning)
     return _run(op.name, "cpu", op.cpu_fn, args, kwargs, kind, like_arr, op.convert, reason,
                 fell_back, host=host, extra=op.details)
-
-
-def _variant(op):
-    """``op``'s details for a reason (``"precision='mixed': "``), ``""`` without any."""
-    return "".join(f"{k}={v!r}, " for k, v in op.details.items())[:-2] + ": " \
-        if op.details else ""
-
-
-def _host_choice(op, args, kwargs, kind, reason, fell_back, settings):
-    """``(op, args, kwargs, (needed, allowed), reason)`` of the CPU run: ``op`` when its host
-    estimate fits the host budget, else the first of its lighter variants that does (the
-    reason then says why); when none does, records the refusal and raises
-    :class:`OutOfMemoryError` naming each variant's need (nothing of the run allocated)."""
-    tried, first = [], op  # tried: (variant, needed) of those over the budget
-    while True:
-        needed = _host_needed(op, args, kwargs, kind)
-        ok, allowed, avail = _host_fits(needed, settings.host_memory_share)
-        if ok or op.lighter is None:
-            break
-        tried.append((op, needed))
-        op, args, kwargs = op.lighter, op.lighter.args, op.lighter.kwargs or {}
-    verdicts = [f"{_variant(v)}host estimate {b} B over the {allowed} B allowed"
-                for v, b in tried]
-    if ok:
-        if first.lighter is not None:  # a choice between variants: say why this one
-            verdicts.append(f"{_variant(op)}host estimate {needed} B within the {allowed} B "
-                            "allowed")
-        return op, args, kwargs, (needed, allowed), "; ".join([reason, *verdicts])
-    why = (f"not started: its host-memory estimate {_size(needed)} is over the "
-           f"{_size(allowed)} it may use")
-    exc = OutOfMemoryError(_host_message(op, needed, allowed, avail, reason, settings, tried),
-                           needed, allowed, avail, "host")
-    _local.record = (op.name, "cpu", "cpu", fell_back, "; ".join([reason, *verdicts, why]), 0.0,
-                     {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
-                      "host_allowed": allowed, "host_available": avail})
-    log.error("%s: %s", op.name, why)
-    raise _mark_recorded(exc)
-
-
-def _host_needed(op, args, kwargs, kind):
-    """Host bytes of ``op``'s CPU run (see :attr:`Op.host_nbytes`)."""
-    needed = op.host_nbytes
-    if needed is None:
-        needed = op.nbytes
-        if type(needed) is not int:
-            needed = HOST_ARGS_FACTOR * _arrays_bytes(args, kwargs) if callable(needed) \
-                else int(needed)  # a GPU estimate that may ask a GPU library: never called
-    else:
-        if type(needed) is not int:
-            needed = int(needed()) if callable(needed) else int(needed)
-        if kind is not _NUMPY and op.convert:  # the host copies of GPU arguments
-            needed += _arrays_bytes(args, kwargs, gpu_only=True)
-    return needed
-
-
-def _host_message(op, needed, allowed, avail, reason, settings, tried=()):
-    """The refusal's message (``tried``: ``(variant, needed)`` of the heavier variants, each
-    over the budget too)."""
-    share = settings.host_memory_share
-    options = [] if tried else [
-        'lower precision: precision="mixed" where the call has it (GaussianProcess'
-        'Regressor: a float32 kernel matrix refined to float64 accuracy, about half the '
-        'bytes), or float32 inputs where float64 is not needed']
-    options.append("Dask arrays on a cluster with more memory, where the operation takes them "
-                   "(docs/dask.md)")
-    options.append("a smaller problem (fewer points, rows or columns, or a subset)")
-    if share < 1.0:
-        options.append("a larger share: gpulinalg.set_config(host_memory_share=...)")
-    lighter = f" with {_variant(op)[:-2]} (" + ", ".join(
-        f"{_variant(v)[:-2]}: {_size(b)}" for v, b in tried) + ")" if tried else ""
-    return (f"{op.name} was not started: its CPU run needs about {_size(needed)} of host "
-            f"memory{lighter}, and this machine has {_size(avail)} available, of which "
-            f"{_size(allowed)} (host_memory_share={share:g}) may be used. Options: "
-            + "; ".join(options)
-            + f". (It was to run on the CPU because: {reason}.)")
-
-
-def _size(nbytes):
-    """``nbytes`` for a message: ``"1.5 GiB (1610612736 B)"``."""
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit} ({nbytes} B)"
-    return f"{nbytes} B"
-
-
-def _arrays_bytes(args, kwargs, gpu_only=False):
-    """Bytes of the array arguments (top level and inside tuples / lists); only those on a GPU
-    with ``gpu_only``."""
-    total = 0
-    for x in (*args, *(kwargs or {}).values()):
-        if isinstance(x, (tuple, list)):
-            total += _arrays_bytes(x, None, gpu_only)
-        elif _arrays.is_array(x):
-            if not gpu_only or _arrays.on_gpu(x):
-                total += int(x.nbytes)
-        elif gpu_only and _arrays.is_gpu_sparse(x):  # a CuPy sparse matrix: its arrays
-            total += sum(int(getattr(x, f).nbytes) for f in ("data", "indices", "indptr", "row",
-                                                              "col") if hasattr(x, f))
-    return total
-
-
-def _mark_recorded(exc):
-    """Tag ``exc`` as handled and recorded by the dispatcher (see :func:`front_door`)."""
-    try:
-        exc._gpulinalg_recorded = True
-    except (AttributeError, TypeError):  # an exception type without a __dict__
-        pass
-    return exc
 
 
 def _run_dask(op, dask_fn, args, kwargs):
@@ -666,16 +553,16 @@ def _decide(op, settings, args, kwargs, kind=None):
         _local.granted = avail
         return _Route("gpu-out-of-core", f"estimate {nbytes} B > {avail} B available: streaming",
                       False, dev, nbytes, avail)
-    why = f"{_variant(op)}estimate {nbytes} B > {avail} B available on the GPU"
+    why = f"{_host.variant(op)}estimate {nbytes} B > {avail} B available on the GPU"
     lighter = op.lighter
     while lighter is not None:  # the same call in less memory, before leaving the GPU
         nbytes = int(lighter.nbytes()) if callable(lighter.nbytes) else int(lighter.nbytes)
         ok, avail = _budget.fits(nbytes, dev)
         if ok:
             _local.headroom = avail - nbytes
-            return _Route("gpu", f"{why}; {_variant(lighter)}estimate {nbytes} B fits in "
+            return _Route("gpu", f"{why}; {_host.variant(lighter)}estimate {nbytes} B fits in "
                           f"{avail} B", False, dev, nbytes, avail, lighter)
-        why += f"; {_variant(lighter)}estimate {nbytes} B > {avail} B"
+        why += f"; {_host.variant(lighter)}estimate {nbytes} B > {avail} B"
         lighter = lighter.lighter
     if settings.fallback is _RAISE:
         exc = OutOfMemoryError(f"{name}: {why} and fallback='raise'", nbytes, avail, avail, "gpu")

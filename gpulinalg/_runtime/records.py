@@ -11,7 +11,7 @@ import dataclasses
 import threading
 from typing import Any
 
-__all__ = ["RunRecord", "last_run", "note", "granted_bytes", "headroom_bytes"]
+__all__ = ["RunRecord", "last_run", "note", "granted_bytes", "headroom_bytes", "mark_recorded"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,3 +96,12 @@ def headroom_bytes():
     True
     """
     return local.headroom
+
+
+def mark_recorded(exc):
+    """Tag ``exc`` as handled and recorded by the dispatcher (see :func:`.dispatch.front_door`)."""
+    try:
+        exc._gpulinalg_recorded = True
+    except (AttributeError, TypeError):  # an exception type without a __dict__
+        pass
+    return exc

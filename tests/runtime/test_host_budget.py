@@ -11,7 +11,7 @@ import pytest
 import gpulinalg
 import gpulinalg.decomp  # imported here: an import under tracemalloc is slow
 import gpulinalg.gp
-from gpulinalg._runtime import budget_host
+from gpulinalg._runtime import budget_host, host_check
 from gpulinalg._runtime import dispatch as _dispatch
 
 MiB = 1 << 20
@@ -102,7 +102,7 @@ def test_callable_device_estimate_is_never_called_for_the_cpu(avail):
     x = np.ones(1000)
     with gpulinalg.config(backend="cpu"):
         _dispatch.dispatch(_op([], x, nbytes=device_estimate))
-    assert gpulinalg.last_run().details["host_bytes"] == _dispatch.HOST_ARGS_FACTOR * x.nbytes
+    assert gpulinalg.last_run().details["host_bytes"] == host_check.HOST_ARGS_FACTOR * x.nbytes
 
 
 def test_fallback_from_the_gpu_is_checked_too(fake_gpu, avail):

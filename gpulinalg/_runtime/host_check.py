@@ -1,0 +1,124 @@
+"""The host-memory check before a CPU run: the bytes an :class:`~.dispatch.Op`'s CPU run needs,
+the choice among the Op and its lighter variants of one that fits the host budget
+(:mod:`.budget_host`), and the refusal that names what was needed, what exists and the
+options when none does (nothing of the run is allocated).
+"""
+
+import logging
+
+from . import arrays as _arrays
+from . import budget_host as _budget_host
+from .errors import OutOfMemoryError
+from .records import local as _local
+from .records import mark_recorded
+
+__all__ = ["choose", "needed_bytes", "message", "variant", "size_text", "arrays_bytes",
+           "HOST_ARGS_FACTOR"]
+
+log = logging.getLogger("gpulinalg")
+_NUMPY = _arrays.Kind.NUMPY
+_host_fits = _budget_host.host_fits
+
+#: Host bytes of a CPU run, as a multiple of its array arguments' bytes, for an Op whose
+#: ``nbytes`` is a callable and that gives no ``host_nbytes``: a copy of the inputs, the output
+#: and a workspace of the same size (LAPACK's solve measured 2.1x, inv 3.1x, lu_factor 1.1x).
+HOST_ARGS_FACTOR = 3
+
+
+def variant(op):
+    """``op``'s details for a reason (``"precision='mixed': "``), ``""`` without any."""
+    return "".join(f"{k}={v!r}, " for k, v in op.details.items())[:-2] + ": " \
+        if op.details else ""
+
+
+def choose(op, args, kwargs, kind, reason, fell_back, settings):
+    """``(op, args, kwargs, (needed, allowed), reason)`` of the CPU run: ``op`` when its host
+    estimate fits the host budget, else the first of its lighter variants that does (the
+    reason then says why); when none does, records the refusal and raises
+    :class:`OutOfMemoryError` naming each variant's need (nothing of the run allocated)."""
+    tried, first = [], op  # tried: (variant, needed) of those over the budget
+    while True:
+        needed = needed_bytes(op, args, kwargs, kind)
+        ok, allowed, avail = _host_fits(needed, settings.host_memory_share)
+        if ok or op.lighter is None:
+            break
+        tried.append((op, needed))
+        op, args, kwargs = op.lighter, op.lighter.args, op.lighter.kwargs or {}
+    verdicts = [f"{variant(v)}host estimate {b} B over the {allowed} B allowed"
+                for v, b in tried]
+    if ok:
+        if first.lighter is not None:  # a choice between variants: say why this one
+            verdicts.append(f"{variant(op)}host estimate {needed} B within the {allowed} B "
+                            "allowed")
+        return op, args, kwargs, (needed, allowed), "; ".join([reason, *verdicts])
+    why = (f"not started: its host-memory estimate {size_text(needed)} is over the "
+           f"{size_text(allowed)} it may use")
+    exc = OutOfMemoryError(message(op, needed, allowed, avail, reason, settings, tried),
+                           needed, allowed, avail, "host")
+    _local.record = (op.name, "cpu", "cpu", fell_back, "; ".join([reason, *verdicts, why]), 0.0,
+                     {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
+                      "host_allowed": allowed, "host_available": avail})
+    log.error("%s: %s", op.name, why)
+    raise mark_recorded(exc)
+
+
+def needed_bytes(op, args, kwargs, kind):
+    """Host bytes of ``op``'s CPU run (see :attr:`Op.host_nbytes`)."""
+    needed = op.host_nbytes
+    if needed is None:
+        needed = op.nbytes
+        if type(needed) is not int:
+            needed = HOST_ARGS_FACTOR * arrays_bytes(args, kwargs) if callable(needed) \
+                else int(needed)  # a GPU estimate that may ask a GPU library: never called
+    else:
+        if type(needed) is not int:
+            needed = int(needed()) if callable(needed) else int(needed)
+        if kind is not _NUMPY and op.convert:  # the host copies of GPU arguments
+            needed += arrays_bytes(args, kwargs, gpu_only=True)
+    return needed
+
+
+def message(op, needed, allowed, avail, reason, settings, tried=()):
+    """The refusal's message (``tried``: ``(variant, needed)`` of the heavier variants, each
+    over the budget too)."""
+    share = settings.host_memory_share
+    options = [] if tried else [
+        'lower precision: precision="mixed" where the call has it (GaussianProcess'
+        'Regressor: a float32 kernel matrix refined to float64 accuracy, about half the '
+        'bytes), or float32 inputs where float64 is not needed']
+    options.append("Dask arrays on a cluster with more memory, where the operation takes them "
+                   "(docs/dask.md)")
+    options.append("a smaller problem (fewer points, rows or columns, or a subset)")
+    if share < 1.0:
+        options.append("a larger share: gpulinalg.set_config(host_memory_share=...)")
+    lighter = f" with {variant(op)[:-2]} (" + ", ".join(
+        f"{variant(v)[:-2]}: {size_text(b)}" for v, b in tried) + ")" if tried else ""
+    return (f"{op.name} was not started: its CPU run needs about {size_text(needed)} of host "
+            f"memory{lighter}, and this machine has {size_text(avail)} available, of which "
+            f"{size_text(allowed)} (host_memory_share={share:g}) may be used. Options: "
+            + "; ".join(options)
+            + f". (It was to run on the CPU because: {reason}.)")
+
+
+def size_text(nbytes):
+    """``nbytes`` for a message: ``"1.5 GiB (1610612736 B)"``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit} ({nbytes} B)"
+    return f"{nbytes} B"
+
+
+def arrays_bytes(args, kwargs, gpu_only=False):
+    """Bytes of the array arguments (top level and inside tuples / lists); only those on a GPU
+    with ``gpu_only``."""
+    total = 0
+    for x in (*args, *(kwargs or {}).values()):
+        if isinstance(x, (tuple, list)):
+            total += arrays_bytes(x, None, gpu_only)
+        elif _arrays.is_array(x):
+            if not gpu_only or _arrays.on_gpu(x):
+                total += int(x.nbytes)
+        elif gpu_only and _arrays.is_gpu_sparse(x):  # a CuPy sparse matrix: its arrays
+            total += sum(int(getattr(x, f).nbytes) for f in ("data", "indices", "indptr", "row",
+                                                              "col") if hasattr(x, f))
+    return total
