@@ -55,8 +55,11 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
         "mixed" (not in SciPy): a float64 or complex128 system (general, "sym", "her" or
         "pos") is factored in single precision and refined to double-precision accuracy, as
         LAPACK's ``dsgesv``/``dsposv``; when the single-precision factor's condition estimate
-        says refinement cannot converge (``cond_1(a) * 2**-24 > 0.1``), or a step stops
-        shrinking the residual, the double-precision solve answers instead. Single-precision
+        says refinement cannot converge (``cond_1(a) * 2**-24 > 0.1``), or a step leaves more
+        than a quarter of the residual, the double-precision solve answers instead. On a GPU
+        whose single precision is at most twice as fast as its double (A100, H100, H200) a
+        general system solves in double precision at once; an SPD one of order 16384 or more
+        is factored with its trailing updates on tensor cores (TF32). Single-precision
         systems and other structures solve as with "full". ``last_run().details`` has
         ``precision`` (which one answered), ``mixed_fallback`` (why not mixed), the condition
         estimate, ``refinement_steps`` and ``residual_history``.
