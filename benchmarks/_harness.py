@@ -105,19 +105,23 @@ def sync():
     cupy.cuda.Device().synchronize()
 
 
-def timed_sync(fn, repeat):
+def timed_sync(fn, repeat, *, wait=None, budget=None):
     """``(timing, out)``: the cold first call, then the median and minimum of ``repeat``
-    synchronized warm calls (wall clock; :func:`sync` after each call)."""
-    sync()
+    synchronized warm calls (wall clock; ``wait``, :func:`sync` unless given, after each call).
+    ``budget``: a :class:`Budget`; the warm calls stop once it has no room for two more."""
+    wait = sync if wait is None else wait
+    wait()
     t0 = time.perf_counter()
     out = fn()
-    sync()
+    wait()
     cold = time.perf_counter() - t0
     times = []
     for _ in range(repeat):
+        if budget is not None and budget.left() < 2 * (times[-1] if times else cold):
+            break
         t0 = time.perf_counter()
         out = fn()
-        sync()
+        wait()
         times.append(time.perf_counter() - t0)
     return {"cold_s": cold, "median_s": statistics.median(times) if times else cold,
             "min_s": min(times) if times else cold, "runs": len(times)}, out

@@ -50,14 +50,12 @@ import gc
 import json
 import re
 import signal
-import statistics
 import sys
-import time
 
 import numpy as np
 
 from benchmarks import _harness
-from benchmarks._harness import Budget, absent, have, print_and_write, row
+from benchmarks._harness import Budget, absent, have, print_and_write, row, timed_sync
 
 SUITE = "gp_scale"
 SIZES = (50000, 100000)
@@ -138,21 +136,8 @@ class _Device:
 
 
 def _timed(fn, dev, repeat, budget):
-    """``(timing, out)``: the cold first call, then up to ``repeat`` warm calls while the
-    budget has room for two more; ``median_s`` and ``min_s`` are the warm calls' (the cold
-    one's when there were none)."""
-    times, out = [], None
-    dev.sync()
-    for i in range(repeat + 1):
-        if i and budget.left() < 2 * times[-1]:
-            break
-        t0 = time.perf_counter()
-        out = fn()
-        dev.sync()
-        times.append(time.perf_counter() - t0)
-    warm = times[1:] or times
-    return {"cold_s": times[0], "median_s": statistics.median(warm), "min_s": min(warm),
-            "runs": len(times) - 1}, out
+    """:func:`benchmarks._harness.timed_sync` with this suite's device and time budget."""
+    return timed_sync(fn, repeat, wait=dev.sync, budget=budget)
 
 
 def _cg_details():

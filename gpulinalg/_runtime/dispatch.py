@@ -521,8 +521,6 @@ def _free_pools_quietly():
         pass
 
 
-
-
 def _decide(op, settings, args, kwargs, kind=None):
     """The :class:`_Route` of ``op`` before anything runs (``kind``: the one package of every
     array argument, when the planner checked that)."""

@@ -10,39 +10,27 @@ which :func:`gpulinalg._runtime.streams.get_handle` binds the cuBLAS handle.
 import numpy as np
 
 from ..._runtime.streams import get_handle
+from ._cusolver_cuda import leading_dimension
 
-__all__ = ["leading_dimension", "trsm", "gemm_update", "COMPUTE"]
+__all__ = ["trsm", "gemm_update", "COMPUTE"]
 
 #: ``compute`` names of :func:`gemm_update` and the cuBLAS compute type of each (float32 data).
-COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32",
-           "bf16": "COMPUTE_32F_FAST_16BF"}
-
-
-def leading_dimension(x):
-    """The column stride of the column-major 2-D view ``x``, in entries."""
-    if x.shape[0] > 1 and x.strides[0] != x.itemsize:
-        raise ValueError("not a column-major view")
-    return max(x.strides[1] // x.itemsize if x.shape[1] > 1 else x.shape[0], 1)
-
-
-def _scalars(dtype):
-    one, minus = np.ones(1, dtype=dtype), -np.ones(1, dtype=dtype)
-    return one, minus
+COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32"}
+_ONE, _MINUS = np.ones(1, dtype=np.float32), -np.ones(1, dtype=np.float32)
 
 
 def trsm(a, b, *, left=True, lower=True, trans=False, unit=False):
-    """``B <- op(A)^-1 B`` (``left``) or ``B op(A)^-1`` in place, ``A`` triangular (float32 or
-    float64 views of one dtype)."""
+    """``B <- op(A)^-1 B`` (``left``) or ``B op(A)^-1`` in place, ``A`` triangular (float32
+    views)."""
     from nvmath.bindings import cublas
-    fn = {np.dtype(np.float32): cublas.strsm, np.dtype(np.float64): cublas.dtrsm}[b.dtype]
-    one, _ = _scalars(b.dtype)
     side = cublas.SideMode.LEFT if left else cublas.SideMode.RIGHT
     uplo = cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER
     op = cublas.Operation.T if trans else cublas.Operation.N
     diag = cublas.DiagType.UNIT if unit else cublas.DiagType.NON_UNIT
     m, n = b.shape
-    fn(get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n, one.ctypes.data,
-       a.data.ptr, leading_dimension(a), b.data.ptr, leading_dimension(b))
+    cublas.strsm(get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n,
+                 _ONE.ctypes.data, a.data.ptr, leading_dimension(a), b.data.ptr,
+                 leading_dimension(b))
 
 
 def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
@@ -51,13 +39,12 @@ def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
     accumulation)."""
     import nvmath
     from nvmath.bindings import cublas
-    one, minus = _scalars(np.float32)
     m, n = c.shape
     k = a.shape[1]
     r32 = int(nvmath.CudaDataType.CUDA_R_32F)
     op_b = cublas.Operation.T if trans_b else cublas.Operation.N
     cublas.gemm_ex(get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
-                   minus.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
-                   leading_dimension(b), one.ctypes.data, c.data.ptr, r32, leading_dimension(c),
+                   _MINUS.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
+                   leading_dimension(b), _ONE.ctypes.data, c.data.ptr, r32, leading_dimension(c),
                    int(getattr(cublas.ComputeType, COMPUTE[compute])),
                    int(cublas.GemmAlgo.DEFAULT))

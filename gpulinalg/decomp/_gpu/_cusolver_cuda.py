@@ -23,8 +23,8 @@ from ..._runtime.kernels import elementwise_kernel
 from ..._runtime.errors import LinAlgError
 from ._finite_cuda import flag_nonfinite
 
-__all__ = ["ROUTINES", "routines", "fortran_batch", "pointer_array", "chain_buffers",
-           "fill_pointers", "Solver",
+__all__ = ["ROUTINES", "routines", "fortran_batch", "leading_dimension", "pointer_array",
+           "chain_buffers", "fill_pointers", "Solver",
            "workspace_bytes", "JACOBI_BATCHED_MAX"]
 
 #: ``gesvdjBatched`` takes matrices up to 32 x 32 (which stacks take the batched routines at
@@ -100,7 +100,7 @@ def fortran_batch(a, dtype, flag=None):
     return out
 
 
-def _ld(a):
+def leading_dimension(a):
     """The leading dimension of the column-major matrix or view ``a`` (its column stride)."""
     m = max(a.shape[0], 1)
     return max(a.strides[1] // a.itemsize, m) if a.shape[1] > 1 else m
@@ -317,7 +317,8 @@ class Solver:
         (``Xpotrf``), the ``lower`` triangle."""
         dn, r = _dn(), self.r
         n = a.shape[0]
-        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr, _ld(a), r.cuda)
+        args = (self.handle, self.params, _uplo(lower), n, r.cuda, a.data.ptr,
+                leading_dimension(a), r.cuda)
         dbuf, dsz, hbuf, hsz = self._buffers(("potrf", lower, n), dn.xpotrf_buffer_size, args)
         dn.xpotrf(*args, dbuf.data.ptr, dsz, hbuf, hsz, self._info(i))
 
@@ -336,9 +337,10 @@ class Solver:
         is exactly zero (the factorization is complete all the same)."""
         dn, r = _dn(), self.r
         m, n = a.shape
-        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, _ld(a), r.cuda)
+        lda = leading_dimension(a)
+        args = (self.handle, self.params, m, n, r.cuda, a.data.ptr, lda, r.cuda)
         dbuf, dsz, hbuf, hsz = self._buffers(("getrf", m, n), dn.xgetrf_buffer_size, args)
-        dn.xgetrf(*args[:6], _ld(a), ipiv.data.ptr, r.cuda, dbuf.data.ptr, dsz, hbuf, hsz,
+        dn.xgetrf(*args[:6], lda, ipiv.data.ptr, r.cuda, dbuf.data.ptr, dsz, hbuf, hsz,
                   self._info(i))
 
     def getrs(self, lu, ipiv, b, trans, i=0):
