@@ -4,6 +4,8 @@ mark): the fast path on torch's stream and allocator, nn.Linear parity in half p
 compile with inductor, autocast, CUDA-graph capture (a whole step, and
 torch.cuda.make_graphed_callables), 16 threads with their own streams."""
 
+import traceback
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -463,7 +465,8 @@ def test_gpu_sixteen_threads_own_streams():
             torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
             torch.testing.assert_close(y.float(), ref_y, rtol=2e-2, atol=2e-2)
         except Exception as exc:  # reported on the main thread
-            errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+            where = "".join(traceback.format_exception(exc)[-6:])
+            errors.append(f"thread {i}: {type(exc).__name__}: {exc}\n{where}")
 
     run_in_threads(worker, 16)
     assert errors == []

@@ -124,9 +124,10 @@ def test_dispatch_stream_and_conversion_choices(own_stream, same_package):
         seen["stream"], seen["x"] = cupy.cuda.get_current_stream(), x
         return x * 2
 
-    x = cupy.arange(1 << 20, dtype=np.float64)
     caller = cupy.cuda.Stream(non_blocking=True)
     with caller:
+        # made on the caller's stream: a non-blocking stream is not ordered after the null one
+        x = cupy.arange(1 << 20, dtype=np.float64)
         out = dispatch(Op("test.streams", gpu_fn, lambda x: x * 2, (x,), nbytes=x.nbytes,
                           same_package=same_package, own_stream=own_stream))
         expect = x * 2  # queued on the caller's stream after the result: must see it done
