@@ -164,7 +164,8 @@ def to_kind(x, kind, like=None):
     if kind_of(x) is Kind.CUPY:
         t = torch.from_dlpack(x)
         return t if device is None or t.device == device else t.to(device)
-    x = np.ascontiguousarray(x) if not x.flags.writeable else x
+    if not x.flags.writeable or any(st < 0 for st in x.strides):  # torch.from_numpy refuses
+        x = np.ascontiguousarray(x)
     if x.dtype.name == "bfloat16":  # torch cannot read ml_dtypes' bfloat16: share the bits
         t = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
     else:

@@ -164,3 +164,14 @@ def test_device_results_come_to_the_host_in_their_own_layout(layout):
          "stack of F": np.ones((2, 3, 4)).swapaxes(-1, -2)}[layout]
     host = _cupy_to_host(_DeviceStandIn(a))
     assert host.strides == a.strides and np.array_equal(host, a)
+
+
+def test_to_torch_takes_reversed_and_read_only_views():
+    torch = pytest.importorskip("torch")
+    a = np.arange(6.0).reshape(2, 3)
+    view = a[::-1, ::-1]
+    got = arrays.to_kind(view, Kind.TORCH)
+    assert isinstance(got, torch.Tensor) and np.array_equal(got.numpy(), view)
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert np.array_equal(arrays.to_kind(ro, Kind.TORCH).numpy(), a)

@@ -73,3 +73,72 @@ def test_refused_input_is_named_and_recorded():
     with pytest.raises(ValueError):
         TruncatedSVD(2).fit(np.ones(3))
     assert "raised before running" in gpulinalg.last_run().reason
+
+
+def _tensor_cases():
+    """(name, to-package function) of the packages a fit keeps its attributes in."""
+    cases = []
+    try:
+        import torch
+        cases.append(pytest.param(lambda a: torch.from_numpy(a), torch.Tensor, id="torch"))
+        cases.append(pytest.param(lambda a: torch.from_numpy(a).cuda(), torch.Tensor,
+                                  id="torch-cuda", marks=pytest.mark.gpu))
+    except ImportError:
+        pass
+    cases.append(pytest.param("cupy", None, id="cupy", marks=pytest.mark.gpu))
+    return cases
+
+
+def _to_numpy(a):
+    return a.get() if hasattr(a, "get") else a.cpu().numpy() if hasattr(a, "cpu") else a
+
+
+@pytest.mark.parametrize("algorithm", ["randomized", "arpack"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("make, cls", _tensor_cases())
+def test_device_arrays_stay_in_their_package(rng, make, cls, dtype, algorithm):
+    """CuPy and torch input: the fit, its attributes and every projection in that package
+    (and device), equal to the NumPy fit of the same data."""
+    if make == "cupy":
+        if not __import__("gpulinalg").gpu_available():
+            pytest.skip("needs an NVIDIA GPU")
+        import cupy
+        make, cls = cupy.asarray, cupy.ndarray
+    X = (rng.standard_normal((120, 10)) @ np.diag(np.linspace(6, 0.3, 10))).astype(dtype)
+    kw = dict(n_components=3, algorithm=algorithm, random_state=0)
+    ours, ref = TruncatedSVD(**kw), TruncatedSVD(**kw)
+    Z, want = ours.fit_transform(make(X)), ref.fit_transform(X)
+    tol = 1e-4 if dtype == np.float32 else 1e-9
+    assert isinstance(Z, cls) and _to_numpy(Z).dtype == dtype
+    np.testing.assert_allclose(_to_numpy(Z), want, rtol=tol, atol=tol * np.abs(want).max())
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_",
+                 "singular_values_"):
+        got = getattr(ours, name)
+        assert isinstance(got, cls), name
+        np.testing.assert_allclose(_to_numpy(got), getattr(ref, name), rtol=tol,
+                                   atol=tol * np.abs(getattr(ref, name)).max())
+    projected = ours.transform(make(X))
+    assert isinstance(projected, cls)
+    np.testing.assert_allclose(_to_numpy(projected), want, rtol=tol,
+                               atol=tol * np.abs(want).max())
+    back = ours.inverse_transform(Z)
+    assert isinstance(back, cls)
+    np.testing.assert_allclose(_to_numpy(back), ref.inverse_transform(want), rtol=tol,
+                               atol=tol * np.abs(X).max())
+    # NumPy data through a model fitted on another package: NumPy out
+    assert isinstance(ours.transform(X), np.ndarray)
+
+
+def test_tensor_input_keeps_the_checks():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="minimum of 2 is required by TruncatedSVD"):
+        TruncatedSVD(1).fit(torch.ones(5, 1))
+    with pytest.raises(ValueError, match=r"n_components\(4\) must be <= n_features\(3\)"):
+        TruncatedSVD(4).fit(torch.ones(5, 3))
+    with pytest.raises(ValueError, match="NaN"):
+        TruncatedSVD(1).fit(torch.tensor([[1.0, float("nan")], [1.0, 2.0], [3.0, 4.0]]))
+    fitted = TruncatedSVD(2, random_state=0).fit(torch.randn(20, 5, dtype=torch.float64))
+    with pytest.raises(ValueError, match="X has 4 features"):
+        fitted.transform(torch.randn(3, 4, dtype=torch.float64))
+    z = TruncatedSVD(2, random_state=0).fit_transform(torch.arange(30).reshape(10, 3))
+    assert z.dtype == torch.float64  # integers computed in float64, as scikit-learn
