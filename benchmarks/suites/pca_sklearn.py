@@ -70,6 +70,8 @@ OURS_NP, SK_CPU, COPY = "gpulinalg PCA (numpy in)", "sklearn PCA (cpu)", \
     "cupy.asarray + gpulinalg PCA"
 OURS_CP, SK_XP = "gpulinalg PCA (cupy in)", "sklearn PCA (array API, cupy in)"
 BOUND = "bandwidth bound: 2 x cupy.sum(X, axis=0)"
+OURS_SVD, SK_SVD, COPY_SVD = "gpulinalg truncated_svd (numpy in)", \
+    "sklearn randomized_svd (cpu)", "cupy.asarray + gpulinalg truncated_svd"
 
 
 def make_data(n, d, rank=RANK, seed=SEED, block=8192):
@@ -124,11 +126,6 @@ class _Device:
             self.sync()
             self.cupy.get_default_memory_pool().free_all_blocks()
             self.cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-
-def _np(x):
-    """``x`` (NumPy or CuPy) as NumPy."""
-    return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
 def _record():
@@ -208,6 +205,10 @@ def _vs(ours, peer_s, key="ours_speedup"):
             "meets": s <= TARGET_MAX_OVER_COPY}
 
 
+def _np(x):
+    return x.get() if hasattr(x, "get") else np.asarray(x)  # CuPy -> NumPy
+
+
 def _evr(ours, theirs):
     diff = float(np.abs(_np(ours) - _np(theirs)).max())
     return {"evr_diff": diff, "evr_within": diff <= EVR_TOL}
@@ -248,8 +249,7 @@ def numpy_svd(run, X, k):
 
     from gpulinalg.decomp import truncated_svd
     n, d = X.shape
-    case, f, got = f"truncated_svd numpy in {n}x{d} k={k}", \
-        _fields(n, d, k, "auto", "numpy"), {}
+    case, f, got = f"truncated_svd numpy in {n}x{d} k={k}", _fields(n, d, k, "auto", "numpy"), {}
 
     def s_diff(s):
         if "sv" not in got:
@@ -260,21 +260,20 @@ def numpy_svd(run, X, k):
     def ours():
         t, (_, s, _) = run.timed(lambda: truncated_svd(X, k, random_state=SEED))
         got.update(s=t["median_s"], sv=s)
-        return [row(SUITE, case, "gpulinalg truncated_svd (numpy in)", t, **f, **_record())]
+        return [row(SUITE, case, OURS_SVD, t, **f, **_record())]
 
     def peer():
         t, (_, s, _) = run.timed(lambda: randomized_svd(X, k, random_state=SEED), run.cpu_repeat)
-        return [row(SUITE, case, "sklearn randomized_svd (cpu)", t, **f, where="cpu",
+        return [row(SUITE, case, SK_SVD, t, **f, where="cpu",
                     **_vs(got.get("s"), t["median_s"]), **s_diff(s))]
 
     def copy():
         cupy = run.dev.cupy
         t, (_, s, _) = run.timed(lambda: truncated_svd(cupy.asarray(X), k, random_state=SEED))
-        return [row(SUITE, case, "cupy.asarray + gpulinalg truncated_svd", t, **f, **_record(),
+        return [row(SUITE, case, COPY_SVD, t, **f, **_record(),
                     **_vs(got.get("s"), t["median_s"], "copy"), **s_diff(s))]
-    return (run.step(case, "gpulinalg truncated_svd (numpy in)", ours)
-            + run.step(case, "sklearn randomized_svd (cpu)", peer)
-            + run.step(case, "cupy.asarray + gpulinalg truncated_svd", copy, gpu=True))
+    return (run.step(case, OURS_SVD, ours) + run.step(case, SK_SVD, peer)
+            + run.step(case, COPY_SVD, copy, gpu=True))
 
 
 def cupy_pca(run, X, k):
@@ -410,7 +409,7 @@ def main(argv=None):
     p.add_argument("--shapes", type=parse_shapes, default=None,
                    help="NxD:K,... for both PCA sections (default: the issue's shapes)")
     p.add_argument("--svd-shape", type=parse_shapes, default=(SVD_SHAPE,),
-                   help="NxD:K of the truncated SVD rows (default %(default)s)")
+                   help="NxD:K of the truncated SVD rows (default 500000x2000:32)")
     p.add_argument("--repeat", type=int, default=3, help="warm calls of our and GPU rows")
     p.add_argument("--cpu-repeat", type=int, default=1, help="warm calls of scikit-learn's "
                                                              "CPU rows")

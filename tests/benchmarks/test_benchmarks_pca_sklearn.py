@@ -43,7 +43,7 @@ def test_cpu_rows_are_timed_and_well_formed(cpu_run):
         assert r["cold_s"] > 0 and r["median_s"] > 0 and r["runs"] >= 1
         assert r["dtype"] == "float32" and r["input"] == "numpy" and r["where"] == "cpu"
         assert r["shape"] in ("2000x50", "3000x60") and r["k"] in (5, 8) and r["solver"]
-    for (case, impl), r in timed.items():
+    for (_, impl), r in timed.items():
         if not impl.startswith("gpulinalg"):
             assert r["ours_speedup"] > 0 and r["target_speedup"] == suite.TARGET_SPEEDUP
             assert isinstance(r["meets"], bool)
