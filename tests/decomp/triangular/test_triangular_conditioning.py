@@ -96,3 +96,17 @@ def test_one_matrix_rule_matches_the_stack_rule(rng, diag, xval, squared, unit, 
     stack = _verdict(lambda *args: tx.judge(a, *tx.figures(*args), x.dtype, squared),
                      a, scale, x, unit, np)
     assert fast == stack
+
+
+@pytest.mark.parametrize("shape, order", [((7, 1), "C"), ((7, 1), "F"), ((7, 3), "C"),
+                                          ((7, 20), "C"), ((7, 3), "F")])
+def test_host_column_absmax_matches_the_generic_reduction(shape, order):
+    """The host's short roads (one column as a vector, few columns transposed) give the
+    generic reduction's figures, NaN included."""
+    from gpulinalg.decomp.triangular._triangular_xp import column_absmax, column_absmax_host
+    x = np.asarray(np.random.default_rng(1).standard_normal(shape), order=order)
+    x[2, 0] = -9.0
+    x[4, -1] = np.nan
+    got, want = column_absmax_host(x), column_absmax(x, np)
+    assert got.shape == want.shape == (shape[1],) and got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
