@@ -29,7 +29,8 @@ of ``batch`` matrices of order ``n``:
 
 Where the limits come from: small stacks are host bound (the batched routines' chain of
 launches), which the kernels' one launch removes; past the kernels' orders the library routines
-win. The rows are where each route won on the H200 (the result files named at each row);
+win. The rows are where each route won on the H200 or the H100 (the result files named at
+each row);
 ``benchmarks/suites/decomp_batched.py --routes`` times both sides of every limit, so the table
 can be re-derived on other GPUs: change it only from those figures. Rows naming a hand-written
 kernel apply only where the caller found the kernels on
@@ -53,6 +54,8 @@ Examples
 ('fused', 'batched')
 >>> route("potrf", 256, 64), route("potrf", 1024, 16), route("potrf", 1024, 8)
 ('batched', 'batched', 'looped')
+>>> route("potrf", 512, 2), route("potrf", 768, 2), route("potrf", 768, 12)
+('batched', 'looped', 'batched')
 >>> route("potrf", 8, 4096, fused=False), route("trsm", 8, 64, rhs=500)
 ('batched', 'batched')
 >>> route("trsm", 4096, 1, wide=True), route("trsm", 4096, 1), route("trsm", 32768, 1, wide=True)
@@ -71,11 +74,14 @@ TABLE: dict[str, tuple[tuple, ...]] = {
     # fused to 64, and to 128 below the stacks where potrfBatched overtook it (the kernel's
     # time grows by a wave per 132 matrices: float64 from its third wave, float32 from its
     # fifth), batched, then per-matrix Xpotrf on lanes; measured:
-    # benchmarks/results/h200-decomp-batched-2026-12-02h.json, -02i.json and -02j.json
+    # benchmarks/results/h200-decomp-batched-2026-12-02h.json, -02i.json and -02j.json;
+    # orders 513-768 loop below 12 matrices (the crossover of stacks of 2 and 16 768^2, read
+    # linearly): benchmarks/results/h100-decomp-batched-routes-2026-12-06.json
     "potrf": ((64, 2, "fused"), (128, 265, "batched", ("float64",)),
               (128, 529, "batched", ("float32",)),
               (128, 2, "fused", ("float32", "float64", "complex64")),
-              (768, 2, "batched"), (1024, 16, "batched"), (math.inf, 1, "looped")),
+              (512, 2, "batched"), (768, 12, "batched"), (1024, 16, "batched"),
+              (math.inf, 1, "looped")),
     # fused to 64, streamed to 2048 (it lost at 16 x 4096^2), trsmBatched; a single matrix:
     # the wide kernel to 16384 (the largest timed); measured:
     # benchmarks/results/h200-decomp-batched-2026-12-01.json and -2026-12-02f.json
