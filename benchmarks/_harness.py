@@ -19,6 +19,7 @@ import importlib.util
 import json
 import platform
 import statistics
+import sys
 import time
 
 
@@ -177,6 +178,44 @@ def row(suite, case, impl, timing, **extra):
 
 def absent(suite, case, impl, why):
     return _made({"suite": suite, "case": case, "impl": impl, "absent": why})
+
+
+def _on_term(signum, frame):
+    raise TimeoutError("stopped by SIGTERM (the command's timeout)")
+
+
+def run_keeping_rows(fn, json_path=None):
+    """``fn()``, each row printed to stderr as it is made; then the rows made are written by
+    :func:`print_and_write`, also when SIGTERM (a command's timeout) stops the run."""
+    import signal
+    made = []
+
+    def keep(r):
+        made.append(r)
+        print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
+    global emit
+    saved, emit = emit, keep
+    term = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        fn()
+    finally:
+        emit = saved
+        signal.signal(signal.SIGTERM, term)
+        print_and_write(made, json_path)
+
+
+def guarded(suite, case, impl, budget, fn):
+    """``fn()`` (a list of rows), or one absent row saying what stopped it: the ``budget``
+    spent, out of memory, or a failure (one step that cannot run must not hide the others)."""
+    if budget.left() <= 0:
+        return [absent(suite, case, impl, "time budget (--budget-s) spent")]
+    try:
+        return fn()
+    except MemoryError as exc:  # CuPy's and gpulinalg's out-of-memory errors subclass it
+        return [absent(suite, case, impl, f"out of memory: {type(exc).__name__}: "
+                                          f"{str(exc)[:300]}")]
+    except Exception as exc:
+        return [absent(suite, case, impl, f"failed: {type(exc).__name__}: {str(exc)[:300]}")]
 
 
 # -- JSON and environment -------------------------------------------------------------------------

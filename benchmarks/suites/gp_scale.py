@@ -49,13 +49,12 @@ import argparse
 import gc
 import json
 import re
-import signal
 import sys
 
 import numpy as np
 
 from benchmarks import _harness
-from benchmarks._harness import Budget, absent, have, print_and_write, row, timed_sync
+from benchmarks._harness import Budget, absent, have, row, timed_sync
 
 SUITE = "gp_scale"
 SIZES = (50000, 100000)
@@ -150,17 +149,8 @@ def _cg_details():
 
 
 def _step(case, impl, budget, fn):
-    """``fn()`` (the step's rows), or one absent row saying what stopped it: the budget spent,
-    out of memory, or a failure (one size that cannot run must not hide the others)."""
-    if budget.left() <= 0:
-        return [absent(SUITE, case, impl, "time budget (--budget-s) spent")]
-    try:
-        return fn()
-    except MemoryError as exc:  # CuPy's and gpulinalg's out-of-memory errors subclass it
-        return [absent(SUITE, case, impl, f"out of memory: {type(exc).__name__}: "
-                                          f"{str(exc)[:300]}")]
-    except Exception as exc:
-        return [absent(SUITE, case, impl, f"failed: {type(exc).__name__}: {str(exc)[:300]}")]
+    """:func:`benchmarks._harness.guarded` for this suite."""
+    return _harness.guarded(SUITE, case, impl, budget, fn)
 
 
 # -- ours ---------------------------------------------------------------------------------------
@@ -402,10 +392,6 @@ def page_summary(rows):
                                    f"{SPEEDUP_TARGET:g}x."] + ([""] + notes if notes else []))
 
 
-def _on_term(signum, frame):
-    raise TimeoutError("stopped by SIGTERM (the command's timeout)")
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks gp_scale",
                                 description=__doc__.split("\n\n")[0])
@@ -421,20 +407,9 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true", help="NumPy even with a GPU")
     p.add_argument("--json", help="write the rows and the environment here")
     args = p.parse_args(argv)
-    made = []
-
-    def keep(r):  # each row as it is made: a run stopped by its timeout still writes them
-        made.append(r)
-        print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
-    emit, _harness.emit = _harness.emit, keep
-    term = signal.signal(signal.SIGTERM, _on_term)
-    try:
-        run([int(s) for s in args.sizes.split(",")], args.m, args.repeat, args.cg_options,
-            args.warmup_n, args.budget_s, args.cpu)
-    finally:
-        _harness.emit = emit
-        signal.signal(signal.SIGTERM, term)
-        print_and_write(made, args.json)
+    _harness.run_keeping_rows(lambda: run(
+        [int(s) for s in args.sizes.split(",")], args.m, args.repeat, args.cg_options,
+        args.warmup_n, args.budget_s, args.cpu), args.json)
     return 0
 
 

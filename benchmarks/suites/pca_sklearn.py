@@ -43,16 +43,14 @@ Without a GPU (or with ``--cpu``) the CPU rows run and the GPU rows are absent;
 
 import argparse
 import gc
-import json
 import os
-import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from benchmarks import _harness
-from benchmarks._harness import Budget, absent, have, print_and_write, row, timed_sync
+from benchmarks._harness import Budget, absent, have, row, timed_sync
 
 SUITE = "pca_sklearn"
 NUMPY_SHAPES = ((1_000_000, 200, 20), (200_000, 1_000, 50))
@@ -140,16 +138,8 @@ def _record():
 
 
 def _step(case, impl, budget, fn):
-    """``fn()`` (one row in a list), or an absent row saying what stopped it."""
-    if budget.left() <= 0:
-        return [absent(SUITE, case, impl, "time budget (--budget-s) spent")]
-    try:
-        return fn()
-    except MemoryError as exc:  # CuPy's and gpulinalg's out-of-memory errors subclass it
-        return [absent(SUITE, case, impl, f"out of memory: {type(exc).__name__}: "
-                                          f"{str(exc)[:300]}")]
-    except Exception as exc:
-        return [absent(SUITE, case, impl, f"failed: {type(exc).__name__}: {str(exc)[:300]}")]
+    """:func:`benchmarks._harness.guarded` for this suite."""
+    return _harness.guarded(SUITE, case, impl, budget, fn)
 
 
 def _fitted(model, X):
@@ -399,10 +389,6 @@ def page_summary(rows):
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def _on_term(signum, frame):
-    raise TimeoutError("stopped by SIGTERM (the command's timeout)")
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks pca_sklearn",
                                 description=__doc__.split("\n\n")[0])
@@ -420,20 +406,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if "scipy" not in sys.modules:  # scikit-learn's array-API dispatch needs it before SciPy
         os.environ.setdefault("SCIPY_ARRAY_API", "1")
-    made = []
-
-    def keep(r):  # each row as it is made: a run stopped by its timeout still writes them
-        made.append(r)
-        print("row:", json.dumps(r, default=str), file=sys.stderr, flush=True)
-    emit, _harness.emit = _harness.emit, keep
-    term = signal.signal(signal.SIGTERM, _on_term)
-    try:
-        run(args.shapes, args.svd_shape[0], args.repeat, args.cpu_repeat, args.budget_s,
-            args.cpu)
-    finally:
-        _harness.emit = emit
-        signal.signal(signal.SIGTERM, term)
-        print_and_write(made, args.json)
+    _harness.run_keeping_rows(lambda: run(args.shapes, args.svd_shape[0], args.repeat,
+                                          args.cpu_repeat, args.budget_s, args.cpu), args.json)
     return 0
 
 
