@@ -25,7 +25,7 @@ SUITES = ("dense", "dense_overhead", "dense_torch", "dense_torch_host", "dense_t
           "decomp", "decomp_dense", "decomp_lowrank", "decomp_batched", "decomp_overhead",
           "decomp_tall_qr", "decomp_wide_parts", "decomp_eigh_lstsq", "decomp_solve",
           "decomp_gradients", "sparse", "gp", "gp_phases", "gp_large", "gp_scale", "dask",
-          "cpu_parity", "pca_sklearn")
+          "cpu_parity", "pca_sklearn", "auto_regret")
 #: One-off investigations (``benchmarks/studies/``): printed figures or files of their own.
 STUDIES = ("dense_clocks", "dask_placement", "decomp_solves", "faults_report")
 #: name -> module of every command (``suites/decomp_kernels.py`` is no command: it is the

@@ -4,9 +4,11 @@
   :func:`cuda_torch` (torch when it has CUDA);
 * timing: :func:`time_cpu` / :func:`time_gpu` (CUDA events) / :func:`time_wall_gpu` (the median
   and minimum seconds over ``repeat`` runs after ``warmup``), :func:`timed_sync` (a cold first
-  call, then synchronized warm runs), :func:`event_timing` (device time per launch),
+  call, then synchronized warm runs), :func:`interleaved_sync` (the same for several callables
+  timed in turn), :func:`event_timing` (device time per launch),
   :class:`Budget` (a run's time limit), :func:`sync` (synchronize the current CUDA device);
 * rows: :func:`row`, :func:`absent`, streamed as they are made (:data:`emit`, :func:`stream_to`);
+  :func:`guarded` (a step's rows or one absent row, :func:`why_failed`), :func:`run_keeping_rows`;
 * JSON and environment: :func:`environment` (date, versions, GPUs), :func:`write_rows`;
 * CuPy inputs and error measures of the decomp suites: :func:`spd`, :func:`make_inputs`,
   :func:`rel_err`, :func:`as_cupy`.
@@ -124,8 +126,49 @@ def timed_sync(fn, repeat, *, wait=None, budget=None):
         out = fn()
         wait()
         times.append(time.perf_counter() - t0)
+    return _timing(cold, times), out
+
+
+def _timing(cold, times):
+    """The fields of a timed row: the cold first call and the warm calls' median and minimum
+    (the cold call's figure where no warm call ran)."""
     return {"cold_s": cold, "median_s": statistics.median(times) if times else cold,
-            "min_s": min(times) if times else cold, "runs": len(times)}, out
+            "min_s": min(times) if times else cold, "runs": len(times)}
+
+
+def interleaved_sync(fns, repeat, *, wait=None, budget=None, after=None):
+    """``(timings, failed)`` of the callables ``fns`` (name -> function) timed in turn: each
+    one's cold first call, then ``repeat`` rounds that call each once (the order turned by one
+    every round), so that a busy machine slows all alike. Each call is timed with ``wait``
+    (:func:`sync` unless given) after it; ``after(name)`` runs after each call, untimed.
+    ``timings``: name -> :func:`timed_sync`'s fields; ``failed``: name -> the exception its
+    cold call raised (left out of the rounds). ``budget``: the rounds stop once it has no room
+    for one more."""
+    wait = sync if wait is None else wait
+
+    def call(name):
+        t0 = time.perf_counter()
+        fns[name]()
+        wait()
+        seconds = time.perf_counter() - t0
+        if after is not None:
+            after(name)
+        return seconds
+    wait()
+    cold, failed = {}, {}
+    for name in fns:
+        try:
+            cold[name] = call(name)
+        except Exception as exc:  # one side that cannot run must not stop the others
+            failed[name] = exc
+    live = list(cold)
+    times = {name: [] for name in live}
+    for r in range(repeat if live else 0):
+        if budget is not None and budget.left() < sum((times[n] or [cold[n]])[-1] for n in live):
+            break
+        for name in live[r % len(live):] + live[:r % len(live)]:
+            times[name].append(call(name))
+    return {name: _timing(cold[name], times[name]) for name in live}, failed
 
 
 def event_timing(cp, fn, runs):
@@ -211,11 +254,15 @@ def guarded(suite, case, impl, budget, fn):
         return [absent(suite, case, impl, "time budget (--budget-s) spent")]
     try:
         return fn()
-    except MemoryError as exc:  # CuPy's and gpulinalg's out-of-memory errors subclass it
-        return [absent(suite, case, impl, f"out of memory: {type(exc).__name__}: "
-                                          f"{str(exc)[:300]}")]
     except Exception as exc:
-        return [absent(suite, case, impl, f"failed: {type(exc).__name__}: {str(exc)[:300]}")]
+        return [absent(suite, case, impl, why_failed(exc))]
+
+
+def why_failed(exc):
+    """An absent row's reason for ``exc``: out of memory (CuPy's and gpulinalg's out-of-memory
+    errors subclass ``MemoryError``) or a failure, with the exception's type and message."""
+    kind = "out of memory" if isinstance(exc, MemoryError) else "failed"
+    return f"{kind}: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 # -- JSON and environment -------------------------------------------------------------------------
