@@ -77,7 +77,9 @@ def test_table_rows_name_known_routes():
                                             (128, 264, "fused"), (65, 265, "batched"),
                                             (128, 512, "batched"), (129, 2, "batched"),
                                             (129, 4096, "batched"), (256, 64, "batched"),
-                                            (512, 200, "batched"), (768, 2, "batched"),
+                                            (512, 200, "batched"), (512, 2, "batched"),
+                                            (513, 11, "looped"), (768, 2, "looped"),
+                                            (768, 12, "batched"),
                                             (1024, 8, "looped"), (1024, 16, "batched"),
                                             (2048, 16, "looped")])
 def test_potrf_limits(n, batch, want):
