@@ -79,6 +79,9 @@ def _why_not(detail):
 
 
 def _probe():
+    from .diagnosis import driver_cuda_version
+    if driver_cuda_version() is None:  # no driver: CuPy and the CUDA runtime are not loaded
+        return (), _why_not("no NVIDIA driver library (libcuda) could be loaded")
     try:
         import cupy
         from cupy.cuda import runtime

@@ -27,3 +27,26 @@ def test_info_and_the_runtime_agree(monkeypatch):
     monkeypatch.setattr(_info, "driver_cuda_version", lambda: None)
     line = _info.gpu_status().line.removeprefix("no GPU: ")
     assert device._why_not("x").startswith(line.split(";")[0])
+
+
+def test_without_a_driver_the_probe_loads_no_cuda_package(monkeypatch):
+    """A machine without the NVIDIA driver is told so before CuPy or the CUDA runtime is
+    imported: auto runs on the CPU without touching CUDA (checked in a fresh process)."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from gpulinalg._runtime import device, diagnosis\n"
+            "diagnosis.driver_cuda_version = lambda: None\n"
+            "import numpy as np, gpulinalg\n"
+            "from gpulinalg import decomp\n"
+            "decomp.qr(np.eye(3))\n"
+            "assert not gpulinalg.gpu_available()\n"
+            "print(gpulinalg.last_run().backend, sorted(m for m in sys.modules\n"
+            "      if m.split('.')[0] in ('cupy', 'cupyx', 'nvmath', 'cuda')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cpu", "[]"], out.stdout
+    monkeypatch.setattr(diagnosis, "driver_cuda_version", lambda: None)
+    gpus, why = device._probe()
+    assert gpus == () and why.startswith("no NVIDIA driver found")
