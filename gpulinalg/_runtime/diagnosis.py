@@ -22,9 +22,12 @@ _NEEDED_BY = {"cublas": "needed by dense, decomp", "cublasLt": "needed by dense"
 def driver_cuda_version():
     """The CUDA version the NVIDIA driver supports, as ``(major, minor)``; ``None`` without a
     driver. Asks the driver library itself (``cuDriverGetVersion``), not CuPy."""
-    names = {"win32": ["nvcuda.dll"], "darwin": []}.get(
-        sys.platform, ["libcuda.so.1", ctypes.util.find_library("cuda")])
-    for name in filter(None, names):
+    names: list = {"win32": [lambda: "nvcuda.dll"], "darwin": []}.get(
+        sys.platform, [lambda: "libcuda.so.1", lambda: ctypes.util.find_library("cuda")])
+    for named in names:  # find_library runs ldconfig: only where the usual name is missing
+        name: str | None = named()
+        if not name:
+            continue
         try:
             lib = ctypes.CDLL(name)
             version = ctypes.c_int(0)
