@@ -116,7 +116,7 @@ def check_finite_values(engine, s, dtype):
 
 #: Largest short side (the operator's row count, at most its column count) whose sketch is
 #: drawn there and mapped through ``A^H``: the product costs ``2 m`` flops per entry of
-#: ``Omega``, less than drawing that entry (about 10 ns on the CPU) while ``m`` is this small.
+#: ``Omega``, less than the CPU's counter-based Gaussian takes to draw it while ``m`` is small.
 SHORT_DRAW_ROWS = 256
 
 
