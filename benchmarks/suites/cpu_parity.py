@@ -12,12 +12,10 @@ runs), so a busy machine slows both alike. Each ``ratio`` row is ours / referenc
 """
 
 import argparse
-import statistics
 import sys
-import time
 import warnings
 
-from benchmarks._harness import have, print_and_write, row
+from benchmarks._harness import have, interleaved_sync, print_and_write, row
 
 SUITE = "cpu_parity"
 #: (rows, columns, dtype, n_components) of the PCA cells.
@@ -32,18 +30,11 @@ FULL_MAX_ELEMENTS = 10_000_000
 
 def interleaved(ours, ref, repeat):
     """Medians (seconds) of ``repeat`` runs of ``ours`` and ``ref``, run in turn after one
-    warm-up each."""
-    ours()
-    ref()
-    a, b = [], []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        ours()
-        a.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        ref()
-        b.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
+    warm-up each (:func:`benchmarks._harness.interleaved_sync`, nothing to synchronize)."""
+    timings, failed = interleaved_sync({"ours": ours, "ref": ref}, repeat, wait=lambda: None)
+    for exc in failed.values():
+        raise exc
+    return timings["ours"]["median_s"], timings["ref"]["median_s"]
 
 
 def _cell(case, ours, ref, repeat, **extra):

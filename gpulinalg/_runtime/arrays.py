@@ -161,6 +161,8 @@ def to_kind(x, kind, like=None):
         return to_device(x)
     import torch
     device = like.device if like is not None and kind_of(like) is Kind.TORCH else None
+    if k is Kind.TORCH:  # a tensor already: at most a move to like's device
+        return x if device is None or x.device == device else x.to(device)
     if kind_of(x) is Kind.CUPY:
         t = torch.from_dlpack(x)
         return t if device is None or t.device == device else t.to(device)

@@ -175,3 +175,10 @@ def test_to_torch_takes_reversed_and_read_only_views():
     ro = a.copy()
     ro.flags.writeable = False
     assert np.array_equal(arrays.to_kind(ro, Kind.TORCH).numpy(), a)
+
+
+def test_to_torch_keeps_a_tensor():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(3.0)
+    assert arrays.to_kind(t, Kind.TORCH) is t
+    assert arrays.to_kind(t, Kind.TORCH, like=torch.zeros(1)) is t

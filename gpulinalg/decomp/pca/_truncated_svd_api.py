@@ -87,7 +87,7 @@ class _TruncatedSVD:
         u, s, vt = self._factor(X)
         self.components_ = vt
         projected = u * s
-        self.explained_variance_ = variance = np.var(projected, axis=0)
+        self.explained_variance_ = variance = _variances(projected)
         self.explained_variance_ratio_ = variance / _truncated_svd_host.total_variance(X)
         self.singular_values_ = s
         return _pca_sklearn.wrap_output(self, projected, original)
@@ -186,9 +186,7 @@ def _like_input(X: Any, like: Any) -> Any:
 
 def _as_like(a: Any, like: Any) -> Any:
     """``a`` (a fitted attribute) in ``like``'s package and on its device."""
-    if type(a) is type(like) and getattr(a, "device", None) == getattr(like, "device", None):
-        return a
-    return _arrays.to_kind(_arrays.to_host(a), _arrays.kind_of(like), like=like)
+    return _arrays.to_kind(a, _arrays.kind_of(like), like=like)
 
 
 def _variances(a: Any) -> Any:
