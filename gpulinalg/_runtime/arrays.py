@@ -8,6 +8,8 @@ from enum import Enum
 
 import numpy as np
 
+from . import staging as _staging
+
 __all__ = ["Kind", "kind_of", "is_array", "to_host", "to_device", "to_kind", "convert_tree"]
 
 
@@ -129,7 +131,8 @@ def bfloat16():
 
 
 def to_device(x, stream=None):
-    """Return ``x`` as a CuPy array on the current device (zero-copy for CuPy and CUDA torch)."""
+    """Return ``x`` as a CuPy array on the current device (zero-copy for CuPy and CUDA torch;
+    large host arrays are staged through pinned buffers, see :mod:`.staging`)."""
     k = kind_of(x)
     if k is _CUPY:
         return x
@@ -138,7 +141,8 @@ def to_device(x, stream=None):
         return cupy.from_dlpack(x.detach().resolve_conj())
     host = to_host(x)
     out = cupy.empty(host.shape, dtype=host.dtype, order="F" if _is_f_only(host) else "C")
-    out.set(host, stream=stream)
+    if not _staging.upload(host, out, stream):
+        out.set(host, stream=stream)
     return out
 
 

@@ -4,6 +4,7 @@ device memory or streamed from the host."""
 import numpy as np
 
 from . import _pca_xp
+from ..._runtime import arrays as _arrays
 from ..lowrank._ooc_cuda import CupyStreamer
 from ..lowrank._ooc_source import HostMatrix
 from ..lowrank._ooc_xp import streamed_project
@@ -48,9 +49,8 @@ def arpack(a, mean, k, tol, seed):
 
 
 def _on_device(X):
-    import cupy
     if isinstance(X, HostMatrix):
-        return cupy.asarray(np.ascontiguousarray(X.materialize()))
+        return _arrays.to_device(np.ascontiguousarray(X.materialize()))
     if _pca_xp.is_sparse(X):
         if type(X).__module__.startswith("cupyx"):
             return X.tocsr()
