@@ -79,7 +79,7 @@ class CupyStreamer:
         self.compute.synchronize()
         self.seconds += time.perf_counter() - t0
         if check and bool(self.bad):
-            raise ValueError("a must not contain infs or NaNs")
+            raise ValueError(self.matrix.unchecked or "a must not contain infs or NaNs")
 
     def _fill(self, out, start, stop):
         """Copy rows ``start:stop`` into pinned ``out``; NumPy sources in parallel chunks (the

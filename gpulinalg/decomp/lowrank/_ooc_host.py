@@ -32,7 +32,7 @@ class NumpyStreamer:
             stop = min(m, start + self.panel_rows)
             p = np.asarray(self.matrix.panel(start, stop), dtype=self.hi)
             if check and not np.isfinite(p).all():
-                raise ValueError("a must not contain infs or NaNs")
+                raise ValueError(self.matrix.unchecked or "a must not contain infs or NaNs")
             consume(start, stop, p)
             progress.update(p.shape[0] * p.shape[1] * self.matrix.dtype.itemsize)
 

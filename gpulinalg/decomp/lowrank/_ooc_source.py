@@ -13,10 +13,15 @@ class HostMatrix:
     source : ndarray, np.memmap, or object with ``shape``, ``dtype`` and ``source[i:j]``
     dtype : dtype
         Compute dtype of the results (float32/float64/complex).
+    unchecked : str, optional
+        Set when the entries' finiteness is still to be checked, where the data are read
+        (on the device after the upload, or by the first streamed pass): the ``ValueError``
+        message to raise on a NaN or infinity.
     """
 
-    def __init__(self, source, dtype):
+    def __init__(self, source, dtype, unchecked=None):
         self.source = source
+        self.unchecked = unchecked
         self.shape = tuple(int(s) for s in source.shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = self.shape[0] * self.shape[1] * self.dtype.itemsize

@@ -167,7 +167,8 @@ class _PCA:
         if is_dask(X):
             return self._fit_dask(X)
         _pca_sklearn.check_feature_names(self, X, reset=True)
-        X, kind, like = validate(X, self, reset=True, solver=self.svd_solver)
+        X, kind, like = validate(X, self, reset=True, solver=self.svd_solver,
+                                   defer_finite=True)
         n_samples, n_features = X.shape
         solver, k = resolve_solver(self.svd_solver, X.shape, self.n_components,
                                    sparse=kind == "sparse")
@@ -238,7 +239,7 @@ class _PCA:
         if is_dask(X):
             return self._transform_dask(X)
         _pca_sklearn.check_feature_names(self, X, reset=False)
-        X, kind, like = validate(X, self, reset=False)
+        X, kind, like = validate(X, self, reset=False, defer_finite=True)
         comp = self.components_
         ev = self.explained_variance_ if self.whiten else None
         host = kind == "host"
@@ -301,7 +302,7 @@ class _PCA:
         a (n_samples,) array."""
         self._check_fitted()
         _pca_sklearn.check_feature_names(self, X, reset=False)
-        X, kind, like = validate(X, self, reset=False, solver="full")
+        X, kind, like = validate(X, self, reset=False, solver="full", defer_finite=True)
         comp = self.components_
         m, n = X.shape
         return _dispatch.dispatch(_dispatch.Op(

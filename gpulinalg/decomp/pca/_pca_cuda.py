@@ -4,6 +4,7 @@ device memory or streamed from the host."""
 import numpy as np
 
 from . import _pca_xp
+from ._pca_input import check_deferred
 from ..._runtime import arrays as _arrays
 from ..lowrank._ooc_cuda import CupyStreamer
 from ..lowrank._ooc_source import HostMatrix
@@ -50,7 +51,9 @@ def arpack(a, mean, k, tol, seed):
 
 def _on_device(X):
     if isinstance(X, HostMatrix):
-        return _arrays.to_device(np.ascontiguousarray(X.materialize()))
+        data = _arrays.to_device(np.ascontiguousarray(X.materialize()))
+        check_deferred(X, data)  # one device reduction, not a host pass
+        return data
     if _pca_xp.is_sparse(X):
         if type(X).__module__.startswith("cupyx"):
             return X.tocsr()

@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _pca_xp
+from ._pca_input import check_deferred
 from ..lowrank._ooc_host import NumpyStreamer
 from ..lowrank._ooc_source import HostMatrix
 from ..lowrank._ooc_xp import streamed_project
@@ -21,6 +22,13 @@ def arpack(a, mean, k, tol, seed):
     return svds(a, k=k, tol=tol, v0=v0)
 
 
+def _in_memory(X):
+    """The entries of the in-memory :class:`HostMatrix` ``X``, checked if still unchecked."""
+    data = X.materialize()
+    check_deferred(X, data)
+    return data
+
+
 def fit(X, cfg):
     """``X``: a NumPy array, a SciPy sparse matrix, or a
     :class:`~gpulinalg.decomp.lowrank._ooc_source.HostMatrix` (streamed when it is not in
@@ -28,7 +36,7 @@ def fit(X, cfg):
     if isinstance(X, HostMatrix):
         if not X.in_memory:
             return _pca_xp.fit_streamed(NumpyStreamer(X), X, cfg)
-        X = X.materialize()
+        X = _in_memory(X)
     elif _pca_xp.is_sparse(X) and hasattr(X, "get"):  # CuPy sparse, after a fallback
         X = X.get()
     return _pca_xp.fit(ENGINE, X, cfg, arpack=arpack)
@@ -42,7 +50,7 @@ def transform(X, comp, mean, explained_variance=None):
     if isinstance(X, HostMatrix):
         if not X.in_memory:
             return streamed_project(NumpyStreamer(X), comp, mean, scale)
-        X = X.materialize()
+        X = _in_memory(X)
     elif _pca_xp.is_sparse(X) and hasattr(X, "get"):
         X = X.get()
     return _pca_xp.project(X, comp, mean, scale)
@@ -62,5 +70,5 @@ def precision(comp, ev, noise, whiten):
 
 def score_samples(X, mean, comp, ev, noise, whiten):
     if isinstance(X, HostMatrix):
-        X = X.materialize()
+        X = _in_memory(X)
     return _pca_xp.log_likelihood(np, X, mean, _pca_xp.precision(np, comp, ev, noise, whiten))

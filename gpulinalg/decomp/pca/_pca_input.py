@@ -13,7 +13,8 @@ from ..._runtime import arrays as _arrays
 from ..._runtime import validation as _v
 from ..lowrank._ooc_source import HostMatrix
 
-__all__ = ["validate", "validate_projections", "is_sparse", "SPARSE_SOLVERS"]
+__all__ = ["validate", "validate_projections", "check_deferred", "is_sparse",
+           "SPARSE_SOLVERS"]
 
 #: The solvers that take sparse input (scikit-learn >= 1.4), "auto" resolving to "arpack".
 SPARSE_SOLVERS = ("auto", "arpack", "covariance_eigh")
@@ -24,11 +25,14 @@ def is_sparse(X: Any) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-def validate(X: Any, est: Any, reset: bool = True, solver: str | None = None
-             ) -> tuple[Any, str, Any]:
+def validate(X: Any, est: Any, reset: bool = True, solver: str | None = None,
+             defer_finite: bool = False) -> tuple[Any, str, Any]:
     """scikit-learn's checks and messages; returns ``(X, kind, like)``, kind ``"array"`` (a
     device array), ``"host"`` (a :class:`HostMatrix`) or ``"sparse"``. ``solver``: the
-    ``svd_solver`` of a fit (sparse input needs one of :data:`SPARSE_SOLVERS`)."""
+    ``svd_solver`` of a fit (sparse input needs one of :data:`SPARSE_SOLVERS`).
+    ``defer_finite``: a host array's finiteness check is left to the engine that reads it
+    (``HostMatrix.unchecked``, see :func:`check_deferred`): on the GPU it is one device
+    reduction after the upload instead of a host pass over the whole array."""
     name = type(est).__name__
     if is_sparse(X):
         return _sparse(X, est, reset, solver), "sparse", X.data if _cupyx(X) else None
@@ -45,11 +49,26 @@ def validate(X: Any, est: Any, reset: bool = True, solver: str | None = None
                          "either using X.reshape(-1, 1) if it has a single feature or "
                          "X.reshape(1, -1) if it contains a single sample.")
     _check_shape(tuple(X.shape), est, reset)
-    _check_finite(X, name)
-    if _arrays.on_gpu(X):
+    on_gpu = _arrays.on_gpu(X)
+    if on_gpu or not defer_finite:
+        _check_finite(X, name)
+    if on_gpu:
         return X, "array", like
     host = _arrays.to_host(X)
-    return HostMatrix(host, host.dtype), "host", like if like is not None else host
+    unchecked = _nan_message(name) if defer_finite and X.shape[0] and X.shape[1] else None
+    return HostMatrix(host, host.dtype, unchecked), "host", like if like is not None else host
+
+
+def check_deferred(X: Any, data: Any) -> None:
+    """The finiteness check :func:`validate` left to the engine: raise scikit-learn's
+    ``ValueError`` when :class:`HostMatrix` ``X`` was not checked and ``data`` (its entries,
+    on any device) holds a NaN or infinity."""
+    if isinstance(X, HostMatrix) and X.unchecked and not _v.all_finite(data):
+        raise ValueError(X.unchecked)
+
+
+def _nan_message(name):
+    return f"Input X contains NaN or infinity ({name} does not accept missing values)."
 
 
 def _numpy_kind(dtype: Any) -> str:
@@ -79,8 +98,7 @@ def validate_projections(X: Any, n_components: int, name: str) -> Any:
 def _check_finite(X, name):
     if X.shape[0] and X.shape[1]:
         if not _v.all_finite(X):  # no X-sized mask (a broadcast view is read once)
-            raise ValueError(f"Input X contains NaN or infinity ({name} does not accept "
-                             "missing values).")
+            raise ValueError(_nan_message(name))
 
 
 def _cupyx(X):
