@@ -5,6 +5,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import testing
+from gpulinalg._runtime import measured as _measured
 from tests.support import fake_gpu as _fake
 
 
@@ -28,6 +29,13 @@ def _custom_kernels_option(request):
             yield
     else:
         yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_auto_measurements():
+    """``backend="auto"``'s measured times (``_runtime.measured``) do not cross tests."""
+    yield
+    _measured.forget()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,9 +5,11 @@ Thresholds (documented, deliberately simple):
 * a job *fits* when its byte estimate is at most the device's free memory plus the bytes
   CuPy's pool holds unused, minus ``vram_headroom`` × total memory, and at most what is left
   under the pool's limit when one is set (``cupy.get_default_memory_pool().set_limit``);
-* host (NumPy) inputs *pay* for the trip to the GPU when the modelled GPU time
-  ``OVERHEAD_S + bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS`` is below the modelled CPU time
-  ``flops / CPU_FLOPS``.
+* for host (NumPy) inputs, :func:`model_seconds` estimates both sides: the GPU
+  ``GPU_CALL_S + 2 * bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS`` (``bytes``: the host
+  arguments, there and about as much back), the CPU
+  ``CPU_CALL_S + bytes / CPU_BYTES_PER_S + flops / CPU_FLOPS`` (the checks and copies that
+  read the arguments); :mod:`.measured` times both sides where the two are close.
 
 Reading the free memory (``cudaMemGetInfo``) costs tens of microseconds, more than a small
 product: a reading is reused for ``FREE_CACHE_S`` seconds by jobs that need at most
@@ -23,11 +25,15 @@ import numpy as np
 from . import device as _device
 from .config import get_config
 
-__all__ = ["nbytes_of", "available_bytes", "fits", "offload_pays"]
+__all__ = ["nbytes_of", "available_bytes", "fits", "model_seconds"]
 
-OVERHEAD_S = 50e-6
+#: A GPU call on small host inputs: uploads, a few launches, a synchronization, the download.
+GPU_CALL_S = 300e-6
 PCIE_BYTES_PER_S = 20e9
 GPU_FLOPS = 30e12
+#: A CPU call's own cost (checks, dispatch), and the rate of its passes over the arguments.
+CPU_CALL_S = 20e-6
+CPU_BYTES_PER_S = 4e9
 CPU_FLOPS = 100e9
 FREE_CACHE_S = 0.25
 FREE_CACHE_FRACTION = 0.25
@@ -116,9 +122,9 @@ def _available_from_recent_reading(nbytes, device):
     return _under_headroom_and_limit(free, total)
 
 
-def offload_pays(flops, transfer_bytes):
-    """Whether moving host inputs to the GPU is modelled to beat computing on the CPU."""
-    if flops is None:
-        return True
-    gpu = OVERHEAD_S + transfer_bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS
-    return gpu < flops / CPU_FLOPS
+def model_seconds(flops, host_bytes):
+    """``(cpu_s, gpu_s)``: the modelled seconds of a call on host inputs of ``host_bytes``
+    doing ``flops`` on each side (see the module notes)."""
+    cpu = CPU_CALL_S + host_bytes / CPU_BYTES_PER_S + flops / CPU_FLOPS
+    gpu = GPU_CALL_S + 2 * host_bytes / PCIE_BYTES_PER_S + flops / GPU_FLOPS
+    return cpu, gpu

@@ -23,6 +23,7 @@ import numpy as _np
 from . import arrays as _arrays
 from . import budget as _budget
 from . import device as _device
+from . import measured as _measured
 from . import memo as _memo
 from .config import Backend, Fallback, get_config
 from .errors import FallbackWarning, GPUUnavailableError, OutOfMemoryError
@@ -84,8 +85,10 @@ class Op(NamedTuple):
         whose estimate is over ``host_memory_share`` of the available host memory is not
         started (:class:`OutOfMemoryError`).
     flops : float, optional
-        Work estimate; with host inputs under ``backend="auto"`` it decides whether the transfer
-        pays (:func:`gpulinalg._runtime.budget.offload_pays`). ``None``: always offload.
+        Work estimate; with host inputs under ``backend="auto"`` the cost model
+        (:func:`gpulinalg._runtime.budget.model_seconds`) and, where its two sides are close,
+        the times measured on this machine (:mod:`gpulinalg._runtime.measured`) decide where
+        the call runs. ``None``: always offload.
     oversize_fn : callable, optional
         GPU route for jobs larger than the budget (out-of-core); used instead of the CPU then.
     convert : bool
@@ -152,11 +155,13 @@ class _Route:
     and the bytes found available, and ``op``: the Op's lighter variant that the GPU route
     runs (``None``: the Op itself)."""
 
-    __slots__ = ("where", "reason", "fell_back", "dev", "nbytes", "avail", "op")
+    __slots__ = ("where", "reason", "fell_back", "dev", "nbytes", "avail", "op", "probe")
 
-    def __init__(self, where, reason, fell_back=False, dev="cpu", nbytes=0, avail=0, op=None):
+    def __init__(self, where, reason, fell_back=False, dev="cpu", nbytes=0, avail=0, op=None,
+                 probe=None):
         self.where, self.reason, self.fell_back, self.dev = where, reason, fell_back, dev
         self.nbytes, self.avail, self.op = nbytes, avail, op
+        self.probe = probe  # auto's measurement of this run (a .measured signature), or None
 
 
 def dispatch(op, *plan_args, key=None, lead=()):
@@ -294,6 +299,9 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
             raise
         route = _Route("cpu", _on_sticky(name, exc, settings), fell_back=True)
     if route.where == "cpu":
+        if route.probe is not None:
+            return _measure(route.probe, name, "cpu", lambda: _run_on_cpu(
+                op, args, kwargs, kind, like_arr, route.reason, route.fell_back, settings))
         return _run_on_cpu(op, args, kwargs, kind, like_arr, route.reason, route.fell_back,
                            settings)
     fn = op.oversize_fn if route.where == "gpu-out-of-core" else op.gpu_fn
@@ -303,8 +311,14 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
         run, run_args, run_kwargs = route.op, route.op.args, route.op.kwargs or {}
         fn = run.gpu_fn
     try:
-        result = _run(name, route.where, fn, run_args, run_kwargs, kind, like_arr, gpu_convert,
-                      route.reason, False, op.own_stream, route.dev, extra=run.details)
+        if route.probe is not None:  # host inputs: the results' download synchronizes
+            result = _measure(route.probe, name, "gpu", lambda: _run(
+                name, route.where, fn, run_args, run_kwargs, kind, like_arr, gpu_convert,
+                route.reason, False, op.own_stream, route.dev, extra=run.details))
+        else:
+            result = _run(name, route.where, fn, run_args, run_kwargs, kind, like_arr,
+                          gpu_convert, route.reason, False, op.own_stream, route.dev,
+                          extra=run.details)
     except Exception as exc:
         why = _after_gpu_failure(name, exc, settings)
     else:
@@ -312,6 +326,16 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
             _hold(kept, route, gpu_convert)
         return result
     return _fall_back(op, args, kwargs, kind, like_arr, why)
+
+
+def _measure(key, name, side, run):
+    """``run()``, its seconds kept by :mod:`.measured` for ``key`` when ``side`` was warm."""
+    warm = _measured.is_warm(name, side)
+    start = _clock()
+    result = run()
+    if warm:
+        _measured.record(key, side, _clock() - start)
+    return result
 
 
 def _hold(kept, route, moved):
@@ -540,8 +564,50 @@ def _decide(op, settings, args, kwargs, kind=None):
     else:
         on_host = not (_arrays.any_on_gpu(args)
                        or (kwargs and _arrays.any_on_gpu(kwargs.values())))
-    if settings.backend is _AUTO and on_host and not _budget.offload_pays(op.flops, nbytes):
-        return _Route("cpu", "host inputs; too small for the GPU to pay")
+    probe, why = None, None
+    if settings.backend is _AUTO and on_host and op.flops is not None:
+        side, probe, why = _auto_side(op, nbytes, args, kwargs)
+        if side == "cpu":
+            return _Route("cpu", why or "host inputs; too small for the GPU to pay", probe=probe)
+    route = _decide_gpu(op, settings, nbytes)
+    if route.where != "cpu":
+        route.probe = probe
+        if why:
+            route.reason = f"{why}; {route.reason}"
+    return route
+
+
+def _auto_side(op, nbytes, args, kwargs):
+    """``(side, probe, reason)`` of ``backend="auto"`` on host inputs: the cost model's side,
+    or the one :mod:`.measured` found faster for this call's signature; ``probe``: the
+    signature when this run is to be timed."""
+    host_bytes = _host_bytes(args) + (_host_bytes(kwargs.values()) if kwargs else 0)
+    cpu_s, gpu_s = _budget.model_seconds(op.flops, host_bytes)
+    key = _measured.signature(op.name, nbytes, op.flops)
+    side, measure, why = _measured.choose(key, cpu_s, gpu_s)
+    return side, key if measure else None, why
+
+
+def _host_bytes(values):
+    """Bytes of the host arrays among ``values`` (nested in tuples, lists and dicts too)."""
+    total = 0
+    for v in values:
+        if type(v) is _np.ndarray:
+            total += v.nbytes
+        elif isinstance(v, (tuple, list)):
+            total += _host_bytes(v)
+        elif isinstance(v, dict):
+            total += _host_bytes(v.values())
+        elif _arrays.kind_of(v) is not None and not _arrays.on_gpu(v):
+            total += _arrays.to_host(v).nbytes
+    return total
+
+
+def _decide_gpu(op, settings, nbytes):
+    """The GPU route of ``op`` when its estimate ``nbytes`` fits (or a lighter variant's, or
+    the out-of-core route); else the CPU fallback, or ``OutOfMemoryError`` under
+    ``fallback="raise"``."""
+    name = op.name
     dev = _device.current_device()
     ok, avail = _budget.fits(nbytes, dev)
     if ok:
@@ -626,6 +692,7 @@ def _run(op, route, fn, args, kwargs, kind, like_arr, convert, reason, fell_back
         _local.details = None
         _local.granted = _local.headroom = None
     seconds = time.perf_counter() - start
+    _measured.mark_warm(op, "cpu" if route == "cpu" else "gpu")
     _local.record = (op, route, dev, fell_back, reason, seconds, details)  # see last_run()
     level = logging.WARNING if fell_back else logging.DEBUG
     if log.isEnabledFor(level):
