@@ -21,7 +21,9 @@ median ``median_s`` of ``--repeat`` warm calls (fewer when the budget runs short
 synchronized on the GPU, and ``op``, ``kind``, ``shape``, ``dtype``, ``input``, ``ran``
 (``gpulinalg.last_run().backend`` of its calls; ``mixed`` when they differ). The ``auto`` row
 adds ``cpu_s``, ``gpu_s``, ``best`` (the faster forced side) and ``best_s``, ``regret`` (auto's
-median over ``best_s``), ``auto_backend`` and ``chose_best`` (auto ran on the faster side).
+median over ``best_s``), ``auto_backend`` (where auto's last call ran: it measures both sides
+of a close call first, so ``ran`` may be ``mixed``), ``auto_ran`` (``ran`` of its calls) and
+``chose_best`` (``auto_backend`` is the faster side).
 Without a GPU the ``gpu`` rows are absent, ``best`` is the CPU and the regret is what deciding
 costs. A cell not started when ``--budget-s`` is spent is one absent ``auto`` row.
 
@@ -165,16 +167,17 @@ class _Run:
         return {v: under(ctx) for v, ctx in self.contexts.items()}
 
 
-def _auto_fields(timings, ran):
-    """The ``auto`` row's comparison with the faster forced side."""
+def _auto_fields(timings, ran, settled):
+    """The ``auto`` row's comparison with the faster forced side (``settled``: the backend of
+    auto's last call, where it runs once it has measured both sides)."""
     forced = {v: timings[v]["median_s"] for v in (CPU, GPU) if v in timings}
     if AUTO not in timings or not forced:
         return {}
     best = min(forced, key=forced.get)
     regret = timings[AUTO]["median_s"] / forced[best]
     return {"cpu_s": forced.get(CPU), "gpu_s": forced.get(GPU), "best": best,
-            "best_s": forced[best], "regret": regret, "auto_backend": ran.get(AUTO),
-            "chose_best": ran.get(AUTO) == best}
+            "best_s": forced[best], "regret": regret, "auto_backend": settled,
+            "auto_ran": ran.get(AUTO), "chose_best": settled == best}
 
 
 def measure(run, op, kind, shape, dtype, package, args):
@@ -182,11 +185,12 @@ def measure(run, op, kind, shape, dtype, package, args):
     import gpulinalg
     case = f"{op} {kind} {_shape(shape)} {dtype} {package}"
     fields = {"op": op, "kind": kind, "shape": _shape(shape), "dtype": dtype, "input": package}
-    seen = {v: set() for v in SETTINGS}
+    seen, last = {v: set() for v in SETTINGS}, {}
 
     def after(v):
         rec = gpulinalg.last_run()
-        seen[v].add(rec.backend if rec is not None else None)
+        last[v] = rec.backend if rec is not None else None
+        seen[v].add(last[v])
     timings, failed = interleaved_sync(run.variants(_call(op, kind, args)), run.repeat,
                                        wait=run.wait, budget=run.budget, after=after)
     ran = {v: (s.pop() if len(s) == 1 else "mixed") for v, s in seen.items() if s}
@@ -195,7 +199,7 @@ def measure(run, op, kind, shape, dtype, package, args):
         if v in failed:
             rows.append(absent(SUITE, case, v, why_failed(failed[v])))
             continue
-        extra = _auto_fields(timings, ran) if v == AUTO else {}
+        extra = _auto_fields(timings, ran, last.get(AUTO)) if v == AUTO else {}
         rows.append(row(SUITE, case, v, timings[v], **fields, ran=ran.get(v), **extra))
     return rows
 
