@@ -10,14 +10,15 @@ then on the faster side serves the signature. A run is timed only once the opera
 on that side before in this process (a first run pays imports, plans, handles and compiled
 kernels); the GPU side is tried only where the operation is already warm there or the model
 finds the two sides within :data:`COLD_RATIO` (no small call pays the GPU's start-up for a
-side the model thinks several times slower).
+side the model thinks several times slower), and no side the model expects to take over
+:data:`PROBE_MAX_S`.
 """
 
 import math
 import threading
 
 __all__ = ["signature", "choose", "record", "mark_warm", "is_warm", "forget", "EXPLORE_RATIO",
-           "COLD_RATIO"]
+           "COLD_RATIO", "PROBE_MAX_S"]
 
 #: The cost model's choice stands without measuring when it makes the other side this many
 #: times slower.
@@ -25,6 +26,9 @@ EXPLORE_RATIO = 20.0
 #: The GPU side is tried before the operation ran there only when the model finds the two
 #: sides within this factor.
 COLD_RATIO = 4.0
+#: No side is tried that the model expects to take longer than this (a slow guess is paid once
+#: per signature, but it is paid).
+PROBE_MAX_S = 0.25
 
 _lock = threading.Lock()
 _seconds: dict = {}  # signature -> {"cpu": s, "gpu": s} (the least warm time seen)
@@ -56,7 +60,8 @@ def choose(key, cpu_s, gpu_s):
     if model not in seen:
         return model, True, None
     other = "gpu" if model == "cpu" else "cpu"
-    if other == "gpu" and (key[0], "gpu") not in _warm and ratio > COLD_RATIO:
+    if (cpu_s if other == "cpu" else gpu_s) > PROBE_MAX_S or \
+            (other == "gpu" and (key[0], "gpu") not in _warm and ratio > COLD_RATIO):
         return model, False, None
     return other, True, (f"measuring the {other} side (the model's {model} side took "
                          f"{seen[model] * 1e3:.3g} ms)")

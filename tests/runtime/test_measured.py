@@ -37,6 +37,16 @@ def test_a_cold_gpu_is_not_tried_for_a_call_the_model_finds_much_cheaper_on_the_
     assert measured.choose(KEY, 1e-4, 1e-3)[:2] == ("gpu", True)
 
 
+def test_a_side_modelled_slow_is_never_tried():
+    measured.mark_warm("test.op", "gpu")
+    slow = 2 * measured.PROBE_MAX_S
+    measured.record(KEY, "cpu", 0.1)
+    assert measured.choose(KEY, 0.1, slow) == ("cpu", False, None)
+    other = measured.signature("test.op", 10 ** 6, 1e9)
+    measured.record(other, "gpu", 0.1)
+    assert measured.choose(other, slow, 0.1) == ("gpu", False, None)
+
+
 def test_the_least_time_is_kept():
     for s in (3e-3, 1e-3, 2e-3):
         measured.record(KEY, "cpu", s)
