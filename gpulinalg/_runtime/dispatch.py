@@ -598,8 +598,12 @@ def _host_bytes(values):
             total += _host_bytes(v)
         elif isinstance(v, dict):
             total += _host_bytes(v.values())
-        elif _arrays.kind_of(v) is not None and not _arrays.on_gpu(v):
-            total += _arrays.to_host(v).nbytes
+        elif _arrays.kind_of(v) is not None:
+            if not _arrays.on_gpu(v):
+                total += _arrays.to_host(v).nbytes
+        elif type(getattr(v, "nbytes", None)) is int and \
+                not type(v).__module__.startswith("cupy"):
+            total += v.nbytes  # a host matrix read in panels (PCA, truncated_svd)
     return total
 
 

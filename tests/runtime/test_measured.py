@@ -115,3 +115,10 @@ def test_forced_backends_measure_nothing(fake_gpu, where):
         for _ in range(3):
             call()
     assert calls == [where] * 3 and not measured._seconds
+
+
+def test_host_bytes_count_host_arrays_and_host_matrices():
+    from gpulinalg.decomp.lowrank._ooc_source import HostMatrix
+    a = np.ones((10, 10))
+    got = _dispatch._host_bytes((a, [a[:5]], {"m": HostMatrix(np.ones((4, 4)), np.float32)}, 3))
+    assert got == 800 + 400 + 64
