@@ -299,11 +299,8 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
             raise
         route = _Route("cpu", _on_sticky(name, exc, settings), fell_back=True)
     if route.where == "cpu":
-        if route.probe is not None:
-            return _measure(route.probe, name, "cpu", lambda: _run_on_cpu(
-                op, args, kwargs, kind, like_arr, route.reason, route.fell_back, settings))
-        return _run_on_cpu(op, args, kwargs, kind, like_arr, route.reason, route.fell_back,
-                           settings)
+        return _measure(route.probe, name, "cpu", lambda: _run_on_cpu(
+            op, args, kwargs, kind, like_arr, route.reason, route.fell_back, settings))
     fn = op.oversize_fn if route.where == "gpu-out-of-core" else op.gpu_fn
     gpu_convert = convert and not (op.same_package and kind is _CUPY)
     run, run_args, run_kwargs = op, args, kwargs
@@ -311,14 +308,10 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
         run, run_args, run_kwargs = route.op, route.op.args, route.op.kwargs or {}
         fn = run.gpu_fn
     try:
-        if route.probe is not None:  # host inputs: the results' download synchronizes
-            result = _measure(route.probe, name, "gpu", lambda: _run(
-                name, route.where, fn, run_args, run_kwargs, kind, like_arr, gpu_convert,
-                route.reason, False, op.own_stream, route.dev, extra=run.details))
-        else:
-            result = _run(name, route.where, fn, run_args, run_kwargs, kind, like_arr,
-                          gpu_convert, route.reason, False, op.own_stream, route.dev,
-                          extra=run.details)
+        # a probe times host inputs only: the results' download synchronizes
+        result = _measure(route.probe, name, "gpu", lambda: _run(
+            name, route.where, fn, run_args, run_kwargs, kind, like_arr, gpu_convert,
+            route.reason, False, op.own_stream, route.dev, extra=run.details))
     except Exception as exc:
         why = _after_gpu_failure(name, exc, settings)
     else:
@@ -329,7 +322,10 @@ def _decide_and_run(op, args, kwargs, like, settings, kept):
 
 
 def _measure(key, name, side, run):
-    """``run()``, its seconds kept by :mod:`.measured` for ``key`` when ``side`` was warm."""
+    """``run()``, its seconds kept by :mod:`.measured` for ``key`` (``None``: not measured)
+    when ``side`` was warm."""
+    if key is None:
+        return run()
     warm = _measured.is_warm(name, side)
     start = _clock()
     result = run()
@@ -581,7 +577,7 @@ def _auto_side(op, nbytes, args, kwargs):
     """``(side, probe, reason)`` of ``backend="auto"`` on host inputs: the cost model's side,
     or the one :mod:`.measured` found faster for this call's signature; ``probe``: the
     signature when this run is to be timed."""
-    host_bytes = _host_bytes(args) + (_host_bytes(kwargs.values()) if kwargs else 0)
+    host_bytes = _host.arrays_bytes(args, kwargs, host_only=True)
     cpu_s, gpu_s = _budget.model_seconds(op.flops, host_bytes)
     key = _measured.signature(op.name, nbytes, op.flops)
     side, measure, why = _measured.choose(key, cpu_s, gpu_s)
@@ -589,22 +585,8 @@ def _auto_side(op, nbytes, args, kwargs):
 
 
 def _host_bytes(values):
-    """Bytes of the host arrays among ``values`` (nested in tuples, lists and dicts too)."""
-    total = 0
-    for v in values:
-        if type(v) is _np.ndarray:
-            total += v.nbytes
-        elif isinstance(v, (tuple, list)):
-            total += _host_bytes(v)
-        elif isinstance(v, dict):
-            total += _host_bytes(v.values())
-        elif _arrays.kind_of(v) is not None:
-            if not _arrays.on_gpu(v):
-                total += _arrays.to_host(v).nbytes
-        elif type(getattr(v, "nbytes", None)) is int and \
-                not type(v).__module__.startswith("cupy"):
-            total += v.nbytes  # a host matrix read in panels (PCA, truncated_svd)
-    return total
+    """Bytes of the host arrays and host matrices among ``values`` (nested too)."""
+    return _host.arrays_bytes(values, None, host_only=True)
 
 
 def _decide_gpu(op, settings, nbytes):

@@ -108,17 +108,23 @@ def size_text(nbytes):
     return f"{nbytes} B"
 
 
-def arrays_bytes(args, kwargs, gpu_only=False):
-    """Bytes of the array arguments (top level and inside tuples / lists); only those on a GPU
-    with ``gpu_only``."""
+def arrays_bytes(args, kwargs, gpu_only=False, host_only=False):
+    """Bytes of the array arguments (top level and inside tuples, lists and dicts); only those
+    on a GPU with ``gpu_only``; only those on the host with ``host_only``, host matrices read
+    in panels (an ``nbytes`` of their own, PCA's and truncated_svd's host input) included."""
     total = 0
     for x in (*args, *(kwargs or {}).values()):
         if isinstance(x, (tuple, list)):
-            total += arrays_bytes(x, None, gpu_only)
+            total += arrays_bytes(x, None, gpu_only, host_only)
+        elif isinstance(x, dict):
+            total += arrays_bytes(x.values(), None, gpu_only, host_only)
         elif _arrays.is_array(x):
-            if not gpu_only or _arrays.on_gpu(x):
+            if (not gpu_only and not host_only) or _arrays.on_gpu(x) is gpu_only:
                 total += int(x.nbytes)
         elif gpu_only and _arrays.is_gpu_sparse(x):  # a CuPy sparse matrix: its arrays
             total += sum(int(getattr(x, f).nbytes) for f in ("data", "indices", "indptr", "row",
                                                               "col") if hasattr(x, f))
+        elif host_only and type(getattr(x, "nbytes", None)) is int and \
+                not type(x).__module__.startswith("cupy"):
+            total += x.nbytes
     return total

@@ -13,18 +13,19 @@ import threading
 
 import numpy as np
 
-__all__ = ["upload", "STAGED_MIN_BYTES", "CHUNK_BYTES", "FILL_THREADS"]
+__all__ = ["upload", "parallel_copy", "STAGED_MIN_BYTES", "CHUNK_BYTES", "FILL_THREADS"]
 
 #: Host arrays at least this large are staged; below it one plain copy costs less than the
 #: thread hand-offs.
 STAGED_MIN_BYTES = 16 << 20
 #: Bytes of each of the two pinned staging buffers (allocated once per process).
 CHUNK_BYTES = 16 << 20
-#: Host threads filling a staging buffer (each copies at least :data:`_MIN_THREAD_BYTES`).
-FILL_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: Host threads of a copy into pinned memory (each copies at least :data:`_MIN_THREAD_BYTES`).
+FILL_THREADS = max(1, min(16, os.cpu_count() or 1))
 _MIN_THREAD_BYTES = 1 << 20
 
 _lock = threading.Lock()
+_pool_lock = threading.Lock()
 _buffers: list = []  # [pinned uint8 array, event of its last copy or None] x 2
 _pool = None
 
@@ -53,7 +54,7 @@ def upload(host, out, stream=None):
             slot = bufs[i % 2]
             if slot[1] is not None:
                 slot[1].synchronize()  # the copy engine is done with this buffer
-            _fill(slot[0][:n], src[start:start + n])
+            parallel_copy(slot[0][:n], src[start:start + n])
             cupy.cuda.runtime.memcpyAsync(dst + start, slot[0].ctypes.data, n,
                                           cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
             slot[1] = stream.record()
@@ -69,19 +70,23 @@ def _staging_buffers(cupy):
     return _buffers
 
 
-def _fill(dst, src):
-    """``dst[:] = src`` in parallel pieces (NumPy's copy releases the GIL)."""
+def parallel_copy(dst, src, casting="same_kind"):
+    """``np.copyto(dst, src, casting=casting)`` in pieces of leading rows on up to
+    :data:`FILL_THREADS` threads (NumPy's copy releases the GIL), each piece at least
+    :data:`_MIN_THREAD_BYTES`: the host side of a copy into pinned memory keeps up with PCIe."""
     global _pool
-    threads = min(FILL_THREADS, max(1, src.size // _MIN_THREAD_BYTES))
-    if threads == 1:
-        np.copyto(dst, src)
+    rows = dst.shape[0] if dst.ndim else 1
+    threads = min(FILL_THREADS, rows, max(1, dst.nbytes // _MIN_THREAD_BYTES))
+    if threads <= 1:
+        np.copyto(dst, src, casting=casting)
         return
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(FILL_THREADS, thread_name_prefix="gpulinalg-staging")
-    step = -(-src.size // threads)
-    jobs = [_pool.submit(np.copyto, dst[i:i + step], src[i:i + step])
-            for i in range(step, src.size, step)]
-    np.copyto(dst[:step], src[:step])
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _pool = ThreadPoolExecutor(FILL_THREADS, thread_name_prefix="gpulinalg-copy")
+    step = -(-rows // threads)
+    jobs = [_pool.submit(np.copyto, dst[i:i + step], src[i:i + step], casting=casting)
+            for i in range(step, rows, step)]
+    np.copyto(dst[:step], src[:step], casting=casting)
     for job in jobs:
         job.result()

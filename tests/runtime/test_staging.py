@@ -15,7 +15,7 @@ def test_fill_in_threads_copies_every_byte(monkeypatch):
     monkeypatch.setattr(staging, "_MIN_THREAD_BYTES", 1000)
     src = np.random.default_rng(0).integers(0, 256, 12_345, dtype=np.uint8)
     dst = np.zeros_like(src)
-    staging._fill(dst, src)
+    staging.parallel_copy(dst, src)
     np.testing.assert_array_equal(dst, src)
 
 

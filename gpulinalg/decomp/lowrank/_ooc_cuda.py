@@ -2,24 +2,20 @@
 the copy of panel ``i + 1`` on a copy stream overlapping the GEMMs of panel ``i`` on the compute
 stream."""
 
-import os
 import time
 
 import numpy as np
 
 from ..._runtime import dispatch as _dispatch
 from ..._runtime.dispatch import note
+from ..._runtime.staging import parallel_copy
 from ._sketch_cuda import engine
 from ._sketch_xp import high_precision
 
-__all__ = ["CupyStreamer", "GPU_PANEL_MAX_BYTES", "FILL_THREADS", "FILL_THREAD_BYTES",
-           "BUDGET_FRACTION"]
+__all__ = ["CupyStreamer", "GPU_PANEL_MAX_BYTES", "BUDGET_FRACTION"]
 
 #: Largest pinned buffer of the GPU streamer.
 GPU_PANEL_MAX_BYTES = 512 << 20
-#: Host threads filling a pinned buffer from a NumPy source, and the least bytes per thread.
-FILL_THREADS = max(1, min(16, os.cpu_count() or 1))
-FILL_THREAD_BYTES = 1 << 20
 #: Share of the GPU budget the streamer's panels take (the rest: sketch, accumulators).
 BUDGET_FRACTION = 0.6
 
@@ -50,7 +46,6 @@ class CupyStreamer:
         self.compute = cupy.cuda.get_current_stream()
         self.bad = cupy.zeros((), dtype=cupy.bool_)
         self.bytes_moved, self.seconds = 0, 0.0
-        self._pool = None
 
     def run_pass(self, consume, progress):
         m = self.matrix.shape[0]
@@ -82,22 +77,14 @@ class CupyStreamer:
             raise ValueError(self.matrix.unchecked or "a must not contain infs or NaNs")
 
     def _fill(self, out, start, stop):
-        """Copy rows ``start:stop`` into pinned ``out``; NumPy sources in parallel chunks (the
-        copies release the GIL), so the host side keeps up with PCIe."""
+        """Copy rows ``start:stop`` into pinned ``out``; NumPy sources on several threads
+        (:func:`~gpulinalg._runtime.staging.parallel_copy`), so the host side keeps up with
+        PCIe."""
         src = self.matrix.source
-        rows = stop - start
-        if not isinstance(src, np.ndarray) or out.nbytes < FILL_THREAD_BYTES * 2:
+        if not isinstance(src, np.ndarray):
             np.copyto(out, self.matrix.panel(start, stop), casting="unsafe")
             return
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(FILL_THREADS)
-        step = -(-rows // FILL_THREADS)
-        jobs = [self._pool.submit(np.copyto, out[i:i + step],
-                                  src[start + i:min(start + i + step, stop)], casting="unsafe")
-                for i in range(0, rows, step)]
-        for job in jobs:
-            job.result()
+        parallel_copy(out, src[start:stop], casting="unsafe")
 
     def host_buffer(self, shape, dtype):
         """A pinned host array the rows of a result are gathered in (asynchronous copies)."""
@@ -113,9 +100,6 @@ class CupyStreamer:
         return np.array(out)
 
     def finish(self):
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
         note(streamed_bytes=self.bytes_moved, stream_seconds=self.seconds,
              h2d_gbps=self.bytes_moved / self.seconds / 1e9 if self.seconds else None,
              panel_rows=self.panel_rows)

@@ -12,6 +12,7 @@ from gpulinalg.decomp.lowrank import (_ooc_cuda, _ooc_xp, _randomized_xp, _trunc
                                       _truncated_host)
 from gpulinalg.decomp.pca import _pca_cuda, _pca_host, _pca_solvers
 from gpulinalg.decomp._kernels import _ritz_cuda
+from gpulinalg._runtime import staging
 from gpulinalg.decomp.lowrank._ooc_source import HostMatrix
 from gpulinalg.decomp.lowrank._truncated_plan import resolve_plan
 
@@ -120,7 +121,7 @@ class Dataset:
 
 @pytest.mark.parametrize("source", ["array", "dataset"])
 def test_streamer_gpu_branch_matches_cpu(fake, rng, source, monkeypatch):
-    monkeypatch.setattr(_ooc_cuda, "FILL_THREAD_BYTES", 1024)  # exercise the threaded fill
+    monkeypatch.setattr(staging, "_MIN_THREAD_BYTES", 1024)  # exercise the threaded fill
     a = known(rng, 3000, 40, 0.8 ** np.arange(40)).astype(np.float32)
     src = a if source == "array" else Dataset(a)
     plan = plan_for(a, 4, method="randomized", out_of_core=True, error_estimate=True)
