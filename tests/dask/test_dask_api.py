@@ -11,6 +11,7 @@ import scipy.linalg as sla
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
+import dask  # noqa: E402
 import gpulinalg  # noqa: E402
 from gpulinalg import decomp  # noqa: E402
 
@@ -107,6 +108,38 @@ def test_cholesky_family(client, rng, dtype, lower):
     _lazy(ld)
     assert ld.shape == ()
     np.testing.assert_allclose(float(ld.compute()), np.linalg.slogdet(a)[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("group", [1, 2, 3, 99])
+@pytest.mark.parametrize("lower", [False, True])
+def test_cholesky_blocks_of_any_height_agree(rng, monkeypatch, group, lower):
+    """Blocks of one tile (the finest graph) up to whole columns give the same factor, with a
+    ragged last tile and the jittered variant's retries."""
+    from gpulinalg.decomp.cholesky import _cholesky_dask
+    monkeypatch.setattr(_cholesky_dask, "row_group", lambda t, workers=None: group)
+    a = _spd(rng, 37)
+    x = da.from_array(a, chunks=5)
+    c = decomp.cholesky(x, lower=lower).compute(scheduler="sync")
+    np.testing.assert_allclose(c, sla.cholesky(a, lower=lower), atol=1e-10)
+    shifted = a - (np.linalg.eigvalsh(a)[0] + 1e-3) * np.eye(37)  # indefinite by a little
+    low, jit = _cholesky_dask.cholesky_jitter(da.from_array(shifted, chunks=5), 1e-6, 8)
+    low, jit = dask.compute(low, jit, scheduler="sync")
+    assert 0 < float(jit)
+    assert np.abs(np.tril(low) - low).max() == 0
+    residual = low @ low.T - shifted
+    assert np.abs(residual - np.diag(np.diag(residual))).max() < 1e-9  # L L^T = a + D
+
+
+def test_row_group_gives_each_worker_a_block():
+    from gpulinalg.decomp.cholesky._cholesky_dask import row_group
+    assert [row_group(8, w) for w in (1, 2, 3, 4, 8, 16)] == [8, 4, 3, 2, 1, 1]
+    assert row_group(8, 0) == 8 and row_group(1, 4) == 1
+
+
+def test_row_group_reads_the_client(client):
+    from gpulinalg.decomp.cholesky._cholesky_dask import row_group
+    threads = sum(client.nthreads().values())
+    assert row_group(12) == -(-12 // threads)
 
 
 def test_cho_solve_with_a_numpy_factor_and_a_dask_rhs(client, rng):

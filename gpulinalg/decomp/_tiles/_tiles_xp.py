@@ -17,8 +17,8 @@ __all__ = ["complex_gaussian", "node_qr", "root_qr", "down", "column_peaks", "pe
            "solve_step", "total", "diag_scale", "potrf_retry", "largest",
            "hermitian", "sketch_moments", "sum_first", "combine_moments", "moments_mean",
            "moments_total", "cholqr_inverse", "mat_part", "sum_times", "rmat_part",
-           "add_pairs", "rmat_finish", "stack_panel", "factor_panel", "update_panel",
-           "panel_rows"]
+           "add_pairs", "rmat_finish", "stack_panel", "factor_panel", "solve_block",
+           "update_block", "rows_of"]
 
 
 def complex_gaussian(gaussian_real, shape, dtype, seed):
@@ -182,10 +182,10 @@ def largest(*steps):
     return np.float64(max([float(p[2]) for p in steps], default=0.0))
 
 
-# -- blocked Cholesky by tile columns (panels): each task writes only the panel it owns --------
+# -- blocked Cholesky by blocks of tile columns: each task writes only the block it owns -------
 
 def stack_panel(tiles):
-    """The C-ordered panel of a tile column: its tiles ``i >= j`` stacked (one copy)."""
+    """The C-ordered block of consecutive tiles of one column, stacked (one copy)."""
     xp = namespace(tiles[0])
     out = xp.empty((sum(int(t.shape[0]) for t in tiles), int(tiles[0].shape[1])),
                    dtype=tiles[0].dtype)
@@ -197,9 +197,10 @@ def stack_panel(tiles):
 
 
 def factor_panel(potrf_fn, trsm_right_fn, panel, offset, scale=None, start=0.0, tries=0):
-    """Step ``k`` on its panel: ``(panel, L_kk, j)``, the diagonal tile's lower Cholesky factor
-    (C order; with ``scale``, of the tile plus ``j I`` as :func:`potrf_retry`) and the tiles
-    below it solved in place, ``X <- X L_kk^-H`` (one TRSM)."""
+    """Step ``k`` on the block of its column that starts at the diagonal tile: ``(panel, L_kk,
+    j)``, the diagonal tile's lower Cholesky factor (C order; with ``scale``, of the tile plus
+    ``j I`` as :func:`potrf_retry`) and the block's tiles below it solved in place, ``X <- X
+    L_kk^-H`` (one TRSM)."""
     w = panel.shape[1]
     top = panel[:w]
     if scale is None:
@@ -213,23 +214,35 @@ def factor_panel(potrf_fn, trsm_right_fn, panel, offset, scale=None, start=0.0, 
     return panel, l, np.float64(j)
 
 
-def update_panel(gemm_fn, herk_fn, panel, step, start):
-    """The update of step ``k`` applied to panel ``j`` in place (``start``: the row of panel
-    ``k`` where tile row ``j`` begins): its diagonal tile's lower triangle ``-= B B^H`` and
-    the tiles below ``-= A B^H``, ``B``/``A`` the rows of panel ``k`` from ``start``."""
-    pk = step[0]
-    w = panel.shape[1]
-    b = pk[start:start + w]
-    if w and b.shape[1]:
-        herk_fn(panel[:w], b)
-        if panel.shape[0] > w:
-            gemm_fn(panel[w:], pk[start + w:], b)
-    return panel
+def solve_block(trsm_right_fn, block, step):
+    """A block of tiles below the diagonal of step ``k``'s column, solved in place with the
+    factor of step ``k`` (:func:`factor_panel`'s ``L_kk``): ``X <- X L_kk^-H``."""
+    trsm_right_fn(step[1], block)
+    return block
 
 
-def panel_rows(step, start, stop):
-    """Rows ``start:stop`` of a factored panel: one tile of ``L`` (a C-contiguous view)."""
-    return step[0][start:stop]
+def update_block(gemm_fn, herk_fn, block, a_src, a_start, b_src, b_start, diag):
+    """The update of step ``k`` applied in place to a block of column ``j``: ``block -= A
+    B^H``, ``A`` the rows of step ``k``'s factored block ``a_src`` from ``a_start`` (as many as
+    ``block`` has), ``B`` tile row ``j`` of column ``k`` (``b_src`` from ``b_start``). ``diag``:
+    the block starts at column ``j``'s diagonal tile, whose lower triangle takes ``-= B B^H``."""
+    w = block.shape[1]
+    a = a_src[a_start:a_start + block.shape[0]]
+    b = b_src[b_start:b_start + w]
+    if not (w and b.shape[1]):
+        return block
+    if diag:
+        herk_fn(block[:w], b)
+        if block.shape[0] > w:
+            gemm_fn(block[w:], a[w:], b)
+    else:
+        gemm_fn(block, a, b)
+    return block
+
+
+def rows_of(block, start, stop):
+    """Rows ``start:stop`` of a factored block: one tile of ``L`` (a C-contiguous view)."""
+    return block[start:stop]
 
 
 # -- randomized PCA: the moments from the first sketch pass, the Cholesky-QR normalizer --------

@@ -1,11 +1,14 @@
 """Blocked Cholesky of a Dask Hermitian positive-definite matrix, its solves and log-determinant,
 as a graph of tile tasks on the workers.
 
-Right-looking, tile by tile (``T`` tiles a side): for each step ``k`` a POTRF of the diagonal
-tile, TRSMs of the tiles below it, and SYRK/GEMM updates ``A_ij -= L_ik L_jk^H`` of the
-trailing lower triangle; each task runs the chunks' own kernels (decomp's GPU engines on CuPy
-tiles, LAPACK on NumPy ones), so a tile stays on the worker that holds it unless the scheduler
-moves it. ``T^3 / 6`` update tasks, ``T^2 / 2`` TRSMs, ``T`` POTRFs.
+Right-looking (``T`` tiles a side): for each step ``k`` a POTRF of the diagonal tile, TRSMs
+of the tiles below it, and SYRK/GEMM updates ``A_ij -= L_ik L_jk^H`` of the trailing lower
+triangle. A task works on a block of ``g`` consecutive tiles of one column (:func:`row_group`):
+with one worker a block is the whole column below the diagonal (one TRSM per step, one update
+per column: the fewest, largest kernel calls); with ``W`` workers about ``W`` blocks per column,
+so a step's updates run on every worker and the chain from one diagonal tile to the next is
+``g`` tiles long, not ``T``. Each task runs the chunks' own kernels (decomp's GPU engines on
+CuPy tiles, LAPACK on NumPy ones).
 
 The matrix must be tiled the same way along both axes (``a.chunks[0] == a.chunks[1]``); only
 the triangle named by ``lower`` is read, as LAPACK's ``potrf``.
@@ -107,43 +110,73 @@ def cholesky_jitter(a: Any, start: float, tries: int) -> tuple[Any, Any]:
     return L, jit
 
 
-def _factor_graph(a, tiles, lower, name, jitter=None):
+def row_group(t, workers=None):
+    """Tiles per block of a column (:mod:`this module <._cholesky_dask>`): ``ceil(t / W)`` for
+    ``W`` threads of the active ``distributed`` client, ``t`` (whole columns) without one (the
+    local schedulers run a task's kernels on every core, or on the one GPU, already)."""
+    if workers is None:
+        from ...distributed import cluster_info
+        info = cluster_info()
+        workers = info["threads"] if info else 1
+    return max(1, -(-t // max(1, int(workers))))
+
+
+def _factor_graph(a, tiles, lower, name, jitter=None, group=None):
     """The tasks of the factorization; ``lkey(i, j)`` (``i >= j``) is the task (or key) of
-    tile ``L_ij``. Key ``(name-P, k)`` holds ``(panel, L_kk, jitter_k)`` after step ``k``;
-    with ``jitter = (start, tries)`` each POTRF retries with growing jitter."""
+    tile ``L_ij``. Key ``(name-P, k)`` holds ``(block, L_kk, jitter_k)`` after step ``k`` (the
+    block of column ``k`` that starts at its diagonal tile); with ``jitter = (start, tries)``
+    each POTRF retries with growing jitter. ``group``: tiles per block (:func:`row_group`)."""
     sizes = a.chunks[0]
     t = len(sizes)
+    g = row_group(t) if group is None else max(1, int(group))
     offsets = [int(v) for v in np.concatenate([[0], np.cumsum(sizes)])]
+
+    def rows(r, j):  # the tile rows of block r of column j (j <= its last row)
+        return range(max(j, r * g), min(t, (r + 1) * g))
 
     def source(i, j):  # tile (i, j) of the lower triangle of a, read from the named triangle
         return (a.name, i, j) if lower else (_tiles_xp.hermitian, (a.name, j, i))
 
-    def panel(k, j):  # panel j after the updates of steps < k (a task for k = 0)
+    def block(k, r, j):  # block r of column j after the updates of steps < k
         if k == 0:
-            return (_tiles_xp.stack_panel, [source(i, j) for i in range(j, t)])
-        return (f"{name}-upd", k, j)
+            return (_tiles_xp.stack_panel, [source(i, j) for i in rows(r, j)])
+        return (f"{name}-upd", k, r, j)
 
     def fkey(k):
         return (f"{name}-P", k)
 
+    def factored(r, k):  # block r of column k, factored: (task or key, its first row)
+        top = rows(r, k)[0]
+        if r == k // g:
+            return (getitem, fkey(k), 0), top
+        return (f"{name}-T", r, k), top
+
     def lkey(i, j):
         if i == j:
             return (getitem, fkey(j), 1)
-        return (_tiles_xp.panel_rows, fkey(j), offsets[i] - offsets[j],
-                offsets[i + 1] - offsets[j])
+        src, top = factored(i // g, j)
+        return (_tiles_xp.rows_of, src, offsets[i] - offsets[top], offsets[i + 1] - offsets[top])
 
     dsk = {}
     retry = ()
     if jitter is not None:
         dsk[(f"{name}-scale",)] = (_tiles_xp.diag_scale, *[(a.name, k, k) for k in range(t)])
         retry = ((f"{name}-scale",), *jitter)
+    last = (t - 1) // g if t else -1
     for k in range(t):
-        dsk[fkey(k)] = (_tiles_xp.factor_panel, _tile_potrf(tiles), tiles.trsm_right, panel(k, k),
-                        offsets[k], *retry)
+        dsk[fkey(k)] = (_tiles_xp.factor_panel, _tile_potrf(tiles), tiles.trsm_right,
+                        block(k, k // g, k), offsets[k], *retry)
+        for r in range(k // g + 1, last + 1):
+            dsk[(f"{name}-T", r, k)] = (_tiles_xp.solve_block, tiles.trsm_right,
+                                        block(k, r, k), fkey(k))
         for j in range(k + 1, t):
-            dsk[(f"{name}-upd", k + 1, j)] = (_tiles_xp.update_panel, tiles.gemm_sub,
-                                            tiles.herk_sub, panel(k, j), fkey(k),
-                                            offsets[j] - offsets[k])
+            b_src, b_top = factored(j // g, k)
+            for r in range(j // g, last + 1):
+                a_src, a_top = factored(r, k)
+                dsk[(f"{name}-upd", k + 1, r, j)] = (
+                    _tiles_xp.update_block, tiles.gemm_sub, tiles.herk_sub, block(k, r, j),
+                    a_src, offsets[rows(r, j)[0]] - offsets[a_top], b_src,
+                    offsets[j] - offsets[b_top], r == j // g)
     return dsk, lkey
 
 
