@@ -58,12 +58,14 @@ clean:
 # On the GPU machine, from a source tree with PYTHONPATH set (creates no venv): the gpu-marked
 # tests with the hand-written kernels on, again with them off (every op on its library route),
 # then the kernel tests under compute-sanitizer where it is installed (memcheck: every kernel
-# test; racecheck, many times slower: the differential tests, which launch every kernel).
+# test; racecheck, many times slower: the differential tests, which launch every kernel). Only
+# our kernels (named gl_*) are instrumented: the library's run at full speed beside them.
 # The suite runs in several processes on the one GPU where pytest-xdist is installed, each
 # with two BLAS threads (a process per core each with a thread per core thrashed the CPUs).
 GPU_WORKERS ?= 10
 GPU_XDIST = $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(GPU_WORKERS)")
 SANITIZER ?= $(shell command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+SANITIZE_OURS = --kernel-name kns=gl_
 # a graph capture fails under the sanitizer (the chain then runs directly, as it should)
 NOT_UNDER_SANITIZER = -k "not replayed"
 .PHONY: gpu-test
@@ -74,6 +76,6 @@ gpu-test:
 	$(PYTHON) -m pytest -m gpu -q tests $(GPU_XDIST)
 	$(PYTHON) -m pytest -m gpu -q tests --custom-kernels=off $(GPU_XDIST)
 	@if [ -n "$(SANITIZER)" ]; then \
-		$(SANITIZER) --tool memcheck --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels $(NOT_UNDER_SANITIZER) && \
-		$(SANITIZER) --tool racecheck --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels/test_kernels_differential_gpu.py $(NOT_UNDER_SANITIZER); \
+		$(SANITIZER) --tool memcheck $(SANITIZE_OURS) --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels $(NOT_UNDER_SANITIZER) && \
+		$(SANITIZER) --tool racecheck $(SANITIZE_OURS) --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels/test_kernels_differential_gpu.py $(NOT_UNDER_SANITIZER); \
 	else echo "compute-sanitizer is absent: the memcheck and racecheck runs are skipped"; fi

@@ -61,13 +61,12 @@ def _dev(x):
 
 
 class _Kernel:
-    """The elementwise kernels of decomp: the triangle zeroing (and restoring) of
+    """The elementwise kernels of decomp: the triangle zeroing (and copying) of
     _cholesky_cuda and the finiteness flag of _finite_cuda."""
 
     def __init__(self, in_params, out_params, operation, name, **options):
-        if not (name.startswith(("gpulinalg_zero_triangle", "gpulinalg_copy_zero",
-                                 "gpulinalg_restore_other"))
-                or name in ("gl_flag_nonfinite", "gl_fill_pointers")):
+        if not name.startswith(("gl_zero_triangle", "gl_copy_zero")) \
+                and name not in ("gl_flag_nonfinite", "gl_fill_pointers"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
 
@@ -83,14 +82,7 @@ class _Kernel:
             if not np.isfinite(np.asarray(x)).all():
                 flag[0] = 1
             return
-        if self.name.startswith("gpulinalg_restore_other"):
-            src, n, lower, x = args
-            CALLS["restore_other"] += 1
-            mask = np.triu(np.ones((n, n), bool), 1) if lower else \
-                np.tril(np.ones((n, n), bool), -1)
-            x[..., mask] = np.asarray(src)[..., mask]
-            return
-        if self.name.startswith("gpulinalg_copy_zero"):
+        if self.name.startswith("gl_copy_zero"):
             src, n, lower, x = args[:4]
             CALLS["copy_zero"] += 1
             if self.name.endswith("_flag"):  # the finiteness flag in the same pass

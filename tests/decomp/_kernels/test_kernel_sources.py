@@ -5,6 +5,7 @@ does, in a few specializations each (the CPU emulations check every specializati
 build besides), and every ``.cu`` file of the package is part of at least one of them."""
 
 import pathlib
+import re
 import types
 
 import numpy as np
@@ -132,3 +133,32 @@ def test_the_emulation_checks_the_kernels_it_builds(monkeypatch, rng):
     code, options = next((c, o) for n, c, o in seen if n == "gl_wide_trsm")
     assert code.startswith("#include <cupy/complex.cuh>\ntypedef double T;")
     assert "--std=c++17" in options
+
+
+#: Where each kernel factory of the package takes the kernel's name (position in the call).
+_NAME_ARG = {"raw_kernel": 0, "elementwise_kernel": 3, "_sized": 0, "RawKernel": 1,
+             "ElementwiseKernel": 3, "ReductionKernel": 6}
+
+
+def test_every_kernel_the_package_builds_is_named_gl():
+    """``make gpu-test`` runs compute-sanitizer on the kernels named ``gl_*`` only (the
+    libraries' kernels run uninstrumented beside them): a kernel of ours named otherwise would
+    escape it."""
+    import ast
+    names = []
+    for path in sorted(PACKAGE.rglob("*.cu")):
+        text = path.read_text(encoding="utf-8")
+        names += re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)",
+                            text)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                getattr(node.func, "id", None)
+            at = _NAME_ARG.get(func)
+            if at is not None and len(node.args) > at and \
+                    isinstance(node.args[at], ast.Constant):
+                names.append(node.args[at].value)
+    assert len(names) > 20, names  # the scan finds the kernels
+    assert [n for n in names if not n.startswith("gl_")] == []
