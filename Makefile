@@ -59,13 +59,13 @@ clean:
 # tests with the hand-written kernels on, again with them off (every op on its library route),
 # then the kernel tests under compute-sanitizer where it is installed (memcheck: every kernel
 # test; racecheck, many times slower: the differential tests, which launch every kernel). Only
-# our kernels (named gl_*) are instrumented: the library's run at full speed beside them.
+# our kernels (named gl_* or gpulinalg_*) are instrumented: the libraries' run at full speed.
 # The suite runs in several processes on the one GPU where pytest-xdist is installed, each
 # with two BLAS threads (a process per core each with a thread per core thrashed the CPUs).
 GPU_WORKERS ?= 10
 GPU_XDIST = $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(GPU_WORKERS)")
 SANITIZER ?= $(shell command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-SANITIZE_OURS = --kernel-name kns=gl_
+SANITIZE_OURS = --kernel-name kns=gl_ --kernel-name kns=gpulinalg_
 # a graph capture fails under the sanitizer (the chain then runs directly, as it should)
 NOT_UNDER_SANITIZER = -k "not replayed"
 .PHONY: gpu-test

@@ -138,7 +138,7 @@ def _cupy_all_finite(a):
         a = a.view(np.empty(0, a.dtype).real.dtype)  # real and imaginary parts side by side
     if not _ALL_FINITE:
         _ALL_FINITE.append(cupy.ReductionKernel("T x", "bool y", "isfinite(x)", "a && b",
-                                                "y = a", "true", "gl_all_finite"))
+                                                "y = a", "true", "gpulinalg_all_finite"))
     return bool(_ALL_FINITE[0](a, axis=-1).all())
 
 

@@ -65,7 +65,7 @@ class _Kernel:
     _cholesky_cuda and the finiteness flag of _finite_cuda."""
 
     def __init__(self, in_params, out_params, operation, name, **options):
-        if not name.startswith(("gl_zero_triangle", "gl_copy_zero")) \
+        if not name.startswith(("gpulinalg_zero_triangle", "gpulinalg_copy_zero")) \
                 and name not in ("gl_flag_nonfinite", "gl_fill_pointers"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name = name
@@ -82,7 +82,7 @@ class _Kernel:
             if not np.isfinite(np.asarray(x)).all():
                 flag[0] = 1
             return
-        if self.name.startswith("gl_copy_zero"):
+        if self.name.startswith("gpulinalg_copy_zero"):
             src, n, lower, x = args[:4]
             CALLS["copy_zero"] += 1
             if self.name.endswith("_flag"):  # the finiteness flag in the same pass

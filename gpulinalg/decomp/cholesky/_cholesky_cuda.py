@@ -367,11 +367,11 @@ def _work_copy(a, dtype, lower, overwrite, clean, slot=None):
 # 32-bit index arithmetic when the array allows it: 64-bit division per element cost ~8 ms on
 # a 32768^2 factor on the H200, several times the 32-bit version.
 _ZERO_BODY = {
-    "gl_zero_triangle32":
+    "gpulinalg_zero_triangle32":
         "unsigned int k = (unsigned int)i, nn = (unsigned int)n;"
         " unsigned int r = (k / nn) % nn, c = k % nn;"
         " if (lower ? c > r : c < r) { x = T(0); }",
-    "gl_zero_triangle":
+    "gpulinalg_zero_triangle":
         "long long r = (i / n) % n, c = i % n;"
         " if (lower ? c > r : c < r) { x = T(0); }",
 }
@@ -384,7 +384,7 @@ def _copy_zero_triangle(src, w, lower, slot=None):
     (an int32 device slot, floating ``src`` only): set to 1 when ``src`` holds NaN or Inf
     (SciPy's ``check_finite`` in the same kernel: one launch less)."""
     w, lower, src = _contiguous(w, lower, src)
-    name = _sized("gl_copy_zero", w)
+    name = _sized("gpulinalg_copy_zero", w)
     if slot is None:
         kernel = elementwise_kernel("S a, int64 n, bool lower", "T x", _COPY_BODY[name], name)
         kernel(src, w.shape[-1], lower, w)
@@ -405,7 +405,7 @@ _COPY_FLAG_BODY = {name: "if (!gl_fin(a)) flag[0] = 1; " + body
 def _zero_triangle(w, lower):
     """Zero the strict upper (``lower=True``) or lower triangle of each matrix, in place."""
     w, lower = _contiguous(w, lower)
-    name = _sized("gl_zero_triangle", w)
+    name = _sized("gpulinalg_zero_triangle", w)
     kernel = elementwise_kernel("int64 n, bool lower", "T x", _ZERO_BODY[name], name)
     kernel(w.shape[-1], lower, w)
 
