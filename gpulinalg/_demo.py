@@ -6,7 +6,8 @@ built by :func:`compare` (or dicts with the same keys: ``step``, ``where``, ``se
 ``cold_seconds``, ``runs``, ``reference``, ``reference_seconds``, ``check``).
 
 Timing: the first call of a step is its cold call (plans, kernels, handles, page faults) and is
-reported on its own; the step's time is the median of several warm calls after it. The reference
+reported on its own; the step's time is the median of several warm calls after it (leaving out
+any in which ``backend="auto"`` timed the side its model did not choose). The reference
 gets one untimed warm-up call, then the median of as many calls; a reference whose one call
 outlasts the time a side may take (a SciPy fit of minutes) is timed by that call alone.
 """
@@ -22,6 +23,7 @@ import numpy as np
 
 from ._runtime import config_context, last_run
 from ._runtime import device as _device
+from ._runtime import measured as _measured
 from ._runtime.dispatch import Op, dispatch
 from ._runtime.errors import FallbackWarning
 
@@ -56,13 +58,18 @@ def timed(fn):
 def _median_runs(fn):
     """Time warm calls of ``fn`` (at least one; more while the tour's time per side lasts);
     return ``(last output, median seconds, number of runs, spread)``, the spread the runs'
-    range over their median (``None`` from one run)."""
+    range over their median (``None`` from one run). A run in which ``backend="auto"`` sent a
+    call to the side its cost model did not choose, to time it (a call's first repeats, see
+    :mod:`gpulinalg._runtime.measured`), is left out: the figures are the steady state."""
     most, budget = _RUNS[_tour.size]
-    times = []
-    while True:
+    times, spent = [], 0.0
+    for attempt in range(most + 4):  # a few more for the learning runs left out
+        before = _measured.probes()
         out, t = timed(fn)
-        times.append(t)
-        if len(times) >= most or sum(times) + statistics.median(times) > budget:
+        spent += t
+        if _measured.probes() == before or (attempt == most + 3 and not times):
+            times.append(t)
+        if len(times) >= most or (times and spent + statistics.median(times) > budget):
             break
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if len(times) > 1 and median > 0 else None

@@ -7,6 +7,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -149,6 +150,27 @@ def test_compare_times_warm_runs_after_a_cold_one(monkeypatch):
     assert not own["same_engine"]
     gpu = _demo.compare("step", ours, ref, "X", lambda a, b: True, place=lambda: "gpu")
     assert not gpu["same_engine"] and "same engine" not in _demo.format_row(gpu)
+
+
+def test_warm_runs_leave_out_the_ones_auto_spent_measuring_the_other_side(monkeypatch):
+    """A run in which backend="auto" timed the side its model did not choose (a slow call
+    once per signature) would make the warm spread hide any ratio: it is not counted."""
+    from gpulinalg._runtime import measured
+    monkeypatch.setattr(_demo._tour, "size", "small")
+    n = {"calls": 0}
+
+    def ours():
+        n["calls"] += 1
+        if n["calls"] in (2, 3):  # these two went to the other side, ten times slower
+            measured._probes[0] += 1
+            time.sleep(0.02)
+        else:
+            time.sleep(0.002)
+        return n["calls"]
+    _, median, runs, spread = _demo._median_runs(ours)
+    most = _demo._RUNS["small"][0]
+    assert runs == most and n["calls"] == most + 2
+    assert median < 0.01 and spread < 2
 
 
 def test_format_row_keeps_the_no_gpu_reason_off_the_rows():

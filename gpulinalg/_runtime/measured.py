@@ -17,8 +17,8 @@ side the model thinks several times slower), and no side the model expects to ta
 import math
 import threading
 
-__all__ = ["signature", "choose", "record", "mark_warm", "is_warm", "forget", "EXPLORE_RATIO",
-           "COLD_RATIO", "PROBE_MAX_S"]
+__all__ = ["signature", "choose", "record", "mark_warm", "is_warm", "forget", "probes",
+           "EXPLORE_RATIO", "COLD_RATIO", "PROBE_MAX_S"]
 
 #: The cost model's choice stands without measuring when it makes the other side this many
 #: times slower.
@@ -33,6 +33,7 @@ PROBE_MAX_S = 0.25
 _lock = threading.Lock()
 _seconds: dict = {}  # signature -> {"cpu": s, "gpu": s} (the least warm time seen)
 _warm: set = set()  # (operation name, side) that ran there in this process
+_probes = [0]  # calls sent to the side the model did not choose, to be timed
 
 
 def signature(name, job_bytes, flops):
@@ -63,6 +64,8 @@ def choose(key, cpu_s, gpu_s):
     if (cpu_s if other == "cpu" else gpu_s) > PROBE_MAX_S or \
             (other == "gpu" and (key[0], "gpu") not in _warm and ratio > COLD_RATIO):
         return model, False, None
+    with _lock:
+        _probes[0] += 1
     return other, True, (f"measuring the {other} side (the model's {model} side took "
                          f"{seen[model] * 1e3:.3g} ms)")
 
@@ -84,6 +87,12 @@ def mark_warm(name, side):
 def is_warm(name, side):
     """Whether ``name`` ran on ``side`` before in this process (its runs there are timed)."""
     return (name, side) in _warm
+
+
+def probes():
+    """How many calls :func:`choose` has sent to the side the cost model did not choose, to
+    time it (a timing loop leaves those runs out of a steady-state figure)."""
+    return _probes[0]
 
 
 def forget():

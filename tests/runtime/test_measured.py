@@ -25,8 +25,20 @@ def test_close_sides_are_measured_in_turn_then_the_faster_serves():
     side, measure, why = measured.choose(KEY, 1e-3, 2e-3)
     assert (side, measure) == ("gpu", True) and "measuring the gpu side" in why
     measured.record(KEY, "gpu", 1e-3)
+    before = measured.probes()
     side, measure, why = measured.choose(KEY, 1e-3, 2e-3)
     assert (side, measure) == ("gpu", False) and why.startswith("measured here: cpu 5 ms")
+    assert measured.probes() == before  # a settled signature sends nothing to be timed
+
+
+def test_probes_count_the_calls_sent_to_the_other_side():
+    measured.mark_warm("test.op", "gpu")
+    before = measured.probes()
+    measured.choose(KEY, 1e-3, 2e-3)  # the model's side, timed: not a probe
+    assert measured.probes() == before
+    measured.record(KEY, "cpu", 5e-3)
+    measured.choose(KEY, 1e-3, 2e-3)  # the gpu side, to be timed
+    assert measured.probes() == before + 1
 
 
 def test_a_cold_gpu_is_not_tried_for_a_call_the_model_finds_much_cheaper_on_the_cpu():
