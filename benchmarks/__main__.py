@@ -27,7 +27,8 @@ SUITES = ("dense", "dense_overhead", "dense_torch", "dense_torch_host", "dense_t
           "decomp_gradients", "sparse", "gp", "gp_phases", "gp_large", "gp_scale", "dask",
           "cpu_parity", "pca_sklearn", "auto_regret")
 #: One-off investigations (``benchmarks/studies/``): printed figures or files of their own.
-STUDIES = ("dense_clocks", "dask_placement", "decomp_solves", "faults_report", "host_transfer")
+STUDIES = ("dense_clocks", "dask_placement", "dask_cholesky_sim", "decomp_solves", "faults_report",
+           "host_transfer")
 #: name -> module of every command (``suites/decomp_kernels.py`` is no command: it is the
 #: ``kernels`` section of ``decomp_batched``).
 NAMES = {**{n: f"benchmarks.suites.{n}" for n in SUITES},

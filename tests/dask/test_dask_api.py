@@ -130,16 +130,16 @@ def test_cholesky_blocks_of_any_height_agree(rng, monkeypatch, group, lower):
     assert np.abs(residual - np.diag(np.diag(residual))).max() < 1e-9  # L L^T = a + D
 
 
-def test_row_group_gives_each_worker_a_block():
+def test_row_group_whole_columns_for_one_worker_single_tiles_for_more():
     from gpulinalg.decomp.cholesky._cholesky_dask import row_group
-    assert [row_group(8, w) for w in (1, 2, 3, 4, 8, 16)] == [8, 4, 3, 2, 1, 1]
-    assert row_group(8, 0) == 8 and row_group(1, 4) == 1
+    assert [row_group(8, w) for w in (0, 1, 2, 4, 16)] == [8, 8, 1, 1, 1]
+    assert row_group(0, 1) == 1
 
 
 def test_row_group_reads_the_client(client):
     from gpulinalg.decomp.cholesky._cholesky_dask import row_group
-    threads = sum(client.nthreads().values())
-    assert row_group(12) == -(-12 // threads)
+    assert sum(client.nthreads().values()) == 2 and row_group(12) == 1
+    assert row_group(12, 1) == 12
 
 
 def test_cho_solve_with_a_numpy_factor_and_a_dask_rhs(client, rng):

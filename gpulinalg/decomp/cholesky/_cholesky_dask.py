@@ -4,11 +4,12 @@ as a graph of tile tasks on the workers.
 Right-looking (``T`` tiles a side): for each step ``k`` a POTRF of the diagonal tile, TRSMs
 of the tiles below it, and SYRK/GEMM updates ``A_ij -= L_ik L_jk^H`` of the trailing lower
 triangle. A task works on a block of ``g`` consecutive tiles of one column (:func:`row_group`):
-with one worker a block is the whole column below the diagonal (one TRSM per step, one update
-per column: the fewest, largest kernel calls); with ``W`` workers about ``W`` blocks per column,
-so a step's updates run on every worker and the chain from one diagonal tile to the next is
-``g`` tiles long, not ``T``. Each task runs the chunks' own kernels (decomp's GPU engines on
-CuPy tiles, LAPACK on NumPy ones).
+on one worker a block is the whole column below the diagonal (one TRSM per step, one update
+per column: the fewest, largest kernel calls); on several workers a block is one tile, so a
+step's updates spread over the workers and the chain from one diagonal tile to the next is one
+tile's TRSM and update, not a column's (``benchmarks/studies/dask_cholesky_sim.py`` simulates
+both on ``W`` workers). Each task runs the chunks' own kernels (decomp's GPU engines on CuPy
+tiles, LAPACK on NumPy ones).
 
 The matrix must be tiled the same way along both axes (``a.chunks[0] == a.chunks[1]``); only
 the triangle named by ``lower`` is read, as LAPACK's ``potrf``.
@@ -111,14 +112,15 @@ def cholesky_jitter(a: Any, start: float, tries: int) -> tuple[Any, Any]:
 
 
 def row_group(t, workers=None):
-    """Tiles per block of a column (:mod:`this module <._cholesky_dask>`): ``ceil(t / W)`` for
-    ``W`` threads of the active ``distributed`` client, ``t`` (whole columns) without one (the
-    local schedulers run a task's kernels on every core, or on the one GPU, already)."""
+    """Tiles per block of a column (:mod:`this module <._cholesky_dask>`): ``t`` (whole
+    columns) for one worker, 1 (single tiles) for more. ``workers``: the threads of the active
+    ``distributed`` client; without one, 1 (the local schedulers run a task's kernels on every
+    core, or on the one GPU, already)."""
     if workers is None:
         from ...distributed import cluster_info
         info = cluster_info()
         workers = info["threads"] if info else 1
-    return max(1, -(-t // max(1, int(workers))))
+    return max(1, t) if int(workers) <= 1 else 1
 
 
 def _factor_graph(a, tiles, lower, name, jitter=None, group=None):
