@@ -61,7 +61,8 @@ clean:
 # test; racecheck, many times slower: the differential tests, which launch every kernel). Only
 # our kernels (named gl_* or gpulinalg_*) are instrumented: the libraries' run at full speed.
 # The suite runs in several processes on the one GPU where pytest-xdist is installed, each
-# with two BLAS threads (a process per core each with a thread per core thrashed the CPUs).
+# with two BLAS threads (a process per core each with a thread per core thrashed the CPUs),
+# decomp apart from the rest (all at once, the memory-hungry tests ran an 80 GB card out).
 GPU_WORKERS ?= 10
 GPU_XDIST = $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(GPU_WORKERS)")
 SANITIZER ?= $(shell command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
@@ -73,8 +74,10 @@ gpu-test: export OMP_NUM_THREADS = 2
 gpu-test: export OPENBLAS_NUM_THREADS = 2
 gpu-test: export MKL_NUM_THREADS = 2
 gpu-test:
-	$(PYTHON) -m pytest -m gpu -q tests $(GPU_XDIST)
-	$(PYTHON) -m pytest -m gpu -q tests --custom-kernels=off $(GPU_XDIST)
+	$(PYTHON) -m pytest -m gpu -q tests/decomp $(GPU_XDIST)
+	$(PYTHON) -m pytest -m gpu -q tests --ignore=tests/decomp $(GPU_XDIST)
+	$(PYTHON) -m pytest -m gpu -q tests/decomp --custom-kernels=off $(GPU_XDIST)
+	$(PYTHON) -m pytest -m gpu -q tests --ignore=tests/decomp --custom-kernels=off $(GPU_XDIST)
 	@if [ -n "$(SANITIZER)" ]; then \
 		$(SANITIZER) --tool memcheck $(SANITIZE_OURS) --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels $(NOT_UNDER_SANITIZER) && \
 		$(SANITIZER) --tool racecheck $(SANITIZE_OURS) --error-exitcode 1 $(PYTHON) -m pytest -m gpu -q -p no:cacheprovider tests/decomp/_kernels/test_kernels_differential_gpu.py $(NOT_UNDER_SANITIZER); \
