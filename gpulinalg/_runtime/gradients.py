@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from . import records as _records
+
 __all__ = ["differentiable", "rule", "needs_grad", "call", "RULES", "FUNCTIONS"]
 
 #: Gradient rules by the public function's name: ``rule(fn, *args, **kwargs)``.
@@ -50,13 +52,32 @@ def rule(op: str) -> Callable:
     return register
 
 
-def _any_requires_grad(values) -> bool:
+#: Argument types that never hold a tensor (skipped by one set lookup: a negative ``isinstance``
+#: against torch's ``Tensor`` costs several times as much).
+_PLAIN = frozenset({type(None), str, bool, int, float, complex})
+
+
+def _any_requires_grad(values, tensor) -> bool:
     for v in values:
-        if getattr(v, "requires_grad", False) is True:
-            return True
-        if isinstance(v, (tuple, list)) and _any_requires_grad(v):  # NamedTuples (aux) too
-            return True
+        kind = type(v)
+        if kind is tensor or (kind not in _PLAIN and isinstance(v, tensor)):
+            if v.requires_grad:
+                return True
+        elif kind is tuple or kind is list or (kind not in _PLAIN and isinstance(
+                v, (tuple, list))):  # a (c, lower) pair, an aux NamedTuple
+            if _any_requires_grad(v, tensor):
+                return True
     return False
+
+
+def _torch_recording():
+    """torch's ``Tensor`` type while torch is imported and autograd records, else ``None``."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if not _COMPILING and hasattr(torch, "compiler"):
+        _COMPILING.append(torch.compiler.is_compiling)
+    return torch.Tensor if torch.is_grad_enabled() else None
 
 
 def needs_grad(*values: Any) -> bool:
@@ -67,25 +88,32 @@ def needs_grad(*values: Any) -> bool:
     >>> needs_grad(1.0, (2.0, True))
     False
     """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    if not _COMPILING and hasattr(torch, "compiler"):
-        _COMPILING.append(torch.compiler.is_compiling)
-    return torch.is_grad_enabled() and _any_requires_grad(values)
+    tensor = _torch_recording()
+    return tensor is not None and _any_requires_grad(values, tensor)
 
 
 def differentiable(op: str) -> Callable:
     """Decorator of a public function ``op``: torch inputs that require grad go through its
     registered rule; without one the call raises ``NotImplementedError`` (never a detached
-    result)."""
+    result). Over a :func:`~gpulinalg._runtime.dispatch.front_door` it runs the door in its
+    own frame (every public call pays the frames it passes through)."""
     def wrap(fn):
+        inner, failed = getattr(fn, "front_door", (fn, None))
+
         @functools.wraps(fn)
         def guarded(*args, **kwargs):
             if _COMPILING and _COMPILING[0]():  # torch.compile: a graph break, run eagerly
                 return _eager(guarded)(*args, **kwargs)
-            if not needs_grad(*args, *kwargs.values()):
-                return fn(*args, **kwargs)
+            tensor = _torch_recording()
+            if tensor is None or not (_any_requires_grad(args, tensor) or (
+                    kwargs and _any_requires_grad(kwargs.values(), tensor))):
+                if failed is None:
+                    return inner(*args, **kwargs)
+                before = _records.local.record
+                try:
+                    return inner(*args, **kwargs)
+                except Exception as exc:
+                    return failed(args, kwargs, exc, before)
             grad_rule = RULES.get(op)
             if grad_rule is None:
                 raise NotImplementedError(
