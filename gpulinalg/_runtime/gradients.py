@@ -52,21 +52,30 @@ def rule(op: str) -> Callable:
     return register
 
 
-#: Argument types that never hold a tensor (skipped by one set lookup: a negative ``isinstance``
-#: against torch's ``Tensor`` costs several times as much).
-_PLAIN = frozenset({type(None), str, bool, int, float, complex})
+#: What an argument's type is to the grad check: 1 a torch tensor, 2 a tuple or list (looked
+#: into), 0 neither; learnt once per type (a negative ``isinstance`` against torch's ``Tensor``
+#: costs more than the lookup, and a CuPy or NumPy argument would pay it on every call).
+_ROLES: dict = {}
+
+
+def _role(kind, tensor):
+    role = 1 if issubclass(kind, tensor) else 2 if issubclass(kind, (tuple, list)) else 0
+    if len(_ROLES) < 256:
+        _ROLES[kind] = role
+    return role
 
 
 def _any_requires_grad(values, tensor) -> bool:
     for v in values:
         kind = type(v)
-        if kind is tensor or (kind not in _PLAIN and isinstance(v, tensor)):
+        role = _ROLES.get(kind)
+        if role is None:
+            role = _role(kind, tensor)
+        if role == 1:
             if v.requires_grad:
                 return True
-        elif kind is tuple or kind is list or (kind not in _PLAIN and isinstance(
-                v, (tuple, list))):  # a (c, lower) pair, an aux NamedTuple
-            if _any_requires_grad(v, tensor):
-                return True
+        elif role == 2 and _any_requires_grad(v, tensor):  # a (c, lower) pair, an aux NamedTuple
+            return True
     return False
 
 
