@@ -590,11 +590,6 @@ def _auto_side(op, nbytes, args, kwargs):
     return side, key if measure else None, why
 
 
-def _host_bytes(values):
-    """Bytes of the host arrays and host matrices among ``values`` (nested too)."""
-    return _host.arrays_bytes(values, None, host_only=True)
-
-
 def _decide_gpu(op, settings, nbytes):
     """The GPU route of ``op`` when its estimate ``nbytes`` fits (or a lighter variant's, or
     the out-of-core route); else the CPU fallback, or ``OutOfMemoryError`` under

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg._runtime import budget, measured
+from gpulinalg._runtime import budget, host_check, measured
 from gpulinalg._runtime import dispatch as _dispatch
 
 KEY = measured.signature("test.op", 1000, 1e6)
@@ -132,5 +132,6 @@ def test_forced_backends_measure_nothing(fake_gpu, where):
 def test_host_bytes_count_host_arrays_and_host_matrices():
     from gpulinalg.decomp.lowrank._ooc_source import HostMatrix
     a = np.ones((10, 10))
-    got = _dispatch._host_bytes((a, [a[:5]], {"m": HostMatrix(np.ones((4, 4)), np.float32)}, 3))
+    got = host_check.arrays_bytes(
+        (a, [a[:5]], {"m": HostMatrix(np.ones((4, 4)), np.float32)}, 3), None, host_only=True)
     assert got == 800 + 400 + 64
