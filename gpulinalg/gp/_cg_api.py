@@ -64,6 +64,8 @@ def predict(xq, train, scale, shift, plan, mode, noise, options, like):
     if mode != "mean":  # per query block: the cross-kernel and the Krylov block of its columns
         nbytes += 8 * (8 * rows * n + (m * m if mode == "cov" else 0))
         flops += 2.0 * n * n * (m + d) * ESTIMATED_ITERATIONS
+    if mode == "std" and options.variance != "exact":  # the LOVE factor that may be built
+        nbytes += 8 * n * min(options.lanczos_rank, n)
     return dispatch(Op("gp.predict", _engine_cuda.cg_predict, _engine_host.cg_predict,
                        (xq, train, np.atleast_1d(scale), np.atleast_1d(shift)),
                        {"plan": plan, "mode": mode, "noise": noise, "options": options},

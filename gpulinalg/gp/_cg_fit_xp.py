@@ -17,19 +17,23 @@ solves for the targets ``y`` and ``s`` probes ``z_j ~ N(0, P)`` at once, and giv
   kernel's derivatives row block by row block (:meth:`~._kernels_xp.KernelPlan.contract`),
   its rows made on the fly from ``n x (t + s + r)`` factors.
 
-``predict``'s mean comes from the cached ``alpha``; its standard deviation (or covariance)
-from solves ``K^-1 k(X, X*)`` by the same conjugate gradients, one column per query point.
+``predict``'s mean comes from the cached ``alpha``; its covariance from solves
+``K^-1 k(X, X*)`` by the same conjugate gradients, one column per query point; its standard
+deviation from those solves or from a LOVE factor ``K^-1 ~ R R^T`` cached on the model
+(:mod:`._love_xp`), as ``CGOptions.variance`` says.
 """
 
 import math
 
 import numpy as np
 
+from .._runtime.arrays import to_host
 from .._runtime.dispatch import note
-from .._runtime.errors import IllConditionedWarning, warn
+from .._runtime.errors import IllConditionedWarning, ResidualWarning, warn
 from .._runtime.validation import namespace
 from ._cg_xp import logdet_quadrature, mbcg
 from ._fit_xp import predict_body
+from ._love_xp import CHECKS, lanczos_factor, variance_method
 from ._mixed_xp import Operator
 from ._precond_xp import Preconditioner
 from ._results import GPSolveResult
@@ -142,29 +146,88 @@ def cg_fit_body(la, x, y, noise, *, plan, options):
     return GPSolveResult(alpha.reshape(y.shape), None, logdet, lml, 0.0)
 
 
-def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options):
+def _solver(state, la, plan, x, noise, options):
+    """``(op, pre)`` of a predict call, the preconditioner built on the first block that
+    needs it."""
+    if "pre" not in state:
+        state["pre"] = Preconditioner(la, plan, x, noise, options.precond_rank)
+        state["op"], state["iterations"] = Operator(plan, x, noise), 0
+    return state["op"], state["pre"]
+
+
+def _love(state, la, plan, x, noise, options, kT, prior):
+    """A new :class:`._love_xp.LoveFactor` checked at ``CHECKS`` of this block's query points
+    (seeded), their exact quadratic forms by one conjugate-gradient run."""
+    xp = namespace(kT)
+    op, pre = _solver(state, la, plan, x, noise, options)
+    c = min(CHECKS, kT.shape[1])
+    cols = np.sort(np.random.default_rng(options.seed).choice(kT.shape[1], c, replace=False))
+    kc = xp.ascontiguousarray(kT[:, xp.asarray(cols)])
+    res = _solve(op, kc, pre, options, "the Lanczos factor's check")
+    exact = to_host((kc * res.x).sum(axis=0))
+    factor = lanczos_factor(op, kc, exact, to_host(prior)[cols], rank=options.lanczos_rank,
+                            tol=options.lanczos_tol, seed=options.seed)
+    factor.check_iterations = res.iterations
+    if not factor.passed and options.variance == "lanczos":
+        warn(f"the Lanczos factor of predict's variances reached rank {factor.rank} with a "
+             f"check error of {factor.check_error:.2g} in the standard deviation > "
+             f"lanczos_tol = {options.lanczos_tol:g}; raise cg_options['lanczos_rank'] or use "
+             "variance='exact'", ResidualWarning)
+    elif not factor.passed:  # "auto" takes exact solves from now on: the factor is not kept
+        factor.R = None
+    return factor
+
+
+def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options, cache=None):
     """``predict`` on a model fitted by the matrix-free solver: the mean ``K(X*, X) alpha``,
-    and for ``mode`` "std" or "cov" the spread ``k(X*) - K(X*, X) K^-1 K(X, X*)`` with
-    ``K^-1 K(X, X*)`` by conjugate gradients (one column per query point, in
-    :func:`._fit_xp.predict_body`'s query blocks)."""
+    and for ``mode`` "std" or "cov" the spread ``k(X*) - K(X*, X) K^-1 K(X, X*)``, in
+    :func:`._fit_xp.predict_body`'s query blocks, with ``K^-1 K(X, X*)`` by conjugate
+    gradients (one column per query point) or, for "std" where ``options.variance`` says so
+    (:func:`._love_xp.variance_method`), from the LOVE factor kept in ``cache.love``
+    (built here when there is none: :mod:`._love_xp`)."""
     state = {}
     noise = _on(namespace(a), noise)
+    love = getattr(cache, "love", None)
+    cached = love is not None
+    method = "exact" if mode != "std" else variance_method(
+        options.variance, xq.shape[0], love.passed if cached else None)
 
-    def spread(kT, prior, full=False):
-        if "pre" not in state:  # built on the first block that needs it
-            state["pre"] = Preconditioner(la, plan, x, noise, options.precond_rank)
-            state["op"], state["iterations"] = Operator(plan, x, noise), 0
-        res = _solve(state["op"], kT, state["pre"], options, "predictive variances")
+    def exact(kT, prior, full=False):
+        op, pre = _solver(state, la, plan, x, noise, options)
+        res = _solve(op, kT, pre, options, "predictive variances")
         state["iterations"] += res.iterations
-        _noted(res, state["pre"], options, kT.shape[1],
-               cg_iterations_total=state["iterations"])
+        _noted(res, pre, options, kT.shape[1], cg_iterations_total=state["iterations"],
+               variance="exact", variance_option=options.variance)
         if full:
             q = kT.T @ res.x
             return prior - 0.5 * (q + q.T)
         return prior - (kT * res.x).sum(axis=0)
 
+    def spread(kT, prior, full=False):
+        nonlocal love, method
+        if method == "lanczos" and love is None:
+            love = _love(state, la, plan, x, noise, options, kT, prior)
+            if cache is not None:
+                cache.love = love
+            if not love.passed and options.variance == "auto":
+                method = "exact"
+            note(lanczos_rank=love.rank, lanczos_steps=love.steps,
+                 lanczos_check_error=love.check_error, lanczos_check_passed=love.passed,
+                 lanczos_check_iterations=love.check_iterations, lanczos_checks=min(
+                     CHECKS, kT.shape[1]), lanczos_max_rank=options.lanczos_rank,
+                 lanczos_tol=options.lanczos_tol, lanczos_cached=False)
+        if method == "exact":
+            return exact(kT, prior, full)
+        note(solver="cg", variance="lanczos", variance_option=options.variance)
+        return prior - love.quadratic(kT)
+
     if mode == "mean":
         note(solver="cg")
+    elif method == "lanczos" and cached:
+        note(lanczos_rank=love.rank, lanczos_steps=love.steps,
+             lanczos_check_error=love.check_error, lanczos_check_passed=love.passed,
+             lanczos_max_rank=options.lanczos_rank, lanczos_tol=options.lanczos_tol,
+             lanczos_cached=True)
     return predict_body(la, xq, x, None, a, scale, shift, None, None, None, plan=plan,
                         mode=mode, spread=spread)
 
@@ -186,4 +249,4 @@ class CGOperations:
     def predict(self, xq, train, scale, shift, *, plan, mode, noise, options):
         x, _, a = self.la.training(train)
         return cg_predict_body(self.la, xq, x, a, scale, shift, plan=plan, mode=mode,
-                               noise=noise, options=options)
+                               noise=noise, options=options, cache=train)

@@ -6,10 +6,12 @@ import dataclasses
 import numbers
 from typing import Any
 
-__all__ = ["CGOptions", "SOLVERS", "cg_options", "resolve_solver"]
+__all__ = ["CGOptions", "SOLVERS", "VARIANCES", "cg_options", "resolve_solver"]
 
 #: The values of ``GaussianProcessRegressor(solver=...)``.
 SOLVERS = ("auto", "cholesky", "cg")
+#: The values of ``CGOptions.variance``.
+VARIANCES = ("auto", "lanczos", "exact")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +34,24 @@ class CGOptions:
         trace terms of the gradient.
     seed : int, default 0
         Seed of the probes: the same vectors at every evaluation, so that the optimizer sees
-        one smooth objective.
+        one smooth objective; also of the Lanczos process's starting block.
+    variance : {"auto", "lanczos", "exact"}, default "auto"
+        How ``predict(return_std=True)`` gets ``k(X*, X) K^-1 k(X, X*)``. ``"exact"``:
+        conjugate-gradient solves, one column per query point. ``"lanczos"``: LOVE (Pleiss et
+        al. 2018): a rank-``r`` factor ``K^-1 ~ R R^T`` by block Lanczos, built at the first
+        ``predict`` that needs it and cached on the fitted model (a refit drops it), then one
+        product with ``R`` per query block; its rank grows until the standard deviations of
+        32 of that first call's query points are within ``lanczos_tol`` of their exact
+        values, and where ``lanczos_rank`` is reached first it warns
+        (:class:`~gpulinalg.ResidualWarning`). ``"auto"``: the factor once it is cached, or
+        from 1000 query points on (below, the exact solves cost less than building it);
+        where it fails its check, exact solves for this and later calls. ``return_cov``
+        always takes exact solves.
+    lanczos_rank : int, default 1024
+        Largest rank of the Lanczos factor (``n x r`` numbers are kept on the model).
+    lanczos_tol : float, default 1e-4
+        The factor's check: the largest difference of standard deviation at the check points,
+        in the kernel's units (``normalize_y``'s scale is applied after).
 
     Examples
     --------
@@ -42,6 +61,10 @@ class CGOptions:
     Traceback (most recent call last):
     ...
     ValueError: cg_options['n_probes'] must be an int >= 1, got 0
+    >>> CGOptions(variance="love")
+    Traceback (most recent call last):
+    ...
+    ValueError: cg_options['variance'] must be one of ('auto', 'lanczos', 'exact'), got 'love'
     """
 
     tol: float = 1e-6
@@ -49,12 +72,20 @@ class CGOptions:
     precond_rank: int = 100
     n_probes: int = 32
     seed: int = 0
+    variance: str = "auto"
+    lanczos_rank: int = 1024
+    lanczos_tol: float = 1e-4
 
     def __post_init__(self):
-        tol = self.tol
-        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
-            raise ValueError(f"cg_options['tol'] must be a number in (0, 1), got {tol!r}")
-        for name, low in (("max_iter", 1), ("precond_rank", 0), ("n_probes", 1), ("seed", 0)):
+        for name in ("tol", "lanczos_tol"):
+            tol = getattr(self, name)
+            if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
+                raise ValueError(f"cg_options[{name!r}] must be a number in (0, 1), got {tol!r}")
+        if not isinstance(self.variance, str) or self.variance not in VARIANCES:
+            raise ValueError(f"cg_options['variance'] must be one of {VARIANCES}, got "
+                             f"{self.variance!r}")
+        for name, low in (("max_iter", 1), ("precond_rank", 0), ("n_probes", 1), ("seed", 0),
+                          ("lanczos_rank", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
                 raise ValueError(f"cg_options[{name!r}] must be an int >= {low}, got {value!r}")
@@ -69,7 +100,7 @@ def cg_options(options: Any) -> CGOptions:
     >>> cg_options({"rank": 20})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown cg_options key(s) ['rank']; known: ['max_iter', 'n_probes', ...]
+    ValueError: unknown cg_options key(s) ['rank']; known: ['lanczos_rank', 'lanczos_tol', ...]
     """
     if options is None:
         return CGOptions()

@@ -47,13 +47,15 @@ class _Training:
     need; ``None`` otherwise. ``cg``: for a model fitted by the matrix-free solver (no
     factor), ``(noise, options)`` for predict's solves; ``None`` otherwise. ``precision``:
     the precision ``fit``'s engine ran at (``"float64"`` or ``"mixed"``), set by it; not
+    pickled. ``love``: the matrix-free solver's cached LOVE factor
+    (:class:`._love_xp.LoveFactor`), made by its first ``predict`` that needs it; not
     pickled."""
 
-    __slots__ = ("x", "L", "alpha", "device", "keep", "refine", "cg", "precision")
+    __slots__ = ("x", "L", "alpha", "device", "keep", "refine", "cg", "precision", "love")
 
     def __init__(self, x, L, alpha, keep, refine=None, cg=None):
         self.x, self.L, self.alpha, self.device, self.keep = x, L, alpha, None, keep
-        self.refine, self.cg, self.precision = refine, cg, None
+        self.refine, self.cg, self.precision, self.love = refine, cg, None, None
 
     @property
     def host(self):
@@ -69,7 +71,7 @@ class _Training:
         (self.x, self.L, self.alpha), self.keep, *rest = state
         self.refine = rest[0] if rest else None
         self.cg = rest[1] if len(rest) > 1 else None
-        self.device = self.precision = None
+        self.device = self.precision = self.love = None
 
 
 def _on_dask(op, dask_fn, args, kwargs):
