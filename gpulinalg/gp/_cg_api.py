@@ -9,7 +9,8 @@ from .._runtime.dispatch import Op, dispatch
 from . import _engine_cuda, _engine_host
 from ._kernels_xp import BLOCK_ELEMENTS, PREDICT_BLOCK_ELEMENTS
 
-__all__ = ["cg_cost", "log_marginal_likelihood", "fit", "predict", "needs_plan"]
+__all__ = ["cg_cost", "log_marginal_likelihood", "fit", "predict", "needs_plan", "lml_op",
+           "fit_op", "lightest", "DETAILS"]
 
 #: Iterations the cost estimate assumes (the preconditioned runs measured take 10 to 60).
 ESTIMATED_ITERATIONS = 50
@@ -36,22 +37,44 @@ def cg_cost(n, t, d, options, gradient=True):
     return nbytes, per_iteration * ESTIMATED_ITERATIONS + 2.0 * n * r * r
 
 
-def log_marginal_likelihood(x, y, noise, plan, eval_gradient, options):
-    """One dispatch of ``gp.log_marginal_likelihood`` on the matrix-free solver."""
+#: The record's details of a matrix-free run chosen as the lightest rung of ``solver="auto"``.
+DETAILS = {"solver": "cg"}
+
+
+def lml_op(x, y, noise, plan, eval_gradient, options):
+    """The :class:`~gpulinalg._runtime.dispatch.Op` of ``gp.log_marginal_likelihood`` on the
+    matrix-free solver (dispatched alone, or the last ``lighter`` rung of the Cholesky one)."""
     n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
     nbytes, flops = cg_cost(n, t, x.shape[1], options, eval_gradient)
-    return dispatch(Op("gp.log_marginal_likelihood", _engine_cuda.cg_log_marginal_likelihood,
-                       _engine_host.cg_log_marginal_likelihood, (x, y, noise),
-                       {"plan": plan, "eval_gradient": eval_gradient, "options": options},
-                       nbytes=nbytes, flops=flops, like=y))
+    return Op("gp.log_marginal_likelihood", _engine_cuda.cg_log_marginal_likelihood,
+              _engine_host.cg_log_marginal_likelihood, (x, y, noise),
+              {"plan": plan, "eval_gradient": eval_gradient, "options": options},
+              nbytes=nbytes, flops=flops, like=y, details=DETAILS)
+
+
+def log_marginal_likelihood(x, y, noise, plan, eval_gradient, options):
+    """One dispatch of ``gp.log_marginal_likelihood`` on the matrix-free solver."""
+    return dispatch(lml_op(x, y, noise, plan, eval_gradient, options))
+
+
+def fit_op(x, y, noise, plan, options):
+    """The :class:`~gpulinalg._runtime.dispatch.Op` of ``gp.fit``'s final solve on the
+    matrix-free solver (dispatched alone, or the last ``lighter`` rung of the Cholesky one)."""
+    n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
+    nbytes, flops = cg_cost(n, t, x.shape[1], options, False)
+    return Op("gp.fit", _engine_cuda.cg_fit, _engine_host.cg_fit, (x, y, noise),
+              {"plan": plan, "options": options}, nbytes=nbytes, flops=flops, like=y,
+              details=DETAILS)
 
 
 def fit(x, y, noise, plan, options):
     """One dispatch of ``gp.fit``'s final solve on the matrix-free solver."""
-    n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
-    nbytes, flops = cg_cost(n, t, x.shape[1], options, False)
-    return dispatch(Op("gp.fit", _engine_cuda.cg_fit, _engine_host.cg_fit, (x, y, noise),
-                       {"plan": plan, "options": options}, nbytes=nbytes, flops=flops, like=y))
+    return dispatch(fit_op(x, y, noise, plan, options))
+
+
+def lightest(op, last):
+    """``op`` with ``last`` appended as the lightest of its ``lighter`` variants."""
+    return op._replace(lighter=last if op.lighter is None else lightest(op.lighter, last))
 
 
 def predict(xq, train, scale, shift, plan, mode, noise, options, like):

@@ -185,9 +185,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         over the targets and random probes at once, the log-determinant and the gradient's
         trace terms by stochastic Lanczos quadrature and probes; ``predict``'s mean from
         ``alpha_`` and its spread by conjugate-gradient solves. Needs a kernel gpulinalg
-        evaluates itself; ``L_`` is then absent. ``"auto"``: the Cholesky path (it will pick
-        ``"cg"`` past the Cholesky path's memory once the GPU path is measured). The choice
-        made is ``solver_``. See :doc:`/gp`, "Matrix-free solver (first version)".
+        evaluates itself; ``L_`` is then absent. ``"auto"``: the Cholesky path where its
+        estimate fits (with ``precision="auto"``: float64, else mixed), else ``"cg"`` (a
+        kernel it evaluates), else the ``OutOfMemoryError`` above; the dispatcher decides per
+        call from the estimates, before leaving the GPU for the CPU, for ``fit``'s final step
+        and each likelihood evaluation of the optimizer (:func:`gpulinalg.last_run`'s
+        ``details["solver"]`` is ``"cg"`` where it took the matrix-free solver). The choice
+        of ``fit``'s final step is ``solver_``. See :doc:`/gp`, "Matrix-free solver (first
+        version)".
     cg_options : dict or None, default None
         Options of ``solver="cg"`` (see :class:`gpulinalg.gp.CGOptions`): ``tol`` (1e-6,
         relative residual of every right-hand side), ``max_iter`` (1000), ``precond_rank``
@@ -464,6 +469,9 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         op = fit_op("mixed" if self.precision == "mixed" else "float64")
         if self.precision == "auto" and plan is not None:
             op = op._replace(lighter=fit_op("mixed"))
+        cg = self._auto_cg(plan, y, with_jitter=True)
+        if cg is not None:  # solver="auto": the matrix-free solver where no factor fits
+            op = _cg_api.lightest(op, _cg_api.fit_op(x, y, cg[0], plan, cg[1]))
         try:
             res = dispatch(op)
         except np.linalg.LinAlgError as exc:  # scikit-learn's message first, then ours
@@ -471,6 +479,8 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                         "Try gradually increasing the 'alpha' parameter of your "
                         "GaussianProcessRegressor estimator.",) + exc.args
             raise
+        if train.precision is None:  # the matrix-free rung ran (its engine never sees train)
+            return self._fitted_cg(res, x, *cg)
         train.alpha = res.alpha
         train.refine = noise + res.jitter if train.precision == "mixed" else None
         self._fitted, self.precision_ = train, train.precision
@@ -478,16 +488,31 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     def _factor_cg(self, plan, x, y):
         """``fit``'s final step on the matrix-free solver: ``alpha_`` and the likelihood by one
-        dispatch; a numeric ``jitter`` is added to the diagonal, ``"auto"`` adds none."""
+        dispatch."""
         if plan is None:
             raise _cg_api.needs_plan(self.kernel_)
-        jitter = self.jitter if isinstance(self.jitter, numbers.Real) else 0.0
-        noise, options = self._noise(y.shape[0]) + float(jitter), cg_options(self.cg_options)
-        res = _cg_api.fit(x, y, noise, plan, options)
-        res = res._replace(jitter=float(jitter))
+        noise, options, jitter = self._cg_setup(y, with_jitter=True)
+        return self._fitted_cg(_cg_api.fit(x, y, noise, plan, options), x, noise, options,
+                               jitter)
+
+    def _cg_setup(self, y, with_jitter):
+        """``(noise, options, jitter)`` of the matrix-free solver; ``with_jitter`` (``fit``'s
+        final step): a numeric ``jitter`` is added to the diagonal, ``"auto"`` adds none."""
+        jitter = float(self.jitter) if with_jitter and isinstance(self.jitter, numbers.Real) \
+            and not isinstance(self.jitter, bool) else 0.0
+        return self._noise(y.shape[0]) + jitter, cg_options(self.cg_options), jitter
+
+    def _auto_cg(self, plan, y, with_jitter):
+        """:meth:`_cg_setup` where ``solver="auto"`` may take the matrix-free solver (a kernel
+        it evaluates), else ``None``."""
+        if self.solver != "auto" or plan is None:
+            return None
+        return self._cg_setup(y, with_jitter)
+
+    def _fitted_cg(self, res, x, noise, options, jitter):
         self._fitted = _Training(x, None, res.alpha, keep=False, cg=(noise, options))
-        self.precision_ = "float64"
-        return res
+        self.solver_, self.precision_ = "cg", "float64"
+        return res._replace(jitter=jitter)
 
     @_dispatch.front_door("gp.log_marginal_likelihood")
     def log_marginal_likelihood(self, theta: Any = None, eval_gradient: bool = False,
@@ -535,11 +560,14 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         y = self._targets()
         n, t = y.shape[0], (y.shape[1] if y.ndim == 2 else 1)
         nbytes, flops = _lml_cost(n, t, n_theta, eval_gradient, plan is None)
-        lml, grad = dispatch(Op("gp.log_marginal_likelihood",
-                                _engine_cuda.log_marginal_likelihood,
-                                _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
-                                {"plan": plan, "eval_gradient": eval_gradient},
-                                nbytes=nbytes, flops=flops, like=y))
+        op = Op("gp.log_marginal_likelihood", _engine_cuda.log_marginal_likelihood,
+                _engine_host.log_marginal_likelihood, (x, y, self._noise(n), k, kg),
+                {"plan": plan, "eval_gradient": eval_gradient}, nbytes=nbytes, flops=flops,
+                like=y)
+        cg = self._auto_cg(plan, y, with_jitter=False)
+        if cg is not None:  # solver="auto": matrix-free where the Cholesky path does not fit
+            op = op._replace(lighter=_cg_api.lml_op(x, y, cg[0], plan, eval_gradient, cg[1]))
+        lml, grad = dispatch(op)
         lml = np.float64(lml)  # scikit-learn's type (a Python float would lose to float32 math)
         return (lml, np.asarray(grad, dtype=np.float64)) if eval_gradient else lml
 

@@ -32,6 +32,9 @@ def estimates(n=N, t=1, d=D, jitter=None):
 
 
 def fitted(x, y, kernel, **kw):
+    """A fit on the Cholesky path (``solver="auto"``'s matrix-free rung past it:
+    ``tests/gp/test_gp_auto_solver.py``)."""
+    kw.setdefault("solver", "cholesky")
     return GaussianProcessRegressor(kernel, optimizer=None, **kw).fit(x, y)
 
 
@@ -236,8 +239,8 @@ def test_dask_inputs_take_float64():
 
 
 def test_refused_within_a_second_when_nothing_fits_the_host():
-    """n = 250 000 (float64 500 GB, mixed 250 GB) on a machine with less: the clear error,
-    before anything n x n is allocated."""
+    """n = 250 000 (float64 500 GB, mixed 250 GB) on the Cholesky path, on a machine with
+    less: the clear error, before anything n x n is allocated."""
     n = 250_000
     avail = budget_host.host_available_bytes()
     f64, mixed = estimates(n, d=2)
@@ -249,7 +252,7 @@ def test_refused_within_a_second_when_nothing_fits_the_host():
     try:
         start = time.perf_counter()
         with pytest.raises(gpulinalg.OutOfMemoryError) as info:
-            GaussianProcessRegressor(optimizer=None).fit(X, y)
+            GaussianProcessRegressor(optimizer=None, solver="cholesky").fit(X, y)
         seconds, peak = time.perf_counter() - start, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -138,13 +138,16 @@ def test_gp_fit_too_big_for_ram_is_refused_within_a_second(avail):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((n, 2)), rng.standard_normal(n)
     inputs = X.nbytes + y.nbytes
-    exc, seconds, peak = _refused_quickly(lambda: GaussianProcessRegressor().fit(X, y))
+    # the Cholesky path (solver="auto" would take the matrix-free solver past it)
+    exc, seconds, peak = _refused_quickly(
+        lambda: GaussianProcessRegressor(solver="cholesky").fit(X, y))
     assert seconds < 1.0 and peak < 8 * inputs  # copies of X and y, nothing n x n
     assert exc.needed >= 8 * n * n and "GaussianProcessRegressor" in str(exc)
     rec = gpulinalg.last_run()
     assert rec.op.startswith("gp.") and "not started" in rec.reason
     exc, seconds, peak = _refused_quickly(
-        lambda: GaussianProcessRegressor(optimizer=None, precision="mixed").fit(X, y))
+        lambda: GaussianProcessRegressor(optimizer=None, precision="mixed",
+                                         solver="cholesky").fit(X, y))
     assert seconds < 1.0 and peak < 8 * inputs and gpulinalg.last_run().op == "gp.fit"
     assert 4 * n * n <= exc.needed < 8 * n * n  # the float32 matrix
 
