@@ -68,7 +68,10 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
         if f is None:
             return _full(solve_full, "the single-precision factor failed (a zero pivot, not "
                          "positive definite, or out of its range)")
-        norm1 = xp.abs(a).sum(axis=-2).max(axis=-1)
+        mags = xp.abs(a)  # one pass over |a| for both norms
+        norm1 = mags.sum(axis=-2).max(axis=-1)
+        norm_inf = mags.sum(axis=-1).max(axis=-1)[:, None]  # (B, 1) against (B, k) columns
+        del mags
         est = inv_norm1_estimate(lambda x, adjoint: solve_low(f, x, adjoint), nb, n, low, xp)
         cond = float(np.max(to_host(norm1 * est))) if nb else 0.0
     unit = float(np.finfo(low).eps) / 2
@@ -77,7 +80,6 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
                      f"precision cannot converge (needs cond * {unit:.2g} <= {CONTRACTION})",
                      condition_estimate=cond)
     eps = float(np.finfo(a.dtype).eps)
-    norm_inf = xp.abs(a).sum(axis=-1).max(axis=-1)[:, None]  # (B, 1) against (B, k) columns
     x = solve_low(f, b.astype(low), False).astype(a.dtype)
     history: list[float] = []
     for step in range(ITERATIONS):
