@@ -197,8 +197,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Options of ``solver="cg"`` (see :class:`gpulinalg.gp.CGOptions`): ``tol`` (1e-6,
         relative residual of every right-hand side), ``max_iter`` (1000), ``precond_rank``
         (100, the pivoted-Cholesky preconditioner's rank), ``n_probes`` (32), ``seed`` (0,
-        the probes' seed: the same probes at every evaluation). Each run reports its
-        iterations, final residuals, probes and rank in
+        the probes' seed: the same probes at every evaluation), and for ``predict``'s
+        standard deviations ``variance`` ("auto", "lanczos": a cached LOVE factor, "exact":
+        conjugate-gradient solves), ``lanczos_rank`` (1024) and ``lanczos_tol`` (1e-4). Each
+        run reports its iterations, final residuals, probes and rank in
         :func:`gpulinalg.last_run`'s ``details``.
 
     Attributes
