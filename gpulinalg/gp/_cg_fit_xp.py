@@ -178,6 +178,12 @@ def _love(state, la, plan, x, noise, options, kT, prior):
     return factor
 
 
+def _note_love(love, options, cached, **extra):
+    note(lanczos_rank=love.rank, lanczos_steps=love.steps, lanczos_check_error=love.check_error,
+         lanczos_check_passed=love.passed, lanczos_max_rank=options.lanczos_rank,
+         lanczos_tol=options.lanczos_tol, lanczos_cached=cached, **extra)
+
+
 def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options, cache=None):
     """``predict`` on a model fitted by the matrix-free solver: the mean ``K(X*, X) alpha``,
     and for ``mode`` "std" or "cov" the spread ``k(X*) - K(X*, X) K^-1 K(X, X*)``, in
@@ -211,11 +217,8 @@ def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options, c
                 cache.love = love
             if not love.passed and options.variance == "auto":
                 method = "exact"
-            note(lanczos_rank=love.rank, lanczos_steps=love.steps,
-                 lanczos_check_error=love.check_error, lanczos_check_passed=love.passed,
-                 lanczos_check_iterations=love.check_iterations, lanczos_checks=min(
-                     CHECKS, kT.shape[1]), lanczos_max_rank=options.lanczos_rank,
-                 lanczos_tol=options.lanczos_tol, lanczos_cached=False)
+            _note_love(love, options, False, lanczos_check_iterations=love.check_iterations,
+                       lanczos_checks=min(CHECKS, kT.shape[1]))
         if method == "exact":
             return exact(kT, prior, full)
         note(solver="cg", variance="lanczos", variance_option=options.variance)
@@ -224,10 +227,7 @@ def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options, c
     if mode == "mean":
         note(solver="cg")
     elif method == "lanczos" and cached:
-        note(lanczos_rank=love.rank, lanczos_steps=love.steps,
-             lanczos_check_error=love.check_error, lanczos_check_passed=love.passed,
-             lanczos_max_rank=options.lanczos_rank, lanczos_tol=options.lanczos_tol,
-             lanczos_cached=True)
+        _note_love(love, options, True)
     return predict_body(la, xq, x, None, a, scale, shift, None, None, None, plan=plan,
                         mode=mode, spread=spread)
 
