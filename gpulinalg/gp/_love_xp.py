@@ -108,11 +108,10 @@ def _inverse_root(t):
     """``F`` (``r x r'``, host) with ``F F^T = T^-1``: ``L^-T`` from the Cholesky factor, or
     the eigenvectors over the square roots of the eigenvalues where rounding left ``T``
     short of positive definite (those at or below rounding dropped)."""
-    from scipy.linalg import solve_triangular
     r = t.shape[0]
     try:
         low = np.linalg.cholesky(t)
-        return solve_triangular(low, np.eye(r), lower=True).T
+        return np.linalg.solve(low, np.eye(r)).T  # host r x r: NumPy's solve, no SciPy in xp code
     except np.linalg.LinAlgError:
         lam, s = np.linalg.eigh(t)
         keep = lam > r * np.finfo(np.float64).eps * max(lam[-1], 0.0)
