@@ -39,16 +39,6 @@ def fitted(x, y, kernel, **kw):
 
 
 @pytest.fixture
-def host_bytes(monkeypatch):
-    """``host_bytes(b)``: the host budget sees ``b`` bytes available (every check reads anew)."""
-    def set_available(nbytes):
-        monkeypatch.setattr(budget_host, "_read", lambda: int(nbytes))
-        monkeypatch.setattr(budget_host, "_reading", (-1e9, None))
-        monkeypatch.setattr(budget_host, "HOST_CACHE_S", -1.0)
-    return set_available
-
-
-@pytest.fixture
 def gpu_bytes(monkeypatch):
     """``gpu_bytes(b)``: a context with a pretend GPU of ``b`` bytes available under the
     default headroom; its GPU functions are the CPU's (they get NumPy arrays)."""

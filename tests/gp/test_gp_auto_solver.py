@@ -13,7 +13,6 @@ import pytest
 from sklearn.gaussian_process.kernels import ExpSineSquared, WhiteKernel
 
 import gpulinalg
-from gpulinalg._runtime import budget_host
 from gpulinalg.gp import GaussianProcessRegressor, _cg_api, _engine_cuda, _engine_host
 from gpulinalg.gp import _regressor_api
 from gpulinalg.gp._cg_options import CGOptions
@@ -42,16 +41,6 @@ def small_tiles(monkeypatch):
     monkeypatch.setattr(_cg_api, "BLOCK_ELEMENTS", TILE)
     monkeypatch.setattr(_regressor_api, "compile_kernel",
                         functools.partial(compile_kernel, block_elements=TILE))
-
-
-@pytest.fixture
-def host_bytes(monkeypatch):
-    """``host_bytes(b)``: the host budget sees ``b`` bytes available."""
-    def set_available(nbytes):
-        monkeypatch.setattr(budget_host, "_read", lambda: int(nbytes))
-        monkeypatch.setattr(budget_host, "_reading", (-1e9, None))
-        monkeypatch.setattr(budget_host, "HOST_CACHE_S", -1.0)
-    return set_available
 
 
 def budgets(eval_gradient=None):
