@@ -12,11 +12,15 @@ import numpy as np
 from ..._runtime.streams import get_handle
 from ._cusolver_cuda import leading_dimension
 
-__all__ = ["trsm", "gemm_update", "COMPUTE"]
+__all__ = ["trsm", "gemm_update", "gram", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
 
 #: ``compute`` names of :func:`gemm_update` and the cuBLAS compute type of each (float32 data).
 COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32"}
 _ONE, _MINUS = np.ones(1, dtype=np.float32), -np.ones(1, dtype=np.float32)
+#: Column blocks of :func:`gram`'s lower block triangle (``(b + 1) / 2b`` of one GEMM's products).
+GRAM_BLOCKS = 4
+#: Columns from which :func:`gram` takes the block triangle (below, one GEMM).
+GRAM_MIN = 512
 
 
 def trsm(a, b, *, left=True, lower=True, trans=False, unit=False):
@@ -48,3 +52,35 @@ def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
                    leading_dimension(b), _ONE.ctypes.data, c.data.ptr, r32, leading_dimension(c),
                    int(getattr(cublas.ComputeType, COMPUTE[compute])),
                    int(cublas.GemmAlgo.DEFAULT))
+
+
+def gram(x):
+    """``x^T x`` (``n x n``, symmetric) of a real C-contiguous ``(m, n)`` float32 or float64
+    CuPy matrix, in its dtype with its dtype's arithmetic (no TF32): one GEMM per column block
+    of the lower block triangle (:data:`GRAM_BLOCKS`), each with the whole inner dimension,
+    then mirrored; ``None`` for other inputs (the caller's plain product). SYRK would do half
+    the products, but keeps the long inner dimension on few multiprocessors."""
+    import cupy
+    import nvmath
+    from nvmath.bindings import cublas
+    m, n = x.shape
+    if x.dtype.kind != "f" or x.dtype.itemsize not in (4, 8) or n < GRAM_MIN or m < 1 or \
+            not x.flags.c_contiguous:
+        return None
+    dt = x.dtype
+    cuda_type = int(nvmath.CudaDataType.CUDA_R_32F if dt.itemsize == 4 else
+                    nvmath.CudaDataType.CUDA_R_64F)
+    compute = int(cublas.ComputeType.COMPUTE_32F if dt.itemsize == 4 else
+                  cublas.ComputeType.COMPUTE_64F)
+    one, zero = np.ones(1, dt), np.zeros(1, dt)
+    c = cupy.empty((n, n), dt)  # column-major view: c's lower triangle is the C-order upper
+    handle, step = get_handle("cublas"), -(-n // GRAM_BLOCKS)
+    for j0 in range(0, n, step):  # x read column-major is x^T (n x m, ld n): C = x^T (x^T)^T
+        j1 = min(n, j0 + step)
+        cublas.gemm_ex(handle, int(cublas.Operation.N), int(cublas.Operation.T), n - j0, j1 - j0,
+                       m, one.ctypes.data, x.data.ptr + j0 * dt.itemsize, cuda_type, n,
+                       x.data.ptr + j0 * dt.itemsize, cuda_type, n, zero.ctypes.data,
+                       c.data.ptr + (j0 * n + j0) * dt.itemsize, cuda_type, n, compute,
+                       int(cublas.GemmAlgo.DEFAULT))
+    upper = cupy.triu(c)
+    return upper + cupy.triu(c, 1).T

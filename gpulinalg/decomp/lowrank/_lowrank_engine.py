@@ -54,6 +54,9 @@ class Engine:
     sum_squares : callable ``(x) -> float64`` or None
         The sum of the squares of a dense matrix's entries, each squared in float64, read in
         cache-sized row panels; ``None``: one pass over a float64 copy (a device's way).
+    gram : callable ``(x) -> x^H x or None``, or None
+        The Gram matrix of a dense matrix by the engine's own route where it has one for
+        ``x`` (``None`` from it, or no callable: the plain product ``x^H @ x``).
     """
 
     xp: Any
@@ -70,3 +73,4 @@ class Engine:
     lift: Callable
     contiguous_products: bool = False
     sum_squares: Callable | None = None
+    gram: Callable | None = None

@@ -9,6 +9,7 @@ NumPy.
 import numpy as np
 
 from ..._runtime.kernels import elementwise_kernel, kernel_source
+from .._gpu._blas_cuda import gram as _gram
 from .._kernels import _cholinv_cuda, _policy_cuda, _ritz_cuda
 from ._lowrank_engine import Engine
 from ..._runtime.streams import op_stream
@@ -103,7 +104,7 @@ def engine():
         eng = Engine(xp=cupy, auto_normalizer="CholQR", gaussian_real=gaussian_real,
                      to_host=_get, from_host=cupy.asarray, svd=_svd, cholesky=_cholesky,
                      solve_lower=_solve_lower, lu=_lu, chol_inverse=_chol_inverse,
-                     flip_signs=_flip_signs, lift=_lift)
+                     flip_signs=_flip_signs, lift=_lift, gram=_gram)
         _made = (cupy, eng)
     return eng
 

@@ -152,8 +152,14 @@ def _full(engine, xc, cfg):
 TINY_COVARIANCE = 1e-300
 
 
+def _gram(engine, x):
+    """``x^H x`` of a dense ``x``: the engine's route where it has one, else the product."""
+    g = engine.gram(x) if engine.gram is not None else None
+    return hermitian(x) @ x if g is None else g
+
+
 def _centered_gram(engine, xd, mean, m):
-    g = (xd.T.tocsr() @ xd).toarray() if is_sparse(xd) else hermitian(xd) @ xd
+    g = (xd.T.tocsr() @ xd).toarray() if is_sparse(xd) else _gram(engine, xd)
     c = engine.xp.asarray(g) - m * engine.xp.outer(mean, mean)
     c /= max(m - 1, 1)
     return c
@@ -174,7 +180,7 @@ def _single_gram(engine, X, mean, m):
     if is_sparse(X) or X.dtype != np.float32:
         return None
     xp = engine.xp
-    g = (hermitian(X) @ X).astype(np.float64)
+    g = _gram(engine, X).astype(np.float64)
     diag = g.diagonal().copy()
     c = g - m * xp.outer(mean, mean)
     c /= max(m - 1, 1)
