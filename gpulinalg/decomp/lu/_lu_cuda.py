@@ -27,7 +27,6 @@ from .._gpu._cusolver_cuda import Solver, fortran_batch
 from .._gpu._finite_cuda import flag_nonfinite, raise_nonfinite
 from ..cholesky import _cholesky_cuda, _cholesky_tensor_cuda
 from ..triangular import _triangular_cuda
-from . import _lu_tensor_cuda
 from ._lu_pivots import row_permutation
 from ._lu_rules import ill_conditioned, judge_rcond, singular_error
 from ._lu_xp import (assemble, det_from_factor, inv_norm1_estimate, slogdet_from_factor,
@@ -287,10 +286,9 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
                            kind, lower, transposed)
     low = LOWER[np.dtype(dtype)]
     nb, n = len(m), m.shape[-1]
-    # one large real matrix: the factor's trailing updates on tensor cores (TF32)
-    tensor = (_cholesky_tensor_cuda if kind == "pos" else _lu_tensor_cuda) if nb == 1 else None
-    if tensor is not None and not tensor.applies(n, low):
-        tensor = None
+    # one large real SPD matrix: the Cholesky factor's trailing updates on tensor cores (TF32)
+    tensor = _cholesky_tensor_cuda if kind == "pos" and nb == 1 and \
+        _cholesky_tensor_cuda.applies(n, low) else None
     if tensor is None and not single_pays():
         note(precision="full", mixed_fallback="on this GPU a single-precision factorization "
              "is no faster than a double-precision one (SingleToDoublePrecisionPerfRatio "
@@ -312,11 +310,6 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             return _cholesky_cuda.cho_solve(c, True, x, False, low, False, False)
     else:
         def factor_low(x):
-            if tensor is not None:
-                w, piv = fortran_batch(x, low), cupy.empty((1, n), dtype=np.int64)
-                if tensor.factor(w[0], piv[0]):
-                    return None
-                return _for_solves(Factor(w, piv, np.zeros(1, dtype=np.int32), False))
             f = factor(x, low, True, False)
             return None if (f.codes > 0).any() else _for_solves(f)
 
@@ -324,7 +317,7 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             trans = (2 if np.dtype(low).kind == "c" else 1) if adjoint else 0
             return _solve_rhs(f, (nb,), x, trans, low)
     if tensor is not None:
-        note(factor=f"blocked {'Cholesky' if kind == 'pos' else 'LU'}, trailing updates in TF32")
+        note(factor="blocked Cholesky, trailing updates in TF32")
     return refined_solve(cupy, m, rhs, factor_low, solve_low, full).reshape(shape)
 
 
