@@ -1,7 +1,6 @@
-"""cuBLAS glue for the blocked factorizations and the refinement: a triangular solve and a
-trailing update ``C -= A op(B)`` on column-major views of one matrix, the update's products on
-tensor cores (``compute="tf32"``) where the caller accepts their rounding; products with a
-symmetric matrix that read one triangle.
+"""cuBLAS level-3 glue for the blocked factorizations: a triangular solve and a trailing update
+``C -= A op(B)`` on column-major views of one matrix, the update's products on tensor cores
+(``compute="tf32"``) where the caller accepts their rounding.
 
 Views are 2-D CuPy arrays inside one column-major matrix (``strides[0]`` the item size); their
 leading dimension is read from the column stride. Everything runs on the thread's stream, to
@@ -10,10 +9,10 @@ which :func:`gpulinalg._runtime.streams.get_handle` binds the cuBLAS handle.
 
 import numpy as np
 
-from ..._runtime import streams
+from ..._runtime.streams import get_handle
 from ._cusolver_cuda import leading_dimension
 
-__all__ = ["trsm", "gemm_update", "gram", "symv", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
+__all__ = ["trsm", "gemm_update", "gram", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
 
 #: ``compute`` names of :func:`gemm_update` and the cuBLAS compute type of each (float32 data).
 COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32"}
@@ -33,7 +32,7 @@ def trsm(a, b, *, left=True, lower=True, trans=False, unit=False):
     op = cublas.Operation.T if trans else cublas.Operation.N
     diag = cublas.DiagType.UNIT if unit else cublas.DiagType.NON_UNIT
     m, n = b.shape
-    cublas.strsm(streams.get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n,
+    cublas.strsm(get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n,
                  _ONE.ctypes.data, a.data.ptr, leading_dimension(a), b.data.ptr,
                  leading_dimension(b))
 
@@ -48,7 +47,7 @@ def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
     k = a.shape[1]
     r32 = int(nvmath.CudaDataType.CUDA_R_32F)
     op_b = cublas.Operation.T if trans_b else cublas.Operation.N
-    cublas.gemm_ex(streams.get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
+    cublas.gemm_ex(get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
                    _MINUS.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
                    leading_dimension(b), _ONE.ctypes.data, c.data.ptr, r32, leading_dimension(c),
                    int(getattr(cublas.ComputeType, COMPUTE[compute])),
@@ -75,7 +74,7 @@ def gram(x):
                   cublas.ComputeType.COMPUTE_64F)
     one, zero = np.ones(1, dt), np.zeros(1, dt)
     c = cupy.empty((n, n), dt)  # column-major view: c's lower triangle is the C-order upper
-    handle, step = streams.get_handle("cublas"), -(-n // GRAM_BLOCKS)
+    handle, step = get_handle("cublas"), -(-n // GRAM_BLOCKS)
     for j0 in range(0, n, step):  # x read column-major is x^T (n x m, ld n): C = x^T (x^T)^T
         j1 = min(n, j0 + step)
         cublas.gemm_ex(handle, int(cublas.Operation.N), int(cublas.Operation.T), n - j0, j1 - j0,
@@ -85,22 +84,3 @@ def gram(x):
                        int(cublas.GemmAlgo.DEFAULT))
     upper = cupy.triu(c)
     return upper + cupy.triu(c, 1).T
-
-
-def symv(a, x, *, lower=True):
-    """``A x`` (a new ``(n, k)`` array) for the real symmetric ``A`` of which only the
-    ``lower`` (else upper) triangle of the column-major ``a`` (float32 or float64) is read, and
-    ``x`` ``(n, k)`` of ``a``'s dtype: one ``symv`` per column (few columns: the refinement's)."""
-    import cupy
-    from nvmath.bindings import cublas
-    n, k = x.shape
-    fn = cublas.dsymv if a.dtype == np.float64 else cublas.ssymv
-    one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
-    uplo = int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
-    xf = cupy.asfortranarray(x)
-    y = cupy.empty((k, n), dtype=a.dtype).T
-    handle, lda = streams.get_handle("cublas"), leading_dimension(a)
-    for j in range(k):
-        fn(handle, uplo, n, one.ctypes.data, a.data.ptr, lda, xf[:, j].data.ptr, 1,
-           zero.ctypes.data, y[:, j].data.ptr, 1)
-    return y
