@@ -651,6 +651,9 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
             setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))
             setattr(self, p + "gemm", self._gemm(dt))
+        for name in ("ComputeType", "GemmAlgo"):
+            setattr(self, name, getattr(cublas, name))
+        self.gemm_ex = _gemm_ex
 
     @staticmethod
     def _trsm(dtype):
@@ -737,6 +740,17 @@ def _gemm(dtype):
         al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
         _product_into(dtype, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
     return gemm
+
+
+def _gemm_ex(h, ta, tb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
+             compute, algo):
+    """``cublasGemmEx`` with one data type for all three matrices and ``alpha``/``beta`` of
+    it; every compute type in that type's own arithmetic (TF32's rounding is not emulated)."""
+    CALLS["gemm_ex"] += 1
+    dtype = _dtype_of(atype)
+    assert _dtype_of(btype) == dtype == _dtype_of(ctype)
+    al, be = (view(x, 1, 1, 1, dtype)[0, 0] for x in (alpha, beta))
+    _product_into(dtype, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 
 
 def _geqrf_batched(dtype):

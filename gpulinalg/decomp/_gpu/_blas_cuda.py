@@ -4,12 +4,13 @@
 
 Views are 2-D CuPy arrays inside one column-major matrix (``strides[0]`` the item size); their
 leading dimension is read from the column stride. Everything runs on the thread's stream, to
-which :func:`gpulinalg._runtime.streams.get_handle` binds the cuBLAS handle.
+which :func:`gpulinalg._runtime.streams.get_handle` binds the cuBLAS handle (looked up at each
+call, where an emulator can stand in for it).
 """
 
 import numpy as np
 
-from ..._runtime.streams import get_handle
+from ..._runtime import streams
 from ._cusolver_cuda import leading_dimension
 
 __all__ = ["trsm", "gemm_update", "gram", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
@@ -32,7 +33,7 @@ def trsm(a, b, *, left=True, lower=True, trans=False, unit=False):
     op = cublas.Operation.T if trans else cublas.Operation.N
     diag = cublas.DiagType.UNIT if unit else cublas.DiagType.NON_UNIT
     m, n = b.shape
-    cublas.strsm(get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n,
+    cublas.strsm(streams.get_handle("cublas"), int(side), int(uplo), int(op), int(diag), m, n,
                  _ONE.ctypes.data, a.data.ptr, leading_dimension(a), b.data.ptr,
                  leading_dimension(b))
 
@@ -47,7 +48,7 @@ def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
     k = a.shape[1]
     r32 = int(nvmath.CudaDataType.CUDA_R_32F)
     op_b = cublas.Operation.T if trans_b else cublas.Operation.N
-    cublas.gemm_ex(get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
+    cublas.gemm_ex(streams.get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
                    _MINUS.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
                    leading_dimension(b), _ONE.ctypes.data, c.data.ptr, r32, leading_dimension(c),
                    int(getattr(cublas.ComputeType, COMPUTE[compute])),
@@ -74,7 +75,7 @@ def gram(x):
                   cublas.ComputeType.COMPUTE_64F)
     one, zero = np.ones(1, dt), np.zeros(1, dt)
     c = cupy.empty((n, n), dt)  # column-major view: c's lower triangle is the C-order upper
-    handle, step = get_handle("cublas"), -(-n // GRAM_BLOCKS)
+    handle, step = streams.get_handle("cublas"), -(-n // GRAM_BLOCKS)
     for j0 in range(0, n, step):  # x read column-major is x^T (n x m, ld n): C = x^T (x^T)^T
         j1 = min(n, j0 + step)
         cublas.gemm_ex(handle, int(cublas.Operation.N), int(cublas.Operation.T), n - j0, j1 - j0,

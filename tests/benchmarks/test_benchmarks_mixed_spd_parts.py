@@ -1,0 +1,46 @@
+"""``benchmarks.studies.mixed_spd_parts``: its factor variants give the Cholesky factor (on the
+emulated cuSOLVER/cuBLAS here, whose TF32 products are exact float32 ones; on a GPU within
+TF32's accuracy), and the study runs end to end on a GPU."""
+
+import numpy as np
+import pytest
+
+from benchmarks.studies import mixed_spd_parts
+from tests.support.cusolver_emulator import dev, emulated_gpu, plain
+
+
+def _spd(n, seed=0):
+    g = np.random.default_rng(seed).standard_normal((n, n))
+    return g @ g.T / n + np.eye(n)
+
+
+@pytest.mark.parametrize("panel, inner, inverted", [(64, None, False), (64, 16, False),
+                                                    (64, None, True), (96, 32, True),
+                                                    (500, 64, True)])
+def test_variant_factor_is_the_cholesky_factor(monkeypatch, panel, inner, inverted):
+    a = _spd(200)
+    with emulated_gpu(monkeypatch):
+        w = dev(np.asfortranarray(a.astype(np.float32)))
+        code = mixed_spd_parts.variant_factor(w, panel, inner, inverted)
+        low = np.tril(plain(w).astype(np.float64))
+    assert code == 0
+    np.testing.assert_allclose(low, np.linalg.cholesky(a), atol=2e-5 * np.abs(a).max())
+
+
+def test_variant_factor_reports_the_failing_minor(monkeypatch):
+    a = _spd(200)
+    a[120, 120] = -1.0  # the leading minor of order 121 is not positive definite
+    with emulated_gpu(monkeypatch):
+        code = mixed_spd_parts.variant_factor(dev(np.asfortranarray(a.astype(np.float32))),
+                                              64, 16, True)
+    assert 0 < code <= 121
+
+
+@pytest.mark.gpu
+def test_study_runs_on_a_gpu():
+    rows = mixed_spd_parts.run(1024, 1)
+    timed = [r for r in rows if "median_s" in r and r["impl"] != "kernel"]
+    assert any(r["impl"] == "gpulinalg solve mixed" for r in timed)
+    factors = [r for r in timed if "factor_err" in r]
+    assert len(factors) == len(mixed_spd_parts.PANELS) + len(mixed_spd_parts.VARIANTS)
+    assert all(r["code"] == 0 and r["factor_err"] < 2e-3 for r in factors), factors
