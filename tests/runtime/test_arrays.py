@@ -82,6 +82,28 @@ def test_check_finite_and_square():
         validation.check_square(np.ones((2, 3)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128,
+                                   np.float16])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "3-D"])
+def test_all_finite_of_large_host_arrays(rng, dtype, layout):
+    """Past ``_SUM_FIRST`` entries the host check sums first (a BLAS product with ones): every
+    NaN or Inf is still found wherever it is (the product's rows, the remainder past the last
+    full row, a complex part), and finite entries whose sum overflows still pass."""
+    shape = {"C": (700, 531), "F": (700, 531), "strided": (700, 1062), "3-D": (3, 300, 311)}
+    base = rng.standard_normal(shape[layout]).astype(dtype)
+    a = {"C": base, "F": np.asfortranarray(base), "strided": base[:, ::2], "3-D": base}[layout]
+    assert a.size >= validation._SUM_FIRST
+    assert validation.all_finite(a)
+    flat_last = np.unravel_index(a.size - 1, a.shape)
+    for bad in (np.nan, np.inf, -np.inf):
+        for where in ((0,) * a.ndim, flat_last, tuple(s // 2 for s in a.shape)):
+            b = a.copy(order="K")
+            b[where] = bad if a.dtype.kind == "f" else complex(0.0, bad)
+            assert not validation.all_finite(b), (bad, where)
+    huge = np.full(a.shape, np.finfo(a.real.dtype).max / 2, dtype=dtype)
+    assert validation.all_finite(huge)
+
+
 @pytest.mark.parametrize("dtypes, expected", [
     ((np.int32,), np.float64), ((np.bool_,), np.float64), ((np.float32,), np.float32),
     ((np.float32, np.float64), np.float64), ((np.float16,), np.float32),
