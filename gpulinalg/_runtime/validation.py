@@ -118,36 +118,23 @@ def _distinct(a):
 _HOST_BLOCK = 1 << 24
 
 
-#: Entries from which a host check first sums them (below, reading the mask costs less than
-#: the extra call).
-_SUM_FIRST = 1 << 18
+#: Entries from which a host check first sums them (below, the mask reads as fast).
+_SUM_FIRST = 1 << 22
 
 
 def _sum_is_finite(a):
     """Whether the entries of the NumPy float or complex array ``a`` (``_SUM_FIRST`` or more)
     have a finite sum, which proves them all finite (a NaN or Inf makes it not; so does an
-    overflow, which the caller then settles entry by entry). A contiguous array is summed by
-    one BLAS product with a ones vector (threaded, no mask), as scikit-learn's check does with
-    its sum; ``False`` below ``_SUM_FIRST`` entries or for other dtypes."""
-    if a.size < _SUM_FIRST or a.dtype not in _BLAS_SUMMED:
+    overflow, which the caller then settles entry by entry), as scikit-learn's check sums;
+    ``False`` below ``_SUM_FIRST`` entries or for other dtypes. NumPy's own sum, not a BLAS
+    product: that would wake NumPy's BLAS threads, which then spin beside SciPy's LAPACK."""
+    if a.size < _SUM_FIRST or a.dtype not in _SUMMED:
         return False
-    if a.flags.c_contiguous or a.flags.f_contiguous:
-        flat = a.ravel(order="K")  # a view: the array is contiguous
-        if a.dtype.kind == "c":
-            flat = flat.view(flat.real.dtype)
-        head = flat.size - flat.size % _SUM_WIDTH
-        with np.errstate(all="ignore"):
-            total = flat[:head].reshape(-1, _SUM_WIDTH) @ np.ones(_SUM_WIDTH, flat.dtype)
-            total = np.append(total, flat[head:].sum())
-    else:
-        with np.errstate(all="ignore"):
-            total = a.sum()
-    return bool(np.isfinite(total).all())
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(a.sum()))
 
 
-#: Entries per row of the ones-vector product of :func:`_sum_is_finite`.
-_SUM_WIDTH = 1024
-_BLAS_SUMMED = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+_SUMMED = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
 def _host_all_finite(a):
