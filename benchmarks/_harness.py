@@ -258,6 +258,19 @@ def guarded(suite, case, impl, budget, fn):
         return [absent(suite, case, impl, why_failed(exc))]
 
 
+def kernel_rows(suite, case, call, top=30):
+    """One row per kernel name of one ``call()`` (which must synchronize before returning), the
+    longest first, at most ``top``: ``kernel``, ``launches``, ``device_ms`` (torch's profiler,
+    which sees every library's kernels in the process)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+    events = sorted((e for e in prof.key_averages() if e.device_time_total > 0),
+                    key=lambda e: -e.device_time_total)
+    return [row(suite, case, "kernel", {}, kernel=e.key[:120], launches=e.count,
+                device_ms=e.device_time_total / 1e3) for e in events[:top]]
+
+
 def why_failed(exc):
     """An absent row's reason for ``exc``: out of memory (CuPy's and gpulinalg's out-of-memory
     errors subclass ``MemoryError``) or a failure, with the exception's type and message."""

@@ -103,17 +103,6 @@ def _factor_rows(cupy, case, a32, repeat):
     return rows
 
 
-def _kernel_rows(case, call):
-    """One row per kernel name of one ``call()``: device milliseconds and launches."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-    events = sorted((e for e in prof.key_averages() if e.device_time_total > 0),
-                    key=lambda e: -e.device_time_total)
-    return [_harness.row(SUITE, case, "kernel", {}, kernel=e.key[:120], launches=e.count,
-                         device_ms=e.device_time_total / 1e3) for e in events[:30]]
-
-
 def run(n, repeat):
     import cupy
 
@@ -149,7 +138,8 @@ def run(n, repeat):
     rows += _factor_rows(cupy, case, a.astype(np.float32), repeat)
     if _harness.cuda_torch():
         cupy.cuda.Device().synchronize()
-        rows += _kernel_rows(case, lambda: (mixed(), cupy.cuda.Device().synchronize()))
+        rows += _harness.kernel_rows(SUITE, case,
+                                     lambda: (mixed(), cupy.cuda.Device().synchronize()))
     return rows
 
 

@@ -26,6 +26,7 @@ needs ``SCIPY_ARRAY_API=1`` before SciPy is imported: :func:`main` sets it when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -40,21 +41,16 @@ BLOCKS = (1, 2, 4, 8)
 PANEL_ROWS = 1024
 
 
+@contextlib.contextmanager
 def _blocks(n):
-    """A context in which our Gram matrix takes ``n`` column blocks (1: one GEMM)."""
-    import contextlib
-
+    """Our Gram matrix by ``n`` column blocks of its lower triangle (1: one GEMM) inside."""
     from gpulinalg.decomp._gpu import _blas_cuda
-
-    @contextlib.contextmanager
-    def ctx():
-        saved = _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN
-        _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN = max(n, 1), (saved[1] if n > 1 else 1 << 62)
-        try:
-            yield
-        finally:
-            _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN = saved
-    return ctx()
+    saved = _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN
+    _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN = max(n, 1), (saved[1] if n > 1 else 1 << 62)
+    try:
+        yield
+    finally:
+        _blas_cuda.GRAM_BLOCKS, _blas_cuda.GRAM_MIN = saved
 
 
 def _with(blocks, fn):
@@ -153,19 +149,12 @@ def _mean(rows, case, x, repeat):
 
 def _kernels(rows, case, x, k):
     import cupy
-    from torch.profiler import ProfilerActivity, profile
 
     from gpulinalg.decomp import PCA
     p = PCA(k, svd_solver="covariance_eigh")
     p.fit_transform(x)
-    cupy.cuda.Device().synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        p.fit_transform(x)
-        cupy.cuda.Device().synchronize()
-    events = sorted((e for e in prof.key_averages() if e.device_time_total > 0),
-                    key=lambda e: -e.device_time_total)
-    rows += [_harness.row(SUITE, case, "kernel", {}, kernel=e.key[:120], launches=e.count,
-                          device_ms=e.device_time_total / 1e3) for e in events[:25]]
+    rows += _harness.kernel_rows(SUITE, case, lambda: (p.fit_transform(x),
+                                                       cupy.cuda.Device().synchronize()), 25)
 
 
 def run(m, n, k, repeat):
