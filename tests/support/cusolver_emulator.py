@@ -651,6 +651,8 @@ class FakeCublas(types.ModuleType):
             setattr(self, p + "geqrf_batched", self._geqrf_batched(dt))
             setattr(self, p + ("syrk" if p in "sd" else "herk"), self._rank_k(dt))
             setattr(self, p + "gemm", self._gemm(dt))
+            if p in "sd":
+                setattr(self, p + "symv", self._symv(dt))
         for name in ("ComputeType", "GemmAlgo"):
             setattr(self, name, getattr(cublas, name))
         self.gemm_ex = _gemm_ex
@@ -753,6 +755,21 @@ def _gemm_ex(h, ta, tb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, c
     _product_into(dtype, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 
 
+def _symv(dtype):
+    """``<t>symv``: ``y <- alpha A x + beta y`` reading only the ``uplo`` triangle of ``A``
+    (the other is mirrored from it, as cuBLAS); ``y`` not read when ``beta`` is 0."""
+    def symv(h, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
+        CALLS["symv"] += 1
+        assert incx == 1 and incy == 1
+        al, be = (view(v, 1, 1, 1, dtype)[0, 0] for v in (alpha, beta))
+        A = np.array(view(a, n, n, lda, dtype))
+        t = np.tril(A) if _lower(uplo) else np.triu(A)
+        full = t + (np.tril(A, -1) if _lower(uplo) else np.triu(A, 1)).T
+        X, Y = view(x, n, 1, n, dtype), view(y, n, 1, n, dtype)
+        Y[...] = al * (full @ np.array(X)) + (be * np.array(Y) if be != 0 else 0)
+    return symv
+
+
 def _geqrf_batched(dtype):
     def geqrf_batched(h, m, n, aarray, lda, tauarray, info, batch):
         CALLS["geqrf_batched"] += 1
@@ -768,6 +785,7 @@ def _geqrf_batched(dtype):
 FakeCublas._geqrf_batched = staticmethod(_geqrf_batched)
 FakeCublas._rank_k = staticmethod(_rank_k)
 FakeCublas._gemm = staticmethod(_gemm)
+FakeCublas._symv = staticmethod(_symv)
 
 
 def without_fused(monkeypatch):

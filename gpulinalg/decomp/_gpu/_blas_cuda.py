@@ -1,6 +1,7 @@
-"""cuBLAS level-3 glue for the blocked factorizations: a triangular solve and a trailing update
-``C -= A op(B)`` on column-major views of one matrix, the update's products on tensor cores
-(``compute="tf32"``) where the caller accepts their rounding.
+"""cuBLAS glue for the blocked factorizations and the refinement: a triangular solve and a
+trailing update ``C -= A op(B)`` on column-major views of one matrix, the update's products on
+tensor cores (``compute="tf32"``) where the caller accepts their rounding; products with a
+symmetric matrix that read one triangle.
 
 Views are 2-D CuPy arrays inside one column-major matrix (``strides[0]`` the item size); their
 leading dimension is read from the column stride. Everything runs on the thread's stream, to
@@ -13,7 +14,7 @@ import numpy as np
 from ..._runtime import streams
 from ._cusolver_cuda import leading_dimension
 
-__all__ = ["trsm", "gemm_update", "gram", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
+__all__ = ["trsm", "gemm_update", "gram", "symv", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
 
 #: ``compute`` names of :func:`gemm_update` and the cuBLAS compute type of each (float32 data).
 COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32"}
@@ -85,3 +86,22 @@ def gram(x):
                        int(cublas.GemmAlgo.DEFAULT))
     upper = cupy.triu(c)
     return upper + cupy.triu(c, 1).T
+
+
+def symv(a, x, *, lower=True):
+    """``A x`` (a new ``(n, k)`` array) for the real symmetric ``A`` of which only the
+    ``lower`` (else upper) triangle of the column-major ``a`` (float32 or float64) is read, and
+    ``x`` ``(n, k)`` of ``a``'s dtype: one ``symv`` per column (few columns: the refinement's)."""
+    import cupy
+    from nvmath.bindings import cublas
+    n, k = x.shape
+    fn = cublas.dsymv if a.dtype == np.float64 else cublas.ssymv
+    one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
+    uplo = int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
+    xf = cupy.asfortranarray(x)
+    y = cupy.empty((k, n), dtype=a.dtype).T
+    handle, lda = streams.get_handle("cublas"), leading_dimension(a)
+    for j in range(k):
+        fn(handle, uplo, n, one.ctypes.data, a.data.ptr, lda, xf[:, j].data.ptr, 1,
+           zero.ctypes.data, y[:, j].data.ptr, 1)
+    return y

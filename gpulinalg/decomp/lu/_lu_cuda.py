@@ -23,6 +23,7 @@ from ..._runtime.records import note
 from .._checks import broadcast_batch
 from .._gpu._batched_cuda import fan, spread
 from .._gpu._batched_plan import lanes, route
+from .._gpu._blas_cuda import symv
 from .._gpu._cusolver_cuda import Solver, fortran_batch
 from .._gpu._finite_cuda import flag_nonfinite, raise_nonfinite
 from ..cholesky import _cholesky_cuda, _cholesky_tensor_cuda
@@ -282,9 +283,16 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
         _triangular_cuda.check_finite_pair(a, b, ("a", "b"))
     if not mixed_applies(dtype, kind):
         return full()
-    m, rhs, shape = system(cupy, a.astype(dtype, copy=False), b.astype(dtype, copy=False),
-                           kind, lower, transposed)
     low = LOWER[np.dtype(dtype)]
+    # one real SPD matrix is read by its named triangle: no mirrored copy of it is made
+    one_triangle = kind == "pos" and a.ndim == 2 and np.dtype(dtype).kind == "f"
+    if one_triangle:
+        m, rhs, shape, hooks = _one_triangle(a.astype(dtype, copy=False),
+                                             b.astype(dtype, copy=False), lower, low)
+    else:
+        m, rhs, shape = system(cupy, a.astype(dtype, copy=False), b.astype(dtype, copy=False),
+                               kind, lower, transposed)
+        hooks = {}
     nb, n = len(m), m.shape[-1]
     # one large real SPD matrix: the Cholesky factor's trailing updates on tensor cores (TF32)
     tensor = _cholesky_tensor_cuda if kind == "pos" and nb == 1 and \
@@ -299,7 +307,7 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
     if kind == "pos":
         def factor_low(x):
             if tensor is not None:
-                w = fortran_batch(x, low)
+                w = x if one_triangle else fortran_batch(x, low)  # lowered() made a new copy
                 return None if tensor.factor(w[0]) else w
             try:
                 return _cholesky_cuda.cholesky(x, True, True, False, low, False)
@@ -318,7 +326,33 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             return _solve_rhs(f, (nb,), x, trans, low)
     if tensor is not None:
         note(factor="blocked Cholesky, trailing updates in TF32")
-    return refined_solve(cupy, m, rhs, factor_low, solve_low, full).reshape(shape)
+    return refined_solve(cupy, m, rhs, factor_low, solve_low, full, **hooks).reshape(shape)
+
+
+def _one_triangle(a, b, lower, low):
+    """``(A, B, shape, hooks)`` of :func:`._refine_xp.refined_solve` for one real symmetric
+    matrix ``a`` given by its ``lower`` (else upper) triangle: the single-precision copy that
+    the factor takes (column-major, the matrix in its lower triangle), the products and the
+    norm by cuBLAS ``symv`` on that triangle of ``a`` itself."""
+    import cupy
+    c = cupy.ascontiguousarray(a)
+    t = c.T  # column-major: its upper triangle is a's lower one
+    n = c.shape[0]
+
+    def lowered():
+        if lower:  # a's lower triangle: cast, then the tiled transposing copy
+            return fortran_batch(c.astype(low)[None], low)
+        return t.astype(low)[None]  # a's upper triangle is t's lower one: a cast, no transpose
+
+    def matvec(x):
+        return symv(t, x[0], lower=not lower)[None]
+
+    def norms():  # symmetric: ||A||_1 = ||A||_inf, the largest row sum of |A|
+        top = symv(cupy.abs(c).T, cupy.ones((n, 1), dtype=c.dtype), lower=not lower).max()
+        return top.reshape(1), top.reshape(1, 1)
+    b2 = b[:, None] if b.ndim == 1 else b
+    hooks = {"lowered": lowered, "matvec": matvec, "norms": norms}
+    return c[None], b2[None], b.shape, hooks
 
 
 def single_pays():

@@ -36,7 +36,8 @@ ITERATIONS = 30
 SHRINK = 0.25
 
 
-def refined_solve(xp, a, b, factor, solve_low, solve_full):
+def refined_solve(xp, a, b, factor, solve_low, solve_full, *, lowered=None, matvec=None,
+                  norms=None):
     """``a^-1 b`` for the double-precision stack ``a`` ``(B, n, n)`` and ``b`` ``(B, n, k)``.
 
     ``factor(a_low)``: the single-precision factor of ``a`` cast down, or ``None`` where it
@@ -49,6 +50,11 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
     residual (a factor with TF32 products refines more slowly than a float32 one);
     ``last_run().details`` says which precision answered, why,
     the condition estimate, the steps and the residual history.
+
+    An engine that reads ``a`` its own way (one triangle of a symmetric matrix) hands in
+    ``lowered()`` (the single-precision matrix ``factor`` takes), ``matvec(x)`` (``a @ x``) and
+    ``norms()`` (``(||A_i||_1 (B,), ||A_i||_inf (B, 1))``); by default they are read from
+    ``a``.
 
     Every step is LAPACK's: ``r = b - A x`` in double precision, ``x += A_low^-1 r``; it stops
     when every column has ``||r||_inf <= ||x||_inf ||A||_inf eps sqrt(n)``.
@@ -64,14 +70,11 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
     nb, n, _ = a.shape
     # out of single precision's range: the factor fails or its estimate is not finite
     with np.errstate(over="ignore", invalid="ignore"):
-        f = factor(a.astype(low))
+        f = factor(a.astype(low) if lowered is None else lowered())
         if f is None:
             return _full(solve_full, "the single-precision factor failed (a zero pivot, not "
                          "positive definite, or out of its range)")
-        mags = xp.abs(a)  # one pass over |a| for both norms
-        norm1 = mags.sum(axis=-2).max(axis=-1)
-        norm_inf = mags.sum(axis=-1).max(axis=-1)[:, None]  # (B, 1) against (B, k) columns
-        del mags
+        norm1, norm_inf = _norms(xp, a) if norms is None else norms()
         est = inv_norm1_estimate(lambda x, adjoint: solve_low(f, x, adjoint), nb, n, low, xp)
         cond = float(np.max(to_host(norm1 * est))) if nb else 0.0
     unit = float(np.finfo(low).eps) / 2
@@ -83,7 +86,7 @@ def refined_solve(xp, a, b, factor, solve_low, solve_full):
     x = solve_low(f, b.astype(low), False).astype(a.dtype)
     history: list[float] = []
     for step in range(ITERATIONS):
-        r = b - a @ x
+        r = b - (a @ x if matvec is None else matvec(x))
         rn = xp.abs(r).max(axis=-2)
         xn = xp.abs(x).max(axis=-2)
         done, ratio = _judge(xp, rn, xn, norm_inf, eps * math.sqrt(n))
@@ -125,6 +128,12 @@ def system(xp, a, b, kind, lower, transposed):
     m3 = xp.broadcast_to(m, batch + (n, n)).reshape(nb, n, n)
     b3 = xp.broadcast_to(b2, batch + (n, k)).reshape(nb, n, k)
     return m3, b3, shape
+
+
+def _norms(xp, a):
+    """``(||A_i||_1 (B,), ||A_i||_inf (B, 1))``: one pass over ``|a|`` for both."""
+    mags = xp.abs(a)
+    return mags.sum(axis=-2).max(axis=-1), mags.sum(axis=-1).max(axis=-1)[:, None]
 
 
 def _judge(xp, rn, xn, norm_inf, tol):
