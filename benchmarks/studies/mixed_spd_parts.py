@@ -12,6 +12,8 @@ Rows (``case`` says the order ``n``; ``A = G G^T / n + I``, float64, one right-h
 * the factor alone: the library's (:func:`~gpulinalg.decomp.cholesky._cholesky_tensor_cuda.factor`)
   at several panels, and this module's :func:`variant_factor` with ``factor_err``
   (``max |L L^T - A| / max |A|`` over the leading block of 2048);
+* the factor's solve ``(L L^T)^-1 b``: the library's (``cho_solve``, what the refinement
+  calls six times) against :func:`blocked_solve` (products with the inverted diagonal blocks);
 * ``kernel`` rows: the device time of each kernel name in one mixed solve (torch's profiler).
 
 Timings are wall clock around calls on the thread's stream
@@ -72,6 +74,63 @@ def variant_factor(w, panel, inner=None, inverted=False):
                 gemm_update(w[c:, c:min(c + panel, n)], w[c:, j:e], w[c:min(c + panel, n), j:e],
                             trans_b=True, compute="tf32")
     return 0
+
+
+def inverse_blocks(w, panel):
+    """The inverses of the ``panel``-wide diagonal blocks of the lower factor in the
+    column-major ``w`` (one float32 ``trsm`` of the identity each), for :func:`blocked_solve`."""
+    import cupy
+
+    from gpulinalg.decomp._gpu._blas_cuda import trsm
+    out = []
+    for j in range(0, w.shape[0], panel):
+        e = min(w.shape[0], j + panel)
+        inv = cupy.asfortranarray(cupy.eye(e - j, dtype=w.dtype))
+        trsm(w[j:e, j:e], inv, left=True, lower=True)
+        out.append(inv)
+    return out
+
+
+def blocked_solve(w, invs, panel, b):
+    """``(L L^T)^-1 b`` for the lower factor in ``w`` (``b``: ``(n, k)``) by block
+    substitution: each diagonal block's solve a product with its inverse (``invs``), the
+    off-diagonal blocks one product each; matrix-vector products only, no triangular kernel."""
+    y = b.astype(w.dtype, copy=True)
+    n = w.shape[0]
+    starts = list(range(0, n, panel))
+    for i, j in enumerate(starts):  # L y = b
+        e = min(n, j + panel)
+        r = y[j:e] - w[j:e, :j] @ y[:j] if j else y[j:e]
+        y[j:e] = invs[i] @ r
+    for i in reversed(range(len(starts))):  # L^T x = y
+        j = starts[i]
+        e = min(n, j + panel)
+        r = y[j:e] - w[e:, j:e].T @ y[e:] if e < n else y[j:e]
+        y[j:e] = invs[i].T @ r
+    return y
+
+
+def _solve_rows(cupy, case, a32, repeat):
+    from gpulinalg._runtime.streams import get_stream
+    from gpulinalg.decomp.cholesky import _cholesky_cuda, _cholesky_tensor_cuda
+    panel = _cholesky_tensor_cuda.PANEL
+    with get_stream() as stream:
+        w = cupy.asfortranarray(a32)
+        _cholesky_tensor_cuda.factor(w)
+        invs = inverse_blocks(w, panel)
+        b = cupy.random.default_rng(1).standard_normal((a32.shape[0], 1), dtype=np.float32)
+        fns = {"solve: library cho_solve": lambda: _cholesky_cuda.cho_solve(
+                   w[None], True, b[None], False, np.float32, False, False)[0],
+               "solve: inverted diagonal blocks": lambda: blocked_solve(w, invs, panel, b)}
+        rows = []
+        a64 = a32.astype(np.float64)
+        for name, fn in fns.items():
+            timing, x = _harness.timed_sync(fn, repeat, wait=stream.synchronize)
+            res = float(cupy.abs(a64 @ x.astype(np.float64) - b).max() /
+                        (cupy.abs(a64).sum(axis=1).max() * cupy.abs(x).max()))
+            rows.append(_harness.row(SUITE, case, name, timing, backward_err=res))
+        stream.synchronize()
+    return rows
 
 
 def _factor_err(cupy, w, a):
@@ -136,6 +195,7 @@ def run(n, repeat):
     rows += [_harness.absent(SUITE, case, name, _harness.why_failed(e))
              for name, e in failed.items()]
     rows += _factor_rows(cupy, case, a.astype(np.float32), repeat)
+    rows += _solve_rows(cupy, case, a.astype(np.float32), max(repeat, 5))
     if _harness.cuda_torch():
         cupy.cuda.Device().synchronize()
         rows += _harness.kernel_rows(SUITE, case,

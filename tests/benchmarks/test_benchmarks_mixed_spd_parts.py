@@ -44,3 +44,17 @@ def test_study_runs_on_a_gpu():
     factors = [r for r in timed if "factor_err" in r]
     assert len(factors) == len(mixed_spd_parts.PANELS) + len(mixed_spd_parts.VARIANTS)
     assert all(r["code"] == 0 and r["factor_err"] < 2e-3 for r in factors), factors
+    solves = [r for r in timed if r["impl"].startswith("solve: ")]
+    assert len(solves) == 2 and all(r["backward_err"] < 1e-5 for r in solves), solves
+
+
+@pytest.mark.parametrize("n, panel", [(200, 64), (128, 64), (50, 64)])
+def test_blocked_solve_solves_with_the_factor(monkeypatch, n, panel):
+    a = _spd(n, 3)
+    b = np.random.default_rng(4).standard_normal((n, 2))
+    with emulated_gpu(monkeypatch):
+        w = dev(np.asfortranarray(a.astype(np.float32)))
+        assert mixed_spd_parts.variant_factor(w, panel) == 0
+        invs = mixed_spd_parts.inverse_blocks(w, panel)
+        x = plain(mixed_spd_parts.blocked_solve(w, invs, panel, dev(b.astype(np.float32))))
+    np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-4, atol=1e-4)
