@@ -2,18 +2,23 @@
 the choice among the Op and its lighter variants of one that fits the host budget
 (:mod:`.budget_host`), and the refusal that names what was needed, what exists and the
 options when none does (nothing of the run is allocated).
+
+A lighter variant is an automatic choice: one that fits but whose modelled CPU time is over
+:data:`LIGHTER_CPU_SECONDS` is not started either (a GP's matrix-free solver on a machine
+without a GPU: hours where the user asked for seconds); asked for by name, it runs.
 """
 
 import logging
 
 from . import arrays as _arrays
+from . import budget as _budget
 from . import budget_host as _budget_host
 from .errors import OutOfMemoryError
 from .records import local as _local
 from .records import mark_recorded
 
 __all__ = ["choose", "needed_bytes", "message", "variant", "size_text", "arrays_bytes",
-           "HOST_ARGS_FACTOR"]
+           "HOST_ARGS_FACTOR", "LIGHTER_CPU_SECONDS"]
 
 log = logging.getLogger("gpulinalg")
 _NUMPY = _arrays.Kind.NUMPY
@@ -23,6 +28,9 @@ _host_fits = _budget_host.host_fits
 #: ``nbytes`` is a callable and that gives no ``host_nbytes``: a copy of the inputs, the output
 #: and a workspace of the same size (LAPACK's solve measured 2.1x, inv 3.1x, lu_factor 1.1x).
 HOST_ARGS_FACTOR = 3
+#: The longest modelled CPU run (:func:`.budget.model_seconds`) of a lighter variant chosen
+#: because the Op itself does not fit; a longer one is refused like a run that does not fit.
+LIGHTER_CPU_SECONDS = 300.0
 
 
 def variant(op):
@@ -46,20 +54,45 @@ def choose(op, args, kwargs, kind, reason, fell_back, settings):
         op, args, kwargs = op.lighter, op.lighter.args, op.lighter.kwargs or {}
     verdicts = [f"{variant(v)}host estimate {b} B over the {allowed} B allowed"
                 for v, b in tried]
-    if ok:
+    slow = _slow_lighter(op, first) if ok else None
+    if ok and slow is None:
         if first.lighter is not None:  # a choice between variants: say why this one
             verdicts.append(f"{variant(op)}host estimate {needed} B within the {allowed} B "
                             "allowed")
         return op, args, kwargs, (needed, allowed), "; ".join([reason, *verdicts])
-    why = (f"not started: its host-memory estimate {size_text(needed)} is over the "
-           f"{size_text(allowed)} it may use")
-    exc = OutOfMemoryError(message(op, needed, allowed, avail, reason, settings, tried),
-                           needed, allowed, avail, "host")
+    if slow is not None:
+        verdicts.append(f"{variant(op)}fits, but its modelled CPU time {slow:.3g} s is over "
+                        f"{LIGHTER_CPU_SECONDS:g} s")
+        why = "not started: the variants that fit would run too long on the CPU"
+        text = message(first, tried[0][1], allowed, avail, reason, settings) + (
+            f" The lighter {variant(op)[:-2]} fits in host memory ({size_text(needed)}), "
+            f"but would run about {_duration(slow)} on this CPU (modelled): it is not started "
+            f"automatically; ask for it by name to run it anyway.")
+        needed = tried[0][1]
+    else:
+        why = (f"not started: its host-memory estimate {size_text(needed)} is over the "
+               f"{size_text(allowed)} it may use")
+        text = message(op, needed, allowed, avail, reason, settings, tried)
+    exc = OutOfMemoryError(text, needed, allowed, avail, "host")
     _local.record = (op.name, "cpu", "cpu", fell_back, "; ".join([reason, *verdicts, why]), 0.0,
                      {"raised": f"OutOfMemoryError: {exc}", "host_bytes": needed,
                       "host_allowed": allowed, "host_available": avail})
     log.error("%s: %s", op.name, why)
     raise mark_recorded(exc)
+
+
+def _slow_lighter(op, first):
+    """The modelled CPU seconds of the lighter variant ``op`` taken in place of ``first`` when
+    over :data:`LIGHTER_CPU_SECONDS`; ``None`` for ``first`` itself or a quick enough one."""
+    if op is first or op.flops is None:
+        return None
+    seconds = _budget.model_seconds(float(op.flops), 0)[0]
+    return seconds if seconds > LIGHTER_CPU_SECONDS else None
+
+
+def _duration(seconds):
+    """``seconds`` for a message: ``"3.2 hours"``, ``"14 minutes"``."""
+    return f"{seconds / 3600:.2g} hours" if seconds >= 5400 else f"{seconds / 60:.2g} minutes"
 
 
 def needed_bytes(op, args, kwargs, kind):

@@ -81,6 +81,30 @@ def test_host_without_room_for_a_factor_takes_the_matrix_free_solver(
     _close_to(gp, reference)
 
 
+def test_a_matrix_free_run_too_long_for_the_cpu_is_not_started(
+        reference, small_tiles, host_bytes, monkeypatch):
+    """The automatic rung is refused where its modelled CPU time is over the limit (as a run
+    that does not fit: nothing started); asked for by name, it runs."""
+    from gpulinalg._runtime import budget, host_check
+    x, y, _, kernel, *_ = reference
+    f64, mixed, cg = budgets()
+    host_bytes(mixed - 1)
+    flops = _cg_api.cg_cost(N, 1, D, CGOptions(), False)[1]
+    seconds = budget.model_seconds(flops, 0)[0]
+    monkeypatch.setattr(host_check, "LIGHTER_CPU_SECONDS", seconds / 2)
+    with gpulinalg.config(backend="cpu", host_memory_share=1.0):
+        with pytest.raises(MemoryError, match="solver='cg' fits in host memory") as err:
+            GaussianProcessRegressor(kernel, optimizer=None).fit(x, y)
+        rec = gpulinalg.last_run()
+        assert "ask for it by name" in str(err.value) and err.value.needed > mixed - 1
+        assert rec.op == "gp.fit" and "modelled CPU time" in rec.reason
+        gp = GaussianProcessRegressor(kernel, optimizer=None, solver="cg").fit(x, y)
+    assert gp.solver_ == "cg"
+    monkeypatch.setattr(host_check, "LIGHTER_CPU_SECONDS", seconds * 2)
+    with gpulinalg.config(backend="cpu", host_memory_share=1.0):
+        assert GaussianProcessRegressor(kernel, optimizer=None).fit(x, y).solver_ == "cg"
+
+
 def test_pretend_gpu_without_room_for_a_factor_takes_the_matrix_free_solver(
         reference, small_tiles, monkeypatch):
     x, y, _, kernel, *_ = reference
