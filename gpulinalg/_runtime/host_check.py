@@ -67,7 +67,7 @@ def choose(op, args, kwargs, kind, reason, fell_back, settings):
         text = message(first, tried[0][1], allowed, avail, reason, settings) + (
             f" The lighter {variant(op)[:-2]} fits in host memory ({size_text(needed)}), "
             f"but would run about {_duration(slow)} on this CPU (modelled): it is not started "
-            f"automatically; ask for it by name to run it anyway.")
+            f"automatically; pass {variant(op)[:-2]} to run it anyway.")
         needed = tried[0][1]
     else:
         why = (f"not started: its host-memory estimate {size_text(needed)} is over the "

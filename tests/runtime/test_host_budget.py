@@ -138,7 +138,7 @@ def test_gp_fit_too_big_for_ram_is_refused_within_a_second(avail):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((n, 2)), rng.standard_normal(n)
     inputs = X.nbytes + y.nbytes
-    # the Cholesky path (solver="auto" would take the matrix-free solver past it)
+    # the Cholesky path
     exc, seconds, peak = _refused_quickly(
         lambda: GaussianProcessRegressor(solver="cholesky").fit(X, y))
     assert seconds < 1.0 and peak < 8 * inputs  # copies of X and y, nothing n x n
@@ -150,6 +150,10 @@ def test_gp_fit_too_big_for_ram_is_refused_within_a_second(avail):
                                          solver="cholesky").fit(X, y))
     assert seconds < 1.0 and peak < 8 * inputs and gpulinalg.last_run().op == "gp.fit"
     assert 4 * n * n <= exc.needed < 8 * n * n  # the float32 matrix
+    # the defaults: the matrix-free rung fits, but is modelled to run too long on the CPU
+    exc, seconds, peak = _refused_quickly(lambda: GaussianProcessRegressor().fit(X, y))
+    assert seconds < 1.0 and peak < 8 * inputs and exc.needed >= 8 * n * n
+    assert "solver='cg' fits in host memory" in str(exc) and "would run about" in str(exc)
 
 
 def test_normal_calls_unaffected_and_recorded():
