@@ -166,13 +166,24 @@ def test_normal_calls_unaffected_and_recorded():
     assert "raised" not in rec.details
 
 
-def test_the_check_is_cheap():
-    """A small job's check reads the clock and the cached reading: no syscall per call."""
+def test_the_check_is_cheap(monkeypatch):
+    """A small job's check reads the clock and the cached reading: no reading per call; a
+    large job, or an old reading, reads afresh."""
+    reads = []
+    real = budget_host._read
+    monkeypatch.setattr(budget_host, "_read", lambda: reads.append(1) or real())
+    now = [100.0]
+    monkeypatch.setattr(budget_host, "_clock", lambda: now[0])
+    monkeypatch.setattr(budget_host, "_reading", (-1e9, None))
     budget_host.host_fits(1 << 20)  # a fresh reading
-    start = time.perf_counter()
-    for _ in range(10_000):
+    for _ in range(1000):
         budget_host.host_fits(1 << 20)
-    assert (time.perf_counter() - start) / 10_000 < 5e-6
+    assert len(reads) == 1
+    now[0] += 2 * budget_host.HOST_CACHE_S
+    budget_host.host_fits(1 << 20)
+    assert len(reads) == 2
+    budget_host.host_fits(1 << 60)  # over the cached reading's fraction
+    assert len(reads) == 3
 
 
 def test_exact_gp_solve_of_a_view_too_big_for_ram(avail):
