@@ -187,8 +187,9 @@ def _single_gram(engine, X, mean, m):
     var = c.diagonal()
     msq = mean * mean
     live = diag > 0
-    if bool(((diag < GRAM_MIN_DIAGONAL) & live).any()) or \
-            bool((msq > GRAM_MEAN_RATIO * xp.maximum(var, 0) * (m - 1) / m).any()):
+    # both tests in one read-back (a synchronization on a GPU)
+    if bool(((diag < GRAM_MIN_DIAGONAL) & live).any() |
+            (msq > GRAM_MEAN_RATIO * xp.maximum(var, 0) * (m - 1) / m).any()):
         return None
     return c
 
