@@ -308,13 +308,17 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
         def factor_low(x):
             if tensor is not None:
                 w = x if one_triangle else fortran_batch(x, low)  # lowered() made a new copy
-                return None if tensor.factor(w[0]) else w
+                inverses = [] if tensor.INVERTED else None
+                return None if tensor.factor(w[0], inverses=inverses) else (w, inverses)
             try:
-                return _cholesky_cuda.cholesky(x, True, True, False, low, False)
+                return _cholesky_cuda.cholesky(x, True, True, False, low, False), None
             except NotPositiveDefiniteError:
                 return None
 
-        def solve_low(c, x, adjoint):  # a Hermitian system: its adjoint is itself
+        def solve_low(f, x, adjoint):  # a Hermitian system: its adjoint is itself
+            c, inverses = f
+            if inverses:  # the tensor factor's inverted diagonal blocks: products only
+                return tensor.solve(c[0], inverses, x[0])[None]
             return _cholesky_cuda.cho_solve(c, True, x, False, low, False, False)
     else:
         def factor_low(x):
@@ -325,7 +329,8 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             trans = (2 if np.dtype(low).kind == "c" else 1) if adjoint else 0
             return _solve_rhs(f, (nb,), x, trans, low)
     if tensor is not None:
-        note(factor="blocked Cholesky, trailing updates in TF32")
+        note(factor="blocked Cholesky, trailing updates in TF32" +
+             (", block columns by inverted diagonal blocks" if tensor.INVERTED else ""))
     return refined_solve(cupy, m, rhs, factor_low, solve_low, full, **hooks).reshape(shape)
 
 
