@@ -11,6 +11,8 @@ Rows (``case`` says the shape and ``k``; ``X`` standard normal plus a column off
 * the whole ``fit_transform``: ours with the Gram matrix by one GEMM and by GEMMs over
   ``GRAM_BLOCKS`` column blocks of its lower triangle (:data:`BLOCKS`), scikit-learn's;
 * the Gram matrix alone (the same routes, and cuBLAS SYRK through ``cupy.cublas``);
+* the mirror of the block-triangle Gram matrix's computed triangle (ours: ``triu(c) +
+  triu(c, 1).T``; one ``where`` with a mask made per call or kept), with ``mirror_ok``;
 * ``eigh`` of the ``n x n`` float64 covariance: CuPy's, ours (whole, and the top ``k`` by
   ``subset_by_index``), cuSOLVER's Jacobi ``syevj`` (float64, float32) with ``eig_err``, the
   largest eigenvalue difference from ``cupy.linalg.eigvalsh`` relative to the largest;
@@ -99,6 +101,24 @@ def _gram(rows, case, x, repeat):
     _timed(rows, case, fns, repeat)
 
 
+def _mirror(rows, case, n, repeat):
+    import cupy
+    rng = cupy.random.default_rng(2)
+    g = rng.standard_normal((n, n), dtype=np.float32)
+    g = g + g.T
+    c = cupy.triu(g) + cupy.tril(rng.standard_normal((n, n), dtype=np.float32), -1)  # junk below
+    kept = cupy.arange(n)[:, None] <= cupy.arange(n)[None, :]
+
+    def per_call():
+        i = cupy.arange(n)
+        return cupy.where(i[:, None] <= i[None, :], c, c.T)
+    fns = {"mirror: triu(c) + triu(c, 1).T (ours)": lambda: cupy.triu(c) + cupy.triu(c, 1).T,
+           "mirror: where, mask per call": per_call,
+           "mirror: where, mask kept": lambda: cupy.where(kept, c, c.T)}
+    extra = {name: {"mirror_ok": bool((fn() == g).all())} for name, fn in fns.items()}
+    _timed(rows, case, fns, repeat, **extra)
+
+
 def _eigh(rows, case, c, k, repeat):
     import cupy
     import cupyx.cusolver
@@ -165,6 +185,7 @@ def run(m, n, k, repeat):
     rows = []
     _whole(rows, case, x, k, repeat)
     _gram(rows, case, x, repeat)
+    _mirror(rows, case, n, repeat)
     xc = x[:min(m, 20 * n)].astype(np.float64)
     c = cupy.cov(xc.T)
     del xc

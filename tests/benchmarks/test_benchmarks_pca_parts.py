@@ -17,5 +17,7 @@ def test_study_runs_on_a_gpu():
     timed = {r["impl"] for r in rows if "median_s" in r and r["impl"] != "kernel"}
     assert {f"Gram {b} block{'s' if b > 1 else ''}" for b in pca_parts.BLOCKS} <= timed
     assert "eigh: ours" in timed and "mean: batched GEMV with ones" in timed
+    mirrors = [r for r in rows if "mirror_ok" in r]
+    assert len(mirrors) == 3 and all(r["mirror_ok"] for r in mirrors), mirrors
     means = [r for r in rows if "mean_err" in r]
     assert means and all(r["mean_err"] < 1e-5 for r in means)
