@@ -4,7 +4,9 @@ chunks, and against single-GPU gpulinalg / torch for the blocked Cholesky.
 Run as a module (``import dask`` inside would find this file if run by path)::
 
     python -m benchmarks.suites.dask [--workers N] [--cpu] [--quick] [--full] [--json PATH]
-                              [--cases qr,pca,rsvd,cholesky]
+                              [--cases qr,pca,rsvd,cholesky] [--repeat R]
+    python -m benchmarks.suites.dask --cpu-scaling 1,2,4,8 [--cases qr,rsvd,cholesky]
+                              [--repeat R] [--json PATH]
 
 One ``LocalCUDACluster`` worker per GPU (``--workers N``: the first N GPUs) with CuPy chunks, or
 with ``--cpu`` a ``LocalCluster`` with NumPy chunks (the smoke run of a machine without a GPU).
@@ -18,11 +20,19 @@ Default sizes are scaled to fit one H200 in about two minutes (rows say ``scaled
 the issue's size is larger): randomized SVD 1M x 8k fp32 (issue: 1M x 20k, 80 GB), tall QR
 20M x 100 fp32 and PCA 5M x 1000 fp32 (the issue's sizes), Cholesky n = 32768 fp64 (issue:
 65536). ``--full`` asks for the issue's sizes.
+
+``--cpu-scaling 1,2,4,8`` is CPU strong scaling: for each count a ``LocalCluster`` of that many
+worker processes, one thread and one BLAS thread each, NumPy chunks, the sizes of
+``CPU_SCALING`` (rank 20 for the randomized SVD, R only for the tall QR); rows carry
+``workers``, and ``speedup`` and ``scaling_efficiency`` (t_1 / (w t_w)) against the fewest
+workers of the list.
 """
 
 import argparse
+import contextlib
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -57,6 +67,13 @@ CPU = {
     "rsvd": ((4_000, 300), (1_000, 150), "float32", (1_000_000, 20_000)),
     "cholesky": ((600, 600), (150, 150), "float64", (65536, 65536)),
 }
+CPU_SCALING = {  # strong scaling on CPU worker processes: 16 row chunks, 2 per worker at 8
+    "qr": ((3_200_000, 64), (200_000, 64), "float32", None),
+    "rsvd": ((1_600_000, 800), (100_000, 800), "float32", None),
+    "cholesky": ((8192, 8192), (1024, 1024), "float64", None),
+}
+#: What ``--cpu-scaling`` changes in the cases (read from ``info``; the defaults elsewhere).
+SCALING = {"k": 20, "qr_mode": "r", "one_device_peers": False}
 FULL = {
     "rsvd": ((1_000_000, 20_000), (50_000, 5_000), "float32", None),
     "cholesky": ((65536, 65536), (8192, 8192), "float64", None),
@@ -200,18 +217,30 @@ def _host(a):
 # -- cases ------------------------------------------------------------------------------------
 
 def case_qr(client, x, info, repeat):
+    """Q and R, or with ``info["qr_mode"] == "r"`` R alone (``R^T R`` against ``X^T X``)."""
     import dask
     import dask.array as da
     from gpulinalg import decomp
+    r_only = info.get("qr_mode") == "r"
+    mode = "r" if r_only else "economic"
+    # persisting R alone culls the pass that forms Q on both sides
+    theirs = (lambda: [da.linalg.tsqr(x)[1]]) if r_only else (lambda: da.linalg.tsqr(x))
+    xtx = _host((x.T @ x).compute()) if r_only else None
     rows = []
-    for impl, fn in (("gpulinalg.decomp.qr", lambda: decomp.qr(x, mode="economic")),
-                     ("dask.array.linalg.tsqr", lambda: da.linalg.tsqr(x))):
-        cold, warm, (q, r), comm = _timed(client, fn, repeat)
-        gram, resid = dask.compute(q.T @ q, abs(q @ r - x).max())
-        orth = np.abs(_host(gram) - np.eye(x.shape[1])).max()
-        rows.append(_row("qr", impl, cold, warm, info, passes=1, comm=comm,
-                         orth_err=float(orth), resid_max=float(_host(resid))))
-        del q, r
+    for impl, fn in (("gpulinalg.decomp.qr", lambda: list(decomp.qr(x, mode=mode))),
+                     ("dask.array.linalg.tsqr", theirs)):
+        cold, warm, out, comm = _timed(client, fn, repeat)
+        if r_only:
+            rtr = _host((out[0].T @ out[0]).compute())
+            acc = {"gram_rel_err": float(np.abs(rtr - xtx).max() / np.abs(xtx).max())}
+        else:
+            q, r = out
+            gram, resid = dask.compute(q.T @ q, abs(q @ r - x).max())
+            acc = {"orth_err": float(np.abs(_host(gram) - np.eye(x.shape[1])).max()),
+                   "resid_max": float(_host(resid))}
+            del q, r
+        rows.append(_row("qr", impl, cold, warm, info, passes=1, comm=comm, mode=mode, **acc))
+        del out
     return rows
 
 
@@ -221,19 +250,20 @@ def case_rsvd(client, x, info, repeat):
     from gpulinalg import decomp
     passes = 2 + 2 * N_ITER
     rows, svals = [], {}
+    k = info.get("k", K)
 
     def ours():
-        return list(decomp.truncated_svd(x, K, random_state=0, n_iter=N_ITER,
+        return list(decomp.truncated_svd(x, k, random_state=0, n_iter=N_ITER,
                                          n_oversamples=OVERSAMPLES))
 
     def theirs(n_iter=N_ITER, over=OVERSAMPLES):
         with dask.config.set({"array.backend": info["kind"]}):  # Omega on the chunks' package
-            return list(da.linalg.svd_compressed(x, K, n_power_iter=n_iter,
+            return list(da.linalg.svd_compressed(x, k, n_power_iter=n_iter,
                                                  n_oversamples=over, seed=0))
     # reference singular values: more power iterations and oversampling. Ritz values are lower
     # bounds of the true ones, so the larger the better; svd_compressed cannot be the
     # reference: it normalizes only once per A A^T and overflows float32 past ~3 iterations
-    ref = _host(decomp.truncated_svd(x, K, random_state=1, n_iter=REF_ITER,
+    ref = _host(decomp.truncated_svd(x, k, random_state=1, n_iter=REF_ITER,
                                      n_oversamples=REF_OVER).S.compute())
     for impl, fn in (("gpulinalg.decomp.truncated_svd", ours),
                      ("dask.array.linalg.svd_compressed", theirs)):
@@ -244,7 +274,7 @@ def case_rsvd(client, x, info, repeat):
             continue
         svals[impl] = _host(s.compute())
         acc = _accuracy(x, u, s, vh, ref)
-        rows.append(_row("rsvd", impl, cold, warm, info, passes=passes, comm=comm, k=K,
+        rows.append(_row("rsvd", impl, cold, warm, info, passes=passes, comm=comm, k=k,
                          n_iter=N_ITER, n_oversamples=OVERSAMPLES,
                          singular_values=svals[impl].tolist(), **acc))
         del u, s, vh
@@ -280,7 +310,7 @@ def _accuracy(x, u, s, vh, ref):
 def _gemm_probe(client, x, info):
     """The two products of one pass on one chunk of ``x``, timed on a worker (CUDA events for
     CuPy chunks): what the GPU itself does per byte, against the suite's per-pass rates."""
-    l = K + OVERSAMPLES
+    l = info.get("k", K) + OVERSAMPLES
     shape = tuple(int(c[0]) for c in x.chunks)
 
     def probe(kind, shape, dtype, l):
@@ -368,9 +398,10 @@ def case_cholesky(client, x, info, repeat):
         rows.append(_row("cholesky", impl, cold, warm, info, passes=1, comm=comm,
                          resid_lead_block=float(_host(res)), flops=n ** 3 / 3))
         del L
-    if n <= ONE_DEVICE_MAX_N:
+    peers = info.get("one_device_peers", True)  # off for scaling: they run here, not on workers
+    if peers and n <= ONE_DEVICE_MAX_N:
         rows += _single_gpu_cholesky(x, info, repeat)
-    else:  # the worker holds A and L; the peer's A and its temporaries would not fit beside
+    elif peers:  # the worker holds A and L; the peer's A and its temporaries would not fit beside
         rows.append(_harness.absent("dask", "cholesky", "one-device peers",
                                   f"n = {n} > {ONE_DEVICE_MAX_N}: the Dask worker holds A and "
                                   "L on the same GPU; the one-device peers need A and "
@@ -436,24 +467,33 @@ CASES = {"qr": case_qr, "pca": case_pca, "rsvd": case_rsvd, "cholesky": case_cho
 
 
 def run(quick=False, *, workers=1, cpu=None, full=False, cases=tuple(CASES), repeat=2,
-        sink=None):
-    """Rows of every case in ``cases`` (the ``python -m benchmarks`` entry: ``run(quick)``)."""
+        sink=None, scaling=False):
+    """Rows of every case in ``cases`` (the ``python -m benchmarks`` entry: ``run(quick)``);
+    ``scaling=True`` is one point of ``--cpu-scaling``: ``workers`` processes of one thread and
+    one BLAS thread, the sizes of ``CPU_SCALING``, the settings of ``SCALING``."""
     import distributed
     import gpulinalg
     from gpulinalg.distributed import local_cluster
-    cpu = (not gpulinalg.gpu_available()) if cpu is None else cpu
-    sizes = CPU if cpu else (QUICK if quick else {**SIZES, **(FULL if full else {})})
+    cpu = scaling or ((not gpulinalg.gpu_available()) if cpu is None else cpu)
+    sizes = CPU_SCALING if scaling else (
+        CPU if cpu else (QUICK if quick else {**SIZES, **(FULL if full else {})}))
     kind = "numpy" if cpu else "cupy"
     kw = dict(n_workers=workers, dashboard_address=":0")
     if cpu:
-        kw.update(threads_per_worker=1, processes=False)
+        kw.update(threads_per_worker=1, processes=scaling)
     rows = []
-    with local_cluster(gpu=not cpu, **kw) as cluster, distributed.Client(cluster) as client:
+    # kept for the whole run: a worker the Nanny restarts is spawned with the same environment
+    env = _one_blas_thread() if scaling else contextlib.nullcontext()
+    with (env, local_cluster(gpu=not cpu, **kw) as cluster,
+          distributed.Client(cluster) as client):
+        tags = {"workers": workers, "processes": True, "threads_per_worker": 1,
+                "blas_threads": _blas_threads(client)} if scaling else {}
         for name in cases:
             shape, chunks, dtype, issue = sizes[name]
             info = {"shape": list(shape), "chunks": list(chunks), "dtype": dtype, "kind": kind,
                     "workers": workers, "nbytes": int(np.prod(shape)) * np.dtype(dtype).itemsize,
-                    "scaled_from": list(issue) if issue and tuple(issue) != tuple(shape) else None}
+                    "scaled_from": list(issue) if issue and tuple(issue) != tuple(shape) else None,
+                    **(SCALING if scaling else {})}
             t0 = time.perf_counter()
             try:
                 (x,) = _persist(client, make(name, shape, chunks, dtype, kind))
@@ -463,6 +503,8 @@ def run(quick=False, *, workers=1, cpu=None, full=False, cases=tuple(CASES), rep
                     r["input_made_s"] = round(made, 3)
             except Exception as exc:  # one failing case keeps the others' rows
                 got = [_harness.absent("dask", name, "all", f"{type(exc).__name__}: {exc}")]
+            for r in got:
+                r.update(tags)
             rows += got
             if sink:
                 sink(rows)
@@ -471,13 +513,125 @@ def run(quick=False, *, workers=1, cpu=None, full=False, cases=tuple(CASES), rep
     return rows
 
 
+def run_scaling(counts, *, cases=tuple(CPU_SCALING), repeat=2, sink=None):
+    """CPU strong scaling: the rows of ``run(scaling=True)`` for each worker count.
+
+    Parameters
+    ----------
+    counts : sequence of int
+        Worker processes of each ``LocalCluster`` (one thread each), one cluster at a time.
+    cases : sequence of str, default all of ``CPU_SCALING``
+        Keys of ``CPU_SCALING``.
+    repeat : int, default 2
+        Warm runs per implementation.
+    sink : callable or None
+        Called with all rows so far after each case.
+
+    Returns
+    -------
+    list of dict
+        The rows, the timed ones with ``speedup`` and ``scaling_efficiency`` (``add_scaling``).
+    """
+    rows = []
+    for w in counts:
+        rows += run(workers=w, cases=cases, repeat=repeat, scaling=True,
+                    sink=(lambda got: sink(rows + got)) if sink else None)
+    return add_scaling(rows)
+
+
+def add_scaling(rows):
+    """Add ``speedup`` and ``scaling_efficiency`` to the timed rows of distributed runs.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows with ``workers``; those with a ``median_s`` are compared with the row of the same
+        case, implementation and shape on the fewest workers (``w0``, time ``t0``).
+
+    Returns
+    -------
+    list of dict
+        ``rows``, changed in place: ``speedup`` = t0 / t_w, ``scaling_efficiency`` =
+        w0 t0 / (w t_w) (t_1 / (w t_w) when the counts start at 1), ``scaling_base_workers`` = w0.
+    """
+    timed = sorted((r for r in rows if r.get("median_s") and r.get("workers")),
+                   key=lambda r: r["workers"])
+    base = {}
+    for r in timed:
+        b = base.setdefault(_series(r), r)
+        r["speedup"] = round(b["median_s"] / r["median_s"], 3)
+        r["scaling_efficiency"] = round(
+            b["workers"] * b["median_s"] / (r["workers"] * r["median_s"]), 3)
+        r["scaling_base_workers"] = b["workers"]
+    return rows
+
+
+def _series(r):
+    return r["case"], r["impl"], tuple(r.get("shape") or ())
+
+
+def scaling_table(rows):
+    """The rows of ``add_scaling`` as a text table, by case, implementation and workers."""
+    lines = [f"{'case':9} {'impl':34} {'workers':>7} {'median_s':>9} {'speedup':>8} "
+             f"{'efficiency':>10}"]
+    for r in sorted((r for r in rows if "scaling_efficiency" in r),
+                    key=lambda r: (*_series(r), r["workers"])):
+        lines.append(f"{r['case']:9} {r['impl'][:34]:34} {r['workers']:7d} "
+                     f"{r['median_s']:9.3f} {r['speedup']:8.2f} {r['scaling_efficiency']:10.2f}")
+    return "\n".join(lines)
+
+
+BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    """Worker processes spawned inside have one BLAS thread. The Nanny puts
+    ``distributed.nanny.pre-spawn-environ`` into the environment before it spawns a worker (so
+    the BLAS reads it at import), but a variable already in this process's environment wins over
+    that config: both are set here, and the environment restored after."""
+    import dask
+    saved = {k: os.environ.get(k) for k in BLAS_ENV}
+    os.environ.update(dict.fromkeys(BLAS_ENV, "1"))
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": 1 for k in BLAS_ENV}):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _blas_threads(client):
+    """The most threads of any BLAS or OpenMP pool on any worker once NumPy and SciPy are loaded
+    (threadpoolctl's count; ``None`` without threadpoolctl). 1 is what scaling asks for."""
+    if not _harness.have("threadpoolctl"):
+        return None
+
+    def most():
+        import numpy  # noqa: F401  (loads the BLAS that threadpoolctl reads)
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import threadpool_info
+        return max((p["num_threads"] for p in threadpool_info()), default=0)
+    got = max(client.run(most).values())
+    if got != 1:
+        print(f"warning: a worker has {got} BLAS threads, not 1", file=sys.stderr, flush=True)
+    return got
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks.suites.dask")
     p.add_argument("--workers", type=int, default=1, help="Dask workers (one GPU each)")
     p.add_argument("--cpu", action="store_true", help="LocalCluster with NumPy chunks")
     p.add_argument("--quick", action="store_true", help="small GPU sizes")
     p.add_argument("--full", action="store_true", help="the issue's sizes where larger")
-    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--cpu-scaling", metavar="W,W,...",
+                   help="CPU strong scaling: a LocalCluster of W worker processes (one thread "
+                        "each) for each W, sizes CPU_SCALING")
+    p.add_argument("--cases", help=f"default {','.join(CASES)}; with --cpu-scaling "
+                                   f"{','.join(CPU_SCALING)}")
     p.add_argument("--repeat", type=int, default=2, help="warm runs per implementation")
     p.add_argument("--json", help="write the rows here (rewritten after each case)")
     args = p.parse_args(argv)
@@ -490,15 +644,27 @@ def main(argv=None):
         shown[0] = len(rows)
         if args.json:
             _harness.write_rows(args.json, rows, suite="dask", args=vars(args), notes=NOTES)
-    rows = run(args.quick, workers=args.workers, cpu=args.cpu or None, full=args.full,
-               cases=[c for c in args.cases.split(",") if c], repeat=args.repeat, sink=sink)
+    cases = [c for c in (args.cases or "").split(",") if c]
+    if args.cpu_scaling:
+        counts = [int(w) for w in args.cpu_scaling.split(",") if w]
+        cases = cases or list(CPU_SCALING)
+        if set(cases) - set(CPU_SCALING) or not counts or min(counts) < 1:
+            p.error(f"--cpu-scaling takes worker counts >= 1 and --cases from "
+                    f"{','.join(CPU_SCALING)}")
+        rows = run_scaling(counts, cases=cases, repeat=args.repeat, sink=sink)
+        print(scaling_table(rows), flush=True)
+        if args.json:
+            _harness.write_rows(args.json, rows, suite="dask", args=vars(args), notes=NOTES)
+    else:
+        rows = run(args.quick, workers=args.workers, cpu=args.cpu or None, full=args.full,
+                   cases=cases or list(CASES), repeat=args.repeat, sink=sink)
     if not rows:
         print("no rows")
     return 0
 
 
 SHOWN = ("input_GBps", "tasks", "idle_s", "s_rel_err", "resid_Av", "u_orth",
-         "ev_rel_diff_between_impls", "orth_err", "resid_lead_block", "TFLOPs",
+         "ev_rel_diff_between_impls", "orth_err", "gram_rel_err", "resid_lead_block", "TFLOPs",
          "a_z_GBps", "aT_y_GBps", "absent")
 
 
