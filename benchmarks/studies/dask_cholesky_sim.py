@@ -2,19 +2,21 @@
 time from the kernels measured here, and a list schedule on W workers.
 
     python -m benchmarks.studies.dask_cholesky_sim [--n 8192] [--tile 1024]
-        [--workers 1,2,4,8] [--overhead-ms 1.0] [--gb-per-s 2.0] [--rates PATH] [--json PATH]
+        [--workers 1,2,4,8] [--overhead-ms 1.0] [--gb-per-s 2.0] [--rates PATH] [--gpu]
+        [--json PATH]
 
 The graph is the one ``decomp.cholesky`` builds (``gpulinalg/decomp/cholesky/_cholesky_dask.py``)
 for blocks of ``g`` tiles per column: the default (``T``, whole columns, on one worker; single
 tiles, the shape of ``dask.array.linalg.cholesky``'s graph, on more), whole columns on every
 worker count (the graph before blocks) and ``ceil(T / W)``. A task's time is its kernels'
 time from per-tile rates measured once in this process (LAPACK/BLAS on one thread: ``potrf``
-of a tile, ``trsm``, ``gemm`` and ``herk`` updates of a tile) or read from ``--rates`` (a
-JSON of the same keys, e.g. measured on a GPU), plus ``--overhead-ms`` per task (the
-scheduler's and the worker's share). A dependency computed on another worker costs its bytes
-at ``--gb-per-s`` before the task can start. Workers take the ready task with the longest
-path to the end first (a list schedule: Dask's scheduler orders by its own priorities, so
-the real run can only be slower or equal where the model is right).
+of a tile, ``trsm``, ``gemm`` and ``herk`` updates of a tile; with ``--gpu``, the Dask
+engine's GPU tile tasks on this process's GPU: what W GPU workers would give) or read from
+``--rates`` (a JSON of the same keys, e.g. the ``rates`` of an earlier ``--json``), plus
+``--overhead-ms`` per task (the scheduler's and the worker's share). A dependency computed on
+another worker costs its bytes at ``--gb-per-s`` before the task can start. Workers take the
+ready task with the longest path to the end first (a list schedule: Dask's scheduler orders
+by its own priorities, so the real run can only be slower or equal where the model is right).
 
 Rows: ``median_s`` (the schedule's length), ``speedup`` over the default graph on one
 worker, ``efficiency`` (speedup / W), ``critical_path_s`` (the longest chain, a bound no
@@ -54,6 +56,33 @@ def measure_rates(tile, dtype=np.float64, repeat=3):
         fn()
         rates[name] = max(min(_time(fn) for _ in range(repeat)) - (0 if name == "potrf" else
                                                                    copy), 0.0)
+    return rates
+
+
+def measure_rates_gpu(tile, dtype=np.float64, repeat=3):
+    """Seconds per tile of each kernel of the Dask Cholesky's GPU tile tasks on this process's
+    GPU (cuSOLVER ``potrf``, cuBLAS ``trsm``, ``gemm``, ``syrk``), each call synchronized."""
+    import cupy
+
+    from gpulinalg._runtime.streams import get_stream
+    from gpulinalg.decomp._tiles import _tiles_cuda as tiles
+    from gpulinalg.decomp.cholesky._cholesky_cuda import tile_potrf
+    rng = cupy.random.default_rng(0)
+    x = rng.standard_normal((tile, tile)).astype(dtype)
+    spd = x @ x.T + tile * cupy.eye(tile, dtype=dtype)
+    low = cupy.linalg.cholesky(spd)
+    blocks = {"potrf": lambda: tile_potrf(spd, 0),
+              "trsm": lambda: tiles.trsm_right(low, work),
+              "gemm": lambda: tiles.gemm_sub(work, x, low),
+              "herk": lambda: tiles.herk_sub(work, x)}
+    rates = {}
+    with get_stream() as stream:
+        work = x.copy()
+        for name, fn in blocks.items():
+            fn()
+            stream.synchronize()
+            rates[name] = min(_time(lambda fn=fn: (fn(), stream.synchronize()))
+                              for _ in range(repeat))
     return rates
 
 
@@ -183,9 +212,11 @@ def main(argv=None):
     p.add_argument("--overhead-ms", type=float, default=1.0)
     p.add_argument("--gb-per-s", type=float, default=2.0)
     p.add_argument("--rates", help="JSON of seconds per tile: potrf, trsm, gemm, herk")
+    p.add_argument("--gpu", action="store_true", help="measure the rates on this GPU")
     p.add_argument("--json")
     args = p.parse_args(argv)
-    rates = json.load(open(args.rates)) if args.rates else measure_rates(args.tile)
+    rates = json.load(open(args.rates)) if args.rates else \
+        measure_rates_gpu(args.tile) if args.gpu else measure_rates(args.tile)
     print("seconds per tile:", {k: round(v, 5) for k, v in rates.items()})
     rows = run(args.n, args.tile, [int(w) for w in args.workers.split(",")],
                args.overhead_ms / 1e3, args.gb_per_s, rates)

@@ -49,3 +49,12 @@ def test_the_rows_compare_the_graph_shapes():
     default = {r["workers"]: r for r in rows if r["impl"] == "default"}
     assert default[1]["group"] == 4 and default[2]["group"] == 1
     assert default[1]["speedup"] == pytest.approx(1.0) and default[2]["speedup"] > 1.2
+
+
+@pytest.mark.gpu
+def test_gpu_rates_are_measured_and_scheduled():
+    rates = sim.measure_rates_gpu(256, repeat=2)
+    assert set(rates) == set(sim.KERNELS)
+    assert all(0 < v < 1.0 for v in rates.values()), rates
+    rows = sim.run(1024, 256, [1, 2], 1e-4, 25.0, rates)
+    assert rows and all(r["median_s"] > 0 for r in rows)
