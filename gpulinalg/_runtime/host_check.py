@@ -64,11 +64,12 @@ def choose(op, args, kwargs, kind, reason, fell_back, settings):
         verdicts.append(f"{variant(op)}fits, but its modelled CPU time {slow:.3g} s is over "
                         f"{LIGHTER_CPU_SECONDS:g} s")
         why = "not started: the variants that fit would run too long on the CPU"
-        text = message(first, tried[0][1], allowed, avail, reason, settings) + (
+        heavy, heavy_needed = tried[-1]  # the lightest variant that does not fit
+        text = message(heavy, heavy_needed, allowed, avail, reason, settings, tried[:-1]) + (
             f" The lighter {variant(op)[:-2]} fits in host memory ({size_text(needed)}), "
             f"but would run about {_duration(slow)} on this CPU (modelled): it is not started "
             f"automatically; pass {variant(op)[:-2]} to run it anyway.")
-        needed = tried[0][1]
+        needed = heavy_needed
     else:
         why = (f"not started: its host-memory estimate {size_text(needed)} is over the "
                f"{size_text(allowed)} it may use")
