@@ -105,6 +105,22 @@ def test_a_matrix_free_run_too_long_for_the_cpu_is_not_started(
         assert GaussianProcessRegressor(kernel, optimizer=None).fit(x, y).solver_ == "cg"
 
 
+def test_a_mixed_factor_too_long_for_the_cpu_is_not_started(reference, host_bytes,
+                                                             monkeypatch):
+    """The mixed rung is an automatic substitute too: refused where modelled over the limit,
+    run when asked for."""
+    from gpulinalg._runtime import host_check
+    x, y, _, kernel, *_ = reference
+    f64, mixed, _ = budgets()
+    host_bytes(f64 - 1)
+    monkeypatch.setattr(host_check, "LIGHTER_CPU_SECONDS", 1e-9)
+    with gpulinalg.config(backend="cpu", host_memory_share=1.0):
+        with pytest.raises(MemoryError, match="pass precision='mixed' to run it anyway"):
+            GaussianProcessRegressor(kernel, optimizer=None).fit(x, y)
+        gp = GaussianProcessRegressor(kernel, optimizer=None, precision="mixed").fit(x, y)
+    assert gp.precision_ == "mixed" and gp.solver_ == "cholesky"
+
+
 def test_pretend_gpu_without_room_for_a_factor_takes_the_matrix_free_solver(
         reference, small_tiles, monkeypatch):
     x, y, _, kernel, *_ = reference
