@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 from .._runtime import dispatch as _dispatch
 from .._runtime import arrays as _arrays
 from .._runtime.dispatch import Op, dispatch, shortcut
+from .._runtime.errors import OutOfMemoryError
 from .._runtime.validation import is_dask
 from . import _cg_api, _engine_cuda, _engine_host, _regressor_dask, _regressor_host
 from ._cg_options import cg_options, resolve_solver
@@ -72,6 +73,32 @@ class _Training:
         self.refine = rest[0] if rest else None
         self.cg = rest[1] if len(rest) > 1 else None
         self.device = self.precision = self.love = None
+
+
+#: Rows of a block of the kernel matrix when an in-memory fit moves to the Dask cluster:
+#: ``(CPU workers, GPU workers)``.
+CLUSTER_TILE = (4096, 16384)
+
+
+def _cluster_rung(est, X, exc):
+    """The :func:`gpulinalg.distributed.cluster_info` of the active Dask client where the fit
+    that ``exc`` refused can run there instead (float64 Cholesky, no hyperparameters to
+    optimize, numeric ``X``), else ``None``; a refusal that only the optimizer stood in the
+    way of says so in ``exc``."""
+    from ..distributed import cluster_info
+    if est.precision == "mixed" or est.solver_ == "cg":
+        return None
+    client = cluster_info()
+    if client is None or not client["workers"]:
+        return None
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "biuf":
+        return None
+    if est.optimizer is not None and est.kernel_.n_dims > 0:
+        exc.args = (f"{exc.args[0]} A Dask client is active, but a fit on the cluster does not "
+                    "optimize the kernel's hyperparameters: fit them on a subsample and pass "
+                    "kernel=that_fit.kernel_, optimizer=None.",) + exc.args[1:]
+        return None
+    return client
 
 
 def _on_dask(op, dask_fn, args, kwargs):
@@ -158,10 +185,12 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         gpulinalg's addition, for ``fit``'s final factorization and ``predict``. ``"auto"``:
         ``"float64"`` when its estimate fits the memory where the fit runs (the GPU's free
         memory under ``vram_headroom``; on the CPU, ``host_memory_share`` of the available
-        host memory), else ``"mixed"`` when that fits, else
-        :class:`~gpulinalg.OutOfMemoryError` (a ``MemoryError``) naming both estimates, the
-        memory there is and the options, before anything of the size of the kernel matrix is
-        allocated. The dispatcher makes the choice from the estimates it runs on (see
+        host memory), else ``"mixed"`` when that fits, else (``optimizer=None`` or no free
+        hyperparameter, and a Dask client active) a float64 fit on the Dask cluster with a
+        :class:`~gpulinalg.FallbackWarning` (the fitted attributes then Dask arrays there),
+        else :class:`~gpulinalg.OutOfMemoryError` (a ``MemoryError``) naming both estimates,
+        the memory there is and the options, before anything of the size of the kernel
+        matrix is allocated. The dispatcher makes the choice from the estimates it runs on (see
         :func:`gpulinalg.last_run`: the reason says why, ``details["precision"]`` which);
         ``precision_`` keeps it. A kernel gpulinalg does not evaluate itself, and
         ``solver="cg"``, always take ``"float64"``; Dask inputs too (no mixed path there).
@@ -369,18 +398,51 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self.n_targets is not None and seen != self.n_targets:
             raise ValueError("The number of targets seen in `y` is different from the parameter "
                              f"`n_targets`. Got {seen} != {self.n_targets}.")
+        given = y  # the targets as given: a fit moved to the cluster normalizes its own
         y, self._y_train_mean, self._y_train_std = _regressor_host.normalized_targets(
             y, self.normalize_y)
         self._noise(y.shape[0])
         copy = np.copy if self.copy_X_train else (lambda a: a)
         self.X_train_, self.y_train_ = copy(X), copy(y)
         self._fitted: _Training | None = None
-        if self.optimizer is not None and self.kernel_.n_dims > 0:
-            self._optimize()
-        res = self._factor()
+        try:
+            if self.optimizer is not None and self.kernel_.n_dims > 0:
+                self._optimize()
+            res = self._factor()
+        except OutOfMemoryError as exc:  # nothing started: the active Dask cluster, if any
+            client = _cluster_rung(self, X, exc)
+            if client is None:
+                raise
+            return self._fit_on_cluster(X, given, client, exc)
         if self.optimizer is None or self.kernel_.n_dims == 0:
             self.log_marginal_likelihood_value_ = np.float64(res.log_marginal_likelihood)
         self.alpha_, self.jitter_ = res.alpha, res.jitter
+        return self
+
+    def _fit_on_cluster(self, X, y, client, exc):
+        """``fit`` of the in-memory ``X``, ``y`` on the active Dask cluster (``client``: its
+        :func:`gpulinalg.distributed.cluster_info`), after ``exc`` refused it here: the
+        Dask arrays of :mod:`._regressor_dask`, one row block per :data:`CLUSTER_TILE` rows."""
+        import warnings
+
+        import dask.array as da
+        from .._runtime.errors import FallbackWarning
+        from .._runtime.records import note
+        n = X.shape[0]
+        rows = -(-n // max(1, -(-n // CLUSTER_TILE[bool(client["gpus"])])))
+        why = (f"the in-memory fit was not started ({exc.where} memory: needed about "
+               f"{exc.needed} B, {exc.allowed} B allowed); fitted on the active Dask cluster "
+               f"({client['workers']} workers, {client['gpus']} with a GPU) in row blocks of "
+               f"{rows}")
+        warnings.warn(f"gpulinalg: GaussianProcessRegressor.fit: {why}; the fitted "
+                      "attributes are Dask arrays held there", FallbackWarning, stacklevel=3)
+
+        def on_cluster(est, xd, yv):
+            note(moved_to_dask=why)
+            return _regressor_dask.fit(est, xd, yv)
+        xd = da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1))
+        _on_dask("gp.GaussianProcessRegressor.fit", on_cluster, (self, xd, y), {})
+        self.precision_ = "float64"
         return self
 
     @property
