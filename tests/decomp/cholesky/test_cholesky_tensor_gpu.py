@@ -22,20 +22,19 @@ def _spd(rng, n, cond=10.0):
     return (q * np.logspace(0, np.log10(cond), n)) @ q.T
 
 
-def _factor(xp, a, panel, inner=0, inverted=False):
+def _factor(xp, a, panel):
     """The factor of ``a`` in float32 and its code, on the thread's stream (where the
     dispatcher runs it: cuBLAS and cuSOLVER are bound to that stream)."""
     w = xp.asfortranarray(xp.asarray(a, dtype=np.float32))
     with get_stream():
-        code = _cholesky_tensor_cuda.factor(w, panel, inner, inverted)
+        code = _cholesky_tensor_cuda.factor(w, panel)
     return xp.asnumpy(w), code
 
 
-@pytest.mark.parametrize("inner, inverted", [(0, False), (32, False), (0, True), (32, True)])
 @pytest.mark.parametrize("n, panel", [(700, 128), (300, 512), (513, 64)])
-def test_tensor_cholesky_is_the_factor(xp_gpu, rng, n, panel, inner, inverted):
+def test_tensor_cholesky_is_the_factor(xp_gpu, rng, n, panel):
     a = _spd(rng, n)
-    w, code = _factor(xp_gpu, a, panel, inner, inverted)
+    w, code = _factor(xp_gpu, a, panel)
     assert code == 0
     low = np.tril(w.astype(np.float64))
     err = np.abs(a - low @ low.T).max() / np.abs(a).max()
@@ -59,11 +58,7 @@ def small_tensor_route(monkeypatch):
     monkeypatch.setattr(_cholesky_tensor_cuda, "PANEL", 64)
 
 
-@pytest.mark.parametrize("inner, inverted", [(0, False), (16, True)])
-def test_mixed_solve_refines_the_tensor_factor_to_double(xp_gpu, rng, small_tensor_route,
-                                                          monkeypatch, inner, inverted):
-    monkeypatch.setattr(_cholesky_tensor_cuda, "INNER", inner)
-    monkeypatch.setattr(_cholesky_tensor_cuda, "INVERTED", inverted)
+def test_mixed_solve_refines_the_tensor_factor_to_double(xp_gpu, rng, small_tensor_route):
     n = 600
     a = _spd(rng, n, cond=3.0)
     b = rng.standard_normal((n, 2))
