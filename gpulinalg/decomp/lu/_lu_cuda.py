@@ -308,17 +308,13 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
         def factor_low(x):
             if tensor is not None:
                 w = x if one_triangle else fortran_batch(x, low)  # lowered() made a new copy
-                inverses = [] if tensor.INVERTED else None
-                return None if tensor.factor(w[0], inverses=inverses) else (w, inverses)
+                return None if tensor.factor(w[0]) else w
             try:
-                return _cholesky_cuda.cholesky(x, True, True, False, low, False), None
+                return _cholesky_cuda.cholesky(x, True, True, False, low, False)
             except NotPositiveDefiniteError:
                 return None
 
-        def solve_low(f, x, adjoint):  # a Hermitian system: its adjoint is itself
-            c, inverses = f
-            if inverses:  # the tensor factor's inverted diagonal blocks: products only
-                return tensor.solve(c[0], inverses, x[0])[None]
+        def solve_low(c, x, adjoint):  # a Hermitian system: its adjoint is itself
             return _cholesky_cuda.cho_solve(c, True, x, False, low, False, False)
     else:
         def factor_low(x):
@@ -329,8 +325,7 @@ def solve_mixed(a, b, kind, lower, overwrite_a, overwrite_b, transposed, dtype, 
             trans = (2 if np.dtype(low).kind == "c" else 1) if adjoint else 0
             return _solve_rhs(f, (nb,), x, trans, low)
     if tensor is not None:
-        note(factor="blocked Cholesky, trailing updates in TF32" +
-             (", block columns by inverted diagonal blocks" if tensor.INVERTED else ""))
+        note(factor="blocked Cholesky, trailing updates in TF32")
     return refined_solve(cupy, m, rhs, factor_low, solve_low, full, **hooks).reshape(shape)
 
 

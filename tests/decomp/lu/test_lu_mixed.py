@@ -155,26 +155,3 @@ def test_mixed_spd_reads_only_its_named_triangle(backend, rng, lower, vector):
     assert x.shape == b.shape
     ref = scipy.linalg.solve(a, b, assume_a="pos")
     np.testing.assert_allclose(x, ref, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("inner, inverted", [(0, False), (16, False), (0, True), (16, True)])
-@pytest.mark.parametrize("lower", [False, True])
-def test_mixed_spd_tensor_factor_variants(backend, rng, monkeypatch, lower, inner, inverted):
-    """The blocked TF32 factor (several panels at this size) and each of its variants refine
-    to double precision; with the inverted diagonal blocks the solves are block substitutions
-    (the record says which factor ran)."""
-    if backend == "cpu":
-        pytest.skip("the tensor-core factor is the GPU engine's")
-    from gpulinalg.decomp.cholesky import _cholesky_tensor_cuda as tensor
-    for name, value in (("TENSOR_MIN", 32), ("PANEL", 24), ("INNER", inner),
-                        ("INVERTED", inverted)):
-        monkeypatch.setattr(tensor, name, value)
-    a = _system(rng, "pos", np.float64)
-    given = np.tril(a) if lower else np.triu(a)
-    b = random(rng, (60, 2), np.float64)
-    x = host(solve(given, b, assume_a="pos", lower=lower, precision="mixed"))
-    details = gpulinalg.last_run().details
-    assert details["precision"] == "mixed" and "TF32" in details["factor"], details
-    assert ("inverted" in details["factor"]) == inverted
-    np.testing.assert_allclose(x, scipy.linalg.solve(a, b, assume_a="pos"), rtol=1e-10,
-                               atol=1e-12)
