@@ -87,6 +87,7 @@ def _whole(rows, case, x, k, repeat):
 
 def _gram(rows, case, x, repeat):
     import cupy
+    import cupy.cublas  # a submodule CuPy 14 does not import with cupy
 
     from gpulinalg._runtime.streams import get_stream
     from gpulinalg.decomp._gpu import _blas_cuda
