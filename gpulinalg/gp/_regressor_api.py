@@ -75,9 +75,9 @@ class _Training:
         self.device = self.precision = self.love = None
 
 
-#: Rows of a block of the kernel matrix when an in-memory fit moves to the Dask cluster:
-#: ``(CPU workers, GPU workers)``.
-CLUSTER_TILE = (4096, 16384)
+#: Rows of a block of the kernel matrix when an in-memory fit moves to the Dask cluster (its
+#: chunks are NumPy's: the workers' CPUs run it).
+CLUSTER_TILE = 4096
 
 
 def _cluster_rung(est, X, exc):
@@ -429,11 +429,10 @@ class GaussianProcessRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         from .._runtime.errors import FallbackWarning
         from .._runtime.records import note
         n = X.shape[0]
-        rows = -(-n // max(1, -(-n // CLUSTER_TILE[bool(client["gpus"])])))
+        rows = -(-n // max(1, -(-n // CLUSTER_TILE)))
         why = (f"the in-memory fit was not started ({exc.where} memory: needed about "
                f"{exc.needed} B, {exc.allowed} B allowed); fitted on the active Dask cluster "
-               f"({client['workers']} workers, {client['gpus']} with a GPU) in row blocks of "
-               f"{rows}")
+               f"({client['workers']} workers) in NumPy row blocks of {rows}")
         warnings.warn(f"gpulinalg: GaussianProcessRegressor.fit: {why}; the fitted "
                       "attributes are Dask arrays held there", FallbackWarning, stacklevel=3)
 

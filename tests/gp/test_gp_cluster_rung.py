@@ -29,7 +29,7 @@ def no_room(host_bytes, monkeypatch):
     """A host with room for the inputs and nothing of the kernel matrix's size; small blocks
     on the cluster (several row blocks at test sizes)."""
     host_bytes(20_000)
-    monkeypatch.setattr(_regressor_api, "CLUSTER_TILE", (64, 64))
+    monkeypatch.setattr(_regressor_api, "CLUSTER_TILE", 64)
 
 
 def test_without_a_client_the_refusal_stands(rng, no_room):
@@ -53,7 +53,7 @@ def test_a_fit_that_fits_nowhere_here_moves_to_the_cluster(client, rng, no_room)
             est = GaussianProcessRegressor(KERNEL, optimizer=None, normalize_y=True).fit(X, y)
         rec = gpulinalg.last_run()
         mean, std = est.predict(Xq, return_std=True)
-    assert rec.backend == "dask" and "row blocks of 50" in rec.details["moved_to_dask"]
+    assert rec.backend == "dask" and "NumPy row blocks of 50" in rec.details["moved_to_dask"]
     assert isinstance(est.L_, da.Array) and est.precision_ == "float64"
     assert isinstance(mean, np.ndarray) and isinstance(std, np.ndarray)
     from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
