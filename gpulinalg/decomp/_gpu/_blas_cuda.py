@@ -12,7 +12,7 @@ call, where an emulator can stand in for it).
 import numpy as np
 
 from ..._runtime import streams
-from ._cusolver_cuda import leading_dimension
+from ._cusolver_cuda import leading_dimension, routines
 
 __all__ = ["trsm", "gemm_update", "gram", "symv", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
 
@@ -95,7 +95,7 @@ def symv(a, x, *, lower=True):
     import cupy
     from nvmath.bindings import cublas
     n, k = x.shape
-    fn = cublas.dsymv if a.dtype == np.float64 else cublas.ssymv
+    fn = getattr(cublas, routines(a.dtype).prefix + "symv")
     one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
     uplo = int(cublas.FillMode.LOWER if lower else cublas.FillMode.UPPER)
     xf = cupy.asfortranarray(x)
