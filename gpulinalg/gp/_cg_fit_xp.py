@@ -2,8 +2,10 @@
 array module: the log marginal likelihood and its gradient, ``fit``'s ``alpha_`` and
 ``predict``.
 
-Nothing ``n x n`` is stored. Every product ``K v`` (``K = k(X) + diag(noise)``) is made from
-the kernel plan row tile by row tile (:class:`._mixed_xp.Operator`); one run of
+Nothing ``n x n`` is stored. Every product ``K v`` (``K = k(X) + diag(noise)``) is made by the
+engine's operator (``la.cg_operator``): on the GPU the fused kernels of :mod:`._cg_fused_cuda`
+for the kernels of their form, else the kernel plan row tile by row tile
+(:class:`._mixed_xp.Operator`); one run of
 :func:`._cg_xp.mbcg` with the pivoted-Cholesky preconditioner ``P`` (:mod:`._precond_xp`)
 solves for the targets ``y`` and ``s`` probes ``z_j ~ N(0, P)`` at once, and gives
 
@@ -34,7 +36,6 @@ from .._runtime.validation import namespace
 from ._cg_xp import logdet_quadrature, mbcg
 from ._fit_xp import predict_body
 from ._love_xp import CHECKS, lanczos_factor, variance_method
-from ._mixed_xp import Operator
 from ._precond_xp import Preconditioner
 from ._results import GPSolveResult
 
@@ -52,23 +53,26 @@ def _probes(xp, n, options, like):
     return xp.asarray(g, dtype=like.dtype), xp.asarray(h, dtype=like.dtype)
 
 
-def _solve(op, rhs, pre, options, what):
-    """:func:`._cg_xp.mbcg` on ``rhs``, warning when it stopped at ``max_iter``."""
-    res = mbcg(op, rhs, pre.solve, tol=options.tol, max_iter=options.max_iter)
+def _solve(op, rhs, pre, options, what, tol=None):
+    """:func:`._cg_xp.mbcg` on ``rhs`` to ``tol`` (default ``options.tol``), warning when it
+    stopped at ``max_iter``."""
+    tol = options.tol if tol is None else tol
+    res = mbcg(op, rhs, pre.solve, tol=tol, max_iter=options.max_iter)
     if not res.converged:
         warn(f"conjugate gradients ({what}) stopped after {res.iterations} iterations with a "
-             f"relative residual of {float(res.residual.max()):.3g} > tol = {options.tol:g}; "
+             f"relative residual of {float(res.residual.max()):.3g} > tol = {tol:g}; "
              "raise cg_options['max_iter'] or 'precond_rank', or use solver='cholesky'",
              IllConditionedWarning)
     return res
 
 
-def _noted(res, pre, options, t, **extra):
+def _noted(res, pre, options, t, op, tol=None, **extra):
     note(solver="cg", cg_iterations=res.iterations, cg_converged=res.converged,
          cg_residual=float(res.residual[:t].max()) if t else 0.0,
          cg_probe_residual=float(res.residual[t:].max()) if res.residual.size > t else 0.0,
-         n_probes=options.n_probes, precond_rank=pre.rank, tol=options.tol,
-         max_iter=options.max_iter, **extra)
+         n_probes=options.n_probes, precond_rank=pre.rank,
+         tol=options.tol if tol is None else tol, max_iter=options.max_iter,
+         cg_products=getattr(op, "route", "library"), **extra)
 
 
 def _on(xp, noise):
@@ -76,8 +80,9 @@ def _on(xp, noise):
     return xp.asarray(noise) if getattr(noise, "ndim", 0) else noise
 
 
-def _likelihood(la, x, y, noise, plan, options):
-    """One mBCG run over ``[y, probes]``: ``(lml, logdet, alpha, u, z, pre, res)``."""
+def _likelihood(la, x, y, noise, plan, options, tol):
+    """One mBCG run over ``[y, probes]`` to the relative residual ``tol``:
+    ``(lml, logdet, alpha, u, z, pre, res, op)``."""
     xp = namespace(x)
     noise = _on(xp, noise)
     y2 = y.reshape(y.shape[0], -1)
@@ -86,12 +91,13 @@ def _likelihood(la, x, y, noise, plan, options):
     pre = Preconditioner(la, plan, x, noise, options.precond_rank, shift=shift)
     g, h = _probes(xp, n, options, x)
     z = pre.sample(g, h)
-    op = Operator(plan, x, noise)
-    res = _solve(op, xp.concatenate([y2, z], axis=1), pre, options, "log marginal likelihood")
+    op = la.cg_operator(plan, x, noise, tol)
+    res = _solve(op, xp.concatenate([y2, z], axis=1), pre, options, "log marginal likelihood",
+                 tol)
     alpha, u = res.x[:, :t], res.x[:, t:]
     logdet = pre.logdet + logdet_quadrature(res, range(t, t + z.shape[1]), n)
     lml = -0.5 * float((y2 * alpha).sum()) - 0.5 * t * logdet - 0.5 * t * n * _LOG_2PI
-    return lml, logdet, alpha, u, z, pre, res
+    return lml, logdet, alpha, u, z, pre, res, op
 
 
 def cg_lml_body(la, x, y, noise, *, plan, eval_gradient, options):
@@ -119,30 +125,27 @@ def cg_lml_body(la, x, y, noise, *, plan, eval_gradient, options):
     >>> bool(np.abs(grad - gref).max() < 0.05 * np.abs(gref).max())
     True
     """
-    lml, logdet, alpha, u, z, pre, res = _likelihood(la, x, y, noise, plan, options)
+    lml, logdet, alpha, u, z, pre, res, op = _likelihood(la, x, y, noise, plan, options,
+                                                         options.lml_tol)
     t = alpha.shape[1]
-    _noted(res, pre, options, t, logdet=logdet)
+    _noted(res, pre, options, t, op, options.lml_tol, logdet=logdet)
     if not eval_gradient:
         return lml, None
     xp = namespace(x)
     v = pre.solve(z)
     s = z.shape[1]
+    # W = alpha alpha^T - t (P^-1 + 1/s (U - V) V^T)
     left = xp.concatenate([alpha, (-t / s) * (u - v)], axis=1)
     right = xp.concatenate([alpha, v], axis=1)
-
-    def w_rows(i0, i1):  # W = alpha alpha^T - t (P^-1 + 1/s (U - V) V^T), a row block
-        w = left[i0:i1] @ right.T
-        w -= t * pre.dense_rows(i0, i1)
-        return w
-
-    return lml, 0.5 * plan.contract(x, w_rows)
+    return lml, op.lml_gradient(left, right, pre, t)
 
 
 def cg_fit_body(la, x, y, noise, *, plan, options):
     """``fit``'s final step: ``alpha_`` (shaped like ``y``), ``log|K|`` and the log marginal
     likelihood by one mBCG run; no factor (``L`` is ``None``)."""
-    lml, logdet, alpha, _, _, pre, res = _likelihood(la, x, y, noise, plan, options)
-    _noted(res, pre, options, alpha.shape[1], logdet=logdet)
+    lml, logdet, alpha, _, _, pre, res, op = _likelihood(la, x, y, noise, plan, options,
+                                                         options.tol)
+    _noted(res, pre, options, alpha.shape[1], op, logdet=logdet)
     return GPSolveResult(alpha.reshape(y.shape), None, logdet, lml, 0.0)
 
 
@@ -151,7 +154,7 @@ def _solver(state, la, plan, x, noise, options):
     needs it."""
     if "pre" not in state:
         state["pre"] = Preconditioner(la, plan, x, noise, options.precond_rank)
-        state["op"], state["iterations"] = Operator(plan, x, noise), 0
+        state["op"], state["iterations"] = la.cg_operator(plan, x, noise, options.tol), 0
     return state["op"], state["pre"]
 
 
@@ -202,7 +205,7 @@ def cg_predict_body(la, xq, x, a, scale, shift, *, plan, mode, noise, options, c
         op, pre = _solver(state, la, plan, x, noise, options)
         res = _solve(op, kT, pre, options, "predictive variances")
         state["iterations"] += res.iterations
-        _noted(res, pre, options, kT.shape[1], cg_iterations_total=state["iterations"],
+        _noted(res, pre, options, kT.shape[1], op, cg_iterations_total=state["iterations"],
                variance="exact", variance_option=options.variance)
         if full:
             q = kT.T @ res.x

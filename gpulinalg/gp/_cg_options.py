@@ -22,7 +22,14 @@ class CGOptions:
     ----------
     tol : float, default 1e-6
         Conjugate gradients stop once every right-hand side's residual is at most ``tol``
-        times its norm (``||b - K x|| <= tol ||b||``), the targets and the probes alike.
+        times its norm (``||b - K x|| <= tol ||b||``), the targets and the probes alike: the
+        solves of ``fit``'s ``alpha_`` and of ``predict``.
+    lml_tol : float, default 1e-2
+        The same for the likelihood's evaluations (``log_marginal_likelihood(theta)`` and
+        every step of the hyperparameter optimizer): their error is the stochastic
+        quadrature's (``n_probes``, ``precond_rank``), which a tighter tolerance does not
+        lower. At least 1e-4, the GPU's kernel products take float32 arithmetic (float64
+        sums across tiles); below it, float64.
     max_iter : int, default 1000
         Most iterations (one kernel-matrix product each); reaching it warns
         (:class:`~gpulinalg.IllConditionedWarning`).
@@ -68,6 +75,7 @@ class CGOptions:
     """
 
     tol: float = 1e-6
+    lml_tol: float = 1e-2
     max_iter: int = 1000
     precond_rank: int = 100
     n_probes: int = 32
@@ -77,7 +85,7 @@ class CGOptions:
     lanczos_tol: float = 1e-4
 
     def __post_init__(self):
-        for name in ("tol", "lanczos_tol"):
+        for name in ("tol", "lml_tol", "lanczos_tol"):
             tol = getattr(self, name)
             if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
                 raise ValueError(f"cg_options[{name!r}] must be a number in (0, 1), got {tol!r}")

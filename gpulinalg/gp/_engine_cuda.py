@@ -28,14 +28,16 @@ from ..decomp._engines import custom_kernels_enabled
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._engines import solve_triangular_cuda as solve_triangular
 from . import _fused_cuda
+from ._cg_fused_cuda import fused_operator
 from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
 from ._fused_cuda import tril_copy
 from ._kernels_xp import fused_form
+from ._mixed_xp import Operator
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
            "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
-           "cg_log_marginal_likelihood", "cg_fit", "cg_predict"]
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator"]
 
 _POTRI = {"f": "spotri", "d": "dpotri"}
 
@@ -83,6 +85,16 @@ def _potri(c):
     getattr(cusolverDn, name)(handle, lower, n, c.data.ptr, n, work.data.ptr, int(lwork),
                               info.data.ptr)
     return mirror_lower(c).T
+
+
+def cg_operator(plan, x, noise, tol):
+    """The matrix-free solver's ``K v`` for solves to the relative residual ``tol``: the fused
+    kernels (:class:`._cg_fused_cuda.FusedOperator`, float32 entries where ``tol`` allows)
+    for a kernel of their form where the hand-written kernels are on (``custom_kernels``),
+    else the library route, the kernel ``plan`` row block by row block
+    (:class:`._mixed_xp.Operator`)."""
+    op = fused_operator(plan, x, noise, tol) if custom_kernels_enabled() else None
+    return Operator(plan, x, noise) if op is None else op
 
 
 def keep(train, x, L, alpha):

@@ -16,10 +16,11 @@ from ..decomp._engines import logdet_host as logdet
 from ..decomp._engines import solve_triangular_host as solve_triangular
 from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
+from ._mixed_xp import Operator
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
            "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
-           "cg_log_marginal_likelihood", "cg_fit", "cg_predict"]
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator"]
 
 
 def cho_inverse(L):
@@ -33,6 +34,12 @@ def cho_inverse(L):
         raise np.linalg.LinAlgError(f"potri failed (info {info})")
     c = mirror_lower(c)
     return c.T if c.flags.f_contiguous and not c.flags.c_contiguous else c
+
+
+def cg_operator(plan, x, noise, tol):
+    """The matrix-free solver's ``K v``: the kernel ``plan`` row block by row block
+    (:class:`._mixed_xp.Operator`), whatever the tolerance ``tol``."""
+    return Operator(plan, x, noise)
 
 
 def keep(train, x, L, alpha):

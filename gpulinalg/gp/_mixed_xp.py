@@ -51,6 +51,9 @@ class Operator:
     block (``d``: the noise ``alpha``, a number or one per point, plus the jitter that the
     factorization added)."""
 
+    #: What ``last_run().details["cg_products"]`` says of the matrix-free solver's products.
+    route = "library"
+
     def __init__(self, plan, x, diag):
         self.plan, self.x, self.shift = plan, x, x.mean(axis=0)
         self.diag = diag
@@ -62,6 +65,17 @@ class Operator:
             d = d.reshape((-1,) + (1,) * (v.ndim - 1))
         out += d * v
         return out
+
+    def lml_gradient(self, left, right, pre, scale):
+        """``1/2 sum_ij W_ij dK_ij/dlog theta`` (``theta``'s order) for the matrix-free
+        likelihood's weights ``W = left right^T - scale P^-1`` (``pre``: the preconditioner
+        ``P`` of :mod:`._precond_xp`), ``W``'s rows made block by block."""
+        def w_rows(i0, i1):
+            w = left[i0:i1] @ right.T
+            w -= scale * pre.dense_rows(i0, i1)
+            return w
+
+        return 0.5 * self.plan.contract(self.x, w_rows, shift=self.shift)
 
 
 def _to_low(b):

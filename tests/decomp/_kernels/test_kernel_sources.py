@@ -23,6 +23,7 @@ from gpulinalg.decomp.cholesky import _cholesky_cuda
 from gpulinalg.decomp.lowrank import _sketch_cuda
 from gpulinalg.decomp.svd import _svd_cuda
 from gpulinalg.decomp.triangular import _triangular_cuda
+from gpulinalg.gp import _cg_fused_cuda as _gp_cg
 from gpulinalg.gp import _fused_cuda as _gp_fused
 from gpulinalg.gp._kernels_xp import FUSED_KINDS, FUSED_MAX_D
 
@@ -87,6 +88,12 @@ def _kernels():
             options = _gp_fused._opts(types.SimpleNamespace(kind=kind), d)
             add("gl_gp_build", _gp_fused._BUILD, {}, options, tag=f"-{kind}-{d}")
             add("gl_gp_contract", _gp_fused._CONTRACT, {}, options, tag=f"-{kind}-{d}")
+            for dt in REAL:
+                for tp in (8, _gp_cg.MAX_COLUMNS):
+                    add("gl_gp_product", _gp_cg.SOURCE, {}, _gp_cg.options(kind, d, dt, tp),
+                        tag=f"-{kind}-{d}-{dt}-{tp}")
+                add("gl_gp_factor_contract", _gp_cg.SOURCE, {}, _gp_cg.options(kind, d, dt),
+                    tag=f"-{kind}-{d}-{dt}")
     # the Gaussian sketch's elementwise preamble, called as CuPy's kernel calls it
     add("gl_gaussian_probe", _sketch_cuda._GAUSS_PREAMBLE + 'extern "C" __global__ void '
         "gl_gaussian_probe(unsigned long long* z) { z[0] = gl_mix(z[0]); }\n", {}, ())

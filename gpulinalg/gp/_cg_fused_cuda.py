@@ -1,0 +1,164 @@
+"""The matrix-free solver's fused GPU kernels (``gp_product.cu``) for kernels
+``c * s(r) + w I`` (:class:`._kernels_xp.Fused`: ``s`` an RBF or Matern 0.5/1.5/2.5 leaf,
+isotropic or ARD): :class:`FusedOperator` is the ``K v`` of the conjugate gradients and the
+gradient's contraction, with every kernel entry made in registers and used at once (the
+``n x n`` matrix is never stored, not even a row block of it).
+
+* ``gl_gp_product``: ``K v`` for up to :data:`MAX_COLUMNS` right-hand sides per launch (more are
+  taken in launches of that many);
+* ``gl_gp_factor_contract``: ``sum_ij W_ij dK_ij/dlog theta`` for ``W = A B^T`` of ``n x m``
+  factors, the gradient's weight matrix of :mod:`._cg_fit_xp` (its diagonal part is added
+  here).
+
+The entries' arithmetic (:func:`product_dtype`) is float32 when the solves' tolerance allows it
+and float64 below :data:`FLOAT32_TOL`; within a tile of columns the sums are in that
+arithmetic, across tiles in float64. The library route, the same products by kernel-matrix row
+blocks (:class:`._mixed_xp.Operator` on :class:`._kernels_xp.KernelPlan`), runs where the
+hand-written kernels are off (``custom_kernels``) or the kernel has another form.
+"""
+
+import numpy as np
+
+from .._runtime.kernels import kernel_source, raw_kernel
+from ._kernels_xp import fused_form
+
+__all__ = ["FusedOperator", "product_dtype", "fused_operator", "options", "SOURCE", "FLOAT32_TOL",
+           "MAX_COLUMNS"]
+
+#: Solves stopping at a relative residual of at least this take float32 entries: their
+#: rounding (about 1e-7 of each entry, random across the sums) stays far below it.
+FLOAT32_TOL = 1e-4
+#: Right-hand sides of one product launch (the register tile's width).
+MAX_COLUMNS = 64
+#: Columns of ``b`` per shared-memory chunk of the contraction.
+_MQ = 32
+#: Rows per block and columns per step, by the entries' arithmetic (static shared memory under
+#: 48 KiB for every dimension up to :data:`._kernels_xp.FUSED_MAX_D`).
+_TILES = {np.dtype(np.float32): (128, 32), np.dtype(np.float64): (64, 16)}
+#: Dynamic shared memory the contraction may take (a block's rows of ``A``); larger factors
+#: go in chunks of columns.
+_SHARED = 160 * 1024
+
+SOURCE = kernel_source(__package__, "gp_functions.cu") + \
+    kernel_source(__package__, "gp_product.cu")
+
+
+def product_dtype(tol):
+    """The arithmetic of the kernel entries for solves to the relative residual ``tol``.
+
+    >>> product_dtype(1e-2), product_dtype(1e-6)
+    (dtype('float32'), dtype('float64'))
+    """
+    return np.dtype(np.float32 if tol >= FLOAT32_TOL else np.float64)
+
+
+def options(kind, d, dtype, tp=8):
+    """The compiler options of ``gp_product.cu``'s kernels for the kernel code ``kind``, ``d``
+    input dimensions, the entries' ``dtype`` and ``tp`` right-hand sides per launch (a
+    multiple of 8 up to :data:`MAX_COLUMNS`)."""
+    bi, bj = _TILES[np.dtype(dtype)]
+    real = "float" if np.dtype(dtype) == np.float32 else "double"
+    return ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(kind)}", f"-DGL_REAL={real}",
+            f"-DGL_BI={bi}", f"-DGL_BJ={bj}", f"-DGL_TP={int(tp)}", f"-DGL_MQ={_MQ}")
+
+
+def _kernel(name, form, d, dtype, tp=8, shared=None):
+    """``(kernel, rows per block)``."""
+    return (raw_kernel(name, SOURCE, {}, options=options(form.kind, d, dtype, tp),
+                       shared_bytes=shared), _TILES[dtype][0])
+
+
+class FusedOperator:
+    """``v -> K v`` with ``K = c s(X) + diag(w + noise)`` by ``gl_gp_product``, and the
+    gradient of the matrix-free likelihood by ``gl_gp_factor_contract``.
+
+    Parameters
+    ----------
+    form : Fused
+        The kernel (:func:`._kernels_xp.fused_form`).
+    x : (n, d) cupy.ndarray
+        Training inputs (float64).
+    noise : float or (n,) cupy.ndarray
+        The diagonal added to the kernel (``alpha`` plus any jitter).
+    dtype : numpy.dtype
+        The entries' arithmetic (:func:`product_dtype`).
+    """
+
+    def __init__(self, form, x, noise, dtype):
+        import cupy
+        self.form, self.dtype = form, np.dtype(dtype)
+        #: What ``last_run().details["cg_products"]`` says.
+        self.route = f"fused {self.dtype.name}"
+        shift = x.mean(axis=0)
+        self.z = cupy.ascontiguousarray(((x - shift) * cupy.asarray(form.inv_ls))
+                                        .astype(self.dtype))
+        self.n, self.d = x.shape
+        self.diag = (noise + form.white) if not getattr(noise, "ndim", 0) else \
+            cupy.asarray(noise, dtype=np.float64) + form.white
+        self.c = self.dtype.type(form.c)
+
+    def __call__(self, v):
+        import cupy
+        vec = v.ndim == 1
+        v2 = cupy.ascontiguousarray(v.reshape(self.n, -1), dtype=np.float64)
+        t = v2.shape[1]
+        out = cupy.empty((self.n, t), dtype=np.float64)
+        for q0 in range(0, t, MAX_COLUMNS):
+            q1 = min(q0 + MAX_COLUMNS, t)
+            vk = v2 if q1 - q0 == t else cupy.ascontiguousarray(v2[:, q0:q1])
+            ok = out if q1 - q0 == t else cupy.empty((self.n, q1 - q0), dtype=np.float64)
+            kern, bi = _kernel("gl_gp_product", self.form, self.d, self.dtype,
+                               8 * -(-(q1 - q0) // 8))
+            kern((-(-self.n // bi),), (256,),
+                 (self.z, vk, ok, np.int64(self.n), np.int32(q1 - q0), np.int64(q1 - q0),
+                  np.int64(q1 - q0), self.c))
+            if ok is not out:
+                out[:, q0:q1] = ok
+        d = self.diag
+        out += (d[:, None] if getattr(d, "ndim", 0) else d) * v2
+        return out.reshape(v.shape) if vec else out
+
+    def contract(self, a, b):
+        """``acc`` of :meth:`._kernels_xp.Fused.gradient` less its trace entry: ``sum_ij W_ij
+        c s_ij`` and ``sum_ij W_ij c h_ij (z_id - z_jd)^2`` for ``W = a b^T`` (``n x m``
+        float64 factors), a device array of ``d + 1``."""
+        import cupy
+        acc = cupy.zeros(self.d + 1, dtype=np.float64)
+        m = a.shape[1]
+        bi, _ = _TILES[self.dtype]
+        step = max(1, _SHARED // ((bi + 1) * self.dtype.itemsize))
+        for q0 in range(0, m, step):  # W = sum over column chunks of a_k b_k^T
+            q1 = min(q0 + step, m)
+            ak = cupy.ascontiguousarray(a[:, q0:q1], dtype=np.float64)
+            bk = cupy.ascontiguousarray(b[:, q0:q1], dtype=np.float64)
+            kern, bi = _kernel("gl_gp_factor_contract", self.form, self.d, self.dtype,
+                               shared=_SHARED)
+            kern((-(-self.n // bi),), (256,),
+                 (self.z, ak, bk, acc, np.int64(self.n), np.int32(q1 - q0), self.c),
+                 shared_mem=(q1 - q0) * (bi + 1) * self.dtype.itemsize)
+        return acc
+
+    def lml_gradient(self, left, right, pre, scale):
+        """``1/2 sum_ij W_ij dK_ij/dlog theta`` (host, ``theta``'s order) for
+        ``W = left right^T - scale P^-1`` with the preconditioner ``pre``
+        (``P^-1 = D^-1 - G G^T``: ``W = [left, scale G] [right, G]^T - scale D^-1``)."""
+        import cupy
+        a, b = left, right
+        if pre.G is not None:
+            a = cupy.concatenate([left, scale * pre.G], axis=1)
+            b = cupy.concatenate([right, pre.G], axis=1)
+        inv_d = (1.0 / pre.D).sum()
+        acc = self.contract(a, b)
+        # the diagonal part -scale D^-1: dK_ii/dlog c = c, dK_ii/dlog l = 0, trace for w
+        acc[0] -= scale * float(self.form.c) * inv_d
+        trace = (a * b).sum() - scale * inv_d
+        return self.form.gradient(cupy.concatenate([acc, trace.reshape(1)]).get())
+
+
+def fused_operator(plan, x, noise, tol):
+    """A :class:`FusedOperator` for ``plan``'s kernel on the CuPy ``x``, or ``None`` where the
+    kernel has another form (the caller takes the library route)."""
+    form = fused_form(plan, x.shape[1])
+    if form is None:
+        return None
+    return FusedOperator(form, x, noise, product_dtype(tol))

@@ -1,0 +1,159 @@
+"""The matrix-free solver's fused GPU kernels (``gp_product.cu``, :mod:`gpulinalg.gp.
+_cg_fused_cuda`) against the library route (the kernel plan's row blocks,
+:class:`gpulinalg.gp._mixed_xp.Operator`), and the likelihood's own tolerance
+(``cg_options['lml_tol']``) on every engine."""
+
+import types
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Matern, WhiteKernel as W
+
+import gpulinalg
+from gpulinalg.gp import CGOptions, GaussianProcessRegressor
+from gpulinalg.gp._cg_fused_cuda import FLOAT32_TOL, product_dtype
+from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
+
+FORMS = {
+    "c*rbf-ard+w": lambda d: C(1.3) * RBF(np.linspace(0.6, 1.4, d)) + W(0.2),
+    "rbf": lambda d: RBF(1.1),
+    "matern05+w": lambda d: Matern(0.9, nu=0.5) + W(0.3),
+    "c*matern15-ard": lambda d: C(2.0) * Matern(np.linspace(0.5, 1.5, d), nu=1.5),
+    "matern25": lambda d: Matern(1.2, nu=2.5),
+}
+
+#: Bound on the relative error of a sum of positive terms, by the entries' arithmetic.
+RTOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-11}
+
+
+def _data(rng, n, d):
+    x = rng.uniform(-1, 1, (n, d))
+    y = np.sin(3 * x[:, 0]) + 0.1 * rng.standard_normal(n)
+    return x, y
+
+
+def test_entries_arithmetic_follows_the_tolerance():
+    assert product_dtype(FLOAT32_TOL) == np.float32
+    assert product_dtype(FLOAT32_TOL / 2) == np.float64
+    assert product_dtype(CGOptions().lml_tol) == np.float32
+    assert product_dtype(CGOptions().tol) == np.float64
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -1e-3, True, "1e-2"])
+def test_lml_tol_is_validated(bad):
+    with pytest.raises(ValueError, match="lml_tol"):
+        CGOptions(lml_tol=bad)
+
+
+def test_likelihood_solves_stop_at_lml_tol_and_fit_at_tol(rng):
+    """The optimizer's evaluations stop at ``lml_tol``, ``fit``'s final solve at ``tol``; the
+    record says which, and the CPU's products are the library route."""
+    x, y = _data(rng, 400, 2)
+    k = C(1.0) * RBF(0.5) + W(0.01)
+    gp = GaussianProcessRegressor(k, optimizer=None, solver="cg",
+                                  cg_options={"lml_tol": 1e-1, "tol": 1e-8}).fit(x, y)
+    fit_details = gpulinalg.last_run().details
+    assert fit_details["tol"] == 1e-8 and fit_details["cg_residual"] <= 1e-8
+    assert fit_details["cg_products"] == "library"
+    loose = gp.log_marginal_likelihood(k.theta)
+    loose_details = gpulinalg.last_run().details
+    assert loose_details["tol"] == 1e-1
+    assert loose_details["cg_iterations"] < fit_details["cg_iterations"]
+    assert abs(loose - gp.log_marginal_likelihood_value_) <= \
+        0.05 * abs(gp.log_marginal_likelihood_value_)
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+
+
+def _operators(k, x, noise, dtype, xp):
+    from gpulinalg.gp._cg_fused_cuda import FusedOperator
+    from gpulinalg.gp._mixed_xp import Operator
+    d = x.shape[1]
+    plan = compile_kernel(k, d)
+    xd = xp.asarray(x)
+    nd = noise if np.isscalar(noise) else xp.asarray(noise)
+    return Operator(plan, xd, nd), FusedOperator(fused_form(plan, d), xd, nd, dtype), plan
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, d, t", [(1, 2, 1), (37, 3, 1), (1000, 8, 17), (2113, 5, 70)])
+def test_fused_product_matches_library_route(name, dtype, n, d, t, rng, xp_gpu):
+    x, _ = _data(rng, n, d)
+    noise = 1e-3 if n != 1000 else rng.uniform(1e-4, 1e-3, n)
+    lib, fused, plan = _operators(FORMS[name](d), x, noise, np.dtype(dtype), xp_gpu)
+    assert fused.route == f"fused {np.dtype(dtype).name}"
+    v = rng.standard_normal((n, t))
+    vd = xp_gpu.asarray(v)
+    got, want = fused(vd).get(), lib(vd).get()
+    # every kernel here is positive: K |v| bounds the terms of each sum
+    bound = lib(xp_gpu.abs(vd)).get()
+    assert got.shape == want.shape == (n, t)
+    assert np.all(np.abs(got - want) <= RTOL[np.dtype(dtype)] * bound)
+    one = fused(vd[:, 0]).get()  # a vector in, a vector out
+    assert one.shape == (n,)
+    np.testing.assert_allclose(one, got[:, 0], rtol=0, atol=1e-12 * bound[:, 0].max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, d, m", [(37, 3, 2), (1000, 8, 40), (1500, 4, 300)])
+def test_fused_gradient_matches_library_route(name, dtype, n, d, m, rng, xp_gpu):
+    """``W = left right^T - t P^-1`` with a rank-``r`` pivoted-Cholesky ``P``: the
+    contraction of the fused kernel (``W``'s factors, chunked where they are wide) against the
+    library route's row blocks of ``W``."""
+    from gpulinalg.gp import _engine_cuda
+    from gpulinalg.gp._precond_xp import Preconditioner
+    x, _ = _data(rng, n, d)
+    k = FORMS[name](d)
+    lib, fused, plan = _operators(k, x, 1e-2, np.dtype(dtype), xp_gpu)
+    xd = xp_gpu.asarray(x)
+    rank = min(m // 2, n)
+    pre = Preconditioner(_engine_cuda, plan, xd, 1e-2, rank)
+    width = m - pre.rank
+    left = xp_gpu.asarray(rng.standard_normal((n, width)))
+    right = xp_gpu.asarray(rng.standard_normal((n, width)))
+    want = np.asarray(lib.lml_gradient(left, right, pre, 3.0).get())
+    got = fused.lml_gradient(left, right, pre, 3.0)
+    assert isinstance(got, np.ndarray) and got.shape == want.shape == (len(k.theta),)
+    # the same sums with |W|'s bound |A| |B|^T, W = A B^T - 3 D^-1: the terms that cancel
+    a = xp_gpu.concatenate([left, 3.0 * pre.G], axis=1) if pre.G is not None else left
+    b = xp_gpu.concatenate([right, pre.G], axis=1) if pre.G is not None else right
+    none = types.SimpleNamespace(dense_rows=lambda i0, i1: xp_gpu.zeros((i1 - i0, n)))
+    scale = np.asarray(lib.lml_gradient(abs(a), abs(b), none, 0.0).get())
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    assert np.all(np.abs(got - want) <= tol * (np.abs(scale) + np.abs(want).max()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lml_tol", [1e-2, 1e-6])
+def test_regressor_fused_matches_library_route(lml_tol, rng, xp_gpu):
+    """``solver="cg"`` on the GPU with the kernels on and off: the same likelihood (to the
+    stochastic estimate's spread: the probes are the same, the solves stop at ``lml_tol``)
+    and the same fit; the record names the products."""
+    x, y = _data(rng, 3000, 6)
+    k = C(1.0) * RBF(np.linspace(0.5, 1.0, 6)) + W(0.05)
+    options = {"lml_tol": lml_tol, "tol": 1e-8}
+    got = {}
+    for on in (True, False):
+        with gpulinalg.config(backend="gpu", custom_kernels=on):
+            gp = GaussianProcessRegressor(k, optimizer=None, solver="cg", cg_options=options)
+            gp.fit(xp_gpu.asarray(x), xp_gpu.asarray(y))
+            fit_route = gpulinalg.last_run().details["cg_products"]
+            lml, grad = gp.log_marginal_likelihood(k.theta, eval_gradient=True)
+            lml_route = gpulinalg.last_run().details["cg_products"]
+            mean = xp_gpu.asnumpy(gp.predict(xp_gpu.asarray(x[:200])))
+        got[on] = (lml, np.asarray(grad), mean, gp.log_marginal_likelihood_value_)
+        if on and gpulinalg.gp._engine_cuda.custom_kernels_enabled():
+            assert fit_route == "fused float64"
+            assert lml_route == f"fused {product_dtype(lml_tol).name}"
+        elif not on:
+            assert fit_route == lml_route == "library"
+    (l1, g1, m1, f1), (l0, g0, m0, f0) = got[True], got[False]
+    assert abs(f1 - f0) <= 1e-8 * abs(f0)
+    np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-6 * np.abs(m0).max())
+    assert abs(l1 - l0) <= 1e-4 * abs(l0)
+    assert np.abs(g1 - g0).max() <= 1e-2 * max(np.abs(g0).max(), 1.0)
