@@ -28,7 +28,7 @@ SUITES = ("dense", "dense_overhead", "dense_torch", "dense_torch_host", "dense_t
           "cpu_parity", "pca_sklearn", "auto_regret")
 #: One-off investigations (``benchmarks/studies/``): printed figures or files of their own.
 STUDIES = ("dense_clocks", "dask_placement", "dask_cholesky_sim", "decomp_solves", "faults_report",
-           "host_transfer", "mixed_spd_parts", "pca_parts")
+           "host_transfer", "mixed_spd_parts", "pca_parts", "gp_cg_fused")
 #: name -> module of every command (``suites/decomp_kernels.py`` is no command: it is the
 #: ``kernels`` section of ``decomp_batched``).
 NAMES = {**{n: f"benchmarks.suites.{n}" for n in SUITES},
