@@ -12,6 +12,8 @@ Rows (``case`` says ``n``):
 * ``product t=...``: one ``K V`` of ``t`` columns, fused float32, fused float64 and the library
   route (float64), with ``err`` (largest difference from the library route over the largest
   entry of ``K |V|``);
+* ``preconditioner rank=...``: one pivoted-Cholesky preconditioner (built at every
+  evaluation);
 * ``contract m=...``: one gradient contraction with factors of width ``m``, fused float32
   and float64 and the library route;
 * ``lml+grad``: ``log_marginal_likelihood(theta, eval_gradient=True)`` for each option set of
@@ -82,6 +84,13 @@ def kernel_rows(n, ts=(17, 33, 129), ms=(133, 433)):
                 err = float(cp.abs(out - ref).max()) / bound
                 rows.append(_harness.row(SUITE, f"product t={t} n={n}", name, {"median_s": sec},
                                          err=err, gflops=2e-9 * n * n * t / sec))
+        from gpulinalg.gp import _engine_cuda
+        from gpulinalg.gp._precond_xp import Preconditioner
+        for rank in (100, 300):
+            sec, _ = _event(cp, lambda: Preconditioner(_engine_cuda, plan, xd, gp_scale.ALPHA,
+                                                       rank), runs=2)
+            rows.append(_harness.row(SUITE, f"preconditioner rank={rank} n={n}", "library",
+                                     {"median_s": sec}))
         pre = type("NoPre", (), {"G": None, "D": cp.full(n, 1e300),
                                  "dense_rows": lambda self, i0, i1: cp.zeros((i1 - i0, n))})()
         for m in ms:
