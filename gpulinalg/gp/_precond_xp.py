@@ -23,32 +23,42 @@ __all__ = ["Preconditioner", "pivoted_cholesky"]
 RANK_TOL = 1e-12
 
 
+#: Steps of the factorization between two read-backs of whether the rank is exhausted (the
+#: pivot and its test stay on the device in between: no synchronization per step on a GPU).
+CHECK_EVERY = 32
+
+
 def pivoted_cholesky(plan, x, rank, shift):
     """``(L, residual)``: the pivoted Cholesky factor ``L`` (``n x r``, ``r <= rank``) of the
     noise-free ``k(x, x)`` and the diagonal it leaves, ``diag(k(x, x) - L L^T) >= 0``. One
-    kernel row per step (``O(n d)``) and an update of ``O(n r)``; two scalars read back."""
+    kernel row per step (``O(n d)``) and an update of ``O(n r)``. The pivot stays an array:
+    a step past the kernel's numerical rank (or at a NaN pivot) writes a zero row, and the
+    rows are counted by one read-back at the end (and every :data:`CHECK_EVERY` steps, to
+    stop early); once a pivot fails, every later one does (the diagonal only shrinks)."""
     xp = namespace(x)
     n = x.shape[0]
     d = xp.array(plan.diag(x, white=False), dtype=x.dtype)
     rank = min(int(rank), n)
     rows = xp.zeros((rank, n), dtype=x.dtype)
+    live = xp.zeros(rank, dtype=bool)
     floor = None
     m = 0
     for m in range(rank):
-        p = int(xp.argmax(d))
-        top = float(d[p])
+        p = xp.argmax(d)
+        top = d[p]
         floor = RANK_TOL * top if floor is None else floor
-        if not top > floor:  # NaN included
-            break
-        row = plan.matrix(x[p:p + 1], x, shift=shift)[0]
+        ok = top > floor  # False for NaN
+        row = plan.matrix(x[p][None, :], x, shift=shift)[0]
         if m:
             row = row - rows[:m, p] @ rows[:m]
-        row = row / (top ** 0.5)
+        row = xp.where(ok, row / xp.sqrt(xp.where(ok, top, 1.0)), 0.0)
         rows[m] = row
+        live[m] = ok
         d -= row * row
-        d[p] = 0.0
-    else:
-        m = rank
+        d[p] = xp.where(ok, 0.0, d[p])
+        if m % CHECK_EVERY == CHECK_EVERY - 1 and not bool(ok):
+            break
+    m = int(live.sum())
     xp.maximum(d, 0.0, out=d)
     return rows[:m].T, d
 

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, ExpSineSquared, Matern,
-                                              WhiteKernel)
+from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct, ExpSineSquared,
+                                              Matern, WhiteKernel)
 
 import gpulinalg
 from gpulinalg import IllConditionedWarning
@@ -223,3 +223,19 @@ def test_cupy_inputs_give_cupy_results():
     with gpulinalg.config_context(backend="cpu"):
         m_h, s_h = gp.predict(xq, return_std=True)
     assert float(abs(m.get() - m_h).max()) <= 1e-8 and float(abs(s.get() - s_h).max()) <= 1e-8
+
+
+@pytest.mark.parametrize("rank", [2, 3, 40, 70])
+def test_pivoted_cholesky_stops_at_the_kernels_rank(rank, rng):
+    """A rank-3 kernel (``DotProduct`` on 3-D points): the factor has at most 3 columns
+    whatever the rank asked (past the read-back's period too), and its diagonal plus what it
+    leaves is the kernel's."""
+    from gpulinalg.gp._precond_xp import CHECK_EVERY, pivoted_cholesky
+    assert 40 > CHECK_EVERY
+    x = rng.standard_normal((120, 3))
+    kernel = DotProduct(0.0, "fixed")
+    L, d = pivoted_cholesky(compile_kernel(kernel, 3), x, rank, x.mean(axis=0))
+    assert L.shape == (120, min(rank, 3)) and np.isfinite(L).all() and (d >= 0).all()
+    np.testing.assert_allclose((L * L).sum(axis=1) + d, np.diag(kernel(x)), atol=1e-12)
+    if rank >= 3:
+        np.testing.assert_allclose(L @ L.T, kernel(x), atol=1e-10)
