@@ -21,6 +21,8 @@ Rows (``case`` says ``n``):
   set, the library route (``custom_kernels=False``): cold and warm median, the record's
   details, ``lml_diff`` (relative, against the Cholesky path's float64 likelihood);
 * ``fit``: the model's ``fit`` by ``solver="cg"`` (default options);
+* ``--bare``: only ``lml+grad`` of the matrix-free solver (no fit, reference or peer: the
+  sizes past them);
 * the Cholesky path's evaluation and GPyTorch's, in float32 (its float64 runs out of an
   80 GB card's memory at n = 50 000), as :mod:`benchmarks.suites.gp_scale` times them.
 """
@@ -163,6 +165,34 @@ def lml_rows(n, option_sets, repeat=2, gpytorch=True):
     return rows
 
 
+def bare_rows(n, option_sets, repeat=1):
+    """``lml+grad`` rows of the matrix-free evaluation alone (no fit, no reference, no
+    peer): the dispatch of :func:`gpulinalg.gp._cg_api.log_marginal_likelihood` on CuPy
+    inputs, for sizes where the others do not fit or take too long."""
+    import cupy as cp
+
+    import gpulinalg
+    from gpulinalg.gp import _cg_api
+    from gpulinalg.gp._cg_options import cg_options
+    from gpulinalg.gp._kernels_xp import compile_kernel
+    dev = gp_scale._Device(True)
+    x, y, _ = gp_scale.make_data(n)
+    plan = compile_kernel(gp_scale.kernel(), x.shape[1])
+    xd, yd = cp.asarray(x), cp.asarray(y)
+    rows = []
+    with gpulinalg.config(backend="gpu", fallback="raise"):
+        for options in option_sets:
+            dev.reset()
+            t, (value, _) = _harness.timed_sync(
+                lambda: _cg_api.log_marginal_likelihood(xd, yd, gp_scale.ALPHA, plan, True,
+                                                        cg_options(options)),
+                repeat, wait=dev.sync)
+            rows.append(_harness.row(SUITE, f"lml+grad n={n}", "gpulinalg cg (bare)", t,
+                                     options=json.dumps(options), lml=float(value),
+                                     **_details(gpulinalg), **dev.peak()))
+    return rows
+
+
 def _details(gpulinalg):
     return {k: v for k, v in gpulinalg.last_run().details.items()
             if k.startswith(("cg_", "n_probes", "precond", "tol", "where"))}
@@ -174,10 +204,15 @@ def main(argv=None):
     p.add_argument("--options", type=json.loads, default=list(OPTIONS))
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--skip-kernels", action="store_true")
+    p.add_argument("--bare", action="store_true",
+                   help="only the matrix-free evaluations (bare_rows), no kernel rows")
     p.add_argument("--json")
     args = p.parse_args(argv)
 
     def go():  # rows reach the file as they are made
+        if args.bare:
+            bare_rows(args.n, args.options, args.repeat)
+            return
         if not args.skip_kernels:
             kernel_rows(args.n)
         lml_rows(args.n, args.options, args.repeat)
