@@ -96,7 +96,8 @@ gl_gp_product(const GL_REAL* __restrict__ z, const double* __restrict__ v,
 // Per block, the sums are reduced and added atomically.
 #define GL_RJ (GL_BJ / 8)
 #define GL_NACC (GL_D + 1)
-extern "C" __global__ void __launch_bounds__(GL_THREADS, 2)  // 2 blocks an SM: 128 registers
+// Two blocks an SM: at most 128 registers a thread.
+extern "C" __global__ void __launch_bounds__(GL_THREADS, 2)
 gl_gp_factor_contract(const GL_REAL* __restrict__ z, const double* __restrict__ a,
                       const double* __restrict__ b, double* __restrict__ acc,
                       const long long n, const int m, const GL_REAL c) {
