@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Matern, W
 
 import gpulinalg
 from gpulinalg.gp import CGOptions, GaussianProcessRegressor
-from gpulinalg.gp._cg_fused_cuda import FLOAT32_TOL, product_dtype
+from gpulinalg.gp._cg_fused_cuda import _SHARED, FLOAT32_TOL, product_dtype
 from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
 
 FORMS = {
@@ -61,6 +61,46 @@ def test_likelihood_solves_stop_at_lml_tol_and_fit_at_tol(rng):
     assert loose_details["cg_iterations"] < fit_details["cg_iterations"]
     assert abs(loose - gp.log_marginal_likelihood_value_) <= \
         0.05 * abs(gp.log_marginal_likelihood_value_)
+
+
+# -- the launchers on the CPU, the kernels emulated (tests/support/gp_cg_emulator.py) ------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("t, width", [(1, 4), (9, 4), (70, 200)])
+def test_fused_launchers_emulated(dtype, t, width, rng, monkeypatch):
+    """The operator's launches (column chunks past 64, padding to 8, the noise added in
+    float64) and the gradient's factors (in chunks past the shared memory's columns) and
+    diagonal terms, the kernels emulated from their arguments and options: the library
+    route's answers."""
+    from gpulinalg.gp import _engine_host
+    from gpulinalg.gp._cg_fused_cuda import FusedOperator
+    from gpulinalg.gp._mixed_xp import Operator
+    from gpulinalg.gp._precond_xp import Preconditioner
+    from tests.support.cusolver_emulator import CALLS, dev, emulated_gpu
+    n, d = 150, 3
+    x, _ = _data(rng, n, d)
+    k = FORMS["c*rbf-ard+w"](d)
+    plan = compile_kernel(k, d)
+    noise = rng.uniform(1e-3, 1e-2, n)
+    lib = Operator(plan, x, noise)
+    v = rng.standard_normal((n, t))
+    pre = Preconditioner(_engine_host, plan, x, noise, 140)
+    left, right = rng.standard_normal((n, width)), rng.standard_normal((n, width))
+    want = lib(v)
+    gwant = lib.lml_gradient(left, right, pre, 2.0)
+    CALLS.clear()
+    with emulated_gpu(monkeypatch):
+        fused = FusedOperator(fused_form(plan, d), dev(x), dev(noise), np.dtype(dtype))
+        got = np.asarray(fused(dev(v)))
+        ggot = fused.lml_gradient(dev(left), dev(right), pre, 2.0)
+    step = _SHARED // ((128 + 1) * 4 if dtype == np.float32 else (64 + 1) * 8)
+    assert CALLS["gp_product"] == -(-t // 64)
+    assert CALLS["gp_factor_contract"] == -(-(width + pre.rank) // step) > 0
+    rtol = RTOL[np.dtype(dtype)]
+    assert np.all(np.abs(got - want) <= rtol * lib(np.abs(v)))
+    np.testing.assert_allclose(ggot, gwant, rtol=1e-3 if dtype == np.float32 else 1e-9,
+                               atol=1e-6 * np.abs(gwant).max())
 
 
 # -- on the GPU ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from scipy.linalg import lapack
 
 from tests.support import fused_emulator as _fused_emulator
 from tests.support import fused_svd_emulator as _fused_svd_emulator
+from tests.support import gp_cg_emulator as _gp_cg_emulator
 from tests.support import nvrtc as _nvrtc
 from tests.support import wide_trsm_emulator as _wide_trsm_emulator
 
@@ -106,9 +107,10 @@ class _Raw:
         _nvrtc.check(name, code, options)  # the real source compiles (where NVRTC is here)
         if name not in ("gl_transpose_copy", "gl_potrf_codes", "gl_tri_figures", "gl_svd_signs",
                         "gl_flag_flat", "gl_stream_trsm", "gl_wide_trsm",
-                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd"):
+                        "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd",
+                        "gl_gp_product", "gl_gp_factor_contract"):
             raise NotImplementedError(f"no emulation of kernel {name}")
-        self.name = name
+        self.name, self.options = name, tuple(options)
 
     def __call__(self, grid, block, args, shared_mem=0):
         if self.name == "gl_potrf_codes":
@@ -137,6 +139,11 @@ class _Raw:
             return _fused_emulator.small_qr(CALLS, grid, block, args, shared_mem)
         if self.name == "gl_small_svd":
             return _fused_svd_emulator.small_svd(CALLS, grid, block, args, shared_mem)
+        if self.name == "gl_gp_product":
+            return _gp_cg_emulator.product(CALLS, self.options, grid, block, args, shared_mem)
+        if self.name == "gl_gp_factor_contract":
+            return _gp_cg_emulator.factor_contract(CALLS, self.options, grid, block, args,
+                                                   shared_mem)
         src, dst, p, q, sb, sp, db, dq, zero, flag = (int(x) if np.isscalar(x) else x
                                                       for x in args)
         CALLS["transpose_copy"] += 1
@@ -282,7 +289,7 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate", "ones_like", "full", "matmul", *_lu().CUPY_NAMES):
+                 "concatenate", "ones_like", "full", "matmul", "ascontiguousarray", *_lu().CUPY_NAMES):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))
