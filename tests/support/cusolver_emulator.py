@@ -289,7 +289,8 @@ def _fake_cupy():
     for name in ("empty", "zeros", "ones", "triu", "tril", "asfortranarray", "diagonal",
                  "isfinite", "flatnonzero", "conj", "broadcast_to", "arange", "abs", "where",
                  "argmax", "take_along_axis", "swapaxes", "eye", "asarray", "stack", "maximum",
-                 "concatenate", "ones_like", "full", "matmul", "ascontiguousarray", *_lu().CUPY_NAMES):
+                 "concatenate", "ones_like", "full", "matmul", "ascontiguousarray",
+                 *_lu().CUPY_NAMES):
         setattr(mod, name, wrap(name))
     mod.linalg = types.SimpleNamespace(norm=lambda *a, **k: _dev(np.asarray(np.linalg.norm(
         *a, **k))))
