@@ -16,8 +16,9 @@ solves for the targets ``y`` and ``s`` probes ``z_j ~ N(0, P)`` at once, and giv
   ``tr(P^-1 dK_k) + 1/s sum_j (K^-1 z_j - P^-1 z_j)^T dK_k P^-1 z_j``: the exact trace of the
   preconditioner plus an unbiased estimate of what it misses (a control variate, small where
   ``P`` is close to ``K``). All of it is one weight matrix ``W`` contracted against the
-  kernel's derivatives row block by row block (:meth:`~._kernels_xp.KernelPlan.contract`),
-  its rows made on the fly from ``n x (t + s + r)`` factors.
+  kernel's derivatives by the operator (``lml_gradient``): from ``W``'s ``n x (t + s + r)``
+  factors in one fused kernel, or row block by row block
+  (:meth:`~._kernels_xp.KernelPlan.contract`), its rows made on the fly.
 
 ``predict``'s mean comes from the cached ``alpha``; its covariance from solves
 ``K^-1 k(X, X*)`` by the same conjugate gradients, one column per query point; its standard
@@ -72,7 +73,7 @@ def _noted(res, pre, options, t, op, tol=None, **extra):
          cg_probe_residual=float(res.residual[t:].max()) if res.residual.size > t else 0.0,
          n_probes=options.n_probes, precond_rank=pre.rank,
          tol=options.tol if tol is None else tol, max_iter=options.max_iter,
-         cg_products=getattr(op, "route", "library"), **extra)
+         cg_products=op.route, **extra)
 
 
 def _on(xp, noise):
