@@ -70,40 +70,68 @@ def _column_moments(xp, block):
     return mean, colsum(sq, np.float64) - rows * (shift * xp.conj(shift)).real
 
 
-def panel(z, mean, sizes, local, fused, *blocks):
+def panel(z, mean, sizes, local, fused, *blocks, step=None):
     """One row panel (``blocks``: its column chunks, ``sizes`` their widths). ``z`` (n, l):
     the thin right factor; ``mean`` (n,) double or ``None``; ``local``: centre on the panel's
     own column means (PCA's first pass; ``mean`` is then ``None``); ``fused``: also form
-    ``T_i``. Returns a dict: ``rows``, ``y`` (rows, l; not kept by a fused pass), ``c`` (l,)
-    double where a centring needs it (else ``None``), ``t`` (n, l) or ``None``, and with
-    ``local`` the panel's ``mean`` and ``m2`` (n,)."""
+    ``T_i``, NumPy panels :func:`row_steps` at a time (``step``: rows per step, default
+    :data:`STEP_ROWS`) with ``T_i`` summed in double precision. Returns a dict: ``rows``,
+    ``y`` (rows, l; not kept by a fused pass), ``c`` (l,) double where a centring needs it
+    (else ``None``), ``t`` (n, l) or ``None``, and with ``local`` the panel's ``mean`` and
+    ``m2`` (n,)."""
     xp = namespace(blocks[0])
     dtype = blocks[0].dtype
     hi = _hi(dtype)
     rows = int(blocks[0].shape[0])
-    out = {"rows": rows}
+    out = {"rows": rows, "c": None, "t": None}
     if local:
         mom = [_column_moments(xp, b) for b in blocks]
         mean = xp.concatenate([m for m, _ in mom]) if len(mom) > 1 else mom[0][0]
         out["mean"] = mean
         out["m2"] = xp.concatenate([s for _, s in mom]) if len(mom) > 1 else mom[0][1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    shift = None if mean is None else (mean @ z.astype(hi)).astype(dtype)
+    if not fused:
+        out["y"] = _centred_y(blocks, z, starts, shift)
+        return out
+    t = c = None
+    for r0, r1 in row_steps(xp, rows, int(z.shape[1]), step):
+        part = [b[r0:r1] for b in blocks] if r1 - r0 < rows else list(blocks)
+        y = _centred_y(part, z, starts, shift)
+        if shift is not None:
+            cy = colsum(y, hi)
+            c = cy if c is None else c + cy
+        ty = _stacked_t(xp, y, part, starts, dtype)
+        t = ty if t is None else t.astype(hi, copy=False) + ty
+    if shift is not None:
+        t = t.astype(hi) - xp.conj(mean)[:, None] * c[None, :]
+    out["c"], out["t"] = c, t
+    return out
+
+
+#: Rows of a NumPy row panel per step of its fused task: a step of the block (1.6 MB at 800
+#: float32 columns) is still in the core's cache for its second product, and a step of ``Y``
+#: for its Householder QR (:func:`local_qr`).
+STEP_ROWS = 512
+
+
+def row_steps(xp, rows, l, step=None):
+    """``[(start, stop)]``: the row steps of a panel of ``rows`` rows whose thin factor has
+    ``l`` columns: ``step`` rows (default :data:`STEP_ROWS`, at least ``4 l``) for NumPy
+    panels, the whole panel for others (a GPU reads it at memory speed in one kernel)."""
+    if xp is not np or rows == 0:
+        return [(0, rows)]
+    size = max(int(STEP_ROWS if step is None else step), 4 * int(l), 1)
+    return [(r, min(r + size, rows)) for r in range(0, rows, size)]
+
+
+def _centred_y(blocks, z, starts, shift):
+    """``sum_j B_j Z_j - 1 shift`` for the column blocks ``blocks`` of (a step of) a panel."""
     y = None
     for j, b in enumerate(blocks):
         p = b @ z[starts[j]:starts[j + 1]]
         y = p if y is None else y + p  # noqa: PLR6104 (y may be a view of z for one chunk)
-    if mean is not None:
-        y = y - (mean @ z.astype(hi)).astype(dtype)[None, :]
-    out["c"] = colsum(y, hi) if fused and (mean is not None) else None
-    out["t"] = None
-    if not fused:
-        out["y"] = y
-        return out
-    t = _stacked_t(xp, y, blocks, starts, dtype)
-    if mean is not None:
-        t = t.astype(hi) - xp.conj(mean)[:, None] * out["c"][None, :]
-    out["t"] = t
-    return out
+    return y if shift is None else y - shift[None, :]
 
 
 def _stacked_t(xp, y, blocks, starts, dtype):
@@ -297,18 +325,30 @@ def basis_root(merged, dtype):
     return {"mean": mean, "total": total}
 
 
-def local_qr(part, root, z):
+def local_qr(part, root, z, step=None):
     """The first level of the TSQR of ``Y``: the Householder QR, in double precision, of the
     panel's ``Y_i`` (:func:`take_y`): ``{"q": (m_i, c_i), "r": (c_i, l)}``, ``c_i = min(m_i,
     l)``. Householder, not Cholesky QR: a rank-deficient ``Y`` (``k`` above the rank of ``A``)
-    still gives orthonormal columns."""
+    still gives orthonormal columns. A NumPy ``Y_i`` of several :func:`row_steps` is itself
+    factored as a TSQR of its steps (each step's QR runs in the core's cache; one QR of the
+    whole panel sweeps its memory once per column)."""
     y = take_y(part, root, z)
     xp = namespace(y)
     rows, l = (int(v) for v in y.shape)
-    yh = y.astype(_hi(y.dtype))
+    hi = _hi(y.dtype)
     if rows == 0:
-        return {"q": xp.zeros((0, 0), yh.dtype), "r": xp.zeros((0, l), yh.dtype)}
-    q, r = xp.linalg.qr(yh, mode="reduced")
+        return {"q": xp.zeros((0, 0), hi), "r": xp.zeros((0, l), hi)}
+    steps = row_steps(xp, rows, l, step)
+    if len(steps) == 1:
+        q, r = xp.linalg.qr(y.astype(hi), mode="reduced")
+        return {"q": q, "r": r}
+    parts = [xp.linalg.qr(y[r0:r1].astype(hi), mode="reduced") for r0, r1 in steps]
+    s, r = xp.linalg.qr(xp.concatenate([p[1] for p in parts]), mode="reduced")
+    q = xp.empty((rows, int(s.shape[1])), hi)
+    top = 0
+    for (r0, r1), (qs, rs) in zip(steps, parts):
+        q[r0:r1] = qs @ s[top:top + int(rs.shape[0])]
+        top += int(rs.shape[0])
     return {"q": q, "r": r}
 
 
