@@ -28,7 +28,7 @@ import numpy as np
 from ..._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
-__all__ = ["colsum", "omega", "panel", "panel_h", "merge", "part_y", "combine",
+__all__ = ["colsum", "omega", "panel", "panel_h", "light", "merge", "part_y", "combine",
            "part_t", "part_h", "power_root", "basis_root", "local_qr", "stack_qr",
            "basis_block", "final_root", "take_y", "u_block", "vh_block", "item", "cast_slice",
            "variances"]
@@ -75,7 +75,7 @@ def panel(z, mean, sizes, local, fused, *blocks, step=None):
     the thin right factor; ``mean`` (n,) double or ``None``; ``local``: centre on the panel's
     own column means (PCA's first pass; ``mean`` is then ``None``); ``fused``: also form
     ``T_i``, NumPy panels :func:`row_steps` at a time (``step``: rows per step, default
-    :data:`STEP_ROWS`) with ``T_i`` summed in double precision. Returns a dict: ``rows``,
+    :data:`STEP_BYTES` worth) with ``T_i`` summed in double precision. Returns a dict: ``rows``,
     ``y`` (rows, l; not kept by a fused pass), ``c`` (l,) double where a centring needs it
     (else ``None``), ``t`` (n, l) or ``None``, and with ``local`` the panel's ``mean`` and
     ``m2`` (n,)."""
@@ -95,7 +95,8 @@ def panel(z, mean, sizes, local, fused, *blocks, step=None):
         out["y"] = _centred_y(blocks, z, starts, shift)
         return out
     t = c = None
-    for r0, r1 in row_steps(xp, rows, int(z.shape[1]), step):
+    width = sum(int(b.shape[1]) for b in blocks) * dtype.itemsize
+    for r0, r1 in row_steps(xp, rows, width, int(z.shape[1]), step):
         part = [b[r0:r1] for b in blocks] if r1 - r0 < rows else list(blocks)
         y = _centred_y(part, z, starts, shift)
         if shift is not None:
@@ -109,19 +110,23 @@ def panel(z, mean, sizes, local, fused, *blocks, step=None):
     return out
 
 
-#: Rows of a NumPy row panel per step of its fused task: a step of the block (1.6 MB at 800
-#: float32 columns) is still in the core's cache for its second product, and a step of ``Y``
-#: for its Householder QR (:func:`local_qr`).
-STEP_ROWS = 512
+#: Bytes of a NumPy row panel (all its column chunks) per step of a fused task: a step stays
+#: in the core's cache between its two products, so the block is read from memory once.
+STEP_BYTES = 2 << 20
+#: Bytes of a panel's double precision ``Y_i`` per step of :func:`local_qr`'s TSQR: a step's
+#: Householder sweeps run in the core's L2 cache.
+QR_STEP_BYTES = 512 << 10
 
 
-def row_steps(xp, rows, l, step=None):
-    """``[(start, stop)]``: the row steps of a panel of ``rows`` rows whose thin factor has
-    ``l`` columns: ``step`` rows (default :data:`STEP_ROWS`, at least ``4 l``) for NumPy
-    panels, the whole panel for others (a GPU reads it at memory speed in one kernel)."""
+def row_steps(xp, rows, row_bytes, l, step=None):
+    """``[(start, stop)]``: the row steps of a panel of ``rows`` rows of ``row_bytes`` bytes
+    each whose thin factor has ``l`` columns: ``step`` rows (default :data:`STEP_BYTES` worth,
+    at least ``4 l``) for NumPy panels; the whole panel for others (a GPU streams it in one
+    kernel, and a step per kernel launch would only add launches)."""
     if xp is not np or rows == 0:
         return [(0, rows)]
-    size = max(int(STEP_ROWS if step is None else step), 4 * int(l), 1)
+    size = int(step) if step is not None else max(STEP_BYTES // max(int(row_bytes), 1), 4 * l)
+    size = max(size, 1)
     return [(r, min(r + size, rows)) for r in range(0, rows, size)]
 
 
@@ -158,6 +163,13 @@ def panel_h(q, mean, sizes, *blocks):
     if mean is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * colsum(q, hi)[None, :]
     return {"rows": int(blocks[0].shape[0]), "t": t, "c": None, "q": q}
+
+
+def light(part):
+    """``part`` (a panel task's dict) without its panel-sized entries (``y``, ``q``): what a
+    reduction over the panels reads, so that only thin matrices move to the worker that
+    reduces (the panel-sized ones stay where their panel is, for the tasks that use them)."""
+    return {k: v for k, v in part.items() if k not in ("y", "q")}
 
 
 def merge(z, *parts):
@@ -338,7 +350,9 @@ def local_qr(part, root, z, step=None):
     hi = _hi(y.dtype)
     if rows == 0:
         return {"q": xp.zeros((0, 0), hi), "r": xp.zeros((0, l), hi)}
-    steps = row_steps(xp, rows, l, step)
+    if step is None:
+        step = max(QR_STEP_BYTES // (l * hi.itemsize), 4 * l)
+    steps = row_steps(xp, rows, l * hi.itemsize, l, step)
     if len(steps) == 1:
         q, r = xp.linalg.qr(y.astype(hi), mode="reduced")
         return {"q": q, "r": r}
