@@ -267,3 +267,65 @@ def test_pca_under_the_local_scheduler(rng, iterated_power, keep):
     np.testing.assert_allclose(ratio, s[:3] ** 2 / (s ** 2).sum(), rtol=1e-12)
     np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-13)
     assert np.abs(U.T @ U - np.eye(3)).max() < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("centre", [False, True])
+def test_fused_panel_in_row_steps(rng, dtype, centre):
+    """A fused row-panel task walked in row steps (an odd row count, two column chunks)
+    gives the T_i and column sums of the panel taken in one step, up to rounding."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    rows, n, l = 1001, 37, 6
+    cplx = np.dtype(dtype).kind == "c"
+    a = rng.standard_normal((rows, n)) + 3.0 + (1j * rng.standard_normal((rows, n)) if cplx else 0)
+    a = a.astype(dtype)
+    z = rng.standard_normal((n, l)).astype(dtype)
+    mean = a.astype(np.complex128 if cplx else np.float64).mean(axis=0) if centre else None
+    blocks = (np.ascontiguousarray(a[:, :20]), np.ascontiguousarray(a[:, 20:]))
+    assert len(rp.row_steps(np, rows, n * a.itemsize, l, 128)) == 8
+    whole = rp.panel(z, mean, (20, 17), False, True, *blocks, step=rows)
+    steps = rp.panel(z, mean, (20, 17), False, True, *blocks, step=128)
+    a64 = a.astype(np.complex128)
+    y = (a64 - (0 if mean is None else mean)) @ z
+    want = ((a64 - (0 if mean is None else mean)).conj().T @ y)
+    tol = 2e-5 if np.dtype(dtype).itemsize * (2 if not cplx else 1) < 16 else 1e-12
+    scale = np.abs(want).max()
+    for got in (whole, steps):
+        assert got["rows"] == rows and got["t"].shape == (n, l)
+        np.testing.assert_allclose(got["t"], want, atol=tol * scale)
+    assert np.abs(steps["t"] - whole["t"]).max() <= tol * scale
+    if centre:
+        np.testing.assert_allclose(steps["c"], whole["c"], atol=tol * np.abs(y).sum(axis=0).max())
+    else:
+        assert steps["c"] is None and whole["c"] is None
+
+
+def test_row_steps_by_bytes():
+    """NumPy panels go in steps of STEP_BYTES worth of rows (at least 4 l); a step size given
+    wins; a short panel is one step."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    steps = rp.row_steps(np, 100_000, 800 * 4, 30)
+    size = rp.STEP_BYTES // 3200
+    assert steps[0] == (0, size) and steps[-1][1] == 100_000
+    assert all(b - a == size for a, b in steps[:-1])
+    assert rp.row_steps(np, 100, 10 ** 9, 30) == [(0, 100)]  # 4 l = 120 rows at least
+    assert rp.row_steps(np, 10, 8, 2, step=4) == [(0, 4), (4, 8), (8, 10)]
+    assert rp.row_steps(np, 0, 8, 2) == [(0, 0)]
+
+
+@pytest.mark.parametrize("rank", [10, 3])
+def test_panel_qr_in_row_steps(rng, rank):
+    """The basis pass's panel QR as a TSQR of row steps: orthonormal Q with Q R = Y_i in
+    double precision, the range of Y_i (full rank: the same projector as one Householder QR),
+    and orthonormal columns where Y_i is rank-deficient."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    rows, l = 1003, 10
+    y = (rng.standard_normal((rows, rank)) @ rng.standard_normal((rank, l))).astype(np.float32)
+    one = rp.local_qr({"y": y}, None, None, step=rows)
+    got = rp.local_qr({"y": y}, None, None, step=100)
+    q, r = got["q"], got["r"]
+    assert q.shape == (rows, l) and r.shape == (l, l) and q.dtype == np.float64
+    assert np.abs(q.T @ q - np.eye(l)).max() < 1e-13
+    np.testing.assert_allclose(q @ r, y, atol=1e-12 * np.abs(y).max())
+    if rank == l:
+        np.testing.assert_allclose(q @ q.T, one["q"] @ one["q"].T, atol=1e-12)
