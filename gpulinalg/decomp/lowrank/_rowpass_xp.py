@@ -96,14 +96,18 @@ def panel(z, mean, sizes, local, fused, *blocks, step=None):
         return out
     t = c = None
     width = sum(int(b.shape[1]) for b in blocks) * dtype.itemsize
-    for r0, r1 in row_steps(xp, rows, width, int(z.shape[1]), step):
+    steps = row_steps(xp, rows, width, int(z.shape[1]), step)
+    for r0, r1 in steps:
         part = [b[r0:r1] for b in blocks] if r1 - r0 < rows else list(blocks)
         y = _centred_y(part, z, starts, shift)
         if shift is not None:
             cy = colsum(y, hi)
             c = cy if c is None else c + cy
         ty = _stacked_t(xp, y, part, starts, dtype)
-        t = ty if t is None else t.astype(hi, copy=False) + ty
+        if t is None:
+            t = ty.astype(hi) if len(steps) > 1 else ty
+        else:  # in place: a Dask worker's allocator maps (and faults in) each new large array
+            t += ty
     if shift is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * c[None, :]
     out["c"], out["t"] = c, t
@@ -341,9 +345,10 @@ def local_qr(part, root, z, step=None):
     """The first level of the TSQR of ``Y``: the Householder QR, in double precision, of the
     panel's ``Y_i`` (:func:`take_y`): ``{"q": (m_i, c_i), "r": (c_i, l)}``, ``c_i = min(m_i,
     l)``. Householder, not Cholesky QR: a rank-deficient ``Y`` (``k`` above the rank of ``A``)
-    still gives orthonormal columns. A NumPy ``Y_i`` of several :func:`row_steps` is itself
-    factored as a TSQR of its steps (each step's QR runs in the core's cache; one QR of the
-    whole panel sweeps its memory once per column)."""
+    still gives orthonormal columns. A NumPy ``Y_i`` of more than ``step`` rows (default
+    :data:`QR_STEP_BYTES` worth) is itself factored as a TSQR of its row steps
+    (:func:`._tiles_host.tall_qr`: each step's QR runs in the core's cache; one QR of the whole
+    panel sweeps its memory once per column)."""
     y = take_y(part, root, z)
     xp = namespace(y)
     rows, l = (int(v) for v in y.shape)
@@ -352,17 +357,11 @@ def local_qr(part, root, z, step=None):
         return {"q": xp.zeros((0, 0), hi), "r": xp.zeros((0, l), hi)}
     if step is None:
         step = max(QR_STEP_BYTES // (l * hi.itemsize), 4 * l)
-    steps = row_steps(xp, rows, l * hi.itemsize, l, step)
-    if len(steps) == 1:
+    if xp is np and rows > step:
+        from .._tiles._tiles_host import tall_qr
+        q, r = tall_qr(y, hi, step)
+    else:
         q, r = xp.linalg.qr(y.astype(hi), mode="reduced")
-        return {"q": q, "r": r}
-    parts = [xp.linalg.qr(y[r0:r1].astype(hi), mode="reduced") for r0, r1 in steps]
-    s, r = xp.linalg.qr(xp.concatenate([p[1] for p in parts]), mode="reduced")
-    q = xp.empty((rows, int(s.shape[1])), hi)
-    top = 0
-    for (r0, r1), (qs, rs) in zip(steps, parts):
-        q[r0:r1] = qs @ s[top:top + int(rs.shape[0])]
-        top += int(rs.shape[0])
     return {"q": q, "r": r}
 
 
@@ -383,8 +382,18 @@ def stack_qr(*parts):
 
 def basis_block(part, root, i, dtype):
     """Panel ``i``'s rows of the orthonormal basis: ``Q_i = q_i S_i`` (:func:`local_qr`,
-    :func:`stack_qr`) in ``dtype``."""
-    return (part["q"] @ root["s"][i]).astype(dtype)
+    :func:`stack_qr`) in ``dtype``; a NumPy panel :data:`QR_STEP_BYTES` of ``q_i`` at a time,
+    into its result (no double precision ``Q_i`` is made)."""
+    q, s = part["q"], root["s"][i]
+    xp = namespace(q)
+    rows, c = (int(v) for v in q.shape)
+    if xp is not np or rows == 0:
+        return (q @ s).astype(dtype)
+    out = np.empty((rows, int(s.shape[1])), dtype)
+    step = max(QR_STEP_BYTES // max(c * q.itemsize, 1), 1)
+    for r0 in range(0, rows, step):
+        out[r0:r0 + step] = q[r0:r0 + step] @ s
+    return out
 
 
 def _host(x):

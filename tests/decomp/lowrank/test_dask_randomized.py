@@ -329,3 +329,15 @@ def test_panel_qr_in_row_steps(rng, rank):
     np.testing.assert_allclose(q @ r, y, atol=1e-12 * np.abs(y).max())
     if rank == l:
         np.testing.assert_allclose(q @ q.T, one["q"] @ one["q"].T, atol=1e-12)
+
+
+def test_basis_block_in_steps(rng):
+    """A NumPy panel's rows of the basis, Q_i = q_i S_i, formed a step of q_i at a time (5
+    steps here) into the blocks' dtype: the product of the whole panel, rounded once."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    q = rng.standard_normal((10_000, 30))
+    s = rng.standard_normal((30, 30))
+    assert 10_000 // (rp.QR_STEP_BYTES // (30 * 8)) >= 4
+    got = rp.basis_block({"q": q}, {"s": [None, s]}, 1, np.float32)
+    assert got.dtype == np.float32 and got.shape == (10_000, 30)
+    np.testing.assert_allclose(got, (q @ s).astype(np.float32), rtol=1e-6, atol=1e-6)
