@@ -6,9 +6,15 @@ A *row panel* is one row of blocks of ``A`` (all its column chunks): one task re
 (the panel's share of ``A^H A Z``), with the column sums ``1^T Y_i`` in double precision where a
 centring needs them; a tree of :func:`merge` sums the panels' shares; one small task
 (:func:`power_root`, :func:`basis_root`, :func:`final_root`) turns the sums into the next thin
-matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's task (and ``Y_i``, ``m_i x l``,
-in the basis pass, whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per panel,
-:func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`).
+matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's worker: the panel-sized ``Y_i``
+and ``Q_i`` of the basis pass (whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per
+panel, :func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`) stay there for the next
+task of the same panel, and the reductions read the panels' results through :func:`light`.
+
+On NumPy blocks a fused task walks its panel in row steps of :data:`STEP_BYTES` (each step of
+the block is read from memory once for both products), and the panel QR is a TSQR of row steps
+done in place by LAPACK; a large array made per step would cost more than it saves on a Dask
+worker, whose allocator maps and faults in every large array (``MALLOC_TRIM_THRESHOLD_``).
 
 PCA's first pass does not know the column means yet: each panel centres on its own means
 (``local``) and :func:`merge` moves the shares to the merged means (Chan, Golub & LeVeque's
