@@ -145,6 +145,7 @@ def test_fused_gradient_matches_library_route(name, dtype, n, d, m, rng, xp_gpu)
     """``W = left right^T - t P^-1`` with a rank-``r`` pivoted-Cholesky ``P``: the
     contraction of the fused kernel (``W``'s factors, chunked where they are wide) against the
     library route's row blocks of ``W``."""
+    from gpulinalg._runtime.streams import op_stream
     from gpulinalg.gp import _engine_cuda
     from gpulinalg.gp._precond_xp import Preconditioner
     x, _ = _data(rng, n, d)
@@ -152,7 +153,8 @@ def test_fused_gradient_matches_library_route(name, dtype, n, d, m, rng, xp_gpu)
     lib, fused, plan = _operators(k, x, 1e-2, np.dtype(dtype), xp_gpu)
     xd = xp_gpu.asarray(x)
     rank = min(m // 2, n)
-    pre = Preconditioner(_engine_cuda, plan, xd, 1e-2, rank)
+    with op_stream():  # CuPy's work on the stream of the engine's cuSOLVER calls, as dispatched
+        pre = Preconditioner(_engine_cuda, plan, xd, 1e-2, rank)
     width = m - pre.rank
     left = xp_gpu.asarray(rng.standard_normal((n, width)))
     right = xp_gpu.asarray(rng.standard_normal((n, width)))
