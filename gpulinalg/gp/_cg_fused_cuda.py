@@ -23,13 +23,20 @@ from .._runtime.kernels import kernel_source, raw_kernel
 from ._kernels_xp import fused_form
 
 __all__ = ["FusedOperator", "product_dtype", "fused_operator", "options", "SOURCE", "FLOAT32_TOL",
-           "MAX_COLUMNS"]
+           "MAX_COLUMNS", "FACTOR_COLUMNS"]
 
 #: Solves stopping at a relative residual of at least this take float32 entries: their
 #: rounding (about 1e-7 of each entry, random across the sums) stays far below it.
 FLOAT32_TOL = 1e-4
-#: Right-hand sides of one product launch (the register tile's width).
+#: Right-hand sides of one product launch (the register tile's width); float64 products of
+#: more columns take the library route (on an H200 the fused float64 product of 129 columns
+#: took 1.75x the library's time, of 33 columns 0.31x).
 MAX_COLUMNS = 64
+#: Widest factors of ``W`` the fused contraction takes, by the entries' arithmetic; wider ones
+#: take the library route (H200, n = 50 000, against the library: float32 0.24x its time at
+#: 133 columns and 0.74x at 433, float64 0.57x and 2.3x; the limits keep the fused route
+#: where it is about 1.5x faster or more, by the times' linear growth in the width).
+FACTOR_COLUMNS = {np.dtype(np.float32): 320, np.dtype(np.float64): 144}
 #: Columns of ``b`` per shared-memory chunk of the contraction.
 _MQ = 32
 #: Rows per block and columns per step, by the entries' arithmetic (static shared memory under
@@ -82,11 +89,14 @@ class FusedOperator:
         The diagonal added to the kernel (``alpha`` plus any jitter).
     dtype : numpy.dtype
         The entries' arithmetic (:func:`product_dtype`).
+    library : callable, optional
+        The library route's operator (:class:`._mixed_xp.Operator`) for the blocks the fused
+        kernels do not take (:data:`MAX_COLUMNS`, :data:`FACTOR_COLUMNS`).
     """
 
-    def __init__(self, form, x, noise, dtype):
+    def __init__(self, form, x, noise, dtype, library=None):
         import cupy
-        self.form, self.dtype = form, np.dtype(dtype)
+        self.form, self.dtype, self.library = form, np.dtype(dtype), library
         #: What ``last_run().details["cg_products"]`` says.
         self.route = f"fused {self.dtype.name}"
         shift = x.mean(axis=0)
@@ -100,8 +110,10 @@ class FusedOperator:
     def __call__(self, v):
         import cupy
         vec = v.ndim == 1
+        t = 1 if vec else v.shape[1]
+        if self.library is not None and self.dtype == np.float64 and t > MAX_COLUMNS:
+            return self.library(v)
         v2 = cupy.ascontiguousarray(v.reshape(self.n, -1), dtype=np.float64)
-        t = v2.shape[1]
         out = cupy.empty((self.n, t), dtype=np.float64)
         for q0 in range(0, t, MAX_COLUMNS):
             q1 = min(q0 + MAX_COLUMNS, t)
@@ -143,6 +155,9 @@ class FusedOperator:
         ``W = left right^T - scale P^-1`` with the preconditioner ``pre``
         (``P^-1 = D^-1 - G G^T``: ``W = [left, scale G] [right, G]^T - scale D^-1``)."""
         import cupy
+        m = left.shape[1] + (pre.G.shape[1] if pre.G is not None else 0)
+        if self.library is not None and m > FACTOR_COLUMNS[self.dtype]:
+            return self.library.lml_gradient(left, right, pre, scale)
         a, b = left, right
         if pre.G is not None:
             a = cupy.concatenate([left, scale * pre.G], axis=1)
@@ -158,7 +173,8 @@ class FusedOperator:
 def fused_operator(plan, x, noise, tol):
     """A :class:`FusedOperator` for ``plan``'s kernel on the CuPy ``x``, or ``None`` where the
     kernel has another form (the caller takes the library route)."""
+    from ._mixed_xp import Operator
     form = fused_form(plan, x.shape[1])
     if form is None:
         return None
-    return FusedOperator(form, x, noise, product_dtype(tol))
+    return FusedOperator(form, x, noise, product_dtype(tol), Operator(plan, x, noise))

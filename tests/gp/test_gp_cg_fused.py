@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C, Matern, W
 
 import gpulinalg
 from gpulinalg.gp import CGOptions, GaussianProcessRegressor
-from gpulinalg.gp._cg_fused_cuda import _SHARED, FLOAT32_TOL, product_dtype
+from gpulinalg.gp._cg_fused_cuda import _SHARED, FACTOR_COLUMNS, FLOAT32_TOL, product_dtype
 from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
 
 FORMS = {
@@ -67,7 +67,7 @@ def test_likelihood_solves_stop_at_lml_tol_and_fit_at_tol(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("t, width", [(1, 4), (9, 4), (70, 200)])
+@pytest.mark.parametrize("t, width", [(1, 4), (9, 4), (70, 130), (70, 200)])
 def test_fused_launchers_emulated(dtype, t, width, rng, monkeypatch):
     """The operator's launches (column chunks past 64, padding to 8, the noise added in
     float64) and the gradient's factors (in chunks past the shared memory's columns) and
@@ -91,12 +91,16 @@ def test_fused_launchers_emulated(dtype, t, width, rng, monkeypatch):
     gwant = lib.lml_gradient(left, right, pre, 2.0)
     CALLS.clear()
     with emulated_gpu(monkeypatch):
-        fused = FusedOperator(fused_form(plan, d), dev(x), dev(noise), np.dtype(dtype))
+        fused = FusedOperator(fused_form(plan, d), dev(x), dev(noise), np.dtype(dtype),
+                              library=lib)
         got = np.asarray(fused(dev(v)))
-        ggot = fused.lml_gradient(dev(left), dev(right), pre, 2.0)
+        ggot = np.asarray(fused.lml_gradient(dev(left), dev(right), pre, 2.0))
     step = _SHARED // ((128 + 1) * 4 if dtype == np.float32 else (64 + 1) * 8)
-    assert CALLS["gp_product"] == -(-t // 64)
-    assert CALLS["gp_factor_contract"] == -(-(width + pre.rank) // step) > 0
+    m = width + pre.rank
+    # float64 products past 64 columns, and factors past the width limit, take the library route
+    assert CALLS["gp_product"] == (0 if dtype == np.float64 and t > 64 else -(-t // 64))
+    assert CALLS["gp_factor_contract"] == (0 if m > FACTOR_COLUMNS[np.dtype(dtype)] else
+                                           -(-m // step))
     rtol = RTOL[np.dtype(dtype)]
     assert np.all(np.abs(got - want) <= rtol * lib(np.abs(v)))
     np.testing.assert_allclose(ggot, gwant, rtol=1e-3 if dtype == np.float32 else 1e-9,
@@ -199,3 +203,26 @@ def test_regressor_fused_matches_library_route(lml_tol, rng, xp_gpu):
     np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-6 * np.abs(m0).max())
     assert abs(l1 - l0) <= 1e-4 * abs(l0)
     assert np.abs(g1 - g0).max() <= 1e-2 * max(np.abs(g0).max(), 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_contraction_chunks_emulated(dtype, rng, monkeypatch):
+    """Factors wider than the shared memory holds go in chunks of columns, one launch each;
+    their sums add up to the whole contraction (the library route's)."""
+    from gpulinalg.gp._cg_fused_cuda import FusedOperator
+    from gpulinalg.gp._mixed_xp import Operator
+    from tests.support.cusolver_emulator import CALLS, dev, emulated_gpu
+    n, d, m = 60, 2, 700
+    x, _ = _data(rng, n, d)
+    plan = compile_kernel(FORMS["matern05+w"](d), d)
+    a, b = rng.standard_normal((n, m)), rng.standard_normal((n, m))
+    zero = types.SimpleNamespace(dense_rows=lambda i0, i1: np.zeros((i1 - i0, n)))
+    want = Operator(plan, x, 0.0).lml_gradient(a, b, zero, 0.0)
+    CALLS.clear()
+    with emulated_gpu(monkeypatch):
+        fused = FusedOperator(fused_form(plan, d), dev(x), 0.0, np.dtype(dtype))
+        acc = np.asarray(fused.contract(dev(a), dev(b)))
+    step = _SHARED // ((128 + 1) * 4 if dtype == np.float32 else (64 + 1) * 8)
+    assert CALLS["gp_factor_contract"] == -(-m // step) >= 3
+    got = fused.form.gradient(np.concatenate([acc, [(a * b).sum()]]))
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-10)
