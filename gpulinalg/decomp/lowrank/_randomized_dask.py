@@ -338,10 +338,6 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, place=None):
         dsk[(f"{name}-p", i)] = task
         level.append((f"{name}-p", i))
     heads = [next(k for k in level if k[1] == i) for i in range(nr)]
-    if kind != "fused":  # the merges read the parts without their Y_i / Q_i
-        for key in level:
-            dsk[(f"{name}-l", *key[1:])] = (_rowpass_xp.light, key)
-        level = [(f"{name}-l", *key[1:]) for key in level]
     zk = (thin.name, 0, 0) if local else None
     depth = 0
     while len(level) > fan:
@@ -467,9 +463,7 @@ def _basis(op, a, z, mean, local, keep, split_every, place=None):
                 part = (_rowpass_xp.panel, (z.name, 0, 0), mk, sizes, False, False,
                         *[(a.name, i, j) for j in range(a.numblocks[1])])
             dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, part, None, None)
-    for i in range(nr):  # the root reads the R_i alone: each Q_i stays on its panel's worker
-        dsk[(f"{name}-r", i)] = (_rowpass_xp.light, (f"{name}-qr", i))
-    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-r", i) for i in range(nr)])
+    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
     meta = meta_of(a, 2, dtype)
     if keep or local:
         for i in range(nr):

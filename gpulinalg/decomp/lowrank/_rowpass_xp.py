@@ -6,15 +6,9 @@ A *row panel* is one row of blocks of ``A`` (all its column chunks): one task re
 (the panel's share of ``A^H A Z``), with the column sums ``1^T Y_i`` in double precision where a
 centring needs them; a tree of :func:`merge` sums the panels' shares; one small task
 (:func:`power_root`, :func:`basis_root`, :func:`final_root`) turns the sums into the next thin
-matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's worker: the panel-sized ``Y_i``
-and ``Q_i`` of the basis pass (whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per
-panel, :func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`) stay there for the next
-task of the same panel, and the reductions read the panels' results through :func:`light`.
-
-On NumPy blocks a fused task walks its panel in row steps of :data:`STEP_BYTES` (each step of
-the block is read from memory once for both products), and the panel QR is a TSQR of row steps
-done in place by LAPACK; a large array made per step would cost more than it saves on a Dask
-worker, whose allocator maps and faults in every large array (``MALLOC_TRIM_THRESHOLD_``).
+matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's task (and ``Y_i``, ``m_i x l``,
+in the basis pass, whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per panel,
+:func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`).
 
 PCA's first pass does not know the column means yet: each panel centres on its own means
 (``local``) and :func:`merge` moves the shares to the merged means (Chan, Golub & LeVeque's
@@ -34,7 +28,7 @@ import numpy as np
 from ..._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
-__all__ = ["colsum", "omega", "panel", "panel_h", "light", "merge", "part_y", "combine",
+__all__ = ["colsum", "omega", "panel", "panel_h", "merge", "part_y", "combine",
            "part_t", "part_h", "power_root", "basis_root", "local_qr", "stack_qr",
            "basis_block", "final_root", "take_y", "u_block", "vh_block", "item", "cast_slice",
            "variances"]
@@ -76,77 +70,40 @@ def _column_moments(xp, block):
     return mean, colsum(sq, np.float64) - rows * (shift * xp.conj(shift)).real
 
 
-def panel(z, mean, sizes, local, fused, *blocks, step=None):
+def panel(z, mean, sizes, local, fused, *blocks):
     """One row panel (``blocks``: its column chunks, ``sizes`` their widths). ``z`` (n, l):
     the thin right factor; ``mean`` (n,) double or ``None``; ``local``: centre on the panel's
     own column means (PCA's first pass; ``mean`` is then ``None``); ``fused``: also form
-    ``T_i``, NumPy panels :func:`row_steps` at a time (``step``: rows per step, default
-    :data:`STEP_BYTES` worth) with ``T_i`` summed in double precision. Returns a dict: ``rows``,
-    ``y`` (rows, l; not kept by a fused pass), ``c`` (l,) double where a centring needs it
-    (else ``None``), ``t`` (n, l) or ``None``, and with ``local`` the panel's ``mean`` and
-    ``m2`` (n,)."""
+    ``T_i``. Returns a dict: ``rows``, ``y`` (rows, l; not kept by a fused pass), ``c`` (l,)
+    double where a centring needs it (else ``None``), ``t`` (n, l) or ``None``, and with
+    ``local`` the panel's ``mean`` and ``m2`` (n,)."""
     xp = namespace(blocks[0])
     dtype = blocks[0].dtype
     hi = _hi(dtype)
     rows = int(blocks[0].shape[0])
-    out = {"rows": rows, "c": None, "t": None}
+    out = {"rows": rows}
     if local:
         mom = [_column_moments(xp, b) for b in blocks]
         mean = xp.concatenate([m for m, _ in mom]) if len(mom) > 1 else mom[0][0]
         out["mean"] = mean
         out["m2"] = xp.concatenate([s for _, s in mom]) if len(mom) > 1 else mom[0][1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    shift = None if mean is None else (mean @ z.astype(hi)).astype(dtype)
-    if not fused:
-        out["y"] = _centred_y(blocks, z, starts, shift)
-        return out
-    t = c = None
-    width = sum(int(b.shape[1]) for b in blocks) * dtype.itemsize
-    steps = row_steps(xp, rows, width, int(z.shape[1]), step)
-    for r0, r1 in steps:
-        part = [b[r0:r1] for b in blocks] if r1 - r0 < rows else list(blocks)
-        y = _centred_y(part, z, starts, shift)
-        if shift is not None:
-            cy = colsum(y, hi)
-            c = cy if c is None else c + cy
-        ty = _stacked_t(xp, y, part, starts, dtype)
-        if t is None:
-            t = ty.astype(hi) if len(steps) > 1 else ty
-        else:  # in place: a Dask worker's allocator maps (and faults in) each new large array
-            t += ty
-    if shift is not None:
-        t = t.astype(hi) - xp.conj(mean)[:, None] * c[None, :]
-    out["c"], out["t"] = c, t
-    return out
-
-
-#: Bytes of a NumPy row panel (all its column chunks) per step of a fused task: a step stays
-#: in the core's cache between its two products, so the block is read from memory once.
-STEP_BYTES = 2 << 20
-#: Bytes of a panel's double precision ``Y_i`` per step of :func:`local_qr`'s TSQR: a step's
-#: Householder sweeps run in the core's L2 cache.
-QR_STEP_BYTES = 512 << 10
-
-
-def row_steps(xp, rows, row_bytes, l, step=None):
-    """``[(start, stop)]``: the row steps of a panel of ``rows`` rows of ``row_bytes`` bytes
-    each whose thin factor has ``l`` columns: ``step`` rows (default :data:`STEP_BYTES` worth,
-    at least ``4 l``) for NumPy panels; the whole panel for others (a GPU streams it in one
-    kernel, and a step per kernel launch would only add launches)."""
-    if xp is not np or rows == 0:
-        return [(0, rows)]
-    size = int(step) if step is not None else max(STEP_BYTES // max(int(row_bytes), 1), 4 * l)
-    size = max(size, 1)
-    return [(r, min(r + size, rows)) for r in range(0, rows, size)]
-
-
-def _centred_y(blocks, z, starts, shift):
-    """``sum_j B_j Z_j - 1 shift`` for the column blocks ``blocks`` of (a step of) a panel."""
     y = None
     for j, b in enumerate(blocks):
         p = b @ z[starts[j]:starts[j + 1]]
         y = p if y is None else y + p  # noqa: PLR6104 (y may be a view of z for one chunk)
-    return y if shift is None else y - shift[None, :]
+    if mean is not None:
+        y = y - (mean @ z.astype(hi)).astype(dtype)[None, :]
+    out["c"] = colsum(y, hi) if fused and (mean is not None) else None
+    out["t"] = None
+    if not fused:
+        out["y"] = y
+        return out
+    t = _stacked_t(xp, y, blocks, starts, dtype)
+    if mean is not None:
+        t = t.astype(hi) - xp.conj(mean)[:, None] * out["c"][None, :]
+    out["t"] = t
+    return out
 
 
 def _stacked_t(xp, y, blocks, starts, dtype):
@@ -173,13 +130,6 @@ def panel_h(q, mean, sizes, *blocks):
     if mean is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * colsum(q, hi)[None, :]
     return {"rows": int(blocks[0].shape[0]), "t": t, "c": None, "q": q}
-
-
-def light(part):
-    """``part`` (a panel task's dict) without its panel-sized entries (``y``, ``q``): what a
-    reduction over the panels reads, so that only thin matrices move to the worker that
-    reduces (the panel-sized ones stay where their panel is, for the tasks that use them)."""
-    return {k: v for k, v in part.items() if k not in ("y", "q")}
 
 
 def merge(z, *parts):
@@ -347,27 +297,18 @@ def basis_root(merged, dtype):
     return {"mean": mean, "total": total}
 
 
-def local_qr(part, root, z, step=None):
+def local_qr(part, root, z):
     """The first level of the TSQR of ``Y``: the Householder QR, in double precision, of the
     panel's ``Y_i`` (:func:`take_y`): ``{"q": (m_i, c_i), "r": (c_i, l)}``, ``c_i = min(m_i,
     l)``. Householder, not Cholesky QR: a rank-deficient ``Y`` (``k`` above the rank of ``A``)
-    still gives orthonormal columns. A NumPy ``Y_i`` of more than ``step`` rows (default
-    :data:`QR_STEP_BYTES` worth) is itself factored as a TSQR of its row steps
-    (:func:`._tiles_host.tall_qr`: each step's QR runs in the core's cache; one QR of the whole
-    panel sweeps its memory once per column)."""
+    still gives orthonormal columns."""
     y = take_y(part, root, z)
     xp = namespace(y)
     rows, l = (int(v) for v in y.shape)
-    hi = _hi(y.dtype)
+    yh = y.astype(_hi(y.dtype))
     if rows == 0:
-        return {"q": xp.zeros((0, 0), hi), "r": xp.zeros((0, l), hi)}
-    if step is None:
-        step = max(QR_STEP_BYTES // (l * hi.itemsize), 4 * l)
-    if xp is np and rows > step:
-        from .._tiles._tiles_host import tall_qr
-        q, r = tall_qr(y, hi, step)
-    else:
-        q, r = xp.linalg.qr(y.astype(hi), mode="reduced")
+        return {"q": xp.zeros((0, 0), yh.dtype), "r": xp.zeros((0, l), yh.dtype)}
+    q, r = xp.linalg.qr(yh, mode="reduced")
     return {"q": q, "r": r}
 
 
@@ -388,18 +329,8 @@ def stack_qr(*parts):
 
 def basis_block(part, root, i, dtype):
     """Panel ``i``'s rows of the orthonormal basis: ``Q_i = q_i S_i`` (:func:`local_qr`,
-    :func:`stack_qr`) in ``dtype``; a NumPy panel :data:`QR_STEP_BYTES` of ``q_i`` at a time,
-    into its result (no double precision ``Q_i`` is made)."""
-    q, s = part["q"], root["s"][i]
-    xp = namespace(q)
-    rows, c = (int(v) for v in q.shape)
-    if xp is not np or rows == 0:
-        return (q @ s).astype(dtype)
-    out = np.empty((rows, int(s.shape[1])), dtype)
-    step = max(QR_STEP_BYTES // max(c * q.itemsize, 1), 1)
-    for r0 in range(0, rows, step):
-        out[r0:r0 + step] = q[r0:r0 + step] @ s
-    return out
+    :func:`stack_qr`) in ``dtype``."""
+    return (part["q"] @ root["s"][i]).astype(dtype)
 
 
 def _host(x):
