@@ -61,6 +61,7 @@ def kernel_rows(n, ts=(17, 33, 129), ms=(133, 433)):
     """The product and contraction rows (see the module notes)."""
     import cupy as cp
 
+    from gpulinalg._runtime.arrays import to_host
     from gpulinalg._runtime.streams import op_stream
     from gpulinalg.gp._cg_fused_cuda import FusedOperator
     from gpulinalg.gp._kernels_xp import compile_kernel, fused_form
@@ -101,17 +102,13 @@ def kernel_rows(n, ts=(17, 33, 129), ms=(133, 433)):
             ref = None
             for name in ("library float64", "fused float32", "fused float64"):
                 sec, g = _event(cp, lambda: np.asarray(
-                    _harness_host(ops[name].lml_gradient(a, b, pre, 0.0))), runs=1 if
+                    to_host(ops[name].lml_gradient(a, b, pre, 0.0))), runs=1 if
                     "library" in name else 3)
                 ref = g if ref is None else ref
                 rows.append(_harness.row(SUITE, f"contract m={m} n={n}", name,
                                          {"median_s": sec},
                                          err=float(np.abs(g - ref).max() / np.abs(ref).max())))
     return rows
-
-
-def _harness_host(a):
-    return a.get() if hasattr(a, "get") else a
 
 
 def lml_rows(n, option_sets, repeat=2, gpytorch=True):

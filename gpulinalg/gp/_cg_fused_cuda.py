@@ -170,11 +170,11 @@ class FusedOperator:
         return self.form.gradient(cupy.concatenate([acc, trace.reshape(1)]).get())
 
 
-def fused_operator(plan, x, noise, tol):
-    """A :class:`FusedOperator` for ``plan``'s kernel on the CuPy ``x``, or ``None`` where the
-    kernel has another form (the caller takes the library route)."""
-    from ._mixed_xp import Operator
+def fused_operator(plan, x, noise, tol, library):
+    """A :class:`FusedOperator` for ``plan``'s kernel on the CuPy ``x`` (``library``: the
+    library route's operator for the blocks it leaves), or ``None`` where the kernel has
+    another form (the caller takes the library route)."""
     form = fused_form(plan, x.shape[1])
     if form is None:
         return None
-    return FusedOperator(form, x, noise, product_dtype(tol), Operator(plan, x, noise))
+    return FusedOperator(form, x, noise, product_dtype(tol), library)

@@ -93,8 +93,9 @@ def cg_operator(plan, x, noise, tol):
     for a kernel of their form where the hand-written kernels are on (``custom_kernels``),
     else the library route, the kernel ``plan`` row block by row block
     (:class:`._mixed_xp.Operator`)."""
-    op = fused_operator(plan, x, noise, tol) if custom_kernels_enabled() else None
-    return Operator(plan, x, noise) if op is None else op
+    library = Operator(plan, x, noise)
+    op = fused_operator(plan, x, noise, tol, library) if custom_kernels_enabled() else None
+    return library if op is None else op
 
 
 def keep(train, x, L, alpha):

@@ -42,7 +42,6 @@ def pivoted_cholesky(plan, x, rank, shift):
     rows = xp.zeros((rank, n), dtype=x.dtype)
     live = xp.zeros(rank, dtype=bool)
     floor = None
-    m = 0
     for m in range(rank):
         p = xp.argmax(d)
         top = d[p]
