@@ -13,7 +13,7 @@ Rows (``case`` says ``n``):
   route (float64), with ``err`` (largest difference from the library route over the largest
   entry of ``K |V|``);
 * ``preconditioner rank=...``: one pivoted-Cholesky preconditioner (built at every
-  evaluation);
+  evaluation), its pivots by ``gp_pivot.cu`` ("fused pivots") and by the library route;
 * ``contract m=...``: one gradient contraction with factors of width ``m``, fused float32
   and float64 and the library route;
 * ``lml+grad``: ``log_marginal_likelihood(theta, eval_gradient=True)`` for each option set of
@@ -89,11 +89,14 @@ def kernel_rows(n, ts=(17, 33, 129), ms=(133, 433)):
                                          err=err, gflops=2e-9 * n * n * t / sec))
         from gpulinalg.gp import _engine_cuda
         from gpulinalg.gp._precond_xp import Preconditioner
+        import gpulinalg
         for rank in (100, 300):
-            sec, _ = _event(cp, lambda: Preconditioner(_engine_cuda, plan, xd, gp_scale.ALPHA,
-                                                       rank), runs=2)
-            rows.append(_harness.row(SUITE, f"preconditioner rank={rank} n={n}", "library",
-                                     {"median_s": sec}))
+            for on in (True, False):
+                with gpulinalg.config(custom_kernels=on):
+                    sec, _ = _event(cp, lambda: Preconditioner(_engine_cuda, plan, xd,
+                                                               gp_scale.ALPHA, rank), runs=2)
+                rows.append(_harness.row(SUITE, f"preconditioner rank={rank} n={n}",
+                                         "fused pivots" if on else "library", {"median_s": sec}))
         pre = type("NoPre", (), {"G": None, "D": cp.full(n, 1e300),
                                  "dense_rows": lambda self, i0, i1: cp.zeros((i1 - i0, n))})()
         for m in ms:

@@ -8,7 +8,10 @@ gradient's contraction, with every kernel entry made in registers and used at on
   taken in launches of that many);
 * ``gl_gp_factor_contract``: ``sum_ij W_ij dK_ij/dlog theta`` for ``W = A B^T`` of ``n x m``
   factors, the gradient's weight matrix of :mod:`._cg_fit_xp` (its diagonal part is added
-  here).
+  here);
+* ``gl_gp_pivot_select`` and ``gl_gp_pivot_row`` (``gp_pivot.cu``): one step of the
+  preconditioner's pivoted Cholesky factorization (:func:`pivoted_cholesky`) in two launches,
+  the pivot kept on the device, in float64.
 
 The entries' arithmetic (:func:`product_dtype`) is float32 when the solves' tolerance allows it
 and float64 below :data:`FLOAT32_TOL`; within a tile of columns the sums are in that
@@ -23,7 +26,8 @@ from .._runtime.kernels import kernel_source, raw_kernel
 from ._kernels_xp import fused_form
 
 __all__ = ["FusedOperator", "product_dtype", "fused_operator", "options", "SOURCE", "FLOAT32_TOL",
-           "MAX_COLUMNS", "FACTOR_COLUMNS"]
+           "MAX_COLUMNS", "FACTOR_COLUMNS", "pivoted_cholesky", "pivot_options", "PIVOT_SOURCE",
+           "PIVOT_THREADS"]
 
 #: Solves stopping at a relative residual of at least this take float32 entries: their
 #: rounding (about 1e-7 of each entry, random across the sums) stays far below it.
@@ -48,6 +52,10 @@ _SHARED = 160 * 1024
 
 SOURCE = kernel_source(__package__, "gp_functions.cu") + \
     kernel_source(__package__, "gp_product.cu")
+PIVOT_SOURCE = kernel_source(__package__, "gp_functions.cu") + \
+    kernel_source(__package__, "gp_pivot.cu")
+#: Threads per block of ``gp_pivot.cu`` (its ``GL_PIVOT_THREADS``).
+PIVOT_THREADS = 256
 
 
 def product_dtype(tol):
@@ -168,6 +176,45 @@ class FusedOperator:
         acc[0] -= scale * float(self.form.c) * inv_d
         trace = (a * b).sum() - scale * inv_d
         return self.form.gradient(cupy.concatenate([acc, trace.reshape(1)]).get())
+
+
+def pivot_options(kind, d):
+    """The compiler options of ``gp_pivot.cu``'s kernels for the kernel code ``kind`` and
+    ``d`` input dimensions."""
+    return ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(kind)}")
+
+
+def pivoted_cholesky(form, x, rank, shift):
+    """:func:`._precond_xp.pivoted_cholesky` for the kernel ``form`` on the CuPy ``x``: the same
+    steps, factor and diagonal, each step two launches of ``gp_pivot.cu`` (the pivot chosen
+    and its row made on the device, nothing read back but every
+    :data:`._precond_xp.CHECK_EVERY` steps) where the library route takes a dozen."""
+    import cupy
+
+    from ._precond_xp import CHECK_EVERY, RANK_TOL
+    n, d = x.shape
+    z = cupy.ascontiguousarray((x - shift) * cupy.asarray(form.inv_ls), dtype=np.float64)
+    rank = min(int(rank), n)
+    rows = cupy.zeros((rank, n), dtype=np.float64)
+    live = cupy.zeros(rank, dtype=bool)
+    diag = cupy.full(n, float(form.c), dtype=np.float64)  # c s(0), s(0) = 1 for every form
+    blocks = -(-n // PIVOT_THREADS)
+    part_v = cupy.empty(blocks, dtype=np.float64)
+    part_i = cupy.empty(blocks, dtype=np.int64)
+    state = cupy.zeros(4, dtype=np.float64)
+    select = raw_kernel("gl_gp_pivot_select", PIVOT_SOURCE, {}, pivot_options(form.kind, d))
+    row = raw_kernel("gl_gp_pivot_row", PIVOT_SOURCE, {}, pivot_options(form.kind, d))
+    for m in range(rank):
+        first = (diag, part_i, np.int32(0), np.int64(n)) if m == 0 else \
+            (part_v, part_i, np.int32(1), np.int64(blocks))
+        select((1,), (PIVOT_THREADS,), first + (state, live, np.int32(m), np.float64(RANK_TOL)))
+        row((blocks,), (PIVOT_THREADS,), (z, rows, diag, state, part_v, part_i, np.int64(n),
+                                          np.int32(m), np.float64(form.c)))
+        if m % CHECK_EVERY == CHECK_EVERY - 1 and not bool(live[m]):
+            break
+    m = int(live.sum())
+    cupy.maximum(diag, 0.0, out=diag)
+    return rows[:m].T, diag
 
 
 def fused_operator(plan, x, noise, tol, library):

@@ -27,7 +27,7 @@ from ..decomp._engines import logdet_cuda as logdet
 from ..decomp._engines import custom_kernels_enabled
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._engines import solve_triangular_cuda as solve_triangular
-from . import _fused_cuda
+from . import _cg_fused_cuda, _fused_cuda, _precond_xp
 from ._cg_fused_cuda import fused_operator
 from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
@@ -37,7 +37,8 @@ from ._mixed_xp import Operator
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
            "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
-           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator"]
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator",
+           "pivoted_cholesky"]
 
 _POTRI = {"f": "spotri", "d": "dpotri"}
 
@@ -96,6 +97,19 @@ def cg_operator(plan, x, noise, tol):
     library = Operator(plan, x, noise)
     op = fused_operator(plan, x, noise, tol, library) if custom_kernels_enabled() else None
     return library if op is None else op
+
+
+def pivoted_cholesky(plan, x, rank, shift):
+    """The preconditioner's pivoted Cholesky factor (:func:`._precond_xp.pivoted_cholesky`'s
+    contract): two fused launches a step (:func:`._cg_fused_cuda.pivoted_cholesky`) for a
+    kernel of their form on float64 points where the hand-written kernels are on
+    (``custom_kernels``), else the library route, a kernel row from the plan and CuPy's
+    update a step."""
+    form = fused_form(plan, x.shape[1]) if custom_kernels_enabled() and \
+        x.dtype == np.float64 else None
+    if form is None:
+        return _precond_xp.pivoted_cholesky(plan, x, rank, shift)
+    return _cg_fused_cuda.pivoted_cholesky(form, x, rank, shift)
 
 
 def keep(train, x, L, alpha):

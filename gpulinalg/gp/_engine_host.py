@@ -17,10 +17,12 @@ from ..decomp._engines import solve_triangular_host as solve_triangular
 from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
 from ._mixed_xp import Operator
+from ._precond_xp import pivoted_cholesky
 
 __all__ = ["exact_gp_solve", "log_marginal_likelihood", "fit", "predict", "cholesky",
            "cho_solve", "solve_triangular", "logdet", "cho_inverse", "keep", "training",
-           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator"]
+           "cg_log_marginal_likelihood", "cg_fit", "cg_predict", "cg_operator",
+           "pivoted_cholesky"]
 
 
 def cho_inverse(L):

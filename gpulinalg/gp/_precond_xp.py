@@ -70,7 +70,8 @@ class Preconditioner:
     Parameters
     ----------
     la : module
-        The engine of :mod:`._fit_xp` (its ``cholesky`` and ``solve_triangular``).
+        The engine of :mod:`._fit_xp` (its ``pivoted_cholesky``, ``cholesky`` and
+        ``solve_triangular``).
     plan : KernelPlan
     x : (n, d) array
         Training inputs (float64).
@@ -101,7 +102,7 @@ class Preconditioner:
     def __init__(self, la, plan, x, noise, rank, shift=None):
         xp = namespace(x)
         shift = x.mean(axis=0) if shift is None else shift
-        L, resid = pivoted_cholesky(plan, x, rank, shift)
+        L, resid = la.pivoted_cholesky(plan, x, rank, shift)
         noise = noise if not getattr(noise, "ndim", 0) else xp.asarray(noise, dtype=x.dtype)
         # K's diagonal (white noise included) less what L L^T holds of it
         D = plan.diag(x) - plan.diag(x, white=False) + resid + noise

@@ -107,6 +107,42 @@ def test_fused_launchers_emulated(dtype, t, width, rng, monkeypatch):
                                atol=1e-6 * np.abs(gwant).max())
 
 
+def _pivot_data(rng, n, d, distinct):
+    """``n`` points of ``d`` dimensions, only ``distinct`` of them different where given (a
+    kernel matrix of that rank): the factorization stops there."""
+    x, _ = _data(rng, n, d)
+    return x if distinct is None else x[rng.integers(0, distinct, n)]
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("n, rank, distinct", [(1, 5, None), (600, 45, None), (300, 70, 5)])
+def test_fused_pivoted_cholesky_emulated(name, n, rank, distinct, rng, monkeypatch):
+    """The preconditioner's factorization by ``gp_pivot.cu``'s two launches a step, emulated
+    from their arguments: the library route's pivots, factor and remaining diagonal, the stop
+    at the kernel's rank (read back every ``CHECK_EVERY`` steps), through the GPU engine only
+    where the hand-written kernels are on."""
+    from gpulinalg.gp import _engine_cuda
+    from gpulinalg.gp._precond_xp import CHECK_EVERY, pivoted_cholesky
+    from tests.support.cusolver_emulator import CALLS, dev, emulated_gpu, plain
+    d = 3
+    x = _pivot_data(rng, n, d, distinct)
+    plan = compile_kernel(FORMS[name](d), d)
+    shift = x.mean(axis=0)
+    want_l, want_d = pivoted_cholesky(plan, x, rank, shift)
+    for on in (True, False):
+        CALLS.clear()
+        with emulated_gpu(monkeypatch), gpulinalg.config(custom_kernels=on):
+            got_l, got_d = _engine_cuda.pivoted_cholesky(plan, dev(x), rank, dev(shift))
+            got_l, got_d = plain(got_l), plain(got_d)
+        steps = min(rank, n) if distinct is None else \
+            min(rank, -(-(distinct + 1) // CHECK_EVERY) * CHECK_EVERY)
+        assert CALLS["gp_pivot_row"] == CALLS["gp_pivot_select"] == (steps if on else 0)
+        assert got_l.shape == want_l.shape == (n, min(rank, n, distinct or n))
+        # the same pivots (another one moves a column by O(1)); rounding grows as 1/sqrt(pivot)
+        np.testing.assert_allclose(got_l, want_l, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got_d, want_d, rtol=0, atol=1e-9)
+
+
 # -- on the GPU ---------------------------------------------------------------------------------
 
 
@@ -139,6 +175,30 @@ def test_fused_product_matches_library_route(name, dtype, n, d, t, rng, xp_gpu):
     one = fused(vd[:, 0]).get()  # a vector in, a vector out
     assert one.shape == (n,)
     np.testing.assert_allclose(one, got[:, 0], rtol=0, atol=1e-12 * bound[:, 0].max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("n, d, rank, distinct", [(1, 2, 5, None), (37, 3, 40, None),
+                                                  (2113, 8, 300, None), (3000, 5, 100, 7)])
+def test_fused_pivoted_cholesky_matches_library_route(name, n, d, rank, distinct, rng, xp_gpu):
+    """The preconditioner's factorization by ``gp_pivot.cu`` against the library route on the
+    GPU: the same pivots, factor and remaining diagonal, the same stop at the kernel's rank."""
+    from gpulinalg._runtime.streams import op_stream
+    from gpulinalg.gp import _engine_cuda
+    x = _pivot_data(rng, n, d, distinct)
+    plan = compile_kernel(FORMS[name](d), d)
+    xd = xp_gpu.asarray(x)
+    got = {}
+    with op_stream():
+        for on in (True, False):
+            with gpulinalg.config(custom_kernels=on):
+                L, r = _engine_cuda.pivoted_cholesky(plan, xd, rank, xd.mean(axis=0))
+            got[on] = (L.get(), r.get())
+    (lf, rf), (ll, rl) = got[True], got[False]
+    assert lf.shape == ll.shape == (n, min(rank, n, distinct or n))
+    np.testing.assert_allclose(lf, ll, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(rf, rl, rtol=0, atol=1e-9)
 
 
 @pytest.mark.gpu

@@ -83,3 +83,52 @@ def factor_contract(calls, options, grid, block, args, shared_mem):
     wc = w * float(c)
     acc[0] += (wc * s).sum()
     acc[1:] += np.einsum("ij,ijd->d", wc * h, (diff * diff).astype(np.float64))
+
+
+def _pick_first_max(v):
+    """argmax's rule: a NaN wins, ties go to the first."""
+    nan = np.flatnonzero(np.isnan(v))
+    return int(nan[0]) if nan.size else int(np.argmax(v))
+
+
+def pivot_select(calls, options, grid, block, args, shared_mem):
+    """The pivot among the candidates, the floor at step 0, ``live[m]``."""
+    vals, idx, indexed, count, state, live, m, rank_tol = args
+    count, m = int(count), int(m)
+    calls["gp_pivot_select"] += 1
+    assert grid == (1,) and block == (256,) and shared_mem in (0, None)
+    assert vals.dtype == state.dtype == np.float64 and idx.dtype == np.int64
+    v = np.asarray(vals)[:count]
+    at = _pick_first_max(v)
+    i = int(np.asarray(idx)[at]) if int(indexed) else at
+    if m == 0:
+        state[2] = float(rank_tol) * v[at]
+    ok = bool(v[at] > state[2])
+    state[0], state[1], state[3] = float(i), v[at], float(ok)
+    live[m] = ok
+
+
+def pivot_row(calls, options, grid, block, args, shared_mem):
+    """Row ``m`` of the factor, the diagonal's update, per-block maxima of 256 entries."""
+    defs = _defines(options)
+    z, rows, diag, state, part_v, part_i, n, m, c = args
+    n, m = int(n), int(m)
+    calls["gp_pivot_row"] += 1
+    assert block == (256,) and grid == (-(-n // 256),) and shared_mem in (0, None)
+    assert z.dtype == np.float64 and z.shape == (n, int(defs["GL_D"])) and z.flags.c_contiguous
+    assert rows.shape[1] == n and rows.flags.c_contiguous and rows.shape[0] > m
+    ok, p = bool(state[3]), int(state[0])
+    v = np.zeros(n)
+    if ok:
+        zz = np.asarray(z)
+        diff = zz - zz[p]
+        s, _ = _kernel_values(int(defs["GL_KIND"]), (diff * diff).sum(-1))
+        v = (float(c) * s - np.asarray(rows)[:m].T @ np.asarray(rows)[:m, p]) / np.sqrt(state[1])
+        diag -= v * v
+        diag[p] = 0.0
+    rows[m] = v
+    d = np.asarray(diag)
+    for b in range(grid[0]):
+        seg = d[b * 256:(b + 1) * 256]
+        at = _pick_first_max(seg)
+        part_v[b], part_i[b] = seg[at], b * 256 + at

@@ -94,6 +94,9 @@ def _kernels():
                         tag=f"-{kind}-{d}-{dt}-{tp}")
                 add("gl_gp_factor_contract", _gp_cg.SOURCE, {}, _gp_cg.options(kind, d, dt),
                     tag=f"-{kind}-{d}-{dt}")
+            for name in ("gl_gp_pivot_select", "gl_gp_pivot_row"):
+                add(name, _gp_cg.PIVOT_SOURCE, {}, _gp_cg.pivot_options(kind, d),
+                    tag=f"-{kind}-{d}")
     # the Gaussian sketch's elementwise preamble, called as CuPy's kernel calls it
     add("gl_gaussian_probe", _sketch_cuda._GAUSS_PREAMBLE + 'extern "C" __global__ void '
         "gl_gaussian_probe(unsigned long long* z) { z[0] = gl_mix(z[0]); }\n", {}, ())
