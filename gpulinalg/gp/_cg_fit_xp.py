@@ -2,10 +2,11 @@
 array module: the log marginal likelihood and its gradient, ``fit``'s ``alpha_`` and
 ``predict``.
 
-Nothing ``n x n`` is stored. Every product ``K v`` (``K = k(X) + diag(noise)``) is made by the
-engine's operator (``la.cg_operator``): on the GPU the fused kernels of :mod:`._cg_fused_cuda`
-for the kernels of their form, else the kernel plan row tile by row tile
-(:class:`._mixed_xp.Operator`); one run of
+Every product ``K v`` (``K = k(X) + diag(noise)``) is made by the engine's operator
+(``la.cg_operator``): on the GPU from the kernel matrix stored for the solve where the device
+holds it (:class:`._cg_stored_xp.StoredOperator`, ``cg_options["products"]``), else matrix-free
+(nothing ``n x n`` stored) by the fused kernels of :mod:`._cg_fused_cuda` for the kernels of
+their form, else the kernel plan row tile by row tile (:class:`._mixed_xp.Operator`); one run of
 :func:`._cg_xp.mbcg` with the pivoted-Cholesky preconditioner ``P`` (:mod:`._precond_xp`)
 solves for the targets ``y`` and ``s`` probes ``z_j ~ N(0, P)`` at once, and gives
 
@@ -92,7 +93,7 @@ def _likelihood(la, x, y, noise, plan, options, tol):
     pre = Preconditioner(la, plan, x, noise, options.precond_rank, shift=shift)
     g, h = _probes(xp, n, options, x)
     z = pre.sample(g, h)
-    op = la.cg_operator(plan, x, noise, tol)
+    op = la.cg_operator(plan, x, noise, tol, options.products)
     res = _solve(op, xp.concatenate([y2, z], axis=1), pre, options, "log marginal likelihood",
                  tol)
     alpha, u = res.x[:, :t], res.x[:, t:]
@@ -155,7 +156,8 @@ def _solver(state, la, plan, x, noise, options):
     needs it."""
     if "pre" not in state:
         state["pre"] = Preconditioner(la, plan, x, noise, options.precond_rank)
-        state["op"], state["iterations"] = la.cg_operator(plan, x, noise, options.tol), 0
+        state["op"] = la.cg_operator(plan, x, noise, options.tol, options.products)
+        state["iterations"] = 0
     return state["op"], state["pre"]
 
 

@@ -6,12 +6,14 @@ import dataclasses
 import numbers
 from typing import Any
 
-__all__ = ["CGOptions", "SOLVERS", "VARIANCES", "cg_options", "resolve_solver"]
+__all__ = ["CGOptions", "SOLVERS", "VARIANCES", "PRODUCTS", "cg_options", "resolve_solver"]
 
 #: The values of ``GaussianProcessRegressor(solver=...)``.
 SOLVERS = ("auto", "cholesky", "cg")
 #: The values of ``CGOptions.variance``.
 VARIANCES = ("auto", "lanczos", "exact")
+#: The values of ``CGOptions.products``.
+PRODUCTS = ("auto", "matrix-free")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +61,15 @@ class CGOptions:
     lanczos_tol : float, default 1e-4
         The factor's check: the largest difference of standard deviation at the check points,
         in the kernel's units (``normalize_y``'s scale is applied after).
+    products : {"auto", "matrix-free"}, default "auto"
+        How the kernel-matrix products ``K v`` are made on the GPU. ``"auto"``: where the
+        device's free memory (beyond what the run itself needs) holds the kernel matrix in
+        the products' arithmetic (float32 where the solve's tolerance is at least 1e-4,
+        ``4 n^2`` bytes; else float64, ``8 n^2``), it is made once per solve and every
+        product is one matrix product (cuBLAS GEMM); elsewhere, and with
+        ``"matrix-free"``, every product makes the entries anew and stores none.
+        ``last_run().details["cg_products"]`` says which ran. The CPU's products are always
+        matrix-free.
 
     Examples
     --------
@@ -83,15 +94,18 @@ class CGOptions:
     variance: str = "auto"
     lanczos_rank: int = 1024
     lanczos_tol: float = 1e-4
+    products: str = "auto"
 
     def __post_init__(self):
         for name in ("tol", "lml_tol", "lanczos_tol"):
             tol = getattr(self, name)
             if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
                 raise ValueError(f"cg_options[{name!r}] must be a number in (0, 1), got {tol!r}")
-        if not isinstance(self.variance, str) or self.variance not in VARIANCES:
-            raise ValueError(f"cg_options['variance'] must be one of {VARIANCES}, got "
-                             f"{self.variance!r}")
+        for name, allowed in (("variance", VARIANCES), ("products", PRODUCTS)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
+                raise ValueError(f"cg_options[{name!r}] must be one of {allowed}, got "
+                                 f"{value!r}")
         for name, low in (("max_iter", 1), ("precond_rank", 0), ("n_probes", 1), ("seed", 0),
                           ("lanczos_rank", 1)):
             value = getattr(self, name)

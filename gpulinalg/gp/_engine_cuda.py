@@ -28,7 +28,8 @@ from ..decomp._engines import custom_kernels_enabled
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 from ..decomp._engines import solve_triangular_cuda as solve_triangular
 from . import _cg_fused_cuda, _fused_cuda, _precond_xp
-from ._cg_fused_cuda import fused_operator
+from ._cg_fused_cuda import fused_operator, product_dtype
+from ._cg_stored_xp import StoredOperator
 from ._cg_fit_xp import CGOperations
 from ._fit_xp import Operations, mirror_lower
 from ._fused_cuda import tril_copy
@@ -88,15 +89,44 @@ def _potri(c):
     return mirror_lower(c).T
 
 
-def cg_operator(plan, x, noise, tol):
-    """The matrix-free solver's ``K v`` for solves to the relative residual ``tol``: the fused
-    kernels (:class:`._cg_fused_cuda.FusedOperator`, float32 entries where ``tol`` allows)
-    for a kernel of their form where the hand-written kernels are on (``custom_kernels``),
-    else the library route, the kernel ``plan`` row block by row block
-    (:class:`._mixed_xp.Operator`)."""
+def cg_operator(plan, x, noise, tol, products="auto"):
+    """The matrix-free solver's ``K v`` for solves to the relative residual ``tol``: with
+    ``products`` "auto", the kernel matrix stored for the solve where the dispatcher's
+    headroom holds it (:func:`_stored`); else the fused kernels
+    (:class:`._cg_fused_cuda.FusedOperator`, float32 entries where ``tol`` allows) for a
+    kernel of their form where the hand-written kernels are on (``custom_kernels``), else the
+    library route, the kernel ``plan`` row block by row block
+    (:class:`._mixed_xp.Operator`). The gradient's contraction takes the fused or library
+    route either way."""
     library = Operator(plan, x, noise)
     op = fused_operator(plan, x, noise, tol, library) if custom_kernels_enabled() else None
-    return library if op is None else op
+    op = library if op is None else op
+    stored = _stored(plan, x, noise, tol, op) if products == "auto" else None
+    return op if stored is None else stored
+
+
+#: Share of the dispatcher's headroom (the device memory beyond the run's estimate) that a
+#: stored kernel matrix may take.
+STORED_SHARE = 0.9
+
+
+def _stored(plan, x, noise, tol, gradient):
+    """A :class:`._cg_stored_xp.StoredOperator` of ``k(x)`` (White noise on its diagonal) in
+    the products' arithmetic (:func:`._cg_fused_cuda.product_dtype`), or ``None`` where it
+    would take more than :data:`STORED_SHARE` of the headroom (or outside a dispatch). Made
+    by ``gl_gp_build`` for a kernel of the fused form where the hand-written kernels are on,
+    else by the plan's row blocks."""
+    dtype = product_dtype(tol)
+    n = x.shape[0]
+    headroom = headroom_bytes()
+    if headroom is None or n * n * dtype.itemsize > STORED_SHARE * headroom:
+        return None
+    form = fused_form(plan, x.shape[1]) if custom_kernels_enabled() else None
+    if form is None:
+        k = plan.matrix(x, dtype=dtype)
+    else:
+        k, _, _ = _fused_cuda.build(x, 0.0, form, dtype)
+    return StoredOperator(k, noise, gradient)
 
 
 def pivoted_cholesky(plan, x, rank, shift):

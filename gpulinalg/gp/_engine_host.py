@@ -38,9 +38,9 @@ def cho_inverse(L):
     return c.T if c.flags.f_contiguous and not c.flags.c_contiguous else c
 
 
-def cg_operator(plan, x, noise, tol):
+def cg_operator(plan, x, noise, tol, products="auto"):
     """The matrix-free solver's ``K v``: the kernel ``plan`` row block by row block
-    (:class:`._mixed_xp.Operator`), whatever the tolerance ``tol``."""
+    (:class:`._mixed_xp.Operator`), whatever the tolerance ``tol`` and ``products``."""
     return Operator(plan, x, noise)
 
 

@@ -34,8 +34,8 @@ import numpy as np
 from .._runtime.kernels import elementwise_kernel, kernel_source, raw_kernel
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 
-__all__ = ["lml_grad", "build", "factor", "inverse", "likelihood", "contract", "read_back",
-           "nbytes", "tril_copy"]
+__all__ = ["lml_grad", "build", "kernel_options", "factor", "inverse", "likelihood", "contract",
+           "read_back", "nbytes", "tril_copy"]
 
 _FUNCTIONS = kernel_source(__package__, "gp_functions.cu")
 
@@ -44,8 +44,11 @@ _BUILD = _FUNCTIONS + kernel_source(__package__, "gp_build.cu")
 _CONTRACT = _FUNCTIONS + kernel_source(__package__, "gp_contract.cu")
 
 
-def _opts(form, d):
-    return ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(form.kind)}")
+def kernel_options(kind, d, dtype=np.float64):
+    """The compiler options of ``gl_gp_build`` and ``gl_gp_contract`` for the kernel code
+    ``kind``, ``d`` input dimensions and the stored ``dtype`` (``gl_gp_build``'s)."""
+    out = ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(kind)}")
+    return out if np.dtype(dtype) == np.float64 else out + ("-DGL_OUT=float",)
 
 
 def nbytes(n, t, d):
@@ -72,22 +75,26 @@ def lml_grad(la, x, y, noise, form):
     return read_back(lml, contract(lf, a, z, form), flag, form)
 
 
-def build(x, noise, form):
-    """``(K, z, flag)``: the kernel matrix (C-ordered, symmetric) by one kernel, the scaled
-    points ``z = x / l`` and the device flag raised by a non-finite entry."""
+def build(x, noise, form, dtype=np.float64, white=None):
+    """``(K, z, flag)``: the kernel matrix (C-ordered, symmetric) by one kernel, made in
+    float64 and stored in ``dtype``, with ``white`` (default the form's) plus ``noise`` on its
+    diagonal, the scaled points ``z = x / l`` and the device flag raised by a non-finite
+    entry."""
     import cupy
     n, d = x.shape
+    dtype = np.dtype(dtype)
+    white = form.white if white is None else white
     z = cupy.ascontiguousarray(x * cupy.asarray(form.inv_ls))
     if np.ndim(noise):
         noise_d, step = cupy.asarray(noise, dtype=np.float64), 1
     else:
         noise_d, step = cupy.full(1, float(noise), dtype=np.float64), 0
     flag = cupy.zeros(1, dtype=np.int32)
-    k = cupy.empty((n, n), dtype=np.float64)
+    k = cupy.empty((n, n), dtype=dtype)
     blocks = -(-n // 32)
-    raw_kernel("gl_gp_build", _BUILD, {}, options=_opts(form, d))(
+    raw_kernel("gl_gp_build", _BUILD, {}, options=kernel_options(form.kind, d, dtype))(
         (blocks, blocks), (32, 8),
-        (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(form.white),
+        (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(white),
          np.int64(step)))
     return k, z, flag
 
@@ -142,7 +149,7 @@ def contract(lf, a, z, form):
     import cupy
     n, d = z.shape
     acc = cupy.zeros(d + 2, dtype=np.float64)
-    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=_opts(form, d))(
+    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=kernel_options(form.kind, d))(
         (-(-n // 32), -(-n // 64)), (32, 8),
         (lf, a, z, acc, np.int64(n), np.int32(a.shape[1]), np.float64(form.c)))
     return acc

@@ -143,6 +143,44 @@ def test_fused_pivoted_cholesky_emulated(name, n, rank, distinct, rng, monkeypat
         np.testing.assert_allclose(got_d, want_d, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("headroom, products, tol, want", [
+    (None, "auto", 1e-2, "fused"), (1e9, "auto", 1e-2, "stored float32"),
+    (1e9, "auto", 1e-6, "stored float64"), (1e9, "matrix-free", 1e-2, "fused"),
+    (6 * 90 ** 2, "auto", 1e-2, "stored float32"),
+    (6 * 90 ** 2, "auto", 1e-6, "fused")])
+def test_stored_products_emulated(headroom, products, tol, want, rng, monkeypatch):
+    """The GPU engine stores the kernel matrix for a solve (``gl_gp_build`` emulated, or the
+    plan's row blocks where the hand-written kernels are off) only with ``products="auto"``
+    inside a dispatch whose headroom holds it in the products' arithmetic; its products are
+    the library route's, and the gradient is the matrix-free operator's."""
+    from gpulinalg.gp import _engine_cuda, _engine_host
+    from gpulinalg.gp._mixed_xp import Operator
+    from gpulinalg.gp._precond_xp import Preconditioner
+    from tests.support.cusolver_emulator import CALLS, dev, emulated_gpu, plain
+    n, d = 90, 3
+    x, _ = _data(rng, n, d)
+    plan = compile_kernel(FORMS["c*rbf-ard+w"](d), d)
+    noise = rng.uniform(1e-3, 1e-2, n)
+    lib = Operator(plan, x, noise)
+    v = rng.standard_normal((n, 5))
+    pre = Preconditioner(_engine_host, plan, x, noise, 10)
+    left, right = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    monkeypatch.setattr(_engine_cuda, "headroom_bytes", lambda: headroom)
+    for on in (True, False):
+        CALLS.clear()
+        with emulated_gpu(monkeypatch), gpulinalg.config(custom_kernels=on):
+            op = _engine_cuda.cg_operator(plan, dev(x), dev(noise), tol, products)
+            got = plain(op(dev(v)))
+            grad = np.asarray(op.lml_gradient(dev(left), dev(right), pre, 2.0))
+        route = want if on or want.startswith("stored") else "library"
+        assert op.route == (route if route != "fused" else f"fused {product_dtype(tol).name}")
+        assert CALLS["gp_build"] == (1 if on and route.startswith("stored") else 0)
+        bound = lib(np.abs(v))
+        assert np.all(np.abs(got - lib(v)) <= RTOL[product_dtype(tol)] * bound)
+        np.testing.assert_allclose(grad, lib.lml_gradient(left, right, pre, 2.0), rtol=1e-3,
+                                   atol=1e-9)
+
+
 # -- on the GPU ---------------------------------------------------------------------------------
 
 
@@ -237,32 +275,39 @@ def test_fused_gradient_matches_library_route(name, dtype, n, d, m, rng, xp_gpu)
 @pytest.mark.gpu
 @pytest.mark.parametrize("lml_tol", [1e-2, 1e-6])
 def test_regressor_fused_matches_library_route(lml_tol, rng, xp_gpu):
-    """``solver="cg"`` on the GPU with the kernels on and off: the same likelihood (to the
-    stochastic estimate's spread: the probes are the same, the solves stop at ``lml_tol``)
-    and the same fit; the record names the products."""
+    """``solver="cg"`` on the GPU with the kernels on and off, the products matrix-free and
+    from the stored kernel matrix (``products="auto"``; this one fits): the same likelihood
+    (to the stochastic estimate's spread: the probes are the same, the solves stop at
+    ``lml_tol``) and the same fit; the record names the products."""
     x, y = _data(rng, 3000, 6)
     k = C(1.0) * RBF(np.linspace(0.5, 1.0, 6)) + W(0.05)
-    options = {"lml_tol": lml_tol, "tol": 1e-8}
     got = {}
-    for on in (True, False):
-        with gpulinalg.config(backend="gpu", custom_kernels=on):
-            gp = GaussianProcessRegressor(k, optimizer=None, solver="cg", cg_options=options)
-            gp.fit(xp_gpu.asarray(x), xp_gpu.asarray(y))
-            fit_route = gpulinalg.last_run().details["cg_products"]
-            lml, grad = gp.log_marginal_likelihood(k.theta, eval_gradient=True)
-            lml_route = gpulinalg.last_run().details["cg_products"]
-            mean = xp_gpu.asnumpy(gp.predict(xp_gpu.asarray(x[:200])))
-        got[on] = (lml, np.asarray(grad), mean, gp.log_marginal_likelihood_value_)
-        if on and gpulinalg.gp._engine_cuda.custom_kernels_enabled():
-            assert fit_route == "fused float64"
-            assert lml_route == f"fused {product_dtype(lml_tol).name}"
-        elif not on:
-            assert fit_route == lml_route == "library"
-    (l1, g1, m1, f1), (l0, g0, m0, f0) = got[True], got[False]
-    assert abs(f1 - f0) <= 1e-8 * abs(f0)
-    np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-6 * np.abs(m0).max())
-    assert abs(l1 - l0) <= 1e-4 * abs(l0)
-    assert np.abs(g1 - g0).max() <= 1e-2 * max(np.abs(g0).max(), 1.0)
+    for products in ("matrix-free", "auto"):
+        options = {"lml_tol": lml_tol, "tol": 1e-8, "products": products}
+        for on in (True, False):
+            with gpulinalg.config(backend="gpu", custom_kernels=on):
+                gp = GaussianProcessRegressor(k, optimizer=None, solver="cg",
+                                              cg_options=options)
+                gp.fit(xp_gpu.asarray(x), xp_gpu.asarray(y))
+                fit_route = gpulinalg.last_run().details["cg_products"]
+                lml, grad = gp.log_marginal_likelihood(k.theta, eval_gradient=True)
+                lml_route = gpulinalg.last_run().details["cg_products"]
+                mean = xp_gpu.asnumpy(gp.predict(xp_gpu.asarray(x[:200])))
+            got[products, on] = (lml, np.asarray(grad), mean, gp.log_marginal_likelihood_value_)
+            if products == "auto":
+                assert fit_route == "stored float64"
+                assert lml_route == f"stored {product_dtype(lml_tol).name}"
+            elif on and gpulinalg.gp._engine_cuda.custom_kernels_enabled():
+                assert fit_route == "fused float64"
+                assert lml_route == f"fused {product_dtype(lml_tol).name}"
+            elif not on:
+                assert fit_route == lml_route == "library"
+    l0, g0, m0, f0 = got["matrix-free", False]
+    for key, (l1, g1, m1, f1) in got.items():
+        assert abs(f1 - f0) <= 1e-8 * abs(f0), key
+        np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-6 * np.abs(m0).max(), err_msg=key)
+        assert abs(l1 - l0) <= 1e-4 * abs(l0), key
+        assert np.abs(g1 - g0).max() <= 1e-2 * max(np.abs(g0).max(), 1.0), key
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -132,3 +132,24 @@ def pivot_row(calls, options, grid, block, args, shared_mem):
         seg = d[b * 256:(b + 1) * 256]
         at = _pick_first_max(seg)
         part_v[b], part_i[b] = seg[at], b * 256 + at
+
+
+def build(calls, options, grid, block, args, shared_mem):
+    """``gl_gp_build``: ``K = c s(r) + diag(white + noise)``, made in float64, stored in
+    ``GL_OUT``."""
+    defs = _defines(options)
+    z, noise, k, flag, n, c, white, step = args
+    n = int(n)
+    calls["gp_build"] += 1
+    assert block == (32, 8) and grid == (-(-n // 32), -(-n // 32))
+    assert k.dtype == (np.float32 if defs.get("GL_OUT") == "float" else np.float64)
+    assert z.dtype == np.float64 and k.shape == (n, n) and k.flags.c_contiguous
+    zz = np.asarray(z)
+    diff = zz[:, None, :] - zz[None, :, :]
+    s, _ = _kernel_values(int(defs["GL_KIND"]), (diff * diff).sum(-1))
+    full = float(c) * s
+    full[np.diag_indices(n)] += float(white) + np.asarray(noise)[::max(int(step), 1)][
+        :n if int(step) else 1]
+    if not np.isfinite(full).all():
+        flag[0] = 1
+    k[...] = full

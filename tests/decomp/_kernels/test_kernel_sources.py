@@ -6,7 +6,6 @@ build besides), and every ``.cu`` file of the package is part of at least one of
 
 import pathlib
 import re
-import types
 
 import numpy as np
 import pytest
@@ -85,8 +84,10 @@ def _kernels():
     add("gl_tri_inv_leaves", _cholinv_cuda._LEAF_SOURCE, {}, ())
     for kind in sorted(set(FUSED_KINDS.values())):
         for d in (1, FUSED_MAX_D):
-            options = _gp_fused._opts(types.SimpleNamespace(kind=kind), d)
+            options = _gp_fused.kernel_options(kind, d)
             add("gl_gp_build", _gp_fused._BUILD, {}, options, tag=f"-{kind}-{d}")
+            add("gl_gp_build", _gp_fused._BUILD, {}, _gp_fused.kernel_options(kind, d, "f"),
+                tag=f"-{kind}-{d}-float32")
             add("gl_gp_contract", _gp_fused._CONTRACT, {}, options, tag=f"-{kind}-{d}")
             for dt in REAL:
                 for tp in (8, _gp_cg.MAX_COLUMNS):
