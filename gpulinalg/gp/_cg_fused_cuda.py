@@ -9,6 +9,8 @@ gradient's contraction, with every kernel entry made in registers and used at on
 * ``gl_gp_factor_contract``: ``sum_ij W_ij dK_ij/dlog theta`` for ``W = A B^T`` of ``n x m``
   factors, the gradient's weight matrix of :mod:`._cg_fit_xp` (its diagonal part is added
   here);
+* ``gl_gp_weight_contract`` (``gp_contract.cu``): the same sums from ``W`` made whole by a GEMM
+  in a stored kernel matrix's memory (:class:`StoredGradient`);
 * ``gl_gp_pivot_select`` and ``gl_gp_pivot_row`` (``gp_pivot.cu``): one step of the
   preconditioner's pivoted Cholesky factorization (:func:`pivoted_cholesky`) in two launches,
   the pivot kept on the device, in float64.
@@ -23,11 +25,12 @@ hand-written kernels are off (``custom_kernels``) or the kernel has another form
 import numpy as np
 
 from .._runtime.kernels import kernel_source, raw_kernel
+from ._fused_cuda import CONTRACT_SOURCE, kernel_options
 from ._kernels_xp import fused_form
 
-__all__ = ["FusedOperator", "product_dtype", "fused_operator", "options", "SOURCE", "FLOAT32_TOL",
-           "MAX_COLUMNS", "FACTOR_COLUMNS", "pivoted_cholesky", "pivot_options", "PIVOT_SOURCE",
-           "PIVOT_THREADS"]
+__all__ = ["FusedOperator", "StoredGradient", "product_dtype", "fused_operator", "options",
+           "SOURCE", "FLOAT32_TOL", "MAX_COLUMNS", "FACTOR_COLUMNS", "pivoted_cholesky",
+           "pivot_options", "PIVOT_SOURCE", "PIVOT_THREADS"]
 
 #: Solves stopping at a relative residual of at least this take float32 entries: their
 #: rounding (about 1e-7 of each entry, random across the sums) stays far below it.
@@ -162,20 +165,59 @@ class FusedOperator:
         """``1/2 sum_ij W_ij dK_ij/dlog theta`` (host, ``theta``'s order) for
         ``W = left right^T - scale P^-1`` with the preconditioner ``pre``
         (``P^-1 = D^-1 - G G^T``: ``W = [left, scale G] [right, G]^T - scale D^-1``)."""
-        import cupy
         m = left.shape[1] + (pre.G.shape[1] if pre.G is not None else 0)
         if self.library is not None and m > FACTOR_COLUMNS[self.dtype]:
             return self.library.lml_gradient(left, right, pre, scale)
-        a, b = left, right
-        if pre.G is not None:
-            a = cupy.concatenate([left, scale * pre.G], axis=1)
-            b = cupy.concatenate([right, pre.G], axis=1)
-        inv_d = (1.0 / pre.D).sum()
-        acc = self.contract(a, b)
-        # the diagonal part -scale D^-1: dK_ii/dlog c = c, dK_ii/dlog l = 0, trace for w
-        acc[0] -= scale * float(self.form.c) * inv_d
-        trace = (a * b).sum() - scale * inv_d
-        return self.form.gradient(cupy.concatenate([acc, trace.reshape(1)]).get())
+        a, b = _factors(left, right, pre, scale)
+        return _gradient(self.form, self.contract(a, b), a, b, pre, scale)
+
+
+def _factors(left, right, pre, scale):
+    """``(a, b)`` with ``W = a b^T - scale D^-1`` for ``W = left right^T - scale P^-1``
+    (``P^-1 = D^-1 - G G^T``)."""
+    import cupy
+    if pre.G is None:
+        return left, right
+    return (cupy.concatenate([left, scale * pre.G], axis=1),
+            cupy.concatenate([right, pre.G], axis=1))
+
+
+def _gradient(form, acc, a, b, pre, scale):
+    """``theta``'s gradient (host) from the contraction's sums ``acc`` over ``a b^T`` (a
+    device array of ``d + 1``) and ``W``'s diagonal part ``-scale D^-1``: ``dK_ii/dlog c = c``,
+    ``dK_ii/dlog l = 0``, and the trace for ``w``."""
+    import cupy
+    inv_d = (1.0 / pre.D).sum()
+    acc[0] -= scale * float(form.c) * inv_d
+    trace = (a * b).sum() - scale * inv_d
+    return form.gradient(cupy.concatenate([acc, trace.reshape(1)]).get())
+
+
+class StoredGradient:
+    """The gradient of the matrix-free likelihood where the solve stored the kernel matrix
+    (:class:`._cg_stored_xp.StoredOperator`, whose products are done by then): ``A B^T``
+    (:func:`_factors`) made in that matrix's memory by one GEMM in its dtype (cuBLAS), then
+    contracted against the kernel's derivatives by ``gl_gp_weight_contract``
+    (``gp_contract.cu``; the entries and sums in float64) for the kernel ``form``."""
+
+    def __init__(self, form, x):
+        import cupy
+        self.form = form
+        shift = x.mean(axis=0)
+        self.z = cupy.ascontiguousarray((x - shift) * cupy.asarray(form.inv_ls),
+                                        dtype=np.float64)
+
+    def __call__(self, left, right, pre, scale, k):
+        import cupy
+        a, b = _factors(left, right, pre, scale)
+        cupy.matmul(a.astype(k.dtype), b.astype(k.dtype).T, out=k)
+        n, d = self.z.shape
+        acc = cupy.zeros(d + 2, dtype=np.float64)  # the kernel's last sum stays unused
+        blocks = -(-n // 32)
+        raw_kernel("gl_gp_weight_contract", CONTRACT_SOURCE, {},
+                   options=kernel_options(self.form.kind, d, k.dtype))(
+            (blocks, blocks), (32, 8), (k, self.z, acc, np.int64(n), np.float64(self.form.c)))
+        return _gradient(self.form, acc[:d + 1], a, b, pre, scale)
 
 
 def pivot_options(kind, d):

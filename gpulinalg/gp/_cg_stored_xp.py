@@ -14,8 +14,9 @@ __all__ = ["StoredOperator"]
 class StoredOperator:
     """``v -> (k + diag(d)) v`` in float64 from the stored ``k`` (``n x n``, float32 or
     float64; ``v`` rounded into its dtype for the product) and the diagonal ``d`` kept apart
-    in float64 (a number, or one per point); the gradient's contraction by ``gradient``'s
-    ``lml_gradient`` (an operator that makes the kernel's derivatives itself).
+    in float64 (a number, or one per point); the gradient's contraction by
+    ``gradient(left, right, pre, scale, k)``, which may take ``k``'s memory for its weights:
+    it is the operator's last call (products after it raise).
 
     Examples
     --------
@@ -32,6 +33,8 @@ class StoredOperator:
         self.route = f"stored {np.dtype(k.dtype).name}"
 
     def __call__(self, v):
+        if self.k is None:
+            raise RuntimeError("the stored kernel matrix was given up to the gradient")
         xp = namespace(v)
         v2 = v.reshape(v.shape[0], -1)
         out = xp.matmul(self.k, v2.astype(self.k.dtype, copy=False))
@@ -41,5 +44,7 @@ class StoredOperator:
         return out.reshape(v.shape)
 
     def lml_gradient(self, left, right, pre, scale):
-        """The gradient operator's :meth:`~._mixed_xp.Operator.lml_gradient`."""
-        return self.gradient.lml_gradient(left, right, pre, scale)
+        """:meth:`~._mixed_xp.Operator.lml_gradient`'s answer, by ``gradient``; the stored
+        matrix is given up to it."""
+        k, self.k = self.k, None
+        return self.gradient(left, right, pre, scale, k)

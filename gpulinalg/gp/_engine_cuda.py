@@ -115,7 +115,9 @@ def _stored(plan, x, noise, tol, gradient):
     the products' arithmetic (:func:`._cg_fused_cuda.product_dtype`), or ``None`` where it
     would take more than :data:`STORED_SHARE` of the headroom (or outside a dispatch). Made
     by ``gl_gp_build`` for a kernel of the fused form where the hand-written kernels are on,
-    else by the plan's row blocks."""
+    else by the plan's row blocks; the gradient then by
+    :class:`._cg_fused_cuda.StoredGradient` in its memory, else by ``gradient``'s own
+    ``lml_gradient``."""
     dtype = product_dtype(tol)
     n = x.shape[0]
     headroom = headroom_bytes()
@@ -123,10 +125,11 @@ def _stored(plan, x, noise, tol, gradient):
         return None
     form = fused_form(plan, x.shape[1]) if custom_kernels_enabled() else None
     if form is None:
-        k = plan.matrix(x, dtype=dtype)
-    else:
-        k, _, _ = _fused_cuda.build(x, 0.0, form, dtype)
-    return StoredOperator(k, noise, gradient)
+        return StoredOperator(plan.matrix(x, dtype=dtype), noise,
+                              lambda left, right, pre, scale, k:
+                              gradient.lml_gradient(left, right, pre, scale))
+    k, _, _ = _fused_cuda.build(x, 0.0, form, dtype)
+    return StoredOperator(k, noise, _cg_fused_cuda.StoredGradient(form, x))
 
 
 def pivoted_cholesky(plan, x, rank, shift):

@@ -35,20 +35,22 @@ from .._runtime.kernels import elementwise_kernel, kernel_source, raw_kernel
 from ..decomp._engines import gram_lower, tri_inverse, tri_inverse_scratch
 
 __all__ = ["lml_grad", "build", "kernel_options", "factor", "inverse", "likelihood", "contract",
-           "read_back", "nbytes", "tril_copy"]
+           "read_back", "nbytes", "tril_copy", "CONTRACT_SOURCE"]
 
 _FUNCTIONS = kernel_source(__package__, "gp_functions.cu")
 
 _BUILD = _FUNCTIONS + kernel_source(__package__, "gp_build.cu")
 
-_CONTRACT = _FUNCTIONS + kernel_source(__package__, "gp_contract.cu")
+#: ``gl_gp_contract`` and ``gl_gp_weight_contract`` (:mod:`._cg_fused_cuda`).
+CONTRACT_SOURCE = _FUNCTIONS + kernel_source(__package__, "gp_contract.cu")
 
 
 def kernel_options(kind, d, dtype=np.float64):
-    """The compiler options of ``gl_gp_build`` and ``gl_gp_contract`` for the kernel code
-    ``kind``, ``d`` input dimensions and the stored ``dtype`` (``gl_gp_build``'s)."""
+    """The compiler options of ``gp_build.cu``'s and ``gp_contract.cu``'s kernels for the
+    kernel code ``kind``, ``d`` input dimensions and the ``dtype`` of the ``n x n`` matrix
+    that ``gl_gp_build`` writes or ``gl_gp_weight_contract`` reads."""
     out = ("--std=c++17", f"-DGL_D={int(d)}", f"-DGL_KIND={int(kind)}")
-    return out if np.dtype(dtype) == np.float64 else out + ("-DGL_OUT=float",)
+    return out if np.dtype(dtype) == np.float64 else out + ("-DGL_STORED=float",)
 
 
 def nbytes(n, t, d):
@@ -149,7 +151,7 @@ def contract(lf, a, z, form):
     import cupy
     n, d = z.shape
     acc = cupy.zeros(d + 2, dtype=np.float64)
-    raw_kernel("gl_gp_contract", _CONTRACT, {}, options=kernel_options(form.kind, d))(
+    raw_kernel("gl_gp_contract", CONTRACT_SOURCE, {}, options=kernel_options(form.kind, d))(
         (-(-n // 32), -(-n // 64)), (32, 8),
         (lf, a, z, acc, np.int64(n), np.int32(a.shape[1]), np.float64(form.c)))
     return acc

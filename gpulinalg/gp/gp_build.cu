@@ -1,12 +1,12 @@
 // K[i * n + j] = c s(r_ij) + (i == j) (white + noise[i * noise_step]) in double, stored as
-// GL_OUT (double unless defined); z is n x GL_D row-major. Block (32, 8): threads along j
+// GL_STORED (double unless defined); z is n x GL_D row-major. Block (32, 8): threads along j
 // (coalesced writes), 32 rows i per block.
-#ifndef GL_OUT
-#define GL_OUT double
+#ifndef GL_STORED
+#define GL_STORED double
 #endif
 extern "C" __global__ void gl_gp_build(const double* __restrict__ z,
                                        const double* __restrict__ noise,
-                                       GL_OUT* __restrict__ k, int* __restrict__ flag,
+                                       GL_STORED* __restrict__ k, int* __restrict__ flag,
                                        const long long n, const double c, const double white,
                                        const long long noise_step) {
     const long long j = (long long)blockIdx.x * 32 + threadIdx.x;
@@ -30,7 +30,7 @@ extern "C" __global__ void gl_gp_build(const double* __restrict__ z,
         double v = c * s;
         if (i == j) v += white + noise[i * noise_step];
         bad |= !isfinite(v);
-        k[i * n + j] = (GL_OUT)v;
+        k[i * n + j] = (GL_STORED)v;
     }
     if (bad) atomicOr(flag, 1);
 }

@@ -151,8 +151,10 @@ def test_fused_pivoted_cholesky_emulated(name, n, rank, distinct, rng, monkeypat
 def test_stored_products_emulated(headroom, products, tol, want, rng, monkeypatch):
     """The GPU engine stores the kernel matrix for a solve (``gl_gp_build`` emulated, or the
     plan's row blocks where the hand-written kernels are off) only with ``products="auto"``
-    inside a dispatch whose headroom holds it in the products' arithmetic; its products are
-    the library route's, and the gradient is the matrix-free operator's."""
+    inside a dispatch whose headroom holds it in the products' arithmetic; its products and
+    gradient are the library route's (the gradient's weights made in the stored matrix's
+    memory and contracted by ``gl_gp_weight_contract`` emulated, where the kernels are on);
+    products after the gradient raise."""
     from gpulinalg.gp import _engine_cuda, _engine_host
     from gpulinalg.gp._mixed_xp import Operator
     from gpulinalg.gp._precond_xp import Preconditioner
@@ -174,11 +176,15 @@ def test_stored_products_emulated(headroom, products, tol, want, rng, monkeypatc
             grad = np.asarray(op.lml_gradient(dev(left), dev(right), pre, 2.0))
         route = want if on or want.startswith("stored") else "library"
         assert op.route == (route if route != "fused" else f"fused {product_dtype(tol).name}")
-        assert CALLS["gp_build"] == (1 if on and route.startswith("stored") else 0)
+        assert CALLS["gp_build"] == CALLS["gp_weight_contract"] == \
+            (1 if on and route.startswith("stored") else 0)
         bound = lib(np.abs(v))
         assert np.all(np.abs(got - lib(v)) <= RTOL[product_dtype(tol)] * bound)
         np.testing.assert_allclose(grad, lib.lml_gradient(left, right, pre, 2.0), rtol=1e-3,
                                    atol=1e-9)
+        if route.startswith("stored"):
+            with pytest.raises(RuntimeError, match="given up"):
+                op(dev(v))
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
@@ -270,6 +276,42 @@ def test_fused_gradient_matches_library_route(name, dtype, n, d, m, rng, xp_gpu)
     scale = np.asarray(lib.lml_gradient(abs(a), abs(b), none, 0.0).get())
     tol = 1e-3 if dtype == np.float32 else 1e-9
     assert np.all(np.abs(got - want) <= tol * (np.abs(scale) + np.abs(want).max()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FORMS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, d, rank", [(37, 3, 5), (2113, 8, 100)])
+def test_stored_products_and_gradient_match_library_route(name, dtype, n, d, rank, rng,
+                                                          xp_gpu):
+    """The stored kernel matrix (``gl_gp_build`` in ``dtype``): its products (cuBLAS) and
+    the gradient from ``W`` made in its memory (``gl_gp_weight_contract``) against the
+    library route's row blocks on the GPU."""
+    from gpulinalg._runtime.streams import op_stream
+    from gpulinalg.gp import _engine_cuda, _fused_cuda
+    from gpulinalg.gp._cg_fused_cuda import StoredGradient
+    from gpulinalg.gp._cg_stored_xp import StoredOperator
+    from gpulinalg.gp._precond_xp import Preconditioner
+    x, _ = _data(rng, n, d)
+    k = FORMS[name](d)
+    noise = rng.uniform(1e-4, 1e-3, n)
+    lib, _, plan = _operators(k, x, noise, np.dtype(dtype), xp_gpu)
+    xd, nd = xp_gpu.asarray(x), xp_gpu.asarray(noise)
+    form = fused_form(plan, d)
+    v = xp_gpu.asarray(rng.standard_normal((n, 9)))
+    with op_stream():
+        km, _, _ = _fused_cuda.build(xd, 0.0, form, dtype)
+        op = StoredOperator(km, nd, StoredGradient(form, xd))
+        got, want, bound = op(v).get(), lib(v).get(), lib(xp_gpu.abs(v)).get()
+        pre = Preconditioner(_engine_cuda, plan, xd, nd, rank)
+        left = xp_gpu.asarray(rng.standard_normal((n, 4)))
+        right = xp_gpu.asarray(rng.standard_normal((n, 4)))
+        gwant = np.asarray(lib.lml_gradient(left, right, pre, 3.0).get())
+        ggot = op.lml_gradient(left, right, pre, 3.0)
+    assert op.route == f"stored {np.dtype(dtype).name}"
+    assert np.all(np.abs(got - want) <= RTOL[np.dtype(dtype)] * bound)
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(ggot, gwant, rtol=tol, atol=tol * np.abs(gwant).max())
 
 
 @pytest.mark.gpu

@@ -109,7 +109,7 @@ class _Raw:
                         "gl_flag_flat", "gl_stream_trsm", "gl_wide_trsm",
                         "gl_small_potrf", "gl_small_trsm", "gl_small_qr", "gl_small_svd",
                         "gl_gp_product", "gl_gp_factor_contract", "gl_gp_pivot_select",
-                        "gl_gp_pivot_row", "gl_gp_build"):
+                        "gl_gp_pivot_row", "gl_gp_build", "gl_gp_weight_contract"):
             raise NotImplementedError(f"no emulation of kernel {name}")
         self.name, self.options = name, tuple(options)
 
@@ -142,8 +142,10 @@ class _Raw:
             return _fused_svd_emulator.small_svd(CALLS, grid, block, args, shared_mem)
         if self.name == "gl_gp_product":
             return _gp_cg_emulator.product(CALLS, self.options, grid, block, args, shared_mem)
-        if self.name == "gl_gp_build":
-            return _gp_cg_emulator.build(CALLS, self.options, grid, block, args, shared_mem)
+        if self.name in ("gl_gp_build", "gl_gp_weight_contract"):
+            step = _gp_cg_emulator.build if self.name == "gl_gp_build" else \
+                _gp_cg_emulator.weight_contract
+            return step(CALLS, self.options, grid, block, args, shared_mem)
         if self.name in ("gl_gp_pivot_select", "gl_gp_pivot_row"):
             step = _gp_cg_emulator.pivot_select if self.name.endswith("select") else \
                 _gp_cg_emulator.pivot_row

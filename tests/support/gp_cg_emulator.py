@@ -136,13 +136,13 @@ def pivot_row(calls, options, grid, block, args, shared_mem):
 
 def build(calls, options, grid, block, args, shared_mem):
     """``gl_gp_build``: ``K = c s(r) + diag(white + noise)``, made in float64, stored in
-    ``GL_OUT``."""
+    ``GL_STORED``."""
     defs = _defines(options)
     z, noise, k, flag, n, c, white, step = args
     n = int(n)
     calls["gp_build"] += 1
     assert block == (32, 8) and grid == (-(-n // 32), -(-n // 32))
-    assert k.dtype == (np.float32 if defs.get("GL_OUT") == "float" else np.float64)
+    assert k.dtype == (np.float32 if defs.get("GL_STORED") == "float" else np.float64)
     assert z.dtype == np.float64 and k.shape == (n, n) and k.flags.c_contiguous
     zz = np.asarray(z)
     diff = zz[:, None, :] - zz[None, :, :]
@@ -153,3 +153,22 @@ def build(calls, options, grid, block, args, shared_mem):
     if not np.isfinite(full).all():
         flag[0] = 1
     k[...] = full
+
+
+def weight_contract(calls, options, grid, block, args, shared_mem):
+    """``gl_gp_weight_contract``: ``acc[0] += sum W c s``, ``acc[1 + d] += sum W c h (z_id -
+    z_jd)^2`` over the whole of ``W`` (``GL_STORED``), in float64."""
+    defs = _defines(options)
+    w, z, acc, n, c = args
+    n = int(n)
+    calls["gp_weight_contract"] += 1
+    assert block == (32, 8) and grid == (-(-n // 32), -(-n // 32))
+    assert w.dtype == (np.float32 if defs.get("GL_STORED") == "float" else np.float64)
+    assert w.shape == (n, n) and w.flags.c_contiguous and z.dtype == np.float64
+    assert acc.shape == (int(defs["GL_D"]) + 2,)
+    zz = np.asarray(z)
+    diff = zz[:, None, :] - zz[None, :, :]
+    s, h = _kernel_values(int(defs["GL_KIND"]), (diff * diff).sum(-1))
+    wc = np.asarray(w).astype(np.float64) * float(c)
+    acc[0] += (wc * s).sum()
+    acc[1:-1] += np.einsum("ij,ijd->d", wc * h, diff * diff)

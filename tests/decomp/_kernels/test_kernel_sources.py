@@ -88,7 +88,10 @@ def _kernels():
             add("gl_gp_build", _gp_fused._BUILD, {}, options, tag=f"-{kind}-{d}")
             add("gl_gp_build", _gp_fused._BUILD, {}, _gp_fused.kernel_options(kind, d, "f"),
                 tag=f"-{kind}-{d}-float32")
-            add("gl_gp_contract", _gp_fused._CONTRACT, {}, options, tag=f"-{kind}-{d}")
+            add("gl_gp_contract", _gp_fused.CONTRACT_SOURCE, {}, options, tag=f"-{kind}-{d}")
+            for dt in REAL:
+                add("gl_gp_weight_contract", _gp_fused.CONTRACT_SOURCE, {},
+                    _gp_fused.kernel_options(kind, d, dt), tag=f"-{kind}-{d}-{dt}")
             for dt in REAL:
                 for tp in (8, _gp_cg.MAX_COLUMNS):
                     add("gl_gp_product", _gp_cg.SOURCE, {}, _gp_cg.options(kind, d, dt, tp),
