@@ -12,8 +12,8 @@ from ..._runtime.errors import NotPositiveDefiniteError
 from ..._runtime.validation import namespace
 from .._checks import hermitian
 
-__all__ = ["complex_gaussian", "node_qr", "root_qr", "down", "column_peaks", "peaks_phase",
-           "scale_columns", "matmul_small", "zeros", "logdiag",
+__all__ = ["complex_gaussian", "r_only", "node_qr", "root_qr", "down", "column_peaks",
+           "peaks_phase", "scale_columns", "matmul_small", "zeros", "logdiag",
            "solve_step", "total", "diag_scale", "potrf_retry", "largest",
            "hermitian", "sketch_moments", "sum_first", "combine_moments", "moments_mean",
            "moments_total", "cholqr_inverse", "mat_part", "sum_times", "rmat_part",
@@ -34,6 +34,12 @@ def complex_gaussian(gaussian_real, shape, dtype, seed):
 def _concat_r(children):
     rs = [c[1] for c in children]
     return rs[0] if len(rs) == 1 else namespace(rs[0]).concatenate(rs, axis=0)
+
+
+def r_only(node):
+    """``(None, R)`` of a TSQR node's ``(Q, R, ...)``: what its parent reads (the parent's
+    worker then fetches ``R``, never ``Q``)."""
+    return None, node[1]
 
 
 def node_qr(qr_fn, *children):

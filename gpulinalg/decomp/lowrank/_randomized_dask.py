@@ -27,6 +27,7 @@ Tropp 2011, Alg. 4.4 + 5.1), on the workers.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -204,6 +205,30 @@ def _tile_gaussian(a):
     return tile_gaussian
 
 
+def _rowpass_engine(a):
+    """How a task walks a row panel of ``a``'s chunks (:mod:`._rowpass_host` for NumPy,
+    :mod:`._rowpass_cuda` for CuPy): its step sizes and panel QR, passed to the tasks."""
+    if on_gpu(a):
+        from . import _rowpass_cuda as engine
+    else:
+        from . import _rowpass_host as engine
+    return engine
+
+
+def _panel_fn(a, l):
+    """:func:`._rowpass_xp.panel` with the fused pass's row step of ``a``'s backend for a thin
+    factor of ``l`` columns (the whole panel where it has none)."""
+    step = _rowpass_engine(a).fused_step(int(a.shape[1]) * a.dtype.itemsize, l)
+    return _rowpass_xp.panel if step is None else partial(_rowpass_xp.panel, step=step)
+
+
+def _basis_step(a, c):
+    """The backend's rows per step of :func:`._rowpass_xp.basis_block` (``q_i``: ``c``
+    double precision columns), or ``None``."""
+    hi = np.dtype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    return _rowpass_engine(a).block_step(c, hi.itemsize)
+
+
 def gaussian(a, n_rows, row_chunks, l, dtype, seed):
     """A lazy standard normal ``(n_rows, l)`` Dask array chunked ``(row_chunks, (l,))`` on the
     backend of ``a``'s chunks; block ``i`` is drawn from ``seed`` and ``i`` alone."""
@@ -310,7 +335,8 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, place=None):
 
     ``kind``: ``"fused"`` (``Y_i = A_i Z`` and ``A_i^H Y_i``), ``"basis"`` (``Y_i`` alone) or
     ``"rr"`` (``A_i^H Q_i``, ``thin`` is then the orthonormal basis ``Q`` or, unpersisted,
-    ``(part name, root key)`` of the basis pass's TSQR, whose ``Q_i`` is formed in the task)."""
+    :func:`_basis`'s tuple, whose ``Q_i`` is formed in the task). The merges read the parts
+    through :func:`._rowpass_xp.light` (a panel's ``Y_i`` / ``Q_i`` stays on its worker)."""
     nr, nc = a.numblocks
     fan = max(int(split_every or ROWPASS_SPLIT_EVERY), 2)
     sizes = tuple(int(c) for c in a.chunks[1])
@@ -319,6 +345,8 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, place=None):
                      *(() if split is None else (split,)))
     name = name or f"gpulinalg-rowpass-{kind}-{token}"
     mk = None if mean is None else (mean.name, 0)
+    panel_fn = _panel_fn(a, int(thin.shape[1])) if kind == "fused" else _rowpass_xp.panel
+    bstep = None if kind != "rr" or hasattr(thin, "name") else thin[4]
     dsk = {}
     level = []
     for i in range(nr):
@@ -326,18 +354,21 @@ def _layer(a, kind, thin, mean, local, split_every, name=None, place=None):
         q = None
         if kind == "rr":
             q = (thin.name, i, 0) if hasattr(thin, "name") else \
-                (_rowpass_xp.basis_block, (thin[0], i), thin[1], i, a.dtype)
+                (_rowpass_xp.basis_block, (thin[0], i), thin[1], i, a.dtype, bstep)
         if place is not None and place.split(i):
             level += _split_panel(dsk, name, a, i, place, kind, thin, q, mk, local)
             continue
         if kind == "rr":
             task = (_rowpass_xp.panel_h, q, mk, sizes, *blocks)
         else:
-            task = (_rowpass_xp.panel, (thin.name, 0, 0), mk, sizes, local, kind == "fused",
-                    *blocks)
+            task = (panel_fn, (thin.name, 0, 0), mk, sizes, local, kind == "fused", *blocks)
         dsk[(f"{name}-p", i)] = task
         level.append((f"{name}-p", i))
     heads = [next(k for k in level if k[1] == i) for i in range(nr)]
+    if kind != "fused":  # the merges read the parts without their Y_i / Q_i
+        for key in level:
+            dsk[(f"{name}-l", *key[1:])] = (_rowpass_xp.light, key)
+        level = [(f"{name}-l", *key[1:]) for key in level]
     zk = (thin.name, 0, 0) if local else None
     depth = 0
     while len(level) > fan:
@@ -433,13 +464,16 @@ def _rowpass_svd(op, a, k, l, n_iter, seed, keep, split_every):
 def _basis(op, a, z, mean, local, keep, split_every, place=None):
     """The basis pass: the TSQR of ``Y = (A - 1 mu^T) Z``; ``(q, mean)``. ``q``: the orthonormal
     ``Q`` (m, c) as a Dask array when persisted (``keep``), else ``(part name, root key, graph,
-    dependencies)``: the Rayleigh-Ritz tasks form ``Q_i`` themselves (:func:`_layer`).
+    dependencies, step)``: the Rayleigh-Ritz tasks form ``Q_i`` themselves (:func:`_layer`), in
+    the backend's steps. Each panel's QR is the backend's (:func:`_rowpass_engine`).
     ``local`` (no power iteration in PCA): the panels centre on their own means and a merge
     root gives the means and the total variance."""
     m, n = op.shape
     dtype = a.dtype
     nr = a.numblocks[0]
     c = min(m, int(z.shape[1]))
+    engine = _rowpass_engine(a)
+    bstep = _basis_step(a, c)
     split = None if place is None else place.token
     token = tokenize(a, z, mean, local, split_every, *(() if split is None else (split,)))
     name = f"gpulinalg-rowpass-basis-{token}"
@@ -451,7 +485,7 @@ def _basis(op, a, z, mean, local, keep, split_every, place=None):
         dsk[root] = (_rowpass_xp.basis_root, top, dtype)
         for i in range(nr):
             dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, (f"{name}-p", i), root,
-                                      (z.name, 0, 0))
+                                      (z.name, 0, 0), engine.panel_qr)
     else:  # each panel's task ends with its QR: no merge, no root
         mk = None if mean is None else (mean.name, 0)
         sizes = tuple(int(s) for s in a.chunks[1])
@@ -462,13 +496,15 @@ def _basis(op, a, z, mean, local, keep, split_every, place=None):
             else:
                 part = (_rowpass_xp.panel, (z.name, 0, 0), mk, sizes, False, False,
                         *[(a.name, i, j) for j in range(a.numblocks[1])])
-            dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, part, None, None)
-    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-qr", i) for i in range(nr)])
+            dsk[(f"{name}-qr", i)] = (_rowpass_xp.local_qr, part, None, None, engine.panel_qr)
+    for i in range(nr):  # the root reads the R_i alone: each Q_i stays on its panel's worker
+        dsk[(f"{name}-r", i)] = (_rowpass_xp.light, (f"{name}-qr", i))
+    dsk[sroot] = (_rowpass_xp.stack_qr, *[(f"{name}-r", i) for i in range(nr)])
     meta = meta_of(a, 2, dtype)
     if keep or local:
         for i in range(nr):
             dsk[(f"{name}-q", i, 0)] = (_rowpass_xp.basis_block, (f"{name}-qr", i), sroot, i,
-                                        dtype)
+                                        dtype, bstep)
         q = new_array(f"{name}-q", dsk, deps, (m, c), (a.chunks[0], (c,)), meta)
         if local:  # the moments come from the same tasks: persisted together
             mean, op.total = _moment_arrays(a, root, [q], name)
@@ -478,7 +514,7 @@ def _basis(op, a, z, mean, local, keep, split_every, place=None):
         else:
             q = persist(q, keep)
         return q, mean
-    return (f"{name}-qr", sroot, dsk, deps), mean
+    return (f"{name}-qr", sroot, dsk, deps, bstep), mean
 
 
 def randomized_svd(a: Any, k: int, *, n_oversamples: int = 10, n_iter: int | str = "auto",

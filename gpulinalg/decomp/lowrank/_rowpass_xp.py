@@ -6,9 +6,16 @@ A *row panel* is one row of blocks of ``A`` (all its column chunks): one task re
 (the panel's share of ``A^H A Z``), with the column sums ``1^T Y_i`` in double precision where a
 centring needs them; a tree of :func:`merge` sums the panels' shares; one small task
 (:func:`power_root`, :func:`basis_root`, :func:`final_root`) turns the sums into the next thin
-matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's task (and ``Y_i``, ``m_i x l``,
-in the basis pass, whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per panel,
-:func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`).
+matrix. Only ``n x l`` and ``l x l`` matrices leave a panel's worker: the panel-sized ``Y_i``
+and ``Q_i`` of the basis pass (whose orthonormal basis is a TSQR of ``Y``: :func:`local_qr` per
+panel, :func:`stack_qr` of the stacked ``R_i``, :func:`basis_block`) stay there for the next
+task of the same panel, and the reductions read the panels' results through :func:`light`.
+
+How a task walks its panel is the backend's choice, made by the graph builder and passed in:
+the rows per step of a fused task and of :func:`basis_block` (``step``; ``None``: the whole
+panel at once) and the panel QR of the basis pass (``qr_fn``), from :mod:`._rowpass_host`
+(NumPy: cache-sized row steps, a TSQR of steps in place by LAPACK) or :mod:`._rowpass_cuda`
+(CuPy: whole panels). The functions here never ask which array module they were given.
 
 PCA's first pass does not know the column means yet: each panel centres on its own means
 (``local``) and :func:`merge` moves the shares to the merged means (Chan, Golub & LeVeque's
@@ -28,8 +35,8 @@ import numpy as np
 from ..._runtime.validation import namespace
 from ._sketch_xp import hermitian
 
-__all__ = ["colsum", "omega", "panel", "panel_h", "merge", "part_y", "combine",
-           "part_t", "part_h", "power_root", "basis_root", "local_qr", "stack_qr",
+__all__ = ["colsum", "omega", "panel", "row_steps", "panel_h", "light", "merge", "part_y",
+           "combine", "part_t", "part_h", "power_root", "basis_root", "local_qr", "stack_qr",
            "basis_block", "final_root", "take_y", "u_block", "vh_block", "item", "cast_slice",
            "variances"]
 
@@ -70,40 +77,70 @@ def _column_moments(xp, block):
     return mean, colsum(sq, np.float64) - rows * (shift * xp.conj(shift)).real
 
 
-def panel(z, mean, sizes, local, fused, *blocks):
+def panel(z, mean, sizes, local, fused, *blocks, step=None):
     """One row panel (``blocks``: its column chunks, ``sizes`` their widths). ``z`` (n, l):
     the thin right factor; ``mean`` (n,) double or ``None``; ``local``: centre on the panel's
     own column means (PCA's first pass; ``mean`` is then ``None``); ``fused``: also form
-    ``T_i``. Returns a dict: ``rows``, ``y`` (rows, l; not kept by a fused pass), ``c`` (l,)
-    double where a centring needs it (else ``None``), ``t`` (n, l) or ``None``, and with
-    ``local`` the panel's ``mean`` and ``m2`` (n,)."""
+    ``T_i``, :func:`row_steps` of ``step`` rows at a time (``None``: the whole panel; several
+    steps sum ``T_i`` in double precision, in place). Returns a dict: ``rows``, ``y`` (rows, l;
+    not kept by a fused pass), ``c`` (l,) double where a centring needs it (else ``None``),
+    ``t`` (n, l) or ``None``, and with ``local`` the panel's ``mean`` and ``m2`` (n,)."""
     xp = namespace(blocks[0])
     dtype = blocks[0].dtype
     hi = _hi(dtype)
     rows = int(blocks[0].shape[0])
-    out = {"rows": rows}
+    out = {"rows": rows, "c": None, "t": None}
     if local:
         mom = [_column_moments(xp, b) for b in blocks]
         mean = xp.concatenate([m for m, _ in mom]) if len(mom) > 1 else mom[0][0]
         out["mean"] = mean
         out["m2"] = xp.concatenate([s for _, s in mom]) if len(mom) > 1 else mom[0][1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    shift = None if mean is None else (mean @ z.astype(hi)).astype(dtype)
+    if not fused:
+        out["y"] = _centred_y(blocks, z, starts, shift)
+        return out
+    t = c = None
+    steps = row_steps(rows, step)
+    for r0, r1 in steps:
+        part = [b[r0:r1] for b in blocks] if r1 - r0 < rows else list(blocks)
+        y = _centred_y(part, z, starts, shift)
+        if shift is not None:
+            cy = colsum(y, hi)
+            c = cy if c is None else c + cy
+        ty = _stacked_t(xp, y, part, starts, dtype)
+        if t is None:
+            t = ty.astype(hi) if len(steps) > 1 else ty
+        else:  # in place: a new large array per step costs more than the step saves
+            t += ty
+    if shift is not None:
+        t = t.astype(hi) - xp.conj(mean)[:, None] * c[None, :]
+    out["c"], out["t"] = c, t
+    return out
+
+
+def row_steps(rows, step=None):
+    """``[(start, stop)]``: the row steps of ``step`` rows of a panel of ``rows`` rows (the
+    last one shorter); one step, the whole panel, when ``step`` is ``None``.
+
+    >>> row_steps(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    >>> row_steps(10), row_steps(0, 4)
+    ([(0, 10)], [(0, 0)])
+    """
+    if step is None or rows == 0:
+        return [(0, rows)]
+    size = max(int(step), 1)
+    return [(r, min(r + size, rows)) for r in range(0, rows, size)]
+
+
+def _centred_y(blocks, z, starts, shift):
+    """``sum_j B_j Z_j - 1 shift`` for the column blocks ``blocks`` of (a step of) a panel."""
     y = None
     for j, b in enumerate(blocks):
         p = b @ z[starts[j]:starts[j + 1]]
         y = p if y is None else y + p  # noqa: PLR6104 (y may be a view of z for one chunk)
-    if mean is not None:
-        y = y - (mean @ z.astype(hi)).astype(dtype)[None, :]
-    out["c"] = colsum(y, hi) if fused and (mean is not None) else None
-    out["t"] = None
-    if not fused:
-        out["y"] = y
-        return out
-    t = _stacked_t(xp, y, blocks, starts, dtype)
-    if mean is not None:
-        t = t.astype(hi) - xp.conj(mean)[:, None] * out["c"][None, :]
-    out["t"] = t
-    return out
+    return y if shift is None else y - shift[None, :]
 
 
 def _stacked_t(xp, y, blocks, starts, dtype):
@@ -130,6 +167,13 @@ def panel_h(q, mean, sizes, *blocks):
     if mean is not None:
         t = t.astype(hi) - xp.conj(mean)[:, None] * colsum(q, hi)[None, :]
     return {"rows": int(blocks[0].shape[0]), "t": t, "c": None, "q": q}
+
+
+def light(part):
+    """``part`` (a panel task's dict) without its panel-sized entries (``y``, ``q``): what a
+    reduction over the panels reads, so that only thin matrices move to the worker that
+    reduces (the panel-sized ones stay where their panel is, for the tasks that use them)."""
+    return {k: v for k, v in part.items() if k not in ("y", "q")}
 
 
 def merge(z, *parts):
@@ -297,18 +341,23 @@ def basis_root(merged, dtype):
     return {"mean": mean, "total": total}
 
 
-def local_qr(part, root, z):
+def local_qr(part, root, z, qr_fn=None):
     """The first level of the TSQR of ``Y``: the Householder QR, in double precision, of the
     panel's ``Y_i`` (:func:`take_y`): ``{"q": (m_i, c_i), "r": (c_i, l)}``, ``c_i = min(m_i,
     l)``. Householder, not Cholesky QR: a rank-deficient ``Y`` (``k`` above the rank of ``A``)
-    still gives orthonormal columns."""
+    still gives orthonormal columns. ``qr_fn(y, dtype) -> (q, r)``: the backend's reduced QR
+    of the panel in ``dtype`` (``panel_qr`` of :mod:`._rowpass_host` or :mod:`._rowpass_cuda`,
+    passed by the graph builder); ``None``: the array module's ``linalg.qr``."""
     y = take_y(part, root, z)
     xp = namespace(y)
     rows, l = (int(v) for v in y.shape)
-    yh = y.astype(_hi(y.dtype))
+    hi = _hi(y.dtype)
     if rows == 0:
-        return {"q": xp.zeros((0, 0), yh.dtype), "r": xp.zeros((0, l), yh.dtype)}
-    q, r = xp.linalg.qr(yh, mode="reduced")
+        return {"q": xp.zeros((0, 0), hi), "r": xp.zeros((0, l), hi)}
+    if qr_fn is None:
+        q, r = xp.linalg.qr(y.astype(hi), mode="reduced")
+    else:
+        q, r = qr_fn(y, hi)
     return {"q": q, "r": r}
 
 
@@ -327,10 +376,18 @@ def stack_qr(*parts):
     return {"s": [_like(xp, qs[cuts[i]:cuts[i + 1]]) for i in range(len(rs))]}
 
 
-def basis_block(part, root, i, dtype):
+def basis_block(part, root, i, dtype, step=None):
     """Panel ``i``'s rows of the orthonormal basis: ``Q_i = q_i S_i`` (:func:`local_qr`,
-    :func:`stack_qr`) in ``dtype``."""
-    return (part["q"] @ root["s"][i]).astype(dtype)
+    :func:`stack_qr`) in ``dtype``; with ``step`` (the backend's rows per step), ``step`` rows
+    of ``q_i`` at a time into the result (no double precision ``Q_i`` is made)."""
+    q, s = part["q"], root["s"][i]
+    rows = int(q.shape[0])
+    if step is None or rows <= step:
+        return (q @ s).astype(dtype)
+    out = namespace(q).empty((rows, int(s.shape[1])), dtype)
+    for r0, r1 in row_steps(rows, step):
+        out[r0:r1] = q[r0:r1] @ s
+    return out
 
 
 def _host(x):

@@ -98,7 +98,8 @@ def tsqr(a: Any, *, compute_svd: bool = False, split_every: int | None = None) -
 
 def _tree(a, qr_fn, n, split_every, compute_svd, name):
     """The upward sweep. Level 0: a QR per block; level ``L``: QRs of up to ``split_every``
-    stacked ``R`` factors of level ``L - 1``, until one node (the root) is left.
+    stacked ``R`` factors of level ``L - 1`` (read through :func:`._tiles_xp.r_only`, so a
+    node's ``Q`` stays on its worker for the downward sweep), until one node (the root) is left.
 
     ``levels[L][j] = (rows, children)``: the rows of node ``j``'s ``R`` and the indices of its
     children on level ``L - 1`` (in stacking order)."""
@@ -112,8 +113,10 @@ def _tree(a, qr_fn, n, split_every, compute_svd, name):
         last = len(groups) == 1
         fn = partial(_tiles_xp.root_qr, qr_fn, compute_svd) if last \
             else partial(_tiles_xp.node_qr, qr_fn)
+        for c in range(len(below)):  # a parent reads its children's R alone: Q stays put
+            dsk[(f"{name}-r-{level - 1}", c)] = (_tiles_xp.r_only, (f"{name}-node-{level - 1}", c))
         for g, kids in enumerate(groups):
-            dsk[(f"{name}-node-{level}", g)] = (fn, *[(f"{name}-node-{level - 1}", c)
+            dsk[(f"{name}-node-{level}", g)] = (fn, *[(f"{name}-r-{level - 1}", c)
                                                       for c in kids])
         levels.append([(min(sum(below[c][0] for c in kids), n), kids) for kids in groups])
         if last:
