@@ -180,3 +180,47 @@ def test_replicas_go_to_the_panels_majority_worker(client, rng):
     client.replicate([f for f in distributed.futures_of(x) if f.key[2] == 1], n=2)
     place = _panels_dask.placement(x)
     assert place.groups == (((0, 1), (2,)),) * 2
+
+
+def _incoming_bytes(client):
+    """Bytes of gpulinalg's task results the workers fetched from each other since the last
+    call (the logs are cleared)."""
+    def fetch(dask_worker):
+        got = sum(nbytes for e in dask_worker.transfer_incoming_log
+                  for k, nbytes in e["keys"].items() if "gpulinalg" in str(k))
+        dask_worker.transfer_incoming_log.clear()
+        return got
+    return sum(client.run(fetch).values())
+
+
+@pytest.mark.parametrize("case", ["svd", "qr"])
+def test_reductions_fetch_thin_results_only(client, rng, case):
+    """Row panels alternating between the workers: the reductions (the basis pass's root, the
+    Rayleigh-Ritz merges, each level of a TSQR tree) read the panels' thin results only, so
+    each panel-sized ``Q_i`` stays on its panel's worker: a warm run moves less than one
+    ``Q_i`` in all (the graph whose reductions read the whole panel results moved half of
+    them)."""
+    rows, n = 6_000, 40
+    a = _data(rng, np.float64, 4 * rows, n)
+    x = _placed(client, a, (rows, n), lambda i, j: i)
+    if case == "svd":
+        def run():
+            return list(rsvd.randomized_svd(x, 10, n_iter=1, random_state=0))
+        panel_q = rows * 20 * 8  # Q_i: rows x (k + 10) in double precision
+    else:
+        from gpulinalg.decomp.qr import _tsqr_dask
+
+        def run():
+            return list(_tsqr_dask.tsqr(x, split_every=2))
+        panel_q = rows * n * 8
+    distributed.wait(client.persist(run()))  # the first run: durations unknown to the scheduler
+    _incoming_bytes(client)
+    kept = client.persist(run())
+    distributed.wait(kept)
+    assert _incoming_bytes(client) < panel_q
+    if case == "svd":
+        s = np.linalg.svd(a, compute_uv=False)
+        np.testing.assert_allclose(kept[1].compute(), s[:10], rtol=1e-6)
+    else:
+        q, r = (v.compute() for v in kept)
+        np.testing.assert_allclose(q @ r, a, atol=1e-10)

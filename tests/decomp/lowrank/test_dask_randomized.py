@@ -267,3 +267,187 @@ def test_pca_under_the_local_scheduler(rng, iterated_power, keep):
     np.testing.assert_allclose(ratio, s[:3] ** 2 / (s ** 2).sum(), rtol=1e-12)
     np.testing.assert_allclose(mean, a.mean(axis=0), rtol=1e-13)
     assert np.abs(U.T @ U - np.eye(3)).max() < 1e-12
+
+
+# -- how a task walks its row panel: the backend's steps and panel QR, passed in by the graph --
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("centre", [False, True])
+def test_fused_panel_in_row_steps(rng, dtype, centre):
+    """A fused row-panel task walked in row steps (an odd row count, two column chunks)
+    gives the T_i and column sums of the panel taken in one step, up to rounding."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    rows, n, l = 1001, 37, 6
+    cplx = np.dtype(dtype).kind == "c"
+    a = rng.standard_normal((rows, n)) + 3.0 + (1j * rng.standard_normal((rows, n)) if cplx else 0)
+    a = a.astype(dtype)
+    z = rng.standard_normal((n, l)).astype(dtype)
+    mean = a.astype(np.complex128 if cplx else np.float64).mean(axis=0) if centre else None
+    blocks = (np.ascontiguousarray(a[:, :20]), np.ascontiguousarray(a[:, 20:]))
+    assert len(rp.row_steps(rows, 128)) == 8
+    whole = rp.panel(z, mean, (20, 17), False, True, *blocks)
+    steps = rp.panel(z, mean, (20, 17), False, True, *blocks, step=128)
+    a64 = a.astype(np.complex128)
+    y = (a64 - (0 if mean is None else mean)) @ z
+    want = ((a64 - (0 if mean is None else mean)).conj().T @ y)
+    tol = 2e-5 if np.dtype(dtype).itemsize * (2 if not cplx else 1) < 16 else 1e-12
+    scale = np.abs(want).max()
+    for got in (whole, steps):
+        assert got["rows"] == rows and got["t"].shape == (n, l)
+        np.testing.assert_allclose(got["t"], want, atol=tol * scale)
+    assert steps["t"].dtype == (np.complex128 if cplx else np.float64)  # summed in double
+    assert np.abs(steps["t"] - whole["t"]).max() <= tol * scale
+    if centre:
+        np.testing.assert_allclose(steps["c"], whole["c"], atol=tol * np.abs(y).sum(axis=0).max())
+    else:
+        assert steps["c"] is None and whole["c"] is None
+
+
+def test_row_steps_and_the_backends_step_sizes():
+    """Row steps of a given size (the last one shorter; one step without a size); the host
+    engine's steps by bytes (STEP_BYTES of the panel, at least 4 l rows; QR_STEP_BYTES of q_i);
+    the GPU engine takes whole panels."""
+    from gpulinalg.decomp.lowrank import _rowpass_cuda, _rowpass_host as host
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    assert rp.row_steps(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert rp.row_steps(10) == [(0, 10)] and rp.row_steps(0, 4) == [(0, 0)]
+    size = host.fused_step(800 * 4, 30)
+    assert size == host.STEP_BYTES // 3200
+    steps = rp.row_steps(100_000, size)
+    assert steps[0] == (0, size) and steps[-1][1] == 100_000
+    assert all(b - a == size for a, b in steps[:-1])
+    assert host.fused_step(10 ** 9, 30) == 120  # 4 l rows at least
+    assert host.block_step(30, 8) == host.QR_STEP_BYTES // 240
+    assert _rowpass_cuda.fused_step(3200, 30) is None and _rowpass_cuda.block_step(30, 8) is None
+
+
+@pytest.mark.parametrize("rank", [10, 3])
+def test_panel_qr_in_row_steps(rng, rank):
+    """The basis pass's panel QR as a TSQR of row steps in place by LAPACK (``tall_qr``):
+    orthonormal Q with Q R = Y_i in double precision, the range of Y_i (full rank: the same
+    projector as one Householder QR), and orthonormal columns where Y_i is rank-deficient."""
+    from gpulinalg.decomp._tiles._tiles_host import tall_qr
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    rows, l = 1003, 10
+    y = (rng.standard_normal((rows, rank)) @ rng.standard_normal((rank, l))).astype(np.float32)
+    one = rp.local_qr({"y": y}, None, None)
+    got = rp.local_qr({"y": y}, None, None, lambda v, dt: tall_qr(v, dt, 100))
+    q, r = got["q"], got["r"]
+    assert q.shape == (rows, l) and r.shape == (l, l) and q.dtype == np.float64
+    assert np.abs(q.T @ q - np.eye(l)).max() < 1e-13
+    np.testing.assert_allclose(q @ r, y, atol=1e-12 * np.abs(y).max())
+    if rank == l:
+        np.testing.assert_allclose(q @ q.T, one["q"] @ one["q"].T, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_host_panel_qr_steps_tall_panels_only(rng, monkeypatch, dtype):
+    """The host engine's panel QR goes through ``tall_qr`` in QR_STEP_BYTES steps when Y_i is
+    taller than one step (here 4 steps), and is one LAPACK QR otherwise; both factor Y_i."""
+    from gpulinalg.decomp.lowrank import _rowpass_host as host
+    calls = []
+    real_tall = host.tall_qr
+    monkeypatch.setattr(host, "tall_qr", lambda y, dt, step: calls.append(step)
+                        or real_tall(y, dt, step))
+    hi = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    step = host.QR_STEP_BYTES // (10 * np.dtype(hi).itemsize)
+    for rows, stepped in ((4 * step - 5, True), (step, False)):
+        y = rng.standard_normal((rows, 10)).astype(dtype)
+        q, r = host.panel_qr(y, hi)
+        assert q.dtype == hi and q.shape == (rows, 10)
+        np.testing.assert_allclose(q @ r, y, atol=1e-5 * np.abs(y).max())
+        assert np.abs(q.conj().T @ q - np.eye(10)).max() < 1e-13
+        assert calls == ([step] if stepped else [])
+        calls.clear()
+
+
+def test_basis_block_in_steps(rng):
+    """A panel's rows of the basis, Q_i = q_i S_i, formed a step of q_i at a time (the host
+    engine's step: 5 steps here) into the blocks' dtype: the product of the whole panel,
+    rounded once."""
+    from gpulinalg.decomp.lowrank import _rowpass_host as host
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    q = rng.standard_normal((10_000, 30))
+    s = rng.standard_normal((30, 30))
+    step = host.block_step(30, 8)
+    assert len(rp.row_steps(10_000, step)) >= 4
+    whole = rp.basis_block({"q": q}, {"s": [None, s]}, 1, np.float32)
+    got = rp.basis_block({"q": q}, {"s": [None, s]}, 1, np.float32, step)
+    assert got.dtype == np.float32 and got.shape == (10_000, 30)
+    np.testing.assert_array_equal(got, whole)
+    np.testing.assert_allclose(got, (q @ s).astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def _spy_rowpass(monkeypatch, engine):
+    """Record the ``step`` of each fused panel task and each panel QR ``engine`` is asked for,
+    as the graph builder passes them (the spies replace the functions it reads)."""
+    from gpulinalg.decomp.lowrank import _rowpass_xp as rp
+    seen = {"step": [], "qr": 0}
+    panel = rp.panel
+
+    def spy_panel(*args, step=None):
+        if args[4]:  # fused
+            seen["step"].append(step)
+        return panel(*args, step=step)
+
+    qr = engine.panel_qr
+
+    def spy_qr(y, dtype):
+        seen["qr"] += 1
+        return qr(y, dtype)
+    monkeypatch.setattr(rp, "panel", spy_panel)
+    monkeypatch.setattr(engine, "panel_qr", spy_qr)
+    return seen
+
+
+@pytest.mark.parametrize("centre", [False, True])
+@pytest.mark.parametrize("keep", [False, True])
+def test_numpy_graphs_walk_panels_in_the_host_engines_steps(rng, monkeypatch, centre, keep):
+    """NumPy chunks: the graph hands the host engine's row steps to the fused tasks and its
+    panel QR to the basis pass; with step sizes made small (many steps per panel, ``tall_qr``
+    and stepped ``Q_i``), the SVD / PCA is NumPy's to rounding."""
+    from gpulinalg.decomp.lowrank import _rowpass_host as host
+    monkeypatch.setattr(host, "STEP_BYTES", 4096)
+    monkeypatch.setattr(host, "QR_STEP_BYTES", 8192)
+    seen = _spy_rowpass(monkeypatch, host)
+    a, s = _low_rank(rng, 1200, 60, np.float64, r=12, decay=0.6)
+    x = da.from_array(a + (5.0 if centre else 0.0), chunks=(500, 25))
+    with dask.config.set(scheduler="sync"):
+        if centre:
+            out = rsvd.pca(x, 4, iterated_power=2, random_state=0, persist=keep)
+            U, S, mean = dask.compute(out["U"], out["singular_values"], out["mean"])
+            np.testing.assert_allclose(mean, a.mean(axis=0) + 5.0, rtol=1e-12, atol=1e-12)
+            ref = np.linalg.svd(a - a.mean(axis=0), compute_uv=False)[:4]
+        else:
+            U, S, _ = dask.compute(*rsvd.randomized_svd(x, 4, n_iter=2, random_state=0,
+                                                        persist=keep))
+            ref = s[:4]
+    np.testing.assert_allclose(S, ref, rtol=1e-10)
+    assert np.abs(U.T @ U - np.eye(4)).max() < 1e-12
+    want = host.fused_step(60 * 8, 14)
+    assert want < 500 and seen["step"] and set(seen["step"]) == {want}
+    assert seen["qr"] == 3  # one per row panel
+
+
+def test_cupy_graphs_take_whole_panels_and_the_gpu_engines_qr(rng, monkeypatch):
+    """CuPy chunks, emulated (the CPU stand-in for CuPy, its blocks taken for CuPy chunks by
+    the graph builder; the Gaussian blocks are the host engine's, the same numbers): the graph
+    hands the GPU engine's choices to the tasks (whole panels, its panel QR) and gives the
+    NumPy graph's SVD to rounding."""
+    from tests.support.lowrank_emulator import dev, emulated_cupy
+
+    from gpulinalg.decomp.lowrank import _rowpass_cuda, _sketch_host
+    a, s = _low_rank(rng, 700, 60, np.float64, r=12, decay=0.6)
+    with dask.config.set(scheduler="sync"):
+        ref = dask.compute(*rsvd.randomized_svd(da.from_array(a, chunks=(300, 25)), 4,
+                                                n_iter=2, random_state=0))
+        with emulated_cupy(monkeypatch):
+            monkeypatch.setattr(rsvd, "on_gpu", lambda x: True)
+            monkeypatch.setattr(rsvd, "_tile_gaussian", lambda x: _sketch_host.tile_gaussian)
+            seen = _spy_rowpass(monkeypatch, _rowpass_cuda)
+            x = da.from_array(dev(a), chunks=(300, 25), asarray=False)
+            got = dask.compute(*rsvd.randomized_svd(x, 4, n_iter=2, random_state=0))
+    assert seen["step"] == [None] * 6 and seen["qr"] == 3  # 2 fused passes x 3 panels
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[1], s[:4], rtol=1e-10)
