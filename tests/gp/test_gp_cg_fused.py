@@ -240,9 +240,15 @@ def test_fused_pivoted_cholesky_matches_library_route(name, n, d, rank, distinct
                 L, r = _engine_cuda.pivoted_cholesky(plan, xd, rank, xd.mean(axis=0))
             got[on] = (L.get(), r.get())
     (lf, rf), (ll, rl) = got[True], got[False]
-    assert lf.shape == ll.shape == (n, min(rank, n, distinct or n))
-    np.testing.assert_allclose(lf, ll, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(rf, rl, rtol=0, atol=1e-9)
+    assert lf.shape == (n, min(rank, n, distinct or n))
+    if distinct is None:
+        assert ll.shape == lf.shape
+        np.testing.assert_allclose(rf, rl, rtol=0, atol=1e-9)
+    else:  # the fused rows make r^2 = 0 exactly for equal points and stop at their rank;
+        # the library's r^2 of equal points can round above 0 (Matern 1/2's sqrt lifts
+        # it far above the stopping floor), so its factor may go on with rounding rows
+        assert ll.shape[1] >= lf.shape[1] and float(np.abs(rf).max()) <= 1e-9
+    np.testing.assert_allclose(lf, ll[:, :lf.shape[1]], rtol=0, atol=1e-6)
 
 
 @pytest.mark.gpu
@@ -348,7 +354,9 @@ def test_regressor_fused_matches_library_route(lml_tol, rng, xp_gpu):
     for key, (l1, g1, m1, f1) in got.items():
         assert abs(f1 - f0) <= 1e-8 * abs(f0), key
         np.testing.assert_allclose(m1, m0, rtol=0, atol=1e-6 * np.abs(m0).max(), err_msg=key)
-        assert abs(l1 - l0) <= 1e-4 * abs(l0), key
+        # float32 products move the Krylov path and so where the solves stop: the estimate
+        # moves by a fraction of the tolerance
+        assert abs(l1 - l0) <= max(1e-6, 0.1 * lml_tol) * abs(l0), key
         assert np.abs(g1 - g0).max() <= 1e-2 * max(np.abs(g0).max(), 1.0), key
 
 
