@@ -19,8 +19,14 @@ extern "C" __global__ void gl_gp_build(const double* __restrict__ z,
     for (int r = threadIdx.y; r < 32; r += 8) {
         const long long i = i0 + r;
         if (i >= n) break;
+        double r2 = 0.0;
+#pragma unroll
+        for (int d = 0; d < GL_D; ++d) {
+            const double t = z[i * GL_D + d] - zj[d];
+            r2 += t * t;
+        }
         double s, h;
-        gl_sh(gl_r2(z + i * GL_D, zj), s, h);
+        gl_sh(r2, s, h);
         double v = c * s;
         if (i == j) v += white + noise[i * noise_step];
         bad |= !isfinite(v);

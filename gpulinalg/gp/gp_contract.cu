@@ -45,8 +45,12 @@ extern "C" __global__ void gl_gp_contract(const double* __restrict__ kinv,
             if (j > i || j >= n) break;
             double w = -nt * kinv[j * n + i];
             for (int t = 0; t < nt; ++t) w += alpha[i * nt + t] * alpha[j * nt + t];
-            double df[GL_D];
-            const double r2 = gl_r2(zi, z + j * GL_D, df);
+            double r2 = 0.0, df[GL_D];
+#pragma unroll
+            for (int d = 0; d < GL_D; ++d) {
+                df[d] = zi[d] - z[j * GL_D + d];
+                r2 += df[d] * df[d];
+            }
             double s, h;
             gl_sh(r2, s, h);
             const double wc = (i == j ? 1.0 : 2.0) * w * c;
@@ -82,8 +86,12 @@ extern "C" __global__ void gl_gp_weight_contract(const GL_STORED* __restrict__ w
         for (int r = threadIdx.y; r < 32; r += 8) {
             const long long i = i0 + r;
             if (i >= n) break;
-            double df[GL_D];
-            const double r2 = gl_r2(z + i * GL_D, zj, df);
+            double r2 = 0.0, df[GL_D];
+#pragma unroll
+            for (int d = 0; d < GL_D; ++d) {
+                df[d] = z[i * GL_D + d] - zj[d];
+                r2 += df[d] * df[d];
+            }
             double s, h;
             gl_sh(r2, s, h);
             const double wc = (double)w[i * n + j] * c;

@@ -15,16 +15,3 @@ __device__ __forceinline__ void gl_sh(const R r2, R& s, R& h) {
     s = (R(1) + q + q * q / R(3)) * e; h = (R(5) / R(3)) * (R(1) + q) * e;
 #endif
 }
-// |a - b|^2 of two points of GL_D coordinates (registers, shared or global memory), each
-// difference kept in df where df is given
-template <typename R>
-__device__ __forceinline__ R gl_r2(const R* a, const R* b, R* df = nullptr) {
-    R r2 = R(0);
-#pragma unroll
-    for (int d = 0; d < GL_D; ++d) {
-        const R t = a[d] - b[d];
-        if (df) df[d] = t;
-        r2 += t * t;
-    }
-    return r2;
-}

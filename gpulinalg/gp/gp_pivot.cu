@@ -79,8 +79,14 @@ gl_gp_pivot_row(const double* __restrict__ z, double* __restrict__ rows,
     if (i < n) {
         double v = 0.0;
         if (ok) {
+            double r2 = 0.0;
+#pragma unroll
+            for (int k = 0; k < GL_D; ++k) {
+                const double t = z[i * GL_D + k] - zp[k];
+                r2 += t * t;
+            }
             double s, h;
-            gl_sh(gl_r2(z + i * GL_D, (const double*)zp), s, h);
+            gl_sh(r2, s, h);
             v = (c * s - acc) / sqrt(state[1]);
         }
         rows[(long long)m * n + i] = v;
