@@ -5,7 +5,6 @@ caller that has already been dispatched must not go through decomp's public func
 would validate and dispatch a second time. The names say where each runs.
 """
 
-from ._gpu._blas_cuda import gemm as gemm_cuda
 from ._kernels._cholinv_cuda import gram_lower, tri_inverse, tri_inverse_scratch
 from ._kernels._policy_cuda import enabled as custom_kernels_enabled
 from ._tiles._graph_dask import new_array, tokenize
@@ -22,6 +21,6 @@ from .triangular._triangular_cuda import solve_triangular as solve_triangular_cu
 
 __all__ = ["cho_solve_cuda", "cho_solve_host", "cholesky_cuda", "cholesky_dask", "cholesky_host",
            "cholesky_factor_backward",
-           "custom_kernels_enabled", "gemm_cuda",
+           "custom_kernels_enabled",
            "gram_lower", "logdet_cuda", "logdet_host", "new_array", "solve_triangular_cuda",
            "solve_triangular_host", "tokenize", "tri_inverse", "tri_inverse_scratch"]

@@ -25,7 +25,6 @@ hand-written kernels are off (``custom_kernels``) or the kernel has another form
 import numpy as np
 
 from .._runtime.kernels import kernel_source, raw_kernel
-from ..decomp._engines import gemm_cuda
 from ._fused_cuda import CONTRACT_SOURCE, kernel_options
 from ._kernels_xp import fused_form
 
@@ -197,10 +196,7 @@ def _gradient(form, acc, a, b, pre, scale):
 class StoredGradient:
     """The gradient of the matrix-free likelihood where the solve stored the kernel matrix
     (:class:`._cg_stored_xp.StoredOperator`, whose products are done by then): ``A B^T``
-    (:func:`_factors`) made in that matrix's memory by one GEMM in its dtype (cuBLAS; a float32
-    matrix, stored for solves to at least ``FLOAT32_TOL``, takes TF32 tensor cores: the
-    weights' rounding, about 5e-4 of ``|A| |B|^T`` and of random sign, stays far below the
-    probes' spread in the gradient), then
+    (:func:`_factors`) made in that matrix's memory by one GEMM in its dtype (cuBLAS), then
     contracted against the kernel's derivatives by ``gl_gp_weight_contract``
     (``gp_contract.cu``; the entries and sums in float64) for the kernel ``form``."""
 
@@ -214,11 +210,7 @@ class StoredGradient:
     def __call__(self, left, right, pre, scale, k):
         import cupy
         a, b = _factors(left, right, pre, scale)
-        if k.dtype == np.float32:  # k.T is W column-major: W^T = B A^T, on tensor cores
-            gemm_cuda(k.T, cupy.asfortranarray(b, dtype=np.float32),
-                      cupy.asfortranarray(a, dtype=np.float32), trans_b=True, compute="tf32")
-        else:
-            cupy.matmul(a, b.T, out=k)
+        cupy.matmul(a.astype(k.dtype), b.astype(k.dtype).T, out=k)
         n, d = self.z.shape
         acc = cupy.zeros(d + 2, dtype=np.float64)  # the kernel's last sum stays unused
         blocks = -(-n // 32)

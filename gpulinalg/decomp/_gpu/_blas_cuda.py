@@ -14,11 +14,11 @@ import numpy as np
 from ..._runtime import streams
 from ._cusolver_cuda import leading_dimension, routines
 
-__all__ = ["trsm", "gemm_update", "gemm", "gram", "symv", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
+__all__ = ["trsm", "gemm_update", "gram", "symv", "COMPUTE", "GRAM_BLOCKS", "GRAM_MIN"]
 
 #: ``compute`` names of :func:`gemm_update` and the cuBLAS compute type of each (float32 data).
 COMPUTE = {"float32": "COMPUTE_32F", "tf32": "COMPUTE_32F_FAST_TF32"}
-_ONE, _MINUS, _ZERO = (np.full(1, v, dtype=np.float32) for v in (1.0, -1.0, 0.0))
+_ONE, _MINUS = np.ones(1, dtype=np.float32), -np.ones(1, dtype=np.float32)
 #: Column blocks of :func:`gram`'s lower block triangle (``(b + 1) / 2b`` of one GEMM's products).
 GRAM_BLOCKS = 4
 #: Columns from which :func:`gram` takes the block triangle (below, one GEMM).
@@ -43,17 +43,6 @@ def gemm_update(c, a, b, *, trans_b=False, compute="float32"):
     """``C <- C - A op(B)`` in place for float32 column-major views; ``compute`` one of
     :data:`COMPUTE` (``"tf32"``: the products' inputs rounded to 10-bit mantissas, float32
     accumulation)."""
-    _gemm_ex(c, a, b, trans_b, compute, _MINUS, _ONE)
-
-
-def gemm(c, a, b, *, trans_b=False, compute="float32"):
-    """``C <- A op(B)`` for float32 column-major views (``C``'s old values unread); ``compute``
-    as :func:`gemm_update`'s."""
-    _gemm_ex(c, a, b, trans_b, compute, _ONE, _ZERO)
-
-
-def _gemm_ex(c, a, b, trans_b, compute, alpha, beta):
-    """``C <- alpha A op(B) + beta C`` by cuBLAS ``gemmEx``, float32 data."""
     import nvmath
     from nvmath.bindings import cublas
     m, n = c.shape
@@ -61,8 +50,8 @@ def _gemm_ex(c, a, b, trans_b, compute, alpha, beta):
     r32 = int(nvmath.CudaDataType.CUDA_R_32F)
     op_b = cublas.Operation.T if trans_b else cublas.Operation.N
     cublas.gemm_ex(streams.get_handle("cublas"), int(cublas.Operation.N), int(op_b), m, n, k,
-                   alpha.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
-                   leading_dimension(b), beta.ctypes.data, c.data.ptr, r32, leading_dimension(c),
+                   _MINUS.ctypes.data, a.data.ptr, r32, leading_dimension(a), b.data.ptr, r32,
+                   leading_dimension(b), _ONE.ctypes.data, c.data.ptr, r32, leading_dimension(c),
                    int(getattr(cublas.ComputeType, COMPUTE[compute])),
                    int(cublas.GemmAlgo.DEFAULT))
 
