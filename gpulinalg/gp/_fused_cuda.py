@@ -77,15 +77,14 @@ def lml_grad(la, x, y, noise, form):
     return read_back(lml, contract(lf, a, z, form), flag, form)
 
 
-def build(x, noise, form, dtype=np.float64, white=None):
+def build(x, noise, form, dtype=np.float64):
     """``(K, z, flag)``: the kernel matrix (C-ordered, symmetric) by one kernel, made in
-    float64 and stored in ``dtype``, with ``white`` (default the form's) plus ``noise`` on its
+    float64 and stored in ``dtype``, with the form's white noise plus ``noise`` on its
     diagonal, the scaled points ``z = x / l`` and the device flag raised by a non-finite
     entry."""
     import cupy
     n, d = x.shape
     dtype = np.dtype(dtype)
-    white = form.white if white is None else white
     z = cupy.ascontiguousarray(x * cupy.asarray(form.inv_ls))
     if np.ndim(noise):
         noise_d, step = cupy.asarray(noise, dtype=np.float64), 1
@@ -96,7 +95,7 @@ def build(x, noise, form, dtype=np.float64, white=None):
     blocks = -(-n // 32)
     raw_kernel("gl_gp_build", _BUILD, {}, options=kernel_options(form.kind, d, dtype))(
         (blocks, blocks), (32, 8),
-        (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(white),
+        (z, noise_d, k, flag, np.int64(n), np.float64(form.c), np.float64(form.white),
          np.int64(step)))
     return k, z, flag
 
