@@ -148,8 +148,8 @@ def build(calls, options, grid, block, args, shared_mem):
     diff = zz[:, None, :] - zz[None, :, :]
     s, _ = _kernel_values(int(defs["GL_KIND"]), (diff * diff).sum(-1))
     full = float(c) * s
-    full[np.diag_indices(n)] += float(white) + np.asarray(noise)[::max(int(step), 1)][
-        :n if int(step) else 1]
+    full[np.diag_indices(n)] += float(white) + (np.asarray(noise)[:n] if int(step) else
+                                                 float(noise[0]))
     if not np.isfinite(full).all():
         flag[0] = 1
     k[...] = full

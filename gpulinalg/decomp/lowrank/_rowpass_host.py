@@ -58,7 +58,7 @@ def panel_qr(y, dtype):
     """
     dtype = np.dtype(dtype)
     rows, l = (int(v) for v in y.shape)
-    step = max(QR_STEP_BYTES // max(l * dtype.itemsize, 1), 4 * l, 1)
+    step = max(block_step(l, dtype.itemsize), 4 * l)
     if rows > step:
         return tall_qr(y, dtype, step)
     return np.linalg.qr(y.astype(dtype), mode="reduced")
